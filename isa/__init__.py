@@ -1,0 +1,38 @@
+"""The architecture contract: configuration, encodings, assembler, counters.
+
+Everything here is derived from :class:`Config`; the rest of openvta imports its
+widths, opcodes, field offsets and counter names from this package.
+"""
+
+from .asm import AsmError, assemble, disassemble, format_insn
+from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Config, ConfigError, preset
+from .counters import COUNTER_DOC, CYCLE_COUNTERS, EVENT_COUNTERS, Counter
+from .encoding import Field, Format, ISAError, Layout, layouts_of
+from .enums import AluOp, MemoryType, Module, Opcode, TokenQueue, module_of
+from .instructions import (
+    AluInsn,
+    FinishInsn,
+    GemmInsn,
+    Instruction,
+    MemInsn,
+    Uop,
+    decode,
+    decode_stream,
+    decode_table,
+    decode_uop,
+    decode_uops,
+    encode_stream,
+    encode_uops,
+    words_from_bytes,
+    words_to_bytes,
+)
+
+__all__ = [
+    "AluInsn", "AluOp", "AsmError", "COUNTER_DOC", "CYCLE_COUNTERS", "Config", "ConfigError",
+    "Counter", "EVENT_COUNTERS", "Field", "FinishInsn", "Format", "GemmInsn", "INSN_BYTES",
+    "ISAError", "ISA_KEYS", "Instruction", "Layout", "MACHINE_KEYS", "MemInsn", "MemoryType",
+    "Module", "Opcode", "PRESETS", "TokenQueue", "UOP_BYTES", "Uop", "assemble", "decode",
+    "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
+    "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "preset",
+    "words_from_bytes", "words_to_bytes",
+]

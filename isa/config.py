@@ -1,0 +1,357 @@
+"""The accelerator configuration: VTA's log2 parameters and everything derived from them.
+
+A :class:`Config` holds the ISA keys of ``vta_config.json`` (ISA.md §1) plus the
+non-ISA keys that size the machine around the ISA (command and token queue depths,
+the memory bus width).  Every width and depth used anywhere in openvta is derived
+here, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Config", "ConfigError", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
+
+
+class ConfigError(ValueError):
+    """A configuration that the ISA cannot encode or the machine cannot build."""
+
+
+#: The log2 parameters that define the ISA, in ``vta_config.json`` order.
+ISA_KEYS = (
+    "LOG_INP_WIDTH",
+    "LOG_WGT_WIDTH",
+    "LOG_ACC_WIDTH",
+    "LOG_BATCH",
+    "LOG_BLOCK",
+    "LOG_UOP_BUFF_SIZE",
+    "LOG_INP_BUFF_SIZE",
+    "LOG_WGT_BUFF_SIZE",
+    "LOG_ACC_BUFF_SIZE",
+)
+
+#: Non-ISA keys that size the machine: queue depths in entries, bus width in bits.
+MACHINE_KEYS = ("CMD_QUEUE_DEPTH", "DEP_QUEUE_DEPTH", "LOG_BUS_WIDTH")
+
+# Widths fixed by ISA.md §2 for every configuration.
+SRAM_BASE_WIDTH = 16
+LOOP_ITER_WIDTH = 14
+UOP_WIDTH = 32
+INSN_WIDTH = 128
+INSN_BYTES = INSN_WIDTH // 8
+UOP_BYTES = UOP_WIDTH // 8
+
+# openvta's numpy semantics are written for int8 inputs/weights and int32 accumulators.
+_SUPPORTED_WIDTHS = {"LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One accelerator configuration.
+
+    Parameters
+    ----------
+    LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH :
+        log2 of the element widths in bits (3, 3, 5: int8 inputs and weights,
+        int32 accumulators; the only widths openvta implements).
+    LOG_BATCH, LOG_BLOCK :
+        log2 of BATCH and of BLOCK_IN = BLOCK_OUT.
+    LOG_UOP_BUFF_SIZE, LOG_INP_BUFF_SIZE, LOG_WGT_BUFF_SIZE, LOG_ACC_BUFF_SIZE :
+        log2 of the on-chip buffer sizes in bytes.
+    CMD_QUEUE_DEPTH :
+        entries of each of the three command queues (fetch → load/compute/store).
+    DEP_QUEUE_DEPTH :
+        tokens each of the four dependency-token queues holds.
+    LOG_BUS_WIDTH :
+        log2 of the memory bus width in bits (6: a 64-bit AXI bus as on VTA's Pynq).
+    extras :
+        any other keys of the JSON file (``TARGET``, ``HW_VER``, …), kept verbatim.
+
+    Raises
+    ------
+    ConfigError
+        naming the parameter and the constraint it breaks.
+
+    Examples
+    --------
+    >>> cfg = Config()
+    >>> cfg.BLOCK_IN, cfg.LOG_INP_DEPTH, cfg.inp_elem_bytes
+    (16, 11, 16)
+    """
+
+    LOG_INP_WIDTH: int = 3
+    LOG_WGT_WIDTH: int = 3
+    LOG_ACC_WIDTH: int = 5
+    LOG_BATCH: int = 0
+    LOG_BLOCK: int = 4
+    LOG_UOP_BUFF_SIZE: int = 15
+    LOG_INP_BUFF_SIZE: int = 15
+    LOG_WGT_BUFF_SIZE: int = 18
+    LOG_ACC_BUFF_SIZE: int = 17
+    CMD_QUEUE_DEPTH: int = 512
+    DEP_QUEUE_DEPTH: int = 256
+    LOG_BUS_WIDTH: int = 6
+    extras: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for key in ISA_KEYS + MACHINE_KEYS:
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{key} must be an integer, not {value!r}")
+        for key, width in _SUPPORTED_WIDTHS.items():
+            if getattr(self, key) != width:
+                raise ConfigError(
+                    f"{key} must be {width} (openvta implements int8 inputs and weights with "
+                    f"int32 accumulators), not {getattr(self, key)!r}"
+                )
+        _check_range("LOG_BATCH", self.LOG_BATCH, 0, 4)
+        _check_range("LOG_BLOCK", self.LOG_BLOCK, 1, 6)
+        for key, log_depth in (
+            ("LOG_UOP_BUFF_SIZE", self.LOG_UOP_DEPTH),
+            ("LOG_INP_BUFF_SIZE", self.LOG_INP_DEPTH),
+            ("LOG_WGT_BUFF_SIZE", self.LOG_WGT_DEPTH),
+            ("LOG_ACC_BUFF_SIZE", self.LOG_ACC_DEPTH),
+        ):
+            if not 1 <= log_depth <= SRAM_BASE_WIDTH:
+                raise ConfigError(
+                    f"{key} must give a buffer of 2 to 2**{SRAM_BASE_WIDTH} elements "
+                    f"(sram_base is {SRAM_BASE_WIDTH} bits), not {getattr(self, key)!r} "
+                    f"(2**{log_depth} elements)"
+                )
+        _check_range("CMD_QUEUE_DEPTH", self.CMD_QUEUE_DEPTH, 1, 1 << 16)
+        _check_range("DEP_QUEUE_DEPTH", self.DEP_QUEUE_DEPTH, 1, 1 << 16)
+        _check_range("LOG_BUS_WIDTH", self.LOG_BUS_WIDTH, 3, 10)
+        object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
+        # Building the layouts checks that every field fits its word (ISA.md §2).
+        from .encoding import layouts_of
+
+        layouts_of(self)
+
+    # -- element geometry --------------------------------------------------------
+    @property
+    def BATCH(self) -> int:
+        return 1 << self.LOG_BATCH
+
+    @property
+    def BLOCK_IN(self) -> int:
+        return 1 << self.LOG_BLOCK
+
+    @property
+    def BLOCK_OUT(self) -> int:
+        return 1 << self.LOG_BLOCK
+
+    @property
+    def INP_WIDTH(self) -> int:
+        return 1 << self.LOG_INP_WIDTH
+
+    @property
+    def WGT_WIDTH(self) -> int:
+        return 1 << self.LOG_WGT_WIDTH
+
+    @property
+    def ACC_WIDTH(self) -> int:
+        return 1 << self.LOG_ACC_WIDTH
+
+    @property
+    def OUT_WIDTH(self) -> int:
+        return self.INP_WIDTH
+
+    @property
+    def inp_elem_bytes(self) -> int:
+        """Bytes of one inp tile ``[BATCH][BLOCK_IN]``."""
+        return self.BATCH * self.BLOCK_IN * self.INP_WIDTH // 8
+
+    @property
+    def wgt_elem_bytes(self) -> int:
+        """Bytes of one wgt tile ``[BLOCK_OUT][BLOCK_IN]``."""
+        return self.BLOCK_OUT * self.BLOCK_IN * self.WGT_WIDTH // 8
+
+    @property
+    def acc_elem_bytes(self) -> int:
+        """Bytes of one acc tile ``[BATCH][BLOCK_OUT]`` of int32."""
+        return self.BATCH * self.BLOCK_OUT * self.ACC_WIDTH // 8
+
+    @property
+    def out_elem_bytes(self) -> int:
+        """Bytes of one out tile ``[BATCH][BLOCK_OUT]`` (also an ACC_8BIT element)."""
+        return self.BATCH * self.BLOCK_OUT * self.OUT_WIDTH // 8
+
+    @property
+    def uop_elem_bytes(self) -> int:
+        return UOP_BYTES
+
+    @property
+    def macs_per_uop(self) -> int:
+        """Multiply-accumulates of one GEMM micro-op."""
+        return self.BATCH * self.BLOCK_IN * self.BLOCK_OUT
+
+    @property
+    def bus_bytes(self) -> int:
+        """Bytes per beat of the memory bus."""
+        return (1 << self.LOG_BUS_WIDTH) // 8
+
+    # -- buffer depths (elements) ------------------------------------------------
+    @property
+    def LOG_UOP_DEPTH(self) -> int:
+        return self.LOG_UOP_BUFF_SIZE - (UOP_BYTES.bit_length() - 1)
+
+    @property
+    def LOG_INP_DEPTH(self) -> int:
+        return self.LOG_INP_BUFF_SIZE - _log2(self.inp_elem_bytes)
+
+    @property
+    def LOG_WGT_DEPTH(self) -> int:
+        return self.LOG_WGT_BUFF_SIZE - _log2(self.wgt_elem_bytes)
+
+    @property
+    def LOG_ACC_DEPTH(self) -> int:
+        return self.LOG_ACC_BUFF_SIZE - _log2(self.acc_elem_bytes)
+
+    @property
+    def uop_depth(self) -> int:
+        return 1 << self.LOG_UOP_DEPTH
+
+    @property
+    def inp_depth(self) -> int:
+        return 1 << self.LOG_INP_DEPTH
+
+    @property
+    def wgt_depth(self) -> int:
+        return 1 << self.LOG_WGT_DEPTH
+
+    @property
+    def acc_depth(self) -> int:
+        return 1 << self.LOG_ACC_DEPTH
+
+    @property
+    def out_depth(self) -> int:
+        """The out buffer shares the accumulator's index space."""
+        return self.acc_depth
+
+    @cached_property
+    def max_elem_bytes(self) -> int:
+        """The largest element of any memory type: DRAM buffers are aligned to it."""
+        return max(
+            self.inp_elem_bytes,
+            self.wgt_elem_bytes,
+            self.acc_elem_bytes,
+            self.out_elem_bytes,
+            UOP_BYTES,
+        )
+
+    def elem_bytes(self, memory_type: int) -> int:
+        """Bytes of one DRAM element of ``memory_type`` (ISA.md §4)."""
+        from .enums import MemoryType
+
+        return {
+            MemoryType.UOP: UOP_BYTES,
+            MemoryType.WGT: self.wgt_elem_bytes,
+            MemoryType.INP: self.inp_elem_bytes,
+            MemoryType.ACC: self.acc_elem_bytes,
+            MemoryType.OUT: self.out_elem_bytes,
+            MemoryType.ACC_8BIT: self.out_elem_bytes,
+        }[MemoryType(memory_type)]
+
+    def buffer_depth(self, memory_type: int) -> int:
+        """Elements of the on-chip buffer that ``memory_type`` reads or writes."""
+        from .enums import MemoryType
+
+        return {
+            MemoryType.UOP: self.uop_depth,
+            MemoryType.WGT: self.wgt_depth,
+            MemoryType.INP: self.inp_depth,
+            MemoryType.ACC: self.acc_depth,
+            MemoryType.OUT: self.out_depth,
+            MemoryType.ACC_8BIT: self.acc_depth,
+        }[MemoryType(memory_type)]
+
+    # -- (de)serialisation ---------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: ISA keys, machine keys, then the extras."""
+        out: dict[str, Any] = {key: getattr(self, key) for key in ISA_KEYS + MACHINE_KEYS}
+        out.update(self.extras)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Config:
+        """Build from a ``vta_config.json``-style mapping; unknown keys become extras."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"configuration must be a JSON object, not {type(values).__name__}")
+        known = {k: values[k] for k in ISA_KEYS + MACHINE_KEYS if k in values}
+        extras = {k: v for k, v in values.items() if k not in known}
+        return cls(**known, extras=extras)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"configuration is not valid JSON: {exc}") from None
+        return cls.from_dict(values)
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def name(self) -> str:
+        """The preset name this configuration equals, or ``"custom"``."""
+        for preset_name, cfg in PRESETS.items():
+            if cfg == self:
+                return preset_name
+        return "custom"
+
+
+def _log2(value: int) -> int:
+    return value.bit_length() - 1
+
+
+def _check_range(key: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{key} must be between {low} and {high}, not {value!r}")
+
+
+PRESETS: dict[str, Config] = {
+    # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc.
+    "default": Config(),
+    # Meant to fit an ECP5-85F: 1x8x8 GEMM (64 multipliers) and ~90 KiB of buffers.
+    "small": Config(
+        LOG_BLOCK=3,
+        LOG_UOP_BUFF_SIZE=13,
+        LOG_INP_BUFF_SIZE=13,
+        LOG_WGT_BUFF_SIZE=15,
+        LOG_ACC_BUFF_SIZE=15,
+        CMD_QUEUE_DEPTH=64,
+        DEP_QUEUE_DEPTH=64,
+        LOG_BUS_WIDTH=6,
+    ),
+    # Meant for an iCE40 UP5K and fast RTL simulation: 1x4x4 GEMM, ~11 KiB of buffers.
+    "tiny": Config(
+        LOG_BLOCK=2,
+        LOG_UOP_BUFF_SIZE=11,
+        LOG_INP_BUFF_SIZE=10,
+        LOG_WGT_BUFF_SIZE=12,
+        LOG_ACC_BUFF_SIZE=12,
+        CMD_QUEUE_DEPTH=16,
+        DEP_QUEUE_DEPTH=16,
+        LOG_BUS_WIDTH=5,
+    ),
+}
+
+
+def preset(name: str) -> Config:
+    """The named preset configuration (``default``, ``small`` or ``tiny``)."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"preset must be one of {', '.join(sorted(PRESETS))}, not {name!r}"
+        ) from None

@@ -1,0 +1,107 @@
+"""Performance counters: the names and meanings every back end reports.
+
+The functional simulator reports the event counters; the cycle model and the RTL
+also report the cycle counters, with the same definitions.  Back ends key their
+``counters`` dict by these names (``Counter`` members are ``str``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC"]
+
+
+class Counter(str, Enum):
+    """Counter names (the value is the key in a result's ``counters``)."""
+
+    # -- events: every back end ---------------------------------------------------
+    FETCH_INSNS = "fetch_insns"
+    LOAD_INSNS = "load_insns"
+    COMPUTE_INSNS = "compute_insns"
+    STORE_INSNS = "store_insns"
+    SYNC_INSNS = "sync_insns"
+    GEMM_INSNS = "gemm_insns"
+    ALU_INSNS = "alu_insns"
+    GEMM_UOPS = "gemm_uops"
+    ALU_UOPS = "alu_uops"
+    MACS = "macs"
+    INP_LOAD_BYTES = "inp_load_bytes"
+    WGT_LOAD_BYTES = "wgt_load_bytes"
+    UOP_LOAD_BYTES = "uop_load_bytes"
+    ACC_LOAD_BYTES = "acc_load_bytes"
+    OUT_STORE_BYTES = "out_store_bytes"
+    INSN_FETCH_BYTES = "insn_fetch_bytes"
+    DRAM_READ_BYTES = "dram_read_bytes"
+    DRAM_WRITE_BYTES = "dram_write_bytes"
+    TOKEN_PUSHES = "token_pushes"
+    TOKEN_POPS = "token_pops"
+    # -- cycles: cycle model and RTL ----------------------------------------------
+    CYCLES = "cycles"
+    FETCH_BUSY_CYCLES = "fetch_busy_cycles"
+    LOAD_BUSY_CYCLES = "load_busy_cycles"
+    COMPUTE_BUSY_CYCLES = "compute_busy_cycles"
+    STORE_BUSY_CYCLES = "store_busy_cycles"
+    GEMM_BUSY_CYCLES = "gemm_busy_cycles"
+    ALU_BUSY_CYCLES = "alu_busy_cycles"
+    LOAD_WAIT_TOKEN_CYCLES = "load_wait_token_cycles"
+    COMPUTE_WAIT_TOKEN_CYCLES = "compute_wait_token_cycles"
+    STORE_WAIT_TOKEN_CYCLES = "store_wait_token_cycles"
+    FETCH_WAIT_MEMORY_CYCLES = "fetch_wait_memory_cycles"
+    LOAD_WAIT_MEMORY_CYCLES = "load_wait_memory_cycles"
+    COMPUTE_WAIT_MEMORY_CYCLES = "compute_wait_memory_cycles"
+    STORE_WAIT_MEMORY_CYCLES = "store_wait_memory_cycles"
+    FETCH_WAIT_QUEUE_CYCLES = "fetch_wait_queue_cycles"
+    LOAD_WAIT_QUEUE_CYCLES = "load_wait_queue_cycles"
+    COMPUTE_WAIT_QUEUE_CYCLES = "compute_wait_queue_cycles"
+    STORE_WAIT_QUEUE_CYCLES = "store_wait_queue_cycles"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+COUNTER_DOC: dict[Counter, str] = {
+    Counter.FETCH_INSNS: "instructions read from DRAM by fetch",
+    Counter.LOAD_INSNS: "instructions executed by the load module",
+    Counter.COMPUTE_INSNS: "instructions executed by the compute module (FINISH included)",
+    Counter.STORE_INSNS: "instructions executed by the store module",
+    Counter.SYNC_INSNS: "LOAD/STORE instructions with x_size = 0 (tokens only)",
+    Counter.GEMM_INSNS: "GEMM instructions executed",
+    Counter.ALU_INSNS: "ALU instructions executed",
+    Counter.GEMM_UOPS: "GEMM micro-op executions (iter_out × iter_in × micro-ops, summed)",
+    Counter.ALU_UOPS: "ALU micro-op executions",
+    Counter.MACS: "multiply-accumulates: GEMM micro-ops (reset excluded) × BATCH·BLOCK_IN·BLOCK_OUT",
+    Counter.INP_LOAD_BYTES: "bytes read from DRAM into the inp buffer (padding excluded)",
+    Counter.WGT_LOAD_BYTES: "bytes read from DRAM into the wgt buffer",
+    Counter.UOP_LOAD_BYTES: "bytes read from DRAM into the micro-op buffer",
+    Counter.ACC_LOAD_BYTES: "bytes read from DRAM into the accumulator (ACC and ACC_8BIT)",
+    Counter.OUT_STORE_BYTES: "bytes written to DRAM from the out buffer",
+    Counter.INSN_FETCH_BYTES: "bytes of instructions read by fetch",
+    Counter.DRAM_READ_BYTES: "all bytes read from DRAM (instructions, micro-ops, tiles)",
+    Counter.DRAM_WRITE_BYTES: "all bytes written to DRAM",
+    Counter.TOKEN_PUSHES: "dependency tokens pushed, all four queues",
+    Counter.TOKEN_POPS: "dependency tokens popped, all four queues",
+    Counter.CYCLES: "clock cycles from start to FINISH",
+    Counter.FETCH_BUSY_CYCLES: "cycles fetch spends reading and routing instructions",
+    Counter.LOAD_BUSY_CYCLES: "cycles the load module executes an instruction",
+    Counter.COMPUTE_BUSY_CYCLES: "cycles the compute module executes an instruction",
+    Counter.STORE_BUSY_CYCLES: "cycles the store module executes an instruction",
+    Counter.GEMM_BUSY_CYCLES: "cycles the GEMM core executes micro-ops",
+    Counter.ALU_BUSY_CYCLES: "cycles the ALU executes micro-ops",
+    Counter.LOAD_WAIT_TOKEN_CYCLES: "cycles load waits to pop, or to push into a full token queue",
+    Counter.COMPUTE_WAIT_TOKEN_CYCLES: "cycles compute waits on a token queue",
+    Counter.STORE_WAIT_TOKEN_CYCLES: "cycles store waits on a token queue",
+    Counter.FETCH_WAIT_MEMORY_CYCLES: "cycles fetch waits for the memory system",
+    Counter.LOAD_WAIT_MEMORY_CYCLES: "cycles load waits for the memory system",
+    Counter.COMPUTE_WAIT_MEMORY_CYCLES: "cycles compute waits for the memory system",
+    Counter.STORE_WAIT_MEMORY_CYCLES: "cycles store waits for the memory system",
+    Counter.FETCH_WAIT_QUEUE_CYCLES: "cycles fetch waits on a full command queue",
+    Counter.LOAD_WAIT_QUEUE_CYCLES: "cycles load waits on an empty command queue",
+    Counter.COMPUTE_WAIT_QUEUE_CYCLES: "cycles compute waits on an empty command queue",
+    Counter.STORE_WAIT_QUEUE_CYCLES: "cycles store waits on an empty command queue",
+}
+
+#: Counters every back end reports, the functional simulator included.
+EVENT_COUNTERS = tuple(c for c in Counter if not c.value.endswith("cycles"))
+#: Counters of the timed back ends (cycle model, RTL).
+CYCLE_COUNTERS = tuple(c for c in Counter if c.value.endswith("cycles"))

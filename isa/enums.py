@@ -1,0 +1,115 @@
+"""The ISA's enumerations: opcodes, memory types, ALU ops, modules and token queues.
+
+Every other layer names these members; no integer or string stands for an op
+anywhere else.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["Opcode", "MemoryType", "AluOp", "Module", "TokenQueue", "module_of"]
+
+
+class Opcode(IntEnum):
+    LOAD = 0
+    STORE = 1
+    GEMM = 2
+    FINISH = 3
+    ALU = 4
+
+
+class MemoryType(IntEnum):
+    UOP = 0
+    WGT = 1
+    INP = 2
+    ACC = 3
+    OUT = 4
+    ACC_8BIT = 5
+
+
+class AluOp(IntEnum):
+    MIN = 0
+    MAX = 1
+    ADD = 2
+    SHR = 3
+    MUL = 4
+
+
+class Module(IntEnum):
+    """The three instruction-executing modules, upstream first ("prev" < "next")."""
+
+    LOAD = 0
+    COMPUTE = 1
+    STORE = 2
+
+
+class TokenQueue(IntEnum):
+    """The four dependency-token queues of ISA.md §5."""
+
+    LOAD_TO_COMPUTE = 0
+    COMPUTE_TO_LOAD = 1
+    COMPUTE_TO_STORE = 2
+    STORE_TO_COMPUTE = 3
+
+    @property
+    def producer(self) -> Module:
+        return _QUEUE_ENDS[self][0]
+
+    @property
+    def consumer(self) -> Module:
+        return _QUEUE_ENDS[self][1]
+
+    @property
+    def label(self) -> str:
+        return f"{self.producer.name.lower()}→{self.consumer.name.lower()}"
+
+    @classmethod
+    def between(cls, producer: Module, consumer: Module) -> TokenQueue:
+        """The queue from ``producer`` to ``consumer``; there is none between load and store."""
+        for queue, ends in _QUEUE_ENDS.items():
+            if ends == (producer, consumer):
+                return queue
+        raise ValueError(
+            f"there is no token queue from {producer.name.lower()} to {consumer.name.lower()}"
+        )
+
+    @classmethod
+    def popped_by(cls, module: Module, flag: str) -> TokenQueue:
+        """The queue a ``pop_prev_dep``/``pop_next_dep`` flag of ``module`` pops."""
+        other = _neighbour(module, flag)
+        return cls.between(other, module)
+
+    @classmethod
+    def pushed_by(cls, module: Module, flag: str) -> TokenQueue:
+        """The queue a ``push_prev_dep``/``push_next_dep`` flag of ``module`` pushes."""
+        other = _neighbour(module, flag)
+        return cls.between(module, other)
+
+
+_QUEUE_ENDS = {
+    TokenQueue.LOAD_TO_COMPUTE: (Module.LOAD, Module.COMPUTE),
+    TokenQueue.COMPUTE_TO_LOAD: (Module.COMPUTE, Module.LOAD),
+    TokenQueue.COMPUTE_TO_STORE: (Module.COMPUTE, Module.STORE),
+    TokenQueue.STORE_TO_COMPUTE: (Module.STORE, Module.COMPUTE),
+}
+
+
+def _neighbour(module: Module, flag: str) -> Module:
+    step = -1 if "prev" in flag else 1
+    index = module + step
+    if not 0 <= index < len(Module):
+        raise ValueError(f"{module.name.lower()} module has no {flag.split('_')[1]} neighbour")
+    return Module(index)
+
+
+def module_of(opcode: int, memory_type: int) -> Module:
+    """Where fetch routes an instruction (ISA.md §5).
+
+    STORE → store; LOAD of INP/WGT → load; everything else → compute.
+    """
+    if opcode == Opcode.STORE:
+        return Module.STORE
+    if opcode == Opcode.LOAD and memory_type in (MemoryType.INP, MemoryType.WGT):
+        return Module.LOAD
+    return Module.COMPUTE

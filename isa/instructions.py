@@ -1,0 +1,307 @@
+"""Instruction and micro-op objects, their encoding and decoding.
+
+An instruction object carries exactly the field names of ISA.md §2 as attributes
+and the configuration it is encoded for, so ``decode(word, cfg).encode() == word``
+for every valid word.  Streams encode and decode in bulk through numpy
+(:func:`encode_stream`, :func:`decode_table`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from .config import INSN_BYTES, UOP_BYTES, Config
+from .encoding import Format, ISAError, Layout, layouts_of
+from .enums import AluOp, MemoryType, Module, Opcode, module_of
+
+__all__ = [
+    "MemInsn",
+    "GemmInsn",
+    "AluInsn",
+    "FinishInsn",
+    "Instruction",
+    "Uop",
+    "decode",
+    "decode_uop",
+    "encode_stream",
+    "decode_stream",
+    "decode_table",
+    "words_from_bytes",
+    "words_to_bytes",
+    "encode_uops",
+    "decode_uops",
+    "format_of",
+]
+
+DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _InsnBase:
+    cfg: Config = field(repr=False, compare=False)
+    pop_prev_dep: bool = False
+    pop_next_dep: bool = False
+    push_prev_dep: bool = False
+    push_next_dep: bool = False
+
+    format: str = field(default="", init=False, repr=False, compare=False)
+
+    @property
+    def layout(self) -> Layout:
+        return layouts_of(self.cfg)[self.format]
+
+    def fields(self) -> dict[str, int]:
+        """Field name → integer value, in layout order."""
+        return {name: int(getattr(self, name)) for name in self.layout.names}
+
+    def encode(self) -> int:
+        """The 128-bit instruction word (word 0 in the low 64 bits)."""
+        return self.layout.pack(self.fields())
+
+    def to_bytes(self) -> bytes:
+        return self.encode().to_bytes(INSN_BYTES, "little")
+
+    @property
+    def module(self) -> Module:
+        """The module fetch routes this instruction to."""
+        return module_of(self.opcode, getattr(self, "memory_type", -1))  # type: ignore[attr-defined]
+
+    def replace(self, **changes: object) -> Instruction:
+        return dataclasses.replace(self, **changes)  # type: ignore[return-value, arg-type]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemInsn(_InsnBase):
+    """LOAD or STORE (ISA.md §2, memory instruction)."""
+
+    opcode: Opcode = Opcode.LOAD
+    memory_type: MemoryType = MemoryType.INP
+    sram_base: int = 0
+    dram_base: int = 0
+    y_size: int = 0
+    x_size: int = 0
+    x_stride: int = 0
+    y_pad_0: int = 0
+    y_pad_1: int = 0
+    x_pad_0: int = 0
+    x_pad_1: int = 0
+    format: str = field(default=Format.MEM, init=False, repr=False, compare=False)
+
+    @property
+    def is_sync(self) -> bool:
+        """``x_size == 0``: moves no data, only its dependency flags act."""
+        return self.x_size == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _LoopInsn(_InsnBase):
+    opcode: Opcode = Opcode.GEMM
+    reset_reg: bool = False
+    uop_bgn: int = 0
+    uop_end: int = 0
+    iter_out: int = 0
+    iter_in: int = 0
+    dst_factor_out: int = 0
+    dst_factor_in: int = 0
+    src_factor_out: int = 0
+    src_factor_in: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmInsn(_LoopInsn):
+    """GEMM: micro-op loops of tile products into the accumulator."""
+
+    wgt_factor_out: int = 0
+    wgt_factor_in: int = 0
+    format: str = field(default=Format.GEMM, init=False, repr=False, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishInsn(GemmInsn):
+    """FINISH: the GEMM layout with every field zero except the dependency flags."""
+
+    opcode: Opcode = Opcode.FINISH
+
+
+@dataclass(frozen=True, kw_only=True)
+class AluInsn(_LoopInsn):
+    """ALU: micro-op loops of element-wise ops on the accumulator."""
+
+    opcode: Opcode = Opcode.ALU
+    alu_opcode: AluOp = AluOp.MIN
+    use_imm: bool = False
+    imm: int = 0
+    format: str = field(default=Format.ALU, init=False, repr=False, compare=False)
+
+
+Instruction = Union[MemInsn, GemmInsn, FinishInsn, AluInsn]
+
+_CLASS_OF = {
+    Opcode.LOAD: MemInsn,
+    Opcode.STORE: MemInsn,
+    Opcode.GEMM: GemmInsn,
+    Opcode.FINISH: FinishInsn,
+    Opcode.ALU: AluInsn,
+}
+_ENUM_FIELDS = {"opcode": Opcode, "memory_type": MemoryType, "alu_opcode": AluOp}
+_BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
+
+
+def format_of(opcode: int) -> str:
+    """The layout name of an opcode."""
+    return _CLASS_OF[Opcode(opcode)].format  # type: ignore[attr-defined, no-any-return]
+
+
+def _typed(name: str, value: int) -> object:
+    enum = _ENUM_FIELDS.get(name)
+    if enum is not None:
+        try:
+            return enum(value)
+        except ValueError:
+            valid = ", ".join(f"{m.name}={m.value}" for m in enum)
+            raise ISAError(f"field {name} value {value} is not valid ({valid})") from None
+    if name in _BOOL_FIELDS:
+        return bool(value)
+    return value
+
+
+def decode(word: int, cfg: Config) -> Instruction:
+    """Decode a 128-bit instruction word for ``cfg``.
+
+    Raises
+    ------
+    ISAError
+        for an invalid opcode, memory type or ALU opcode.
+
+    Examples
+    --------
+    >>> from openvta.isa import Config, decode
+    >>> insn = decode(3 | (1 << 3), Config())
+    >>> insn.opcode.name, insn.pop_prev_dep
+    ('FINISH', True)
+    """
+    word = int(word)
+    if not 0 <= word < 1 << (INSN_BYTES * 8):
+        raise ISAError(f"instruction word must be a 128-bit unsigned integer, not {word!r}")
+    opcode = _typed("opcode", word & 0x7)
+    cls = _CLASS_OF[opcode]  # type: ignore[index]
+    layout = layouts_of(cfg)[cls.format]  # type: ignore[attr-defined]
+    values = {name: _typed(name, v) for name, v in layout.unpack(word).items()}
+    return cls(cfg=cfg, **values)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Uop:
+    """A micro-op: accumulator, input (or second accumulator) and weight indices."""
+
+    dst_idx: int = 0
+    src_idx: int = 0
+    wgt_idx: int = 0
+
+    def encode(self, cfg: Config) -> int:
+        layout = layouts_of(cfg)[Format.UOP]
+        return layout.pack(dataclasses.asdict(self))
+
+
+def decode_uop(word: int, cfg: Config) -> Uop:
+    """Decode a 32-bit micro-op word."""
+    word = int(word)
+    if not 0 <= word < 1 << (UOP_BYTES * 8):
+        raise ISAError(f"micro-op word must be a 32-bit unsigned integer, not {word!r}")
+    return Uop(**layouts_of(cfg)[Format.UOP].unpack(word))
+
+
+# -- streams -------------------------------------------------------------------
+
+
+def encode_stream(insns: list[Instruction] | tuple[Instruction, ...], cfg: Config) -> np.ndarray:
+    """Encode instructions into an ``(N, 2)`` uint64 array (word 0, word 1)."""
+    layouts = layouts_of(cfg)
+    words = np.zeros((len(insns), 2), dtype=np.uint64)
+    by_format: dict[str, list[int]] = {}
+    for i, insn in enumerate(insns):
+        by_format.setdefault(insn.format, []).append(i)
+    for fmt, rows in by_format.items():
+        layout = layouts[fmt]
+        columns = {
+            name: np.fromiter((int(getattr(insns[r], name)) for r in rows), np.int64, len(rows))
+            for name in layout.names
+        }
+        words[rows] = layout.pack_array(columns, len(rows))
+    return words
+
+
+def decode_table(words: np.ndarray, cfg: Config) -> dict[str, np.ndarray]:
+    """Decode a whole stream at once: field name → int64 array over all instructions.
+
+    Each row holds the fields of its own opcode's layout; fields that its layout
+    lacks are zero.  Opcodes are not validated here (see :func:`decode_stream`).
+    """
+    words = np.asarray(words, dtype=np.uint64).reshape(-1, 2)
+    opcode = (words[:, 0] & np.uint64(7)).astype(np.int64)
+    table: dict[str, np.ndarray] = {"opcode": opcode}
+    layouts = layouts_of(cfg)
+    select = {
+        Format.MEM: (opcode == Opcode.LOAD) | (opcode == Opcode.STORE),
+        Format.GEMM: (opcode == Opcode.GEMM) | (opcode == Opcode.FINISH),
+        Format.ALU: opcode == Opcode.ALU,
+    }
+    for fmt, mask in select.items():
+        for name, column in layouts[fmt].unpack_array(words).items():
+            if name == "opcode":
+                continue
+            current = table.setdefault(name, np.zeros(len(words), dtype=np.int64))
+            current[mask] = column[mask]
+    return table
+
+
+def decode_stream(words: np.ndarray, cfg: Config) -> list[Instruction]:
+    """Decode an ``(N, 2)`` uint64 array into instruction objects.
+
+    Raises
+    ------
+    ISAError
+        naming the index of the first invalid instruction.
+    """
+    words = np.asarray(words, dtype=np.uint64).reshape(-1, 2)
+    out = []
+    for i, (w0, w1) in enumerate(words.tolist()):
+        try:
+            out.append(decode(w0 | (w1 << 64), cfg))
+        except ISAError as exc:
+            raise ISAError(f"instruction {i}: {exc}") from None
+    return out
+
+
+def words_from_bytes(data: np.ndarray | bytes) -> np.ndarray:
+    """View a byte image of instructions as ``(N, 2)`` little-endian uint64 words."""
+    raw = bytes(data) if isinstance(data, bytes) else np.ascontiguousarray(data, np.uint8).tobytes()
+    if len(raw) % INSN_BYTES:
+        raise ISAError(f"instruction bytes must be a multiple of {INSN_BYTES}, not {len(raw)}")
+    return np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 2)
+
+
+def words_to_bytes(words: np.ndarray) -> np.ndarray:
+    """The little-endian byte image (uint8) of ``(N, 2)`` instruction words."""
+    return np.ascontiguousarray(np.asarray(words, dtype="<u8")).view(np.uint8).reshape(-1)
+
+
+def encode_uops(uops: list[Uop] | tuple[Uop, ...], cfg: Config) -> np.ndarray:
+    """Encode micro-ops into a uint32 array."""
+    layout = layouts_of(cfg)[Format.UOP]
+    columns = {
+        name: np.fromiter((getattr(u, name) for u in uops), np.int64, len(uops))
+        for name in layout.names
+    }
+    return layout.pack_array(columns, len(uops))[:, 0].astype(np.uint32)
+
+
+def decode_uops(words: np.ndarray, cfg: Config) -> dict[str, np.ndarray]:
+    """Decode a uint32 array of micro-ops into ``dst_idx``/``src_idx``/``wgt_idx`` arrays."""
+    layout = layouts_of(cfg)[Format.UOP]
+    column = np.asarray(words, dtype=np.uint64).reshape(-1, 1)
+    return layout.unpack_array(column)

@@ -1,0 +1,464 @@
+"""ProgramBuilder: the equivalent of VTA's runtime (``vta_runtime.cc``).
+
+It emits instructions in stream order, places micro-op kernels in the micro-op
+buffer (caching the resident ones), lays out DRAM, and places dependency tokens:
+
+* ``dep_pop(src, dst)`` marks a pop on the *next* instruction of ``dst``;
+* ``dep_push(src, dst)`` sets the push flag on the previous instruction of ``src``,
+  or emits a sync instruction (``x_size = 0``) when that one already pushes;
+* ``finish()`` drains every token queue, orders the last load and store
+  instructions before FINISH with tokens, and returns the :class:`Program`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openvta.isa import (
+    INSN_BYTES,
+    UOP_BYTES,
+    AluInsn,
+    AluOp,
+    Config,
+    FinishInsn,
+    GemmInsn,
+    Instruction,
+    MemInsn,
+    MemoryType,
+    Module,
+    Opcode,
+    TokenQueue,
+    Uop,
+    encode_stream,
+    encode_uops,
+    words_to_bytes,
+)
+from openvta.isa.config import LOOP_ITER_WIDTH
+
+from .dram import DramAllocator
+from .program import DTYPES, ROLES, Program, Symbol
+
+__all__ = ["BuildError", "ProgramBuilder", "UopKernel", "UopLoop"]
+
+
+class BuildError(ValueError):
+    """A builder call that would produce an invalid or deadlocking program."""
+
+
+@dataclass(frozen=True)
+class UopLoop:
+    """One micro-op loop: ``extent`` iterations, index strides per iteration."""
+
+    extent: int
+    dst_factor: int = 0
+    src_factor: int = 0
+    wgt_factor: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.extent < 1 << LOOP_ITER_WIDTH:
+            raise BuildError(
+                f"loop extent must be between 1 and {(1 << LOOP_ITER_WIDTH) - 1}, not {self.extent!r}"
+            )
+        for name in ("dst_factor", "src_factor", "wgt_factor"):
+            if getattr(self, name) < 0:
+                raise BuildError(f"loop {name} must be non-negative, not {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class UopKernel:
+    """Micro-ops and up to two loops around them (outer first)."""
+
+    uops: tuple[Uop, ...]
+    loops: tuple[UopLoop, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "uops", tuple(self.uops))
+        object.__setattr__(self, "loops", tuple(self.loops))
+        if not self.uops:
+            raise BuildError("a micro-op kernel needs at least one micro-op")
+        if len(self.loops) > 2:
+            raise BuildError(f"a micro-op kernel has at most 2 loops, not {len(self.loops)}")
+
+    @property
+    def padded_loops(self) -> tuple[UopLoop, UopLoop]:
+        loops = self.loops + (UopLoop(1),) * (2 - len(self.loops))
+        return loops[0], loops[1]
+
+    def max_index(self, name: str) -> int:
+        """The largest ``dst``/``src``/``wgt`` index any iteration touches."""
+        outer, inner = self.padded_loops
+        base = max(getattr(u, f"{name}_idx") for u in self.uops)
+        return (
+            base
+            + (outer.extent - 1) * getattr(outer, f"{name}_factor")
+            + (inner.extent - 1) * getattr(inner, f"{name}_factor")
+        )
+
+    @property
+    def executions(self) -> int:
+        outer, inner = self.padded_loops
+        return outer.extent * inner.extent * len(self.uops)
+
+
+_SYNC = {
+    Module.LOAD: dict(opcode=Opcode.LOAD, memory_type=MemoryType.INP),
+    Module.COMPUTE: dict(opcode=Opcode.LOAD, memory_type=MemoryType.UOP),
+    Module.STORE: dict(opcode=Opcode.STORE, memory_type=MemoryType.OUT),
+}
+
+
+class ProgramBuilder:
+    """Builds a :class:`Program` instruction by instruction.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> b = ProgramBuilder(preset("tiny"))
+    >>> prog = b.finish()
+    >>> [insn.opcode.name for insn in prog.instructions()]
+    ['FINISH']
+    """
+
+    def __init__(self, cfg: Config) -> None:
+        if not isinstance(cfg, Config):
+            raise TypeError(f"cfg must be a Config, not {type(cfg).__name__}")
+        self.cfg = cfg
+        self.insns: list[Instruction] = []
+        self.symbols: dict[str, Symbol] = {}
+        self._alloc = DramAllocator(cfg)
+        self._data: list[tuple[int, bytes]] = []
+        self._last: dict[Module, int] = {}
+        self._pending: dict[Module, set[TokenQueue]] = {m: set() for m in Module}
+        self._tokens = {q: 0 for q in TokenQueue}
+        self._uop_dram: dict[tuple[Uop, ...], int] = {}
+        self._uop_segment: list[Uop] = []
+        self._uop_resident: dict[tuple[Uop, ...], int] = {}
+        self._uop_next = 0
+        self._uop_fixups: list[tuple[int, int]] = []
+        self._finished = False
+
+    # -- DRAM tensors --------------------------------------------------------------
+    def tensor(
+        self,
+        name: str,
+        *,
+        data: np.ndarray | None = None,
+        shape: tuple[int, ...] | None = None,
+        dtype: str = "int8",
+        layout: str = "",
+        role: str = "scratch",
+    ) -> Symbol:
+        """Allocate a named DRAM tensor, from ``data`` or zero-filled of ``shape``/``dtype``."""
+        self._check_open()
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        if data is not None:
+            array = np.asarray(data)
+            dtype = array.dtype.name
+            shape = array.shape
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        if shape is None:
+            raise ValueError(f"tensor {name!r} needs data or a shape")
+        symbol = Symbol(0, tuple(int(d) for d in shape), dtype, layout, role)
+        try:
+            addr = self._alloc.alloc(symbol.nbytes, name)
+        except ValueError as exc:
+            raise BuildError(str(exc)) from None
+        symbol = Symbol(addr, symbol.shape, dtype, layout, role)
+        self.symbols[name] = symbol
+        if data is not None:
+            le = np.asarray(data).astype(np.dtype(DTYPES[dtype]).newbyteorder("<"))
+            self._data.append((addr, le.tobytes()))
+        return symbol
+
+    def elem_addr(self, symbol: Symbol, memory_type: MemoryType, offset: int = 0) -> int:
+        """``symbol``'s DRAM address in elements of ``memory_type``, plus ``offset``."""
+        elem = self.cfg.elem_bytes(memory_type)
+        if symbol.addr % elem:
+            raise BuildError(
+                f"tensor at byte {symbol.addr} is not aligned to {memory_type.name} elements "
+                f"({elem} bytes)"
+            )
+        return symbol.addr // elem + offset
+
+    # -- memory instructions -----------------------------------------------------
+    def load_2d(
+        self,
+        memory_type: MemoryType,
+        sram_base: int,
+        src: Symbol,
+        *,
+        offset: int = 0,
+        y_size: int,
+        x_size: int,
+        x_stride: int | None = None,
+        y_pad_0: int = 0,
+        y_pad_1: int = 0,
+        x_pad_0: int = 0,
+        x_pad_1: int = 0,
+    ) -> None:
+        """Load ``y_size`` rows of ``x_size`` elements from ``src`` (element ``offset``) to a buffer.
+
+        Pads add zero rows before/after and zero elements before/after each row.
+        """
+        memory_type = MemoryType(memory_type)
+        if memory_type in (MemoryType.UOP, MemoryType.OUT):
+            raise BuildError(
+                f"load_2d cannot load {memory_type.name}: micro-ops are placed by gemm()/alu(), "
+                "and the out buffer is written by compute"
+            )
+        x_stride = x_size if x_stride is None else x_stride
+        rows = y_pad_0 + y_size + y_pad_1
+        cols = x_pad_0 + x_size + x_pad_1
+        self._check_sram(memory_type, sram_base, rows * cols, "load_2d")
+        self._check_dram(src, memory_type, offset, y_size, x_size, x_stride, "load_2d")
+        self._emit(
+            MemInsn(
+                cfg=self.cfg,
+                opcode=Opcode.LOAD,
+                memory_type=memory_type,
+                sram_base=sram_base,
+                dram_base=self.elem_addr(src, memory_type, offset),
+                y_size=y_size,
+                x_size=x_size,
+                x_stride=x_stride,
+                y_pad_0=y_pad_0,
+                y_pad_1=y_pad_1,
+                x_pad_0=x_pad_0,
+                x_pad_1=x_pad_1,
+            )
+        )
+
+    def store_2d(
+        self,
+        sram_base: int,
+        dst: Symbol,
+        *,
+        offset: int = 0,
+        y_size: int,
+        x_size: int,
+        x_stride: int | None = None,
+    ) -> None:
+        """Store ``y_size × x_size`` out tiles from ``sram_base`` to ``dst`` (element ``offset``)."""
+        x_stride = x_size if x_stride is None else x_stride
+        self._check_sram(MemoryType.OUT, sram_base, y_size * x_size, "store_2d")
+        self._check_dram(dst, MemoryType.OUT, offset, y_size, x_size, x_stride, "store_2d")
+        self._emit(
+            MemInsn(
+                cfg=self.cfg,
+                opcode=Opcode.STORE,
+                memory_type=MemoryType.OUT,
+                sram_base=sram_base,
+                dram_base=self.elem_addr(dst, MemoryType.OUT, offset),
+                y_size=y_size,
+                x_size=x_size,
+                x_stride=x_stride,
+            )
+        )
+
+    def _check_sram(self, memory_type: MemoryType, base: int, count: int, what: str) -> None:
+        depth = self.cfg.buffer_depth(memory_type)
+        if base < 0 or base + count > depth:
+            raise BuildError(
+                f"{what} of {count} {memory_type.name} elements at sram_base {base} runs past "
+                f"the buffer ({depth} elements)"
+            )
+
+    def _check_dram(
+        self, symbol: Symbol, memory_type: MemoryType, offset: int,
+        y_size: int, x_size: int, x_stride: int, what: str,
+    ) -> None:
+        if y_size < 0 or x_size < 0 or x_stride < x_size:
+            raise BuildError(
+                f"{what} needs non-negative sizes and x_stride >= x_size, not "
+                f"y_size={y_size} x_size={x_size} x_stride={x_stride}"
+            )
+        if x_size and y_size:
+            last = offset + (y_size - 1) * x_stride + x_size
+            elems = symbol.nbytes // self.cfg.elem_bytes(memory_type)
+            if offset < 0 or last > elems:
+                raise BuildError(
+                    f"{what} reads {memory_type.name} elements {offset}..{last - 1} of a tensor "
+                    f"of {elems} elements"
+                )
+
+    # -- compute instructions ----------------------------------------------------
+    def gemm(self, kernel: UopKernel, *, reset: bool = False) -> None:
+        """Run ``kernel`` on the GEMM core (``reset``: zero the destination tiles)."""
+        self._check_kernel(kernel, ("dst", self.cfg.acc_depth), ("src", self.cfg.inp_depth),
+                           ("wgt", self.cfg.wgt_depth))
+        bgn = self._place_kernel(kernel.uops)
+        outer, inner = kernel.padded_loops
+        self._emit(
+            GemmInsn(
+                cfg=self.cfg,
+                reset_reg=reset,
+                uop_bgn=bgn,
+                uop_end=bgn + len(kernel.uops),
+                iter_out=outer.extent,
+                iter_in=inner.extent,
+                dst_factor_out=outer.dst_factor,
+                dst_factor_in=inner.dst_factor,
+                src_factor_out=outer.src_factor,
+                src_factor_in=inner.src_factor,
+                wgt_factor_out=outer.wgt_factor,
+                wgt_factor_in=inner.wgt_factor,
+            )
+        )
+
+    def alu(self, kernel: UopKernel, op: AluOp, *, imm: int | None = None) -> None:
+        """Run ``kernel`` on the ALU: ``acc[dst] = op(acc[dst], imm if given else acc[src])``."""
+        op = AluOp(op)
+        self._check_kernel(kernel, ("dst", self.cfg.acc_depth), ("src", self.cfg.acc_depth))
+        if any(loop.wgt_factor for loop in kernel.loops):
+            raise BuildError("an ALU kernel has no weight index: wgt_factor must be 0")
+        bgn = self._place_kernel(kernel.uops)
+        outer, inner = kernel.padded_loops
+        self._emit(
+            AluInsn(
+                cfg=self.cfg,
+                uop_bgn=bgn,
+                uop_end=bgn + len(kernel.uops),
+                iter_out=outer.extent,
+                iter_in=inner.extent,
+                dst_factor_out=outer.dst_factor,
+                dst_factor_in=inner.dst_factor,
+                src_factor_out=outer.src_factor,
+                src_factor_in=inner.src_factor,
+                alu_opcode=op,
+                use_imm=imm is not None,
+                imm=0 if imm is None else imm,
+            )
+        )
+
+    def _check_kernel(self, kernel: UopKernel, *limits: tuple[str, int]) -> None:
+        for name, depth in limits:
+            top = kernel.max_index(name)
+            if top >= depth:
+                raise BuildError(
+                    f"micro-op kernel reaches {name} index {top}, past the buffer "
+                    f"({depth} elements)"
+                )
+
+    def _place_kernel(self, uops: tuple[Uop, ...]) -> int:
+        """Make ``uops`` resident in the micro-op buffer; return their base index."""
+        if uops in self._uop_resident:
+            return self._uop_resident[uops]
+        count, depth = len(uops), self.cfg.uop_depth
+        if count > depth:
+            raise BuildError(
+                f"micro-op kernel of {count} micro-ops does not fit the micro-op buffer "
+                f"({depth} entries)"
+            )
+        if self._uop_next + count > depth:
+            # Compute runs in order, so overwriting earlier kernels is safe.
+            self._uop_resident.clear()
+            self._uop_next = 0
+        if uops not in self._uop_dram:
+            self._uop_dram[uops] = len(self._uop_segment)
+            self._uop_segment.extend(uops)
+        base = self._uop_next
+        self._uop_fixups.append((len(self.insns), self._uop_dram[uops]))
+        self._emit(
+            MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.UOP,
+                    sram_base=base, y_size=1, x_size=count, x_stride=count)
+        )
+        self._uop_resident[uops] = base
+        self._uop_next += count
+        return base
+
+    # -- dependency tokens -------------------------------------------------------
+    def dep_pop(self, src: Module, dst: Module) -> None:
+        """``dst`` waits for a token from ``src`` before its next instruction."""
+        self._check_open()
+        queue = TokenQueue.between(Module(src), Module(dst))
+        if queue in self._pending[queue.consumer]:
+            self._commit_pops(queue.consumer)
+        self._pending[queue.consumer].add(queue)
+        self._tokens[queue] -= 1
+
+    def dep_push(self, src: Module, dst: Module) -> None:
+        """``src`` sends a token to ``dst`` once its previous instruction is done."""
+        self._check_open()
+        queue = TokenQueue.between(Module(src), Module(dst))
+        module = queue.producer
+        flag = "push_next_dep" if queue.consumer > module else "push_prev_dep"
+        self._commit_pops(module)
+        index = self._last.get(module)
+        if index is not None and not getattr(self.insns[index], flag):
+            self.insns[index] = self.insns[index].replace(**{flag: True})
+        else:
+            self._emit(self._sync(module).replace(**{flag: True}))
+        self._tokens[queue] += 1
+
+    def _commit_pops(self, module: Module) -> None:
+        if self._pending[module]:
+            self._emit(self._sync(module))
+
+    def _sync(self, module: Module) -> MemInsn:
+        return MemInsn(cfg=self.cfg, **_SYNC[module])  # type: ignore[arg-type]
+
+    def _emit(self, insn: Instruction) -> None:
+        self._check_open()
+        module = insn.module
+        for queue in self._pending[module]:
+            flag = "pop_prev_dep" if queue.producer < module else "pop_next_dep"
+            insn = insn.replace(**{flag: True})
+        self._pending[module] = set()
+        self._last[module] = len(self.insns)
+        self.insns.append(insn)
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise BuildError("the program is finished; start a new ProgramBuilder")
+
+    @property
+    def tokens(self) -> dict[TokenQueue, int]:
+        """Tokens each queue will hold after the instructions so far (pushes − pops)."""
+        return dict(self._tokens)
+
+    # -- finish ------------------------------------------------------------------
+    def finish(self) -> Program:
+        """Drain the token queues, append FINISH, lay out DRAM and return the program."""
+        self._check_open()
+        self._drain()
+        self._emit(FinishInsn(cfg=self.cfg))
+        self._finished = True
+        return self._layout()
+
+    def _drain(self) -> None:
+        for queue, count in self._tokens.items():
+            if count < 0:
+                raise BuildError(
+                    f"token queue {queue.label} is popped {-count} more times than it is "
+                    "pushed: the program would deadlock"
+                )
+        for module, back in ((Module.LOAD, TokenQueue.COMPUTE_TO_LOAD),
+                             (Module.STORE, TokenQueue.COMPUTE_TO_STORE)):
+            for _ in range(self._tokens[back]):
+                self.dep_pop(Module.COMPUTE, module)
+            if module in self._last or self._pending[module]:
+                self.dep_push(module, Module.COMPUTE)
+        for queue in (TokenQueue.LOAD_TO_COMPUTE, TokenQueue.STORE_TO_COMPUTE):
+            for _ in range(self._tokens[queue]):
+                self.dep_pop(queue.producer, Module.COMPUTE)
+        self._commit_pops(Module.COMPUTE)
+
+    def _layout(self) -> Program:
+        uop_addr = self._alloc.alloc(len(self._uop_segment) * UOP_BYTES, "__uops__")
+        insn_addr = self._alloc.alloc(len(self.insns) * INSN_BYTES, "__insns__",
+                                      align=max(INSN_BYTES, self._alloc.align))
+        for index, offset in self._uop_fixups:
+            self.insns[index] = self.insns[index].replace(dram_base=uop_addr // UOP_BYTES + offset)
+        dram = np.zeros(self._alloc.size, dtype=np.uint8)
+        for addr, blob in self._data:
+            dram[addr : addr + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        if self._uop_segment:
+            uops = encode_uops(self._uop_segment, self.cfg).astype("<u4")
+            dram[uop_addr : uop_addr + uops.nbytes] = uops.view(np.uint8)
+        image = words_to_bytes(encode_stream(self.insns, self.cfg))
+        dram[insn_addr : insn_addr + len(image)] = image
+        return Program(self.cfg, dram, insn_addr, len(self.insns), dict(self.symbols))

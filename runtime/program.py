@@ -1,0 +1,300 @@
+"""The program file (PROGRAM.md): compile once, run on any back end.
+
+A :class:`Program` is a DRAM image, where its instructions start, how many there
+are, the configuration and named symbols.  It is saved as a NumPy ``.npz``
+archive; :func:`load_program` rejects a malformed file with a :class:`ProgramError`
+naming what is wrong, before anything runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Union
+
+import numpy as np
+
+from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, decode_stream
+from openvta.isa.instructions import words_from_bytes
+
+__all__ = [
+    "PROGRAM_FORMAT",
+    "RESULT_FORMAT",
+    "Program",
+    "ProgramError",
+    "Result",
+    "Symbol",
+    "load_program",
+    "load_result",
+    "DTYPES",
+    "ROLES",
+]
+
+PROGRAM_FORMAT = "openvta-program/1"
+RESULT_FORMAT = "openvta-result/1"
+DTYPES = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32}
+ROLES = ("input", "weight", "bias", "output", "scratch")
+_KEYS = ("format", "config", "dram", "insn_addr", "insn_count", "symbols")
+
+PathLike = Union[str, Path]
+
+
+class ProgramError(ValueError):
+    """A program (or result) file that is malformed."""
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A named tensor in DRAM: ``shape`` and ``dtype`` as stored, little-endian."""
+
+    addr: int
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str = ""
+    role: str = "scratch"
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(DTYPES[self.dtype]).itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "addr": self.addr,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "layout": self.layout,
+            "role": self.role,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, value: Any) -> Symbol:
+        if not isinstance(value, dict):
+            raise ProgramError(f"symbol {name!r} must be a JSON object, not {value!r}")
+        missing = [k for k in ("addr", "shape", "dtype") if k not in value]
+        if missing:
+            raise ProgramError(f"symbol {name!r} lacks {', '.join(missing)}")
+        addr, shape, dtype = value["addr"], value["shape"], value["dtype"]
+        if not isinstance(addr, int) or isinstance(addr, bool) or addr < 0:
+            raise ProgramError(f"symbol {name!r} addr must be a non-negative integer, not {addr!r}")
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise ProgramError(
+                f"symbol {name!r} shape must be a list of non-negative integers, not {shape!r}"
+            )
+        if dtype not in DTYPES:
+            raise ProgramError(
+                f"symbol {name!r} dtype must be one of {', '.join(DTYPES)}, not {dtype!r}"
+            )
+        role = value.get("role", "scratch")
+        if role not in ROLES:
+            raise ProgramError(f"symbol {name!r} role must be one of {', '.join(ROLES)}, not {role!r}")
+        layout = value.get("layout", "")
+        if not isinstance(layout, str):
+            raise ProgramError(f"symbol {name!r} layout must be a string, not {layout!r}")
+        return cls(addr, tuple(shape), dtype, layout, role)
+
+
+def _read_array(dram: np.ndarray, symbol: Symbol) -> np.ndarray:
+    dtype = np.dtype(DTYPES[symbol.dtype]).newbyteorder("<")
+    raw = dram[symbol.addr : symbol.addr + symbol.nbytes]
+    return raw.view(dtype).astype(DTYPES[symbol.dtype]).reshape(symbol.shape)
+
+
+@dataclass
+class Program:
+    """A compiled program: DRAM image, instruction location, configuration, symbols."""
+
+    config: Config
+    dram: np.ndarray
+    insn_addr: int
+    insn_count: int
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- checks ---------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise :class:`ProgramError` unless the image holds everything it names."""
+        if not isinstance(self.config, Config):
+            raise ProgramError(f"config must be a Config, not {type(self.config).__name__}")
+        dram = self.dram
+        if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
+            desc = f"{dram.dtype}{list(dram.shape)}" if isinstance(dram, np.ndarray) else repr(dram)
+            raise ProgramError(f"dram must be a one-dimensional uint8 array, not {desc}")
+        size = len(dram)
+        if self.insn_addr < 0 or self.insn_addr % INSN_BYTES:
+            raise ProgramError(
+                f"insn_addr must be a multiple of {INSN_BYTES}, not {self.insn_addr}"
+            )
+        if self.insn_addr >= size:
+            raise ProgramError(f"insn_addr {self.insn_addr} is past the DRAM image ({size} bytes)")
+        if self.insn_count < 1:
+            raise ProgramError(f"insn_count must be at least 1, not {self.insn_count}")
+        end = self.insn_addr + self.insn_count * INSN_BYTES
+        if end > size:
+            raise ProgramError(
+                f"instructions run past the DRAM image: {self.insn_count} instructions at "
+                f"{self.insn_addr} end at byte {end}, the image has {size} bytes"
+            )
+        for name, symbol in self.symbols.items():
+            if symbol.addr + symbol.nbytes > size:
+                raise ProgramError(
+                    f"symbol {name!r} ({symbol.nbytes} bytes at {symbol.addr}) lies outside "
+                    f"the DRAM image ({size} bytes)"
+                )
+
+    # -- views ----------------------------------------------------------------------
+    def words(self) -> np.ndarray:
+        """The instructions as ``(insn_count, 2)`` uint64 words."""
+        raw = self.dram[self.insn_addr : self.insn_addr + self.insn_count * INSN_BYTES]
+        return words_from_bytes(raw)
+
+    def instructions(self) -> list[Instruction]:
+        return decode_stream(self.words(), self.config)
+
+    def read(self, name: str, dram: np.ndarray | None = None) -> np.ndarray:
+        """Symbol ``name`` as a numpy array of its shape, from ``dram`` (default: the image)."""
+        try:
+            symbol = self.symbols[name]
+        except KeyError:
+            known = ", ".join(sorted(self.symbols)) or "none"
+            raise KeyError(f"program has no symbol {name!r} (symbols: {known})") from None
+        return _read_array(self.dram if dram is None else dram, symbol)
+
+    def write(self, name: str, value: np.ndarray) -> None:
+        """Overwrite symbol ``name`` in the image (shape must match)."""
+        symbol = self.symbols[name]
+        array = np.asarray(value)
+        if array.shape != symbol.shape:
+            raise ValueError(f"symbol {name!r} has shape {symbol.shape}, not {array.shape}")
+        data = array.astype(np.dtype(DTYPES[symbol.dtype]).newbyteorder("<"))
+        self.dram[symbol.addr : symbol.addr + symbol.nbytes] = np.frombuffer(data.tobytes(), np.uint8)
+
+    # -- files ----------------------------------------------------------------------
+    def save(self, path: PathLike | BinaryIO) -> None:
+        np.savez(
+            path,  # type: ignore[arg-type]
+            format=np.array(PROGRAM_FORMAT),
+            config=np.array(self.config.to_json()),
+            dram=self.dram,
+            insn_addr=np.array(self.insn_addr, dtype=np.uint64),
+            insn_count=np.array(self.insn_count, dtype=np.uint64),
+            symbols=np.array(json.dumps({k: s.to_json() for k, s in self.symbols.items()})),
+        )
+
+    @classmethod
+    def load(cls, path: PathLike | BinaryIO) -> Program:
+        entries = _read_npz(path, "program")
+        _check_format(entries, PROGRAM_FORMAT, "program")
+        missing = [k for k in _KEYS if k not in entries]
+        if missing:
+            raise ProgramError(f"program file lacks the entries {', '.join(missing)}")
+        try:
+            config = Config.from_json(_string(entries, "config"))
+        except ConfigError as exc:
+            raise ProgramError(f"program config is invalid: {exc}") from None
+        symbols_text = _string(entries, "symbols")
+        try:
+            raw_symbols = json.loads(symbols_text)
+        except json.JSONDecodeError as exc:
+            raise ProgramError(f"program symbols are not valid JSON: {exc}") from None
+        if not isinstance(raw_symbols, dict):
+            raise ProgramError("program symbols must be a JSON object of name → symbol")
+        symbols = {name: Symbol.from_json(name, v) for name, v in raw_symbols.items()}
+        return cls(
+            config=config,
+            dram=entries["dram"],
+            insn_addr=_integer(entries, "insn_addr"),
+            insn_count=_integer(entries, "insn_count"),
+            symbols=symbols,
+        )
+
+
+def _read_npz(path: PathLike | BinaryIO, what: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:  # type: ignore[arg-type]
+            if not hasattr(archive, "files"):
+                raise ProgramError(f"{what} file is not an npz archive")
+            return {key: archive[key] for key in archive.files}
+    except ProgramError:
+        raise
+    except FileNotFoundError:
+        raise ProgramError(f"{what} file {path} does not exist") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise ProgramError(f"{what} file is not a readable npz archive: {exc}") from None
+
+
+def _check_format(entries: dict[str, np.ndarray], expected: str, what: str) -> None:
+    if "format" not in entries:
+        raise ProgramError(f"{what} file has no 'format' entry (expected {expected!r})")
+    found = _string(entries, "format")
+    if found != expected:
+        raise ProgramError(f"{what} file format must be {expected!r}, not {found!r}")
+
+
+def _string(entries: dict[str, np.ndarray], key: str) -> str:
+    value = entries[key]
+    if value.ndim != 0 or value.dtype.kind != "U":
+        raise ProgramError(f"entry {key!r} must be a string, not {value.dtype}{list(value.shape)}")
+    return str(value)
+
+
+def _integer(entries: dict[str, np.ndarray], key: str) -> int:
+    value = entries[key]
+    if value.ndim != 0 or value.dtype.kind not in "iu":
+        raise ProgramError(f"entry {key!r} must be an integer, not {value.dtype}{list(value.shape)}")
+    return int(value)
+
+
+def load_program(path: PathLike | BinaryIO) -> Program:
+    """Read and validate a program file.
+
+    Raises
+    ------
+    ProgramError
+        naming what is wrong with the file.
+    """
+    return Program.load(path)
+
+
+@dataclass
+class Result:
+    """What a back end returns: the final DRAM image and the performance counters."""
+
+    dram: np.ndarray
+    counters: dict[str, int]
+    report: Any = None
+
+    def save(self, path: PathLike | BinaryIO) -> None:
+        np.savez(
+            path,  # type: ignore[arg-type]
+            format=np.array(RESULT_FORMAT),
+            dram=self.dram,
+            counters=np.array(json.dumps({str(k): int(v) for k, v in self.counters.items()})),
+        )
+
+    def read(self, program: Program, name: str) -> np.ndarray:
+        """Symbol ``name`` of ``program`` in this result's DRAM."""
+        return program.read(name, self.dram)
+
+
+def load_result(path: PathLike | BinaryIO) -> Result:
+    entries = _read_npz(path, "result")
+    _check_format(entries, RESULT_FORMAT, "result")
+    for key in ("dram", "counters"):
+        if key not in entries:
+            raise ProgramError(f"result file lacks the entry {key!r}")
+    counters = json.loads(_string(entries, "counters"))
+    return Result(dram=entries["dram"], counters=counters)
+
+
+def program_bytes(program: Program) -> bytes:
+    """The program file as bytes (handy for tests and for sending to a board)."""
+    buffer = io.BytesIO()
+    program.save(buffer)
+    return buffer.getvalue()

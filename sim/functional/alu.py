@@ -1,0 +1,82 @@
+"""The ALU's lane semantics (ISA.md §3) and its vectorized sequential execution.
+
+ISA.md has no hazard rule: a micro-op loop must give the result of executing its
+micro-ops one after another, even when they read or write the same accumulator
+tile.  :func:`apply_alu` executes in *waves*: wave ``k`` holds the ``k``-th write
+to each destination, so destinations within a wave are distinct; it is exact when
+every execution reads exactly the writes that precede it in program order, which
+is checked, and otherwise falls back to one execution at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from openvta.isa import AluOp
+
+__all__ = ["alu_lanes", "apply_alu", "ALU_OPS"]
+
+_MASK6 = 0x3F
+
+
+def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # s = low 6 bits of B as a signed value: s >= 0 shifts right (arithmetic),
+    # s < 0 shifts left by -s (a left shift by 32 leaves 0 in 32 bits).
+    s = ((b & _MASK6) ^ 32) - 32
+    right = a >> np.clip(s, 0, 63)
+    left = a << np.clip(-s, 0, 63)
+    return np.where(s >= 0, right, left)
+
+
+#: Lane function of each ALU opcode, on int64 operands holding int32 values.
+ALU_OPS: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    AluOp.MIN: np.minimum,
+    AluOp.MAX: np.maximum,
+    AluOp.ADD: np.add,
+    AluOp.SHR: _shr,
+    AluOp.MUL: np.multiply,
+}
+
+
+def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``op`` on int32 lanes with 32-bit wrap-around; returns int32."""
+    result = ALU_OPS[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
+    return result.astype(np.int32)
+
+
+def _occurrence(dst: np.ndarray) -> np.ndarray:
+    """For each execution, how many earlier executions wrote the same destination."""
+    order = np.argsort(dst, kind="stable")
+    sorted_dst = dst[order]
+    position = np.arange(len(dst))
+    run_start = np.maximum.accumulate(
+        np.where(np.r_[True, sorted_dst[1:] != sorted_dst[:-1]], position, 0)
+    )
+    rank = np.empty(len(dst), dtype=np.int64)
+    rank[order] = position - run_start
+    return rank
+
+
+def _waves_exact(dst: np.ndarray, src: np.ndarray, wave: np.ndarray) -> bool:
+    """True when processing by waves lets each execution read exactly its predecessors' writes."""
+    n = len(dst)
+    keys = np.sort(dst * n + np.arange(n))
+    before = np.searchsorted(keys, src * n + np.arange(n)) - np.searchsorted(keys, src * n)
+    total = np.searchsorted(keys, src * n + n) - np.searchsorted(keys, src * n)
+    return bool((before == np.minimum(wave, total)).all())
+
+
+def apply_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None, imm: int) -> None:
+    """Run ALU executions ``acc[dst[u]] = op(acc[dst[u]], imm or acc[src[u]])`` in order."""
+    wave = _occurrence(dst)
+    if src is not None and not _waves_exact(dst, src, wave):
+        for u in range(len(dst)):
+            acc[dst[u]] = alu_lanes(op, acc[dst[u]], acc[src[u]])
+        return
+    for k in range(int(wave.max()) + 1):
+        sel = wave == k if k or wave.any() else slice(None)
+        d = dst[sel]
+        b = np.int64(imm) if src is None else acc[src[sel]]
+        acc[d] = alu_lanes(op, acc[d], b)

@@ -1,0 +1,288 @@
+"""What each instruction does to the buffers and DRAM (ISA.md §3), vectorized.
+
+This is the living definition of the ISA's arithmetic: the functional simulator runs
+it, and the cycle model calls the same functions at simulated time.  Each
+``execute_*`` mutates a :class:`MachineState` and returns the accesses it made to
+the buffers that more than one module touches (for the race checker).
+
+Vectorization: a whole micro-op loop is one numpy computation.  GEMM loops whose
+input index depends on one set of loop variables and weight index on the other (the
+shape of every blocked GEMM and convolution) become one BLAS matrix product per
+group of micro-ops sharing a destination; anything else goes through a per-execution
+einsum.  Products are exact in float64 (|sum| < 2**53), then wrapped to 32 bits.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, decode_uops
+
+from ..errors import MemoryAccessError
+from .alu import apply_alu
+
+__all__ = ["Access", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
+
+
+class Access(NamedTuple):
+    """Elements of a shared resource that one instruction read or wrote."""
+
+    resource: str  # "inp", "wgt", "out" or "dram" (DRAM in granules)
+    write: bool
+    index: np.ndarray
+
+
+class MachineState:
+    """The accelerator's buffers and its DRAM, as numpy arrays."""
+
+    def __init__(self, cfg: Config, dram: np.ndarray) -> None:
+        b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
+        self.cfg = cfg
+        self.dram = np.array(dram, dtype=np.uint8)
+        self.inp = np.zeros((cfg.inp_depth, b, bi), dtype=np.int8)
+        self.wgt = np.zeros((cfg.wgt_depth, bo, bi), dtype=np.int8)
+        self.acc = np.zeros((cfg.acc_depth, b, bo), dtype=np.int32)
+        self.out = np.zeros((cfg.out_depth, b, bo), dtype=np.int8)
+        self.uop = np.zeros(cfg.uop_depth, dtype=np.uint32)
+        #: DRAM race tracking granule: the smallest element of any memory type.
+        self.granule = min(cfg.elem_bytes(m) for m in MemoryType)
+        self._dram_dtype = {
+            MemoryType.INP: (np.dtype(np.int8), (b, bi)),
+            MemoryType.WGT: (np.dtype(np.int8), (bo, bi)),
+            MemoryType.ACC: (np.dtype("<i4"), (b, bo)),
+            MemoryType.ACC_8BIT: (np.dtype(np.int8), (b, bo)),
+            MemoryType.UOP: (np.dtype("<u4"), ()),
+            MemoryType.OUT: (np.dtype(np.int8), (b, bo)),
+        }
+
+    def buffer(self, memory_type: MemoryType) -> np.ndarray:
+        return {
+            MemoryType.INP: self.inp,
+            MemoryType.WGT: self.wgt,
+            MemoryType.ACC: self.acc,
+            MemoryType.ACC_8BIT: self.acc,
+            MemoryType.UOP: self.uop,
+            MemoryType.OUT: self.out,
+        }[memory_type]
+
+    def dram_rows(self, insn: MemInsn, what: str) -> np.ndarray:
+        """Byte offsets ``(y_size, row_bytes)`` of the DRAM rows ``insn`` moves."""
+        elem = self.cfg.elem_bytes(insn.memory_type)
+        row_bytes = insn.x_size * elem
+        starts = (insn.dram_base + np.arange(insn.y_size, dtype=np.int64) * insn.x_stride) * elem
+        end = int(starts[-1]) + row_bytes if insn.y_size else 0
+        if end > len(self.dram):
+            raise MemoryAccessError(
+                f"{what} accesses DRAM bytes up to {end}, past the end of DRAM "
+                f"({len(self.dram)} bytes)"
+            )
+        return starts
+
+    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray:
+        g = self.granule
+        per_row = np.arange(row_bytes // g, dtype=np.int64)
+        return (starts[:, None] // g + per_row[None, :]).reshape(-1)
+
+
+def _check_sram(state: MachineState, memory_type: MemoryType, lo: int, hi: int, what: str) -> None:
+    depth = state.cfg.buffer_depth(memory_type)
+    if hi > depth:
+        name = "acc" if memory_type == MemoryType.ACC_8BIT else memory_type.name.lower()
+        raise MemoryAccessError(
+            f"{what} accesses {name} buffer elements {lo}..{hi - 1}, past its depth ({depth})"
+        )
+
+
+def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
+    """LOAD: a 2-D strided DRAM copy with zero padding into one buffer."""
+    if insn.x_size == 0:
+        return []
+    mt = insn.memory_type
+    rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+    cols = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+    lo, hi = insn.sram_base, insn.sram_base + rows * cols
+    _check_sram(state, mt, lo, hi, what)
+    starts = state.dram_rows(insn, what)
+    elem = state.cfg.elem_bytes(mt)
+    row_bytes = insn.x_size * elem
+    if insn.x_stride == insn.x_size or insn.y_size == 1:
+        first = int(starts[0]) if insn.y_size else 0
+        raw = state.dram[first : first + row_bytes * insn.y_size]
+    else:
+        raw = state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)]
+    dtype, tile = state._dram_dtype[mt]
+    data = np.ascontiguousarray(raw).view(dtype).reshape((insn.y_size, insn.x_size) + tile)
+    buffer = state.buffer(mt)
+    block = np.zeros((rows, cols) + buffer.shape[1:], dtype=buffer.dtype)
+    block[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = data
+    buffer[lo:hi] = block.reshape((rows * cols,) + buffer.shape[1:])
+    accesses = [Access("dram", False, state.dram_granules(starts, row_bytes))]
+    if mt in (MemoryType.INP, MemoryType.WGT):
+        accesses.append(Access(mt.name.lower(), True, np.arange(lo, hi)))
+    return accesses
+
+
+def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
+    """STORE: out buffer tiles to a 2-D strided DRAM region."""
+    if insn.x_size == 0:
+        return []
+    count = insn.y_size * insn.x_size
+    lo, hi = insn.sram_base, insn.sram_base + count
+    _check_sram(state, MemoryType.OUT, lo, hi, what)
+    starts = state.dram_rows(insn, what)
+    row_bytes = insn.x_size * state.cfg.out_elem_bytes
+    data = state.out[lo:hi].reshape(insn.y_size, row_bytes).view(np.uint8)
+    if insn.x_stride == insn.x_size or insn.y_size == 1:
+        first = int(starts[0])
+        state.dram[first : first + row_bytes * insn.y_size] = data.reshape(-1)
+    else:
+        state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)] = data.reshape(-1)
+    return [
+        Access("out", False, np.arange(lo, hi)),
+        Access("dram", True, state.dram_granules(starts, row_bytes)),
+    ]
+
+
+class LoopIndices(NamedTuple):
+    """Buffer indices of every micro-op execution, shape ``(iter_out, iter_in, uops)``."""
+
+    dst: np.ndarray
+    src: np.ndarray
+    wgt: np.ndarray | None
+
+
+def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> LoopIndices:
+    """Expand the micro-op loops of ``insn`` into index arrays, checking every range."""
+    cfg = state.cfg
+    if insn.uop_end > cfg.uop_depth or insn.uop_bgn > insn.uop_end:
+        raise MemoryAccessError(
+            f"{what} uses micro-ops {insn.uop_bgn}..{insn.uop_end - 1}, outside the micro-op "
+            f"buffer (depth {cfg.uop_depth})"
+        )
+    uops = decode_uops(state.uop[insn.uop_bgn : insn.uop_end], cfg)
+    i = np.arange(insn.iter_out, dtype=np.int64)[:, None, None]
+    j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
+
+    def expand(name: str, factor_out: int, factor_in: int, depth: int, buffer: str) -> np.ndarray:
+        idx = uops[name][None, None, :] + i * factor_out + j * factor_in
+        if idx.size and int(idx.max()) >= depth:
+            raise MemoryAccessError(
+                f"{what} reaches {buffer} buffer element {int(idx.max())} through {name}, "
+                f"past its depth ({depth})"
+            )
+        return idx
+
+    dst = expand("dst_idx", insn.dst_factor_out, insn.dst_factor_in, cfg.acc_depth, "acc")
+    if isinstance(insn, AluInsn):
+        src = expand("src_idx", insn.src_factor_out, insn.src_factor_in, cfg.acc_depth, "acc")
+        return LoopIndices(dst, src, None)
+    src = expand("src_idx", insn.src_factor_out, insn.src_factor_in, cfg.inp_depth, "inp")
+    wgt = expand("wgt_idx", insn.wgt_factor_out, insn.wgt_factor_in, cfg.wgt_depth, "wgt")
+    return LoopIndices(dst, src, wgt)
+
+
+def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[Access], int]:
+    """GEMM: returns the accesses and the number of micro-op executions."""
+    idx = loop_indices(state, insn, what)
+    executions = idx.dst.size
+    if executions == 0:
+        return [], 0
+    if insn.reset_reg:
+        state.acc[np.unique(idx.dst)] = 0
+        return [], executions
+    assert idx.wgt is not None
+    dst, products = _gemm_products(state, idx)
+    _accumulate(state.acc, dst, products)
+    touched = np.unique(idx.dst)
+    state.out[touched] = state.acc[touched].astype(np.int8)
+    accesses = [
+        Access("inp", False, np.unique(idx.src)),
+        Access("wgt", False, np.unique(idx.wgt)),
+        Access("out", True, touched),
+    ]
+    return accesses, executions
+
+
+def _depends(index: np.ndarray) -> tuple[bool, bool]:
+    """Whether ``index`` (shape I×J×G) varies along the outer and the inner loop."""
+    return (
+        index.shape[0] > 1 and bool((index[1:] != index[:1]).any()),
+        index.shape[1] > 1 and bool((index[:, 1:] != index[:, :1]).any()),
+    )
+
+
+def _gemm_products(state: MachineState, idx: LoopIndices) -> tuple[np.ndarray, np.ndarray]:
+    """Per-destination tile products: ``(dst (N,), products (N, BATCH, BLOCK_OUT) int64)``."""
+    assert idx.wgt is not None
+    src_dep, wgt_dep = _depends(idx.src), _depends(idx.wgt)
+    if (src_dep[0] and wgt_dep[0]) or (src_dep[1] and wgt_dep[1]):
+        return _gemm_general(state, idx)
+    rows = [a for a in (0, 1) if not wgt_dep[a]]  # loop axes that index inputs (or nothing)
+    cols = [a for a in (0, 1) if wgt_dep[a]]  # loop axes that index weights
+    order = rows + cols + [2]
+    n_rows = int(np.prod([idx.dst.shape[a] for a in rows], dtype=np.int64))
+    n_cols = int(np.prod([idx.dst.shape[a] for a in cols], dtype=np.int64))
+    groups = idx.dst.shape[2]
+    src = idx.src.transpose(order).reshape(n_rows, n_cols, groups)[:, 0, :]
+    wgt = idx.wgt.transpose(order).reshape(n_rows, n_cols, groups)[0, :, :]
+    dst = idx.dst.transpose(order).reshape(n_rows, n_cols, groups)
+    # Micro-ops whose destination offsets agree reduce into the same accumulator tile.
+    offsets = dst[0, 0, :]
+    all_dst, all_prod = [], []
+    for offset in np.unique(offsets):
+        sel = np.flatnonzero(offsets == offset)
+        x = state.inp[src[:, sel]]  # (R, g, B, K)
+        w = state.wgt[wgt[:, sel]]  # (C, g, O, K)
+        r, g, b, k = x.shape
+        c, o = w.shape[0], w.shape[2]
+        lhs = x.transpose(0, 2, 1, 3).reshape(r * b, g * k).astype(np.float64)
+        rhs = w.transpose(1, 3, 0, 2).reshape(g * k, c * o).astype(np.float64)
+        prod = (lhs @ rhs).reshape(r, b, c, o).transpose(0, 2, 1, 3).reshape(r * c, b, o)
+        all_dst.append(dst[:, :, sel[0]].reshape(-1))
+        all_prod.append(prod.astype(np.int64))
+    if len(all_dst) == 1:
+        return all_dst[0], all_prod[0]
+    return np.concatenate(all_dst), np.concatenate(all_prod)
+
+
+_CHUNK_MACS = 1 << 22
+
+
+def _gemm_general(state: MachineState, idx: LoopIndices) -> tuple[np.ndarray, np.ndarray]:
+    assert idx.wgt is not None
+    src, wgt, dst = idx.src.reshape(-1), idx.wgt.reshape(-1), idx.dst.reshape(-1)
+    cfg = state.cfg
+    chunk = max(1, _CHUNK_MACS // cfg.macs_per_uop)
+    parts = []
+    for lo in range(0, len(dst), chunk):
+        x = state.inp[src[lo : lo + chunk]].astype(np.float64)
+        w = state.wgt[wgt[lo : lo + chunk]].astype(np.float64)
+        parts.append(np.einsum("ubk,uok->ubo", x, w).astype(np.int64))
+    return dst, np.concatenate(parts)
+
+
+def _accumulate(acc: np.ndarray, dst: np.ndarray, values: np.ndarray) -> None:
+    """``acc[dst] += values`` with repeated destinations summed, 32-bit wrap-around."""
+    order = np.argsort(dst, kind="stable")
+    sorted_dst = dst[order]
+    starts = np.flatnonzero(np.r_[True, sorted_dst[1:] != sorted_dst[:-1]])
+    if len(starts) == len(dst):
+        target, sums = dst, values
+    else:
+        target, sums = sorted_dst[starts], np.add.reduceat(values[order], starts, axis=0)
+    acc[target] = (acc[target].astype(np.int64) + sums).astype(np.int32)
+
+
+def execute_alu(state: MachineState, insn: AluInsn, what: str) -> tuple[list[Access], int]:
+    """ALU: returns the accesses and the number of micro-op executions."""
+    idx = loop_indices(state, insn, what)
+    executions = idx.dst.size
+    if executions == 0:
+        return [], 0
+    dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
+    apply_alu(state.acc, AluOp(insn.alu_opcode), dst, None if insn.use_imm else src, insn.imm)
+    touched = np.unique(dst)
+    state.out[touched] = state.acc[touched].astype(np.int8)
+    return [Access("out", True, touched)], executions
