@@ -8,7 +8,7 @@ from .asm import AsmError, assemble, disassemble, format_insn
 from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Config, ConfigError, preset
 from .counters import COUNTER_DOC, CYCLE_COUNTERS, EVENT_COUNTERS, Counter
 from .encoding import Field, Format, ISAError, Layout, layouts_of
-from .enums import AluOp, MemoryType, Module, Opcode, TokenQueue, module_of
+from .enums import LOAD_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, module_of, modules_of
 from .instructions import (
     AluInsn,
     FinishInsn,
@@ -33,6 +33,7 @@ __all__ = [
     "ISAError", "ISA_KEYS", "Instruction", "Layout", "MACHINE_KEYS", "MemInsn", "MemoryType",
     "Module", "Opcode", "PRESETS", "TokenQueue", "UOP_BYTES", "Uop", "assemble", "decode",
     "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
-    "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "preset",
+    "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "modules_of",
+    "preset", "LOAD_MODULE_TYPES",
     "words_from_bytes", "words_to_bytes",
 ]

@@ -245,31 +245,24 @@ class Config:
             UOP_BYTES,
         )
 
+    @cached_property
+    def _elem_bytes(self) -> tuple[int, ...]:
+        # indexed by MemoryType: UOP, WGT, INP, ACC, OUT, ACC_8BIT
+        return (UOP_BYTES, self.wgt_elem_bytes, self.inp_elem_bytes, self.acc_elem_bytes,
+                self.out_elem_bytes, self.out_elem_bytes)
+
+    @cached_property
+    def _buffer_depth(self) -> tuple[int, ...]:
+        return (self.uop_depth, self.wgt_depth, self.inp_depth, self.acc_depth,
+                self.out_depth, self.acc_depth)
+
     def elem_bytes(self, memory_type: int) -> int:
         """Bytes of one DRAM element of ``memory_type`` (ISA.md §4)."""
-        from .enums import MemoryType
-
-        return {
-            MemoryType.UOP: UOP_BYTES,
-            MemoryType.WGT: self.wgt_elem_bytes,
-            MemoryType.INP: self.inp_elem_bytes,
-            MemoryType.ACC: self.acc_elem_bytes,
-            MemoryType.OUT: self.out_elem_bytes,
-            MemoryType.ACC_8BIT: self.out_elem_bytes,
-        }[MemoryType(memory_type)]
+        return self._elem_bytes[memory_type]
 
     def buffer_depth(self, memory_type: int) -> int:
         """Elements of the on-chip buffer that ``memory_type`` reads or writes."""
-        from .enums import MemoryType
-
-        return {
-            MemoryType.UOP: self.uop_depth,
-            MemoryType.WGT: self.wgt_depth,
-            MemoryType.INP: self.inp_depth,
-            MemoryType.ACC: self.acc_depth,
-            MemoryType.OUT: self.out_depth,
-            MemoryType.ACC_8BIT: self.acc_depth,
-        }[MemoryType(memory_type)]
+        return self._buffer_depth[memory_type]
 
     # -- (de)serialisation ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["Opcode", "MemoryType", "AluOp", "Module", "TokenQueue", "module_of"]
+import numpy as np
+
+__all__ = [
+    "Opcode", "MemoryType", "AluOp", "Module", "TokenQueue", "module_of", "modules_of",
+    "LOAD_MODULE_TYPES",
+]
 
 
 class Opcode(IntEnum):
@@ -103,6 +108,10 @@ def _neighbour(module: Module, flag: str) -> Module:
     return Module(index)
 
 
+#: Memory types whose LOADs run on the load module; every other LOAD runs on compute.
+LOAD_MODULE_TYPES = (MemoryType.INP, MemoryType.WGT)
+
+
 def module_of(opcode: int, memory_type: int) -> Module:
     """Where fetch routes an instruction (ISA.md §5).
 
@@ -110,6 +119,15 @@ def module_of(opcode: int, memory_type: int) -> Module:
     """
     if opcode == Opcode.STORE:
         return Module.STORE
-    if opcode == Opcode.LOAD and memory_type in (MemoryType.INP, MemoryType.WGT):
+    if opcode == Opcode.LOAD and memory_type in LOAD_MODULE_TYPES:
         return Module.LOAD
     return Module.COMPUTE
+
+
+def modules_of(opcodes: np.ndarray, memory_types: np.ndarray) -> np.ndarray:
+    """:func:`module_of` over whole streams: an int array of :class:`Module` values."""
+    on_load = (opcodes == Opcode.LOAD) & np.isin(memory_types, LOAD_MODULE_TYPES)
+    out = np.full(len(opcodes), int(Module.COMPUTE), dtype=np.int64)
+    out[on_load] = Module.LOAD
+    out[opcodes == Opcode.STORE] = Module.STORE
+    return out

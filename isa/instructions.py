@@ -157,6 +157,8 @@ def format_of(opcode: int) -> str:
 
 
 def _typed(name: str, value: int) -> object:
+    if name in _BOOL_FIELDS:
+        return bool(value)
     enum = _ENUM_FIELDS.get(name)
     if enum is not None:
         try:
@@ -164,8 +166,6 @@ def _typed(name: str, value: int) -> object:
         except ValueError:
             valid = ", ".join(f"{m.name}={m.value}" for m in enum)
             raise ISAError(f"field {name} value {value} is not valid ({valid})") from None
-    if name in _BOOL_FIELDS:
-        return bool(value)
     return value
 
 
@@ -267,13 +267,18 @@ def decode_stream(words: np.ndarray, cfg: Config) -> list[Instruction]:
     ISAError
         naming the index of the first invalid instruction.
     """
-    words = np.asarray(words, dtype=np.uint64).reshape(-1, 2)
-    out = []
-    for i, (w0, w1) in enumerate(words.tolist()):
+    table = decode_table(words, cfg)
+    layouts = layouts_of(cfg)
+    columns = {name: column.tolist() for name, column in table.items()}
+    out: list[Instruction] = []
+    for i, opcode in enumerate(columns["opcode"]):
         try:
-            out.append(decode(w0 | (w1 << 64), cfg))
+            cls = _CLASS_OF[_typed("opcode", opcode)]  # type: ignore[index]
+            names = layouts[cls.format].names  # type: ignore[attr-defined]
+            values = {name: _typed(name, columns[name][i]) for name in names}
         except ISAError as exc:
             raise ISAError(f"instruction {i}: {exc}") from None
+        out.append(cls(cfg=cfg, **values))
     return out
 
 

@@ -1,0 +1,14 @@
+"""openvta: an open deep-learning accelerator stack in the style of TVM's VTA.
+
+The layers are subpackages: :mod:`openvta.isa` (the contract), :mod:`openvta.runtime`
+(program files, the builder, devices), :mod:`openvta.sim` (the functional simulator),
+with :mod:`openvta.hw` and :mod:`openvta.compiler` to come (see the README's status).
+"""
+
+from openvta.isa import PRESETS, Config, preset
+from openvta.runtime import Device, Program, ProgramBuilder, Result, load_program
+
+__version__ = "0.1.0"
+
+__all__ = ["PRESETS", "Config", "Device", "Program", "ProgramBuilder", "Result",
+           "load_program", "preset", "__version__"]

@@ -29,12 +29,12 @@ from openvta.isa import (
     TokenQueue,
     decode_table,
     format_insn,
-    module_of,
+    modules_of,
 )
 from openvta.isa.instructions import decode_stream
 from openvta.runtime.program import Program, Result
 
-from ..errors import DeadlockError, FinishError, SimulationError
+from ..errors import DeadlockError, FinishError, MemoryAccessError
 from .races import RaceChecker, VectorClocks
 from .semantics import Access, MachineState, execute_alu, execute_gemm, execute_load, execute_store
 from .validate import check_stream
@@ -81,7 +81,7 @@ class FunctionalSimulator:
         table = decode_table(words, cfg)
         check_stream(table, words, cfg)
         self.insns = decode_stream(words, cfg)
-        self.module = [module_of(op, mt) for op, mt in zip(table["opcode"], table["memory_type"])]
+        self.module = [Module(m) for m in modules_of(table["opcode"], table["memory_type"]).tolist()]
         self.state = MachineState(cfg, program.dram)
         self.clocks = VectorClocks()
         self.races: RaceChecker | None = None
@@ -155,8 +155,8 @@ class FunctionalSimulator:
         c[(Counter.LOAD_INSNS, Counter.COMPUTE_INSNS, Counter.STORE_INSNS)[module]] += 1
         try:
             accesses = self._apply(insn, what)
-        except SimulationError as exc:
-            raise type(exc)(f"{exc} [{format_insn(insn)}]") from None
+        except MemoryAccessError as exc:
+            raise MemoryAccessError(f"{exc} [{format_insn(insn)}]") from None
         if self.races is not None and accesses:
             self.races.check(module, accesses)
 

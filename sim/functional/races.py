@@ -85,8 +85,10 @@ class RaceChecker:
 
     def check(self, module: Module, accesses: list[Access]) -> None:
         """Check and record ``accesses`` made by ``module``'s current instruction."""
+        module = int(module)
         clock = self.clocks.clock[module]
         epoch = clock[module]
+        others = [m for m in range(len(self.clocks.history)) if m != module]
         for access in accesses:
             r, index = access.resource, access.index
             writer, written = self.writer[r][index], self.write_epoch[r][index]
@@ -98,9 +100,7 @@ class RaceChecker:
                 self._report(module, access, int(index[k]), int(writer[k]), int(written[k]), "write")
             if access.write:
                 # so must every other module's last read
-                for other in Module:
-                    if other == module:
-                        continue
+                for other in others:
                     read = self.read_epoch[r][other, index]
                     bad = read > clock[other]
                     if bad.any():

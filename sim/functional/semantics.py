@@ -190,19 +190,29 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
     if executions == 0:
         return [], 0
     if insn.reset_reg:
-        state.acc[np.unique(idx.dst)] = 0
+        state.acc[idx.dst.reshape(-1)] = 0
         return [], executions
     assert idx.wgt is not None
     dst, products = _gemm_products(state, idx)
     _accumulate(state.acc, dst, products)
-    touched = np.unique(idx.dst)
+    cfg = state.cfg
+    touched = unique_index(idx.dst, cfg.acc_depth)
     state.out[touched] = state.acc[touched].astype(np.int8)
     accesses = [
-        Access("inp", False, np.unique(idx.src)),
-        Access("wgt", False, np.unique(idx.wgt)),
+        Access("inp", False, unique_index(idx.src, cfg.inp_depth)),
+        Access("wgt", False, unique_index(idx.wgt, cfg.wgt_depth)),
         Access("out", True, touched),
     ]
     return accesses, executions
+
+
+def unique_index(index: np.ndarray, depth: int) -> np.ndarray:
+    """The distinct values of ``index`` (all in ``[0, depth)``), sorted; O(n + depth)."""
+    if index.size > depth // 8:
+        seen = np.zeros(depth, dtype=bool)
+        seen[index.reshape(-1)] = True
+        return np.flatnonzero(seen)
+    return np.unique(index)
 
 
 def _depends(index: np.ndarray) -> tuple[bool, bool]:
@@ -283,6 +293,6 @@ def execute_alu(state: MachineState, insn: AluInsn, what: str) -> tuple[list[Acc
         return [], 0
     dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
     apply_alu(state.acc, AluOp(insn.alu_opcode), dst, None if insn.use_imm else src, insn.imm)
-    touched = np.unique(dst)
+    touched = unique_index(dst, state.cfg.acc_depth)
     state.out[touched] = state.acc[touched].astype(np.int8)
     return [Access("out", True, touched)], executions

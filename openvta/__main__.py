@@ -1,0 +1,5 @@
+import sys
+
+from openvta.cli import main
+
+sys.exit(main())

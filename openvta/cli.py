@@ -1,0 +1,95 @@
+"""The ``openvta`` command line.
+
+    openvta run PROGRAM.npz [--backend functional] [-o RESULT.npz] [--no-race-check]
+    openvta disasm PROGRAM.npz [--uops]
+    openvta config [PRESET]
+
+Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
+and the message on stderr; a bad command line exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
+from openvta.runtime import BackendError, Device, ProgramError, backends, load_program
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openvta", description=__doc__.split("\n")[1].strip())
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a program file on a back end")
+    run.add_argument("program", help="program file (.npz)")
+    run.add_argument("--backend", default="functional", help=f"one of {', '.join(backends())}")
+    run.add_argument("-o", "--output", help="write the result file (.npz) here")
+    run.add_argument("--no-race-check", action="store_true",
+                     help="functional back end: skip the token race checker (faster)")
+    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
+    dis.add_argument("program", help="program file (.npz)")
+    dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
+    cfg = sub.add_parser("config", help="print a preset configuration as JSON")
+    cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS))
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    program = load_program(args.program)
+    options = {"check_races": False} if args.no_race_check and args.backend == "functional" else {}
+    result = Device(args.backend, **options).run(program)
+    if args.output:
+        result.save(args.output)
+    if not args.quiet:
+        print(f"ran {program.insn_count} instructions on the {args.backend} back end")
+        width = max(len(k) for k in result.counters)
+        for name, value in result.counters.items():
+            print(f"  {name:<{width}}  {value}")
+        if args.output:
+            print(f"result written to {args.output}")
+    return 0
+
+
+def _disasm(args: argparse.Namespace) -> int:
+    program = load_program(args.program)
+    cfg = program.config
+    print(f"# {program.insn_count} instructions at byte {program.insn_addr}, config {cfg.name}")
+    for index, insn in enumerate(program.instructions()):
+        print(f"{index:6d}  {format_insn(insn)}")
+        if args.uops and isinstance(insn, MemInsn) and insn.memory_type == MemoryType.UOP \
+                and insn.x_size:
+            start = insn.dram_base * cfg.uop_elem_bytes
+            raw = program.dram[start : start + insn.x_size * cfg.uop_elem_bytes]
+            uops = decode_uops(np.ascontiguousarray(raw).view("<u4"), cfg)
+            for k in range(insn.x_size):
+                print(f"          uop[{insn.sram_base + k}] dst_idx={uops['dst_idx'][k]} "
+                      f"src_idx={uops['src_idx'][k]} wgt_idx={uops['wgt_idx'][k]}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "disasm":
+            return _disasm(args)
+        print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
+        return 0
+    except (ProgramError, BackendError, ConfigError, ISAError) as exc:
+        print(f"openvta: error: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:  # SimulationError and back-end failures
+        print(f"openvta: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
