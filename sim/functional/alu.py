@@ -40,7 +40,7 @@ ALU_OPS: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
     """``op`` on int32 lanes with 32-bit wrap-around; returns int32."""
     result = ALU_OPS[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
     return result.astype(np.int32)

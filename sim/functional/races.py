@@ -90,7 +90,7 @@ class RaceChecker:
         epoch = clock[module]
         others = [m for m in range(len(self.clocks.history)) if m != module]
         for access in accesses:
-            r, index = access.resource, access.index
+            r, index = access.resource, access.elements
             writer, written = self.writer[r][index], self.write_epoch[r][index]
             # the last write by another module must be ordered before this access
             seen = clock[np.maximum(writer, 0)]

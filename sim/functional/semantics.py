@@ -31,7 +31,7 @@ class Access(NamedTuple):
 
     resource: str  # "inp", "wgt", "out" or "dram" (DRAM in granules)
     write: bool
-    index: np.ndarray
+    elements: np.ndarray
 
 
 class MachineState:
@@ -48,7 +48,7 @@ class MachineState:
         self.uop = np.zeros(cfg.uop_depth, dtype=np.uint32)
         #: DRAM race tracking granule: the smallest element of any memory type.
         self.granule = min(cfg.elem_bytes(m) for m in MemoryType)
-        self._dram_dtype = {
+        self._dram_dtype: dict[MemoryType, tuple[np.dtype, tuple[int, ...]]] = {
             MemoryType.INP: (np.dtype(np.int8), (b, bi)),
             MemoryType.WGT: (np.dtype(np.int8), (bo, bi)),
             MemoryType.ACC: (np.dtype("<i4"), (b, bo)),
