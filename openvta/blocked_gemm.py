@@ -126,15 +126,18 @@ def build_blocked_gemm(
                     b.dep_pop(Module.COMPUTE, Module.LOAD)
             for tid, _ in group:
                 acc_base = tid * blk.mb * blk.nb
-                tile_loops = (UopLoop(blk.mb, dst_factor=blk.nb, src_factor=blk.kb),
-                              UopLoop(blk.nb, dst_factor=1, wgt_factor=blk.kb))
                 b.dep_pop(Module.LOAD, Module.COMPUTE)
                 if kk == 0:
                     b.dep_pop(Module.STORE, Module.COMPUTE)
-                    b.gemm(UopKernel((Uop(acc_base),), tile_loops), reset=True)
-                uops = tuple(Uop(acc_base, tid * blk.mb * blk.kb + x, tid * blk.nb * blk.kb + x)
-                             for x in range(blk.kb))
-                b.gemm(UopKernel(uops, tile_loops))
+                    b.gemm(UopKernel((Uop(acc_base),), (UopLoop(blk.mb * blk.nb, dst_factor=1),)),
+                           reset=True)
+                # micro-ops walk the output columns, the inner loop the rows and the outer
+                # loop the reduction: consecutive micro-ops never hit the same accumulator.
+                uops = tuple(Uop(acc_base + c, tid * blk.mb * blk.kb, tid * blk.nb * blk.kb + c * blk.kb)
+                             for c in range(blk.nb))
+                loops = (UopLoop(blk.kb, src_factor=1, wgt_factor=1),
+                         UopLoop(blk.mb, dst_factor=blk.nb, src_factor=blk.kb))
+                b.gemm(UopKernel(uops, loops))
                 b.dep_push(Module.COMPUTE, Module.LOAD)
                 if kk == k_blocks - 1:
                     if shift is not None:

@@ -5,11 +5,8 @@ it, and the cycle model calls the same functions at simulated time.  Each
 ``execute_*`` mutates a :class:`MachineState` and returns the accesses it made to
 the buffers that more than one module touches (for the race checker).
 
-Vectorization: a whole micro-op loop is one numpy computation.  GEMM loops whose
-input index depends on one set of loop variables and weight index on the other (the
-shape of every blocked GEMM and convolution) become one BLAS matrix product per
-group of micro-ops sharing a destination; anything else goes through a per-execution
-einsum.  Products are exact in float64 (|sum| < 2**53), then wrapped to 32 bits.
+Vectorization: a whole micro-op loop is one numpy computation (GEMM: one matrix
+product, see :mod:`.gemm`; ALU: see :mod:`.alu`), then wrapped to 32 bits.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, d
 
 from ..errors import MemoryAccessError
 from .alu import apply_alu
+from .gemm import gemm_products
 
 __all__ = ["Access", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
 
@@ -193,7 +191,7 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
         state.acc[idx.dst.reshape(-1)] = 0
         return [], executions
     assert idx.wgt is not None
-    dst, products = _gemm_products(state, idx)
+    dst, products = gemm_products(state.inp, state.wgt, idx.dst, idx.src, idx.wgt)
     _accumulate(state.acc, dst, products)
     cfg = state.cfg
     touched = unique_index(idx.dst, cfg.acc_depth)
@@ -213,64 +211,6 @@ def unique_index(index: np.ndarray, depth: int) -> np.ndarray:
         seen[index.reshape(-1)] = True
         return np.flatnonzero(seen)
     return np.unique(index)
-
-
-def _depends(index: np.ndarray) -> tuple[bool, bool]:
-    """Whether ``index`` (shape I×J×G) varies along the outer and the inner loop."""
-    return (
-        index.shape[0] > 1 and bool((index[1:] != index[:1]).any()),
-        index.shape[1] > 1 and bool((index[:, 1:] != index[:, :1]).any()),
-    )
-
-
-def _gemm_products(state: MachineState, idx: LoopIndices) -> tuple[np.ndarray, np.ndarray]:
-    """Per-destination tile products: ``(dst (N,), products (N, BATCH, BLOCK_OUT) int64)``."""
-    assert idx.wgt is not None
-    src_dep, wgt_dep = _depends(idx.src), _depends(idx.wgt)
-    if (src_dep[0] and wgt_dep[0]) or (src_dep[1] and wgt_dep[1]):
-        return _gemm_general(state, idx)
-    rows = [a for a in (0, 1) if not wgt_dep[a]]  # loop axes that index inputs (or nothing)
-    cols = [a for a in (0, 1) if wgt_dep[a]]  # loop axes that index weights
-    order = rows + cols + [2]
-    n_rows = int(np.prod([idx.dst.shape[a] for a in rows], dtype=np.int64))
-    n_cols = int(np.prod([idx.dst.shape[a] for a in cols], dtype=np.int64))
-    groups = idx.dst.shape[2]
-    src = idx.src.transpose(order).reshape(n_rows, n_cols, groups)[:, 0, :]
-    wgt = idx.wgt.transpose(order).reshape(n_rows, n_cols, groups)[0, :, :]
-    dst = idx.dst.transpose(order).reshape(n_rows, n_cols, groups)
-    # Micro-ops whose destination offsets agree reduce into the same accumulator tile.
-    offsets = dst[0, 0, :]
-    all_dst, all_prod = [], []
-    for offset in np.unique(offsets):
-        sel = np.flatnonzero(offsets == offset)
-        x = state.inp[src[:, sel]]  # (R, g, B, K)
-        w = state.wgt[wgt[:, sel]]  # (C, g, O, K)
-        r, g, b, k = x.shape
-        c, o = w.shape[0], w.shape[2]
-        lhs = x.transpose(0, 2, 1, 3).reshape(r * b, g * k).astype(np.float64)
-        rhs = w.transpose(1, 3, 0, 2).reshape(g * k, c * o).astype(np.float64)
-        prod = (lhs @ rhs).reshape(r, b, c, o).transpose(0, 2, 1, 3).reshape(r * c, b, o)
-        all_dst.append(dst[:, :, sel[0]].reshape(-1))
-        all_prod.append(prod.astype(np.int64))
-    if len(all_dst) == 1:
-        return all_dst[0], all_prod[0]
-    return np.concatenate(all_dst), np.concatenate(all_prod)
-
-
-_CHUNK_MACS = 1 << 22
-
-
-def _gemm_general(state: MachineState, idx: LoopIndices) -> tuple[np.ndarray, np.ndarray]:
-    assert idx.wgt is not None
-    src, wgt, dst = idx.src.reshape(-1), idx.wgt.reshape(-1), idx.dst.reshape(-1)
-    cfg = state.cfg
-    chunk = max(1, _CHUNK_MACS // cfg.macs_per_uop)
-    parts = []
-    for lo in range(0, len(dst), chunk):
-        x = state.inp[src[lo : lo + chunk]].astype(np.float64)
-        w = state.wgt[wgt[lo : lo + chunk]].astype(np.float64)
-        parts.append(np.einsum("ubk,uok->ubo", x, w).astype(np.int64))
-    return dst, np.concatenate(parts)
 
 
 def _accumulate(acc: np.ndarray, dst: np.ndarray, values: np.ndarray) -> None:
