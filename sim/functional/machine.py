@@ -1,0 +1,183 @@
+"""The accelerator's state and instruction effects, shared by every simulator.
+
+:class:`Machine` decodes and validates a program, owns the buffers, the event
+counters and the happens-before clocks, and applies one instruction at a time.
+*When* an instruction runs is the caller's business: the functional executor picks
+any order the tokens allow, the cycle model applies each instruction at the
+simulated time it completes.  Both therefore compute with the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from openvta.isa import (
+    EVENT_COUNTERS,
+    INSN_BYTES,
+    AluInsn,
+    Counter,
+    GemmInsn,
+    Instruction,
+    MemInsn,
+    MemoryType,
+    Module,
+    Opcode,
+    TokenQueue,
+    decode_table,
+    format_insn,
+    modules_of,
+)
+from openvta.isa.instructions import decode_stream
+from openvta.runtime.program import Program, Result
+
+from ..errors import FinishError, MemoryAccessError
+from .races import RaceChecker, VectorClocks
+from .semantics import Access, MachineState, execute_alu, execute_gemm, execute_load, execute_store
+from .validate import check_stream
+
+__all__ = ["Machine", "token_queues_of"]
+
+_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+_LOAD_BYTES = {
+    MemoryType.INP: Counter.INP_LOAD_BYTES,
+    MemoryType.WGT: Counter.WGT_LOAD_BYTES,
+    MemoryType.UOP: Counter.UOP_LOAD_BYTES,
+    MemoryType.ACC: Counter.ACC_LOAD_BYTES,
+    MemoryType.ACC_8BIT: Counter.ACC_LOAD_BYTES,
+}
+_INSNS = (Counter.LOAD_INSNS, Counter.COMPUTE_INSNS, Counter.STORE_INSNS)
+
+
+def token_queues_of(insn: Instruction, module: Module) -> tuple[list[TokenQueue], list[TokenQueue]]:
+    """The queues ``insn`` pops and pushes when it runs on ``module``."""
+    pops = [TokenQueue.popped_by(module, f) for f in _FLAGS[:2] if getattr(insn, f)]
+    pushes = [TokenQueue.pushed_by(module, f) for f in _FLAGS[2:] if getattr(insn, f)]
+    return pops, pushes
+
+
+class Machine:
+    """One program's machine state, ready to execute its instructions.
+
+    Parameters
+    ----------
+    program :
+        decoded and validated here (:class:`EncodingError` before anything runs).
+    check_races :
+        check every shared access against the token order (see :mod:`.races`).
+
+    Members
+    -------
+    insns, module :
+        the decoded instructions and the module each one runs on.
+    pops, pushes :
+        the token queues each instruction pops and pushes.
+    """
+
+    def __init__(self, program: Program, *, check_races: bool = True) -> None:
+        self.program = program
+        self.cfg = cfg = program.config
+        words = program.words()
+        table = decode_table(words, cfg)
+        check_stream(table, words, cfg)
+        self.insns = decode_stream(words, cfg)
+        self.module = [Module(m) for m in modules_of(table["opcode"], table["memory_type"]).tolist()]
+        queues = [token_queues_of(insn, m) for insn, m in zip(self.insns, self.module)]
+        self.pops = [q[0] for q in queues]
+        self.pushes = [q[1] for q in queues]
+        self.state = MachineState(cfg, program.dram)
+        self.clocks = VectorClocks()
+        self.races: RaceChecker | None = None
+        if check_races:
+            sizes = {"inp": cfg.inp_depth, "wgt": cfg.wgt_depth, "out": cfg.out_depth,
+                     "dram": -(-len(program.dram) // self.state.granule)}
+            self.races = RaceChecker(sizes, self.clocks, self.describe, self.state.granule)
+        self.counters: dict[str, int] = {c.value: 0 for c in EVENT_COUNTERS}
+        self.finished = False
+
+    def describe(self, index: int) -> str:
+        return format_insn(self.insns[index])
+
+    # -- token edges -----------------------------------------------------------------
+    def begin(self, module: Module, index: int) -> None:
+        """``module`` starts instruction ``index`` (after its pops were granted)."""
+        self.clocks.begin(module, index)
+
+    def receive(self, module: Module, stamp: np.ndarray) -> None:
+        """``module`` popped a token carrying ``stamp``."""
+        self.clocks.receive(module, stamp)
+        self.counters[Counter.TOKEN_POPS] += 1
+
+    def stamp(self, module: Module) -> np.ndarray:
+        """The happens-before stamp a token pushed by ``module`` now carries."""
+        self.counters[Counter.TOKEN_PUSHES] += 1
+        return self.clocks.stamp(module)
+
+    # -- effects -------------------------------------------------------------------
+    def execute(self, module: Module, index: int, tokens_left: Mapping[TokenQueue, int]) -> None:
+        """Apply instruction ``index`` on ``module``; FINISH checks ``tokens_left``."""
+        insn = self.insns[index]
+        c = self.counters
+        c[Counter.FETCH_INSNS] += 1
+        c[Counter.INSN_FETCH_BYTES] += INSN_BYTES
+        c[_INSNS[module]] += 1
+        what = f"instruction {index}"
+        if insn.opcode == Opcode.FINISH:
+            self._finish(what, tokens_left)
+            return
+        try:
+            accesses = self._apply(insn, what)
+        except MemoryAccessError as exc:
+            raise MemoryAccessError(f"{exc} [{format_insn(insn)}]") from None
+        if self.races is not None and accesses:
+            self.races.check(module, accesses)
+
+    def _apply(self, insn: Instruction, what: str) -> list[Access]:
+        c = self.counters
+        if isinstance(insn, MemInsn):
+            if insn.x_size == 0:
+                c[Counter.SYNC_INSNS] += 1
+                return []
+            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+            if insn.opcode == Opcode.STORE:
+                c[Counter.OUT_STORE_BYTES] += nbytes
+                c[Counter.DRAM_WRITE_BYTES] += nbytes
+                return execute_store(self.state, insn, what)
+            c[_LOAD_BYTES[insn.memory_type]] += nbytes
+            c[Counter.DRAM_READ_BYTES] += nbytes
+            return execute_load(self.state, insn, what)
+        if isinstance(insn, AluInsn):
+            accesses, n = execute_alu(self.state, insn, what)
+            c[Counter.ALU_INSNS] += 1
+            c[Counter.ALU_UOPS] += n
+            return accesses
+        assert isinstance(insn, GemmInsn)
+        accesses, n = execute_gemm(self.state, insn, what)
+        c[Counter.GEMM_INSNS] += 1
+        c[Counter.GEMM_UOPS] += n
+        if not insn.reset_reg:
+            c[Counter.MACS] += n * self.cfg.macs_per_uop
+        return accesses
+
+    def _finish(self, what: str, tokens_left: Mapping[TokenQueue, int]) -> None:
+        self.counters[Counter.DRAM_READ_BYTES] += self.counters[Counter.INSN_FETCH_BYTES]
+        left = {q.label: n for q, n in tokens_left.items() if n}
+        if left:
+            listing = ", ".join(f"{label}: {n}" for label, n in left.items())
+            raise FinishError(f"{what}: token queues are not empty at FINISH ({listing})")
+        clock = self.clocks.clock[Module.COMPUTE]
+        for module in (Module.LOAD, Module.STORE):
+            mine = [i for i, m in enumerate(self.module) if m == module]
+            if clock[module] < len(mine):
+                first = mine[int(clock[module])]
+                name = module.name.lower()
+                raise FinishError(
+                    f"{what}: {name} instruction {first} ({self.describe(first)}) is not "
+                    f"ordered before FINISH by tokens: {len(mine) - int(clock[module])} of "
+                    f"{len(mine)} {name} instructions may still be running"
+                )
+        self.finished = True
+
+    def result(self) -> Result:
+        return Result(dram=self.state.dram, counters=dict(self.counters))
