@@ -9,6 +9,7 @@ from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Conf
 from .counters import COUNTER_DOC, CYCLE_COUNTERS, EVENT_COUNTERS, Counter
 from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import LOAD_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, module_of, modules_of
+from .timing import TIMING_PRESETS, Timing, timing_for
 from .instructions import (
     AluInsn,
     FinishInsn,
@@ -34,6 +35,6 @@ __all__ = [
     "Module", "Opcode", "PRESETS", "TokenQueue", "UOP_BYTES", "Uop", "assemble", "decode",
     "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
     "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "modules_of",
-    "preset", "LOAD_MODULE_TYPES",
+    "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for",
     "words_from_bytes", "words_to_bytes",
 ]

@@ -83,7 +83,8 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
     if subtype is not None:
         enum = _SUBTYPE_ENUM[subtype]
         if not rest:
-            raise AsmError(f"{opcode.name} needs a {subtype} ({', '.join(m.name for m in enum)})")
+            what = "memory type" if subtype == "memory_type" else "ALU opcode"
+            raise AsmError(f"{opcode.name} needs its {what} ({', '.join(m.name for m in enum)})")
         try:
             values[subtype] = enum[rest[0].upper()]  # type: ignore[misc]
         except KeyError:

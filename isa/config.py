@@ -127,6 +127,9 @@ class Config:
         _check_range("CMD_QUEUE_DEPTH", self.CMD_QUEUE_DEPTH, 1, 1 << 16)
         _check_range("DEP_QUEUE_DEPTH", self.DEP_QUEUE_DEPTH, 1, 1 << 16)
         _check_range("LOG_BUS_WIDTH", self.LOG_BUS_WIDTH, 3, 10)
+        clash = sorted(set(self.extras) & set(ISA_KEYS + MACHINE_KEYS))
+        if clash:
+            raise ConfigError(f"extras must not repeat the configuration keys {', '.join(clash)}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
         # Building the layouts checks that every field fits its word (ISA.md §2).
         from .encoding import layouts_of

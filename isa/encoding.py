@@ -62,10 +62,10 @@ class Field:
 
     def check(self, value: int, what: str) -> None:
         if not self.low <= value <= self.high:
-            kind = "signed " if self.signed else ""
+            kind = "signed" if self.signed else "unsigned"
             raise ISAError(
-                f"{what} field {self.name} is a {self.width}-bit {kind}field "
-                f"({self.low}..{self.high}) and cannot hold {value!r}"
+                f"{what} field {self.name} ({self.width} bits, {kind}: {self.low}..{self.high}) "
+                f"cannot hold {value!r}"
             )
 
 

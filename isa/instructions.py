@@ -59,8 +59,28 @@ class _InsnBase:
         return {name: int(getattr(self, name)) for name in self.layout.names}
 
     def encode(self) -> int:
-        """The 128-bit instruction word (word 0 in the low 64 bits)."""
+        """The 128-bit instruction word (word 0 in the low 64 bits).
+
+        Raises
+        ------
+        ISAError
+            for a field value outside its width or its enumeration, or an opcode
+            that is not this class's.
+        """
+        self.check()
         return self.layout.pack(self.fields())
+
+    def check(self) -> None:
+        """Raise :class:`ISAError` unless the enumerated fields hold valid members."""
+        opcodes = _OPCODES_OF[type(self).__name__]
+        if self.opcode not in opcodes:  # type: ignore[attr-defined]
+            names = " or ".join(Opcode(o).name for o in opcodes)
+            raise ISAError(
+                f"{type(self).__name__} must have opcode {names}, not {self.opcode!r}"  # type: ignore[attr-defined]
+            )
+        for name in _ENUM_FIELDS:
+            if name != "opcode" and hasattr(self, name):
+                _typed(name, int(getattr(self, name)))
 
     def to_bytes(self) -> bytes:
         return self.encode().to_bytes(INSN_BYTES, "little")
@@ -148,6 +168,12 @@ _CLASS_OF = {
     Opcode.ALU: AluInsn,
 }
 _ENUM_FIELDS = {"opcode": Opcode, "memory_type": MemoryType, "alu_opcode": AluOp}
+_OPCODES_OF = {
+    "MemInsn": (Opcode.LOAD, Opcode.STORE),
+    "GemmInsn": (Opcode.GEMM,),
+    "FinishInsn": (Opcode.FINISH,),
+    "AluInsn": (Opcode.ALU,),
+}
 _BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
 
 
@@ -231,7 +257,20 @@ def encode_stream(insns: list[Instruction] | tuple[Instruction, ...], cfg: Confi
             name: np.fromiter((int(getattr(insns[r], name)) for r in rows), np.int64, len(rows))
             for name in layout.names
         }
-        words[rows] = layout.pack_array(columns, len(rows))
+        try:
+            words[rows] = layout.pack_array(columns, len(rows))
+        except ISAError:
+            for r in rows:  # find and name the offending instruction by its stream position
+                try:
+                    insns[r].encode()
+                except ISAError as exc:
+                    raise ISAError(f"instruction {r}: {exc}") from None
+            raise
+    for i, insn in enumerate(insns):
+        try:
+            insn.check()
+        except ISAError as exc:
+            raise ISAError(f"instruction {i}: {exc}") from None
     return words
 
 

@@ -31,6 +31,7 @@ BackendFactory = Callable[..., Backend]
 # name → "module:attribute" of a factory, imported on first use.
 _BUILTIN: dict[str, str] = {
     "functional": "openvta.sim.functional:FunctionalBackend",
+    "cycle": "openvta.sim.cycle:CycleBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 

@@ -112,7 +112,9 @@ def spec_widths(depths: Mapping[str, int]) -> dict[str, list[tuple[str, int]]]:
     alu = {**loops, "src_factor_out": acc, "src_factor_in": acc}
     uops = {"dst_idx": acc, "src_idx": max(acc, inp), "wgt_idx": wgt}
 
-    def widths(table: list[tuple[str, int, int]], variable: Mapping[str, int]) -> list[tuple[str, int]]:
+    def widths(
+        table: list[tuple[str, int, int]], variable: Mapping[str, int]
+    ) -> list[tuple[str, int]]:
         return [(name, variable.get(name, width)) for name, _, width in as_offsets(table)]
 
     return {

@@ -117,7 +117,8 @@ def test_derived_values_follow_the_formulas(name):
 
 
 def test_unknown_preset():
-    with pytest.raises(ConfigError, match=r"^preset must be one of default, small, tiny, not 'huge'$"):
+    message = r"^preset must be one of default, small, tiny, not 'huge'$"
+    with pytest.raises(ConfigError, match=message):
         preset("huge")
 
 
@@ -267,7 +268,8 @@ def test_config_error_is_a_value_error():
 def test_zero_width_field_is_rejected():
     # Unreachable through Config (a buffer of one element is rejected first); the
     # packer still refuses a field without bits.
-    with pytest.raises(ConfigError, match=r"^GEMM field uop_bgn must be at least 1 bit wide, not 0$"):
+    message = r"^GEMM field uop_bgn must be at least 1 bit wide, not 0$"
+    with pytest.raises(ConfigError, match=message):
         _pack_layout("GEMM", [("uop_bgn", 0, False)], 128)
 
 

@@ -1,0 +1,154 @@
+"""The cycle model's report: where the cycles went, utilization and the roofline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from openvta.isa import Counter
+
+from .memory import ModuleStats
+
+if TYPE_CHECKING:
+    from .model import CycleModel
+
+__all__ = ["CycleReport", "build_report"]
+
+_MODULE_COUNTERS = {
+    "fetch": (Counter.FETCH_BUSY_CYCLES, None, Counter.FETCH_WAIT_MEMORY_CYCLES,
+              Counter.FETCH_WAIT_QUEUE_CYCLES),
+    "load": (Counter.LOAD_BUSY_CYCLES, Counter.LOAD_WAIT_TOKEN_CYCLES,
+             Counter.LOAD_WAIT_MEMORY_CYCLES, Counter.LOAD_WAIT_QUEUE_CYCLES),
+    "compute": (Counter.COMPUTE_BUSY_CYCLES, Counter.COMPUTE_WAIT_TOKEN_CYCLES,
+                Counter.COMPUTE_WAIT_MEMORY_CYCLES, Counter.COMPUTE_WAIT_QUEUE_CYCLES),
+    "store": (Counter.STORE_BUSY_CYCLES, Counter.STORE_WAIT_TOKEN_CYCLES,
+              Counter.STORE_WAIT_MEMORY_CYCLES, Counter.STORE_WAIT_QUEUE_CYCLES),
+}
+
+
+@dataclass
+class CycleReport:
+    """Figures of one run of the cycle model.
+
+    Members
+    -------
+    cycles :
+        clock cycles from start until FINISH completes.
+    modules :
+        per module: busy, waiting on a token, on memory, on its command queue.
+    utilization :
+        GEMM utilization, MACs ÷ (cycles × peak MACs per cycle).
+    arithmetic_intensity :
+        operations (2 per MAC) per DRAM byte moved.
+    roofline_cycles :
+        the fewest cycles the program could take: the larger of its MACs at the peak
+        rate and its DRAM bytes at one bus beat per cycle on each channel.
+    roofline_fraction :
+        ``roofline_cycles / cycles``.
+    """
+
+    cycles: int
+    modules: dict[str, ModuleStats]
+    macs: int
+    peak_macs_per_cycle: int
+    dram_read_bytes: int
+    dram_write_bytes: int
+    bus_bytes: int
+    clock_mhz: float
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def utilization(self) -> float:
+        return self.macs / (self.cycles * self.peak_macs_per_cycle) if self.cycles else 0.0
+
+    @property
+    def read_bandwidth(self) -> float:
+        """Achieved read bandwidth in bytes per cycle."""
+        return self.dram_read_bytes / self.cycles if self.cycles else 0.0
+
+    @property
+    def write_bandwidth(self) -> float:
+        return self.dram_write_bytes / self.cycles if self.cycles else 0.0
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        moved = self.dram_read_bytes + self.dram_write_bytes
+        return 2 * self.macs / moved if moved else float("inf")
+
+    @property
+    def compute_bound_cycles(self) -> float:
+        return self.macs / self.peak_macs_per_cycle
+
+    @property
+    def memory_bound_cycles(self) -> float:
+        return max(self.dram_read_bytes, self.dram_write_bytes) / self.bus_bytes
+
+    @property
+    def roofline_cycles(self) -> float:
+        return max(self.compute_bound_cycles, self.memory_bound_cycles)
+
+    @property
+    def roofline_fraction(self) -> float:
+        return self.roofline_cycles / self.cycles if self.cycles else 0.0
+
+    @property
+    def bound(self) -> str:
+        """Which roof limits the program: ``"compute"`` or ``"memory"``."""
+        return "compute" if self.compute_bound_cycles >= self.memory_bound_cycles else "memory"
+
+    @property
+    def gops(self) -> float:
+        """Operations (2 per MAC) per second at the nominal clock, in GOPS."""
+        return 2 * self.macs / self.cycles * self.clock_mhz * 1e-3 if self.cycles else 0.0
+
+    def format(self) -> str:
+        lines = [
+            f"cycles                {self.cycles}",
+            f"GEMM utilization      {self.utilization:.1%} of {self.peak_macs_per_cycle} MACs/cycle",
+            f"throughput            {self.gops:.2f} GOPS at {self.clock_mhz:g} MHz",
+            f"DRAM read / write     {self.dram_read_bytes} / {self.dram_write_bytes} bytes "
+            f"({self.read_bandwidth:.2f} / {self.write_bandwidth:.2f} bytes/cycle of "
+            f"{self.bus_bytes})",
+            f"arithmetic intensity  {self.arithmetic_intensity:.2f} ops/byte",
+            f"roofline bound        {self.roofline_cycles:.0f} cycles ({self.bound}-bound); "
+            f"reached {self.roofline_fraction:.1%}",
+            "",
+            f"{'module':<8} {'insns':>7} {'busy':>9} {'token':>9} {'memory':>9} {'queue':>9} "
+            f"{'idle':>9}",
+        ]
+        for name, s in self.modules.items():
+            lines.append(f"{name:<8} {s.insns:>7} {s.busy:>9} {s.wait_token:>9} "
+                         f"{s.wait_memory:>9} {s.wait_queue:>9} {s.idle:>9}")
+        return "\n".join(lines)
+
+
+def build_report(model: CycleModel) -> CycleReport:
+    """Close the books of a finished run: what no category claims is idle time."""
+    cycles = int(model.env.now)
+    counters = dict(model.machine.counters)
+    for name, stats in model.stats.items():
+        stats.busy, stats.wait_token = int(stats.busy), int(stats.wait_token)
+        stats.wait_memory, stats.wait_queue = int(stats.wait_memory), int(stats.wait_queue)
+        stats.idle = cycles - stats.total
+        busy, token, memory, queue = _MODULE_COUNTERS[name]
+        counters[busy.value] = stats.busy
+        if token is not None:
+            counters[token.value] = stats.wait_token
+        counters[memory.value] = stats.wait_memory
+        counters[queue.value] = stats.wait_queue
+    compute = model.stats["compute"].extra
+    counters[Counter.CYCLES.value] = cycles
+    counters[Counter.GEMM_BUSY_CYCLES.value] = compute.get("gemm", 0)
+    counters[Counter.ALU_BUSY_CYCLES.value] = compute.get("alu", 0)
+    cfg = model.cfg
+    return CycleReport(
+        cycles=cycles,
+        modules=model.stats,
+        macs=counters[Counter.MACS.value],
+        peak_macs_per_cycle=cfg.macs_per_uop // model.timing.gemm_ii_cycles,
+        dram_read_bytes=counters[Counter.DRAM_READ_BYTES.value],
+        dram_write_bytes=counters[Counter.DRAM_WRITE_BYTES.value],
+        bus_bytes=cfg.bus_bytes,
+        clock_mhz=model.timing.clock_mhz,
+        counters=counters,
+    )
