@@ -1,6 +1,7 @@
 """The ``openvta`` command line.
 
-    openvta run PROGRAM.npz [--backend functional] [-o RESULT.npz] [--no-race-check]
+    openvta run PROGRAM.npz [--backend functional|cycle] [-o RESULT.npz] [--no-race-check]
+                [--trace TRACE.json] [--timeline TIMELINE.png] [--max-cycles N]
     openvta disasm PROGRAM.npz [--uops]
     openvta config [PRESET]
 
@@ -33,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-race-check", action="store_true",
                      help="functional back end: skip the token race checker (faster)")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("--trace", help="cycle back end: write a Chrome/Perfetto trace (JSON) here")
+    run.add_argument("--timeline", help="cycle back end: write a timeline figure (PNG) here")
+    run.add_argument("--max-cycles", type=int, help="cycle back end: stop past this many cycles")
     dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
@@ -43,17 +47,33 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.program)
-    options = {"check_races": False} if args.no_race_check and args.backend == "functional" else {}
+    options: dict[str, object] = {}
+    if args.no_race_check and args.backend in ("functional", "cycle"):
+        options["check_races"] = False
+    timed = args.trace or args.timeline or args.max_cycles is not None
+    if timed and args.backend != "cycle":
+        raise ProgramError("--trace, --timeline and --max-cycles need --backend cycle")
+    if args.max_cycles is not None:
+        options["max_cycles"] = args.max_cycles
     result = Device(args.backend, **options).run(program)
     if args.output:
         result.save(args.output)
+    if args.trace:
+        result.report.write_trace(args.trace)
+    if args.timeline:
+        result.report.write_timeline(args.timeline, title=str(args.program))
     if not args.quiet:
         print(f"ran {program.insn_count} instructions on the {args.backend} back end")
+        if hasattr(result.report, "format"):
+            print(result.report.format())
+            print()
         width = max(len(k) for k in result.counters)
         for name, value in result.counters.items():
             print(f"  {name:<{width}}  {value}")
-        if args.output:
-            print(f"result written to {args.output}")
+        for what, path in (("result", args.output), ("trace", args.trace),
+                           ("timeline", args.timeline)):
+            if path:
+                print(f"{what} written to {path}")
     return 0
 
 

@@ -69,10 +69,10 @@ class Channel:
         env = self.env
         for count, beats in bursts.runs:
             for _ in range(count):
-                asked = env.now
+                asked = int(env.now)
                 with self.port.request() as grant:
                     yield grant
-                    stats.wait_memory += env.now - asked
+                    stats.wait_memory += int(env.now) - asked
                     yield env.timeout(beats)
                 stats.busy += beats
                 self.beats += beats

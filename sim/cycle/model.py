@@ -66,6 +66,7 @@ class InsnRecord:
     index: int
     start: int
     end: int
+    label: str = ""
 
 
 @dataclass
@@ -122,7 +123,9 @@ class CycleModel:
         env, stats, timing = self.env, self.stats["fetch"], self.timing
         index = 0
         for chunk in fetch_bursts(len(self.machine.insns), self.cfg, timing):
-            self.status["fetch"] = f"reading instructions {index}..{index + chunk - 1}"
+            label = f"{index}..{index + chunk - 1}"
+            self.status["fetch"] = f"reading instructions {label}"
+            start = int(env.now)
             yield from self.read.latency(stats)
             beats = -(-chunk * INSN_BYTES // self.cfg.bus_bytes)
             yield from self.read.transfer(Bursts([(1, beats)]), stats)
@@ -133,11 +136,12 @@ class CycleModel:
                 target = self.machine.module[index]
                 self.status["fetch"] = (f"instruction {index} waits for room in the full "
                                         f"{target.name.lower()} command queue")
-                asked = env.now
+                asked = int(env.now)
                 yield self.commands[target].put(index)
-                stats.wait_queue += env.now - asked
+                stats.wait_queue += int(env.now) - asked
                 stats.insns += 1
                 index += 1
+            self.records.append(InsnRecord("fetch", index - 1, start, int(env.now), label))
         self.status["fetch"] = "done"
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
@@ -146,34 +150,34 @@ class CycleModel:
         stats = self.stats[name]
         while True:
             self.status[name] = "waiting for an instruction"
-            asked = env.now
+            asked = int(env.now)
             index = yield self.commands[module].get()
-            stats.wait_queue += env.now - asked
-            asked = env.now
+            stats.wait_queue += int(env.now) - asked
+            asked = int(env.now)
             popped = []
             for queue in machine.pops[index]:
                 self.status[name] = (f"instruction {index} ({machine.describe(index)}) waits "
                                      f"for a token on {queue.label}")
                 popped.append((queue, (yield self.tokens[queue].get())))
-            stats.wait_token += env.now - asked
+            stats.wait_token += int(env.now) - asked
             machine.begin(module, index)
             for queue, token in popped:
                 machine.receive(module, token.stamp)
                 self.token_records.append(TokenRecord(queue, token.flow, token.time,
-                                                      token.producer_insn, env.now, index))
+                                                      token.producer_insn, int(env.now), index))
             self.status[name] = f"instruction {index} ({machine.describe(index)}) executing"
-            start = env.now
+            start = int(env.now)
             yield from self._spend(module, index, stats)
             machine.execute(module, index, {q: len(s.items) for q, s in self.tokens.items()})
             stats.insns += 1
-            self.records.append(InsnRecord(name, index, start, env.now))
-            asked = env.now
+            self.records.append(InsnRecord(name, index, start, int(env.now)))
+            asked = int(env.now)
             for queue in machine.pushes[index]:
                 self.status[name] = (f"instruction {index} ({machine.describe(index)}) waits "
                                      f"for room on {queue.label}")
                 self._flow += 1
-                yield self.tokens[queue].put(Token(machine.stamp(module), env.now, self._flow, index))
-            stats.wait_token += env.now - asked
+                yield self.tokens[queue].put(Token(machine.stamp(module), int(env.now), self._flow, index))
+            stats.wait_token += int(env.now) - asked
             if machine.insns[index].opcode == Opcode.FINISH:
                 self.status[name] = "finished"
                 self.done.succeed()
@@ -202,7 +206,7 @@ class CycleModel:
         if insn.opcode == Opcode.FINISH:
             return
         cycles = self._loop_cycles(index, insn)  # type: ignore[arg-type]
-        if env.now + cycles > self.max_cycles:
+        if int(env.now) + cycles > self.max_cycles:
             raise CycleLimitError(
                 f"instruction {index} ({self.machine.describe(index)}) needs {cycles} cycles "
                 f"and would pass the cycle bound of {self.max_cycles} cycles"

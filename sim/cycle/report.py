@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openvta.isa import Counter
@@ -56,6 +57,21 @@ class CycleReport:
     bus_bytes: int
     clock_mhz: float
     counters: dict[str, int] = field(default_factory=dict)
+    model: CycleModel | None = field(default=None, repr=False, compare=False)
+
+    def write_trace(self, path: str | Path) -> None:
+        """Write the Chrome/Perfetto trace of this run to ``path`` (JSON)."""
+        from .trace import write_chrome_trace
+
+        assert self.model is not None, "the report has no model to trace"
+        write_chrome_trace(self.model, path)
+
+    def write_timeline(self, path: str | Path, title: str = "") -> None:
+        """Write a PNG timeline of the four modules to ``path``."""
+        from .trace import write_timeline
+
+        assert self.model is not None, "the report has no model to draw"
+        write_timeline(self.model, path, title)
 
     @property
     def utilization(self) -> float:
@@ -151,4 +167,5 @@ def build_report(model: CycleModel) -> CycleReport:
         bus_bytes=cfg.bus_bytes,
         clock_mhz=model.timing.clock_mhz,
         counters=counters,
+        model=model,
     )
