@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
         if hasattr(result.report, "format"):
             print(result.report.format())
             print()
-        width = max(len(k) for k in result.counters)
+        width = max((len(k) for k in result.counters), default=0)
         for name, value in result.counters.items():
             print(f"  {name:<{width}}  {value}")
         for what, path in (("result", args.output), ("trace", args.trace),
@@ -86,7 +86,12 @@ def _disasm(args: argparse.Namespace) -> int:
         if args.uops and isinstance(insn, MemInsn) and insn.memory_type == MemoryType.UOP \
                 and insn.x_size:
             start = insn.dram_base * cfg.uop_elem_bytes
-            raw = program.dram[start : start + insn.x_size * cfg.uop_elem_bytes]
+            end = start + insn.x_size * cfg.uop_elem_bytes
+            if end > len(program.dram):
+                print(f"          micro-ops at bytes {start}..{end - 1} lie outside the DRAM "
+                      f"image ({len(program.dram)} bytes)")
+                continue
+            raw = program.dram[start:end]
             uops = decode_uops(np.ascontiguousarray(raw).view("<u4"), cfg)
             for k in range(insn.x_size):
                 print(f"          uop[{insn.sram_base + k}] dst_idx={uops['dst_idx'][k]} "

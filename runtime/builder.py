@@ -24,6 +24,7 @@ from openvta.isa import (
     Config,
     FinishInsn,
     GemmInsn,
+    ISAError,
     Instruction,
     MemInsn,
     MemoryType,
@@ -146,18 +147,25 @@ class ProgramBuilder:
         *,
         data: np.ndarray | None = None,
         shape: tuple[int, ...] | None = None,
-        dtype: str = "int8",
+        dtype: str | None = None,
         layout: str = "",
         role: str = "scratch",
     ) -> Symbol:
         """Allocate a named DRAM tensor, from ``data`` or zero-filled of ``shape``/``dtype``."""
         self._check_open()
+        if name.startswith("__"):
+            raise BuildError(f"tensor names starting with '__' are reserved, not {name!r}")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if data is not None:
             array = np.asarray(data)
-            dtype = array.dtype.name
+            if shape is not None and tuple(shape) != array.shape:
+                raise ValueError(f"tensor {name!r} has data of shape {array.shape}, not {tuple(shape)}")
             shape = array.shape
+            dtype = array.dtype.name
+        if data is not None and dtype is not None and dtype != np.asarray(data).dtype.name:
+            raise ValueError(f"tensor {name!r} has data of dtype {np.asarray(data).dtype.name}, not {dtype}")
+        dtype = np.asarray(data).dtype.name if data is not None else (dtype or "int8")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
         if shape is None:
@@ -280,8 +288,9 @@ class ProgramBuilder:
             last = offset + (y_size - 1) * x_stride + x_size
             elems = symbol.nbytes // self.cfg.elem_bytes(memory_type)
             if offset < 0 or last > elems:
+                verb = "writes" if what == "store_2d" else "reads"
                 raise BuildError(
-                    f"{what} reads {memory_type.name} elements {offset}..{last - 1} of a tensor "
+                    f"{what} {verb} {memory_type.name} elements {offset}..{last - 1} of a tensor "
                     f"of {elems} elements"
                 )
 
@@ -403,6 +412,10 @@ class ProgramBuilder:
 
     def _emit(self, insn: Instruction) -> None:
         self._check_open()
+        try:
+            insn.encode()
+        except ISAError as exc:
+            raise BuildError(f"{insn.opcode.name} cannot be encoded: {exc}") from None
         module = insn.module
         for queue in self._pending[module]:
             flag = "pop_prev_dep" if queue.producer < module else "pop_next_dep"

@@ -61,7 +61,10 @@ def _factory(name: str) -> BackendFactory:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendError(f"back end {name!r} cannot be imported: {exc}") from exc
-    factory: BackendFactory = getattr(module, attr)
+    try:
+        factory: BackendFactory = getattr(module, attr)
+    except AttributeError:
+        raise BackendError(f"back end {name!r}: module {module_name} has no {attr!r}") from None
     _REGISTRY[name] = factory
     return factory
 

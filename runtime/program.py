@@ -159,16 +159,19 @@ class Program:
 
     def read(self, name: str, dram: np.ndarray | None = None) -> np.ndarray:
         """Symbol ``name`` as a numpy array of its shape, from ``dram`` (default: the image)."""
+        return _read_array(self.dram if dram is None else dram, self.symbol(name))
+
+    def symbol(self, name: str) -> Symbol:
+        """The symbol called ``name`` (``KeyError`` naming the known ones otherwise)."""
         try:
-            symbol = self.symbols[name]
+            return self.symbols[name]
         except KeyError:
             known = ", ".join(sorted(self.symbols)) or "none"
             raise KeyError(f"program has no symbol {name!r} (symbols: {known})") from None
-        return _read_array(self.dram if dram is None else dram, symbol)
 
     def write(self, name: str, value: np.ndarray) -> None:
         """Overwrite symbol ``name`` in the image (shape must match)."""
-        symbol = self.symbols[name]
+        symbol = self.symbol(name)
         array = np.asarray(value)
         if array.shape != symbol.shape:
             raise ValueError(f"symbol {name!r} has shape {symbol.shape}, not {array.shape}")
@@ -177,8 +180,9 @@ class Program:
 
     # -- files ----------------------------------------------------------------------
     def save(self, path: PathLike | BinaryIO) -> None:
-        np.savez(
-            path,  # type: ignore[arg-type]
+        """Write the program file to exactly ``path`` (or into a binary file object)."""
+        _savez(
+            path,
             format=np.array(PROGRAM_FORMAT),
             config=np.array(self.config.to_json()),
             dram=self.dram,
@@ -215,11 +219,21 @@ class Program:
         )
 
 
+def _savez(path: PathLike | BinaryIO, **entries: np.ndarray) -> None:
+    # np.savez appends ".npz" to a name without it; writing through a handle does not.
+    if isinstance(path, (str, Path)):
+        with open(path, "wb") as handle:
+            np.savez(handle, **entries)  # type: ignore[arg-type]
+    else:
+        np.savez(path, **entries)  # type: ignore[arg-type]
+
+
 def _read_npz(path: PathLike | BinaryIO, what: str) -> dict[str, np.ndarray]:
     try:
-        with np.load(path, allow_pickle=False) as archive:  # type: ignore[arg-type]
-            if not hasattr(archive, "files"):
-                raise ProgramError(f"{what} file is not an npz archive")
+        archive = np.load(path, allow_pickle=False)  # type: ignore[arg-type]
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ProgramError(f"{what} file is not an npz archive (it holds a single array)")
+        with archive:
             return {key: archive[key] for key in archive.files}
     except ProgramError:
         raise
@@ -271,8 +285,9 @@ class Result:
     report: Any = None
 
     def save(self, path: PathLike | BinaryIO) -> None:
-        np.savez(
-            path,  # type: ignore[arg-type]
+        """Write the result file to exactly ``path`` (or into a binary file object)."""
+        _savez(
+            path,
             format=np.array(RESULT_FORMAT),
             dram=self.dram,
             counters=np.array(json.dumps({str(k): int(v) for k, v in self.counters.items()})),
@@ -289,7 +304,14 @@ def load_result(path: PathLike | BinaryIO) -> Result:
     for key in ("dram", "counters"):
         if key not in entries:
             raise ProgramError(f"result file lacks the entry {key!r}")
-    counters = json.loads(_string(entries, "counters"))
+    try:
+        counters = json.loads(_string(entries, "counters"))
+    except json.JSONDecodeError as exc:
+        raise ProgramError(f"result counters are not valid JSON: {exc}") from None
+    if not isinstance(counters, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in counters.values()
+    ):
+        raise ProgramError("result counters must be a JSON object of name → integer")
     return Result(dram=entries["dram"], counters=counters)
 
 

@@ -12,13 +12,7 @@ from openvta.isa import Config, preset
 from openvta.runtime import Program
 from openvta.runtime import device as device_module
 
-PRESET_NAMES = ("tiny", "small", "default")
-
-
-@pytest.fixture(params=PRESET_NAMES)
-def cfg(request: pytest.FixtureRequest) -> Config:
-    """Each named preset in turn."""
-    return preset(request.param)
+# ``cfg`` (each named preset in turn) comes from tests/conftest.py.
 
 
 @pytest.fixture
