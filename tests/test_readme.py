@@ -1,4 +1,4 @@
-"""The README's runnable Python examples run and print what the README says."""
+"""The README's runnable Python examples run, in order, and print what the README says."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ def _examples() -> list[str]:
     return [b for b in blocks if "vta_config.json" not in b]  # that one needs a user's file
 
 
-@pytest.mark.parametrize("index", range(len(_examples())))
-def test_readme_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    code = _examples()[index]
+    namespace: dict[str, object] = {}
+    expected: list[str] = []
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(code, f"README example {index}", "exec"), {})
-    # every "print(...)  # value" comment in the example is what it printed
-    expected = [m.group(1).strip() for m in re.finditer(r"print\(.*\)\s+#\s*(.*)", code)]
-    assert printed.getvalue().split("\n")[: len(expected)] == expected
+    for index, code in enumerate(_examples()):
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, f"README example {index}", "exec"), namespace)
+        # every "print(...)  # value" comment in an example is what it prints
+        expected += [m.group(1).strip() for m in re.finditer(r"print\(.*\)\s+#\s*(.*)", code)]
+    assert printed.getvalue().splitlines() == expected
+    assert (tmp_path / "trace.json").exists() and (tmp_path / "timeline.png").exists()
