@@ -1,0 +1,259 @@
+"""VTA's packed tensor layouts: the operator library's packing and unpacking helpers.
+
+A packed tensor is cut into the tiles the accelerator loads whole (ISA.md §1): the
+outer axes count tiles, the inner two axes are one tile.  Data ``NCHW`` becomes
+``NCHW{B}n{BI}c`` — shape ``(N/B, C/BI, H, W, B, BI)`` — so that ``packed[n, c, y, x]``
+is one inp tile ``[BATCH][BLOCK_IN]``; a kernel ``OIHW`` becomes ``OIHW{BO}o{BI}i``,
+``(O/BO, I/BI, KH, KW, BO, BI)``, one wgt tile per ``[o, i, ky, kx]``.  Blocked axes
+are zero-padded up to whole tiles, which leaves every product unchanged.
+
+The 2-D (dense) layouts are the runtime's :func:`~openvta.runtime.pack_inp` and
+:func:`~openvta.runtime.pack_wgt`; the functions here call them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openvta.isa import Config
+from openvta.runtime import ceil_div, pack_inp, pack_wgt, unpack_out
+
+__all__ = [
+    "bias_layout", "data_layout", "kernel_layout", "out_layout",
+    "pack_bias", "pack_data", "pack_kernel", "pack_matrix_data", "pack_matrix_weight",
+    "unpack_data", "unpack_kernel", "unpack_matrix",
+]
+
+_INT32 = np.iinfo(np.int32)
+
+
+# -- layout names (TVM's spelling) ------------------------------------------------------
+
+
+def data_layout(cfg: Config) -> str:
+    """The packed data layout, e.g. ``"NCHW1n16c"`` for the default configuration."""
+    return f"NCHW{cfg.BATCH}n{cfg.BLOCK_IN}c"
+
+
+def kernel_layout(cfg: Config) -> str:
+    """The packed kernel layout, e.g. ``"OIHW16o16i"``."""
+    return f"OIHW{cfg.BLOCK_OUT}o{cfg.BLOCK_IN}i"
+
+
+def out_layout(cfg: Config) -> str:
+    """The packed output layout, e.g. ``"NCHW1n16c"`` (blocked by BLOCK_OUT)."""
+    return f"NCHW{cfg.BATCH}n{cfg.BLOCK_OUT}c"
+
+
+def bias_layout(cfg: Config) -> str:
+    """The packed bias layout, e.g. ``"C1n16c"``: one acc tile per channel block."""
+    return f"C{cfg.BATCH}n{cfg.BLOCK_OUT}c"
+
+
+# -- shared checks and the 4-D blocking ---------------------------------------------------
+
+
+def _check_ndim(array: np.ndarray, ndim: int, subject: str, axes: str) -> None:
+    if array.ndim != ndim:
+        raise ValueError(f"{subject} must be {ndim}-D {axes}, not shape {array.shape!r}")
+
+
+def _check_extent(value: int, capacity: int, subject: str, holds: str) -> None:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"{subject} must be an integer, not {value!r}")
+    if not 0 <= value <= capacity:
+        raise ValueError(
+            f"{subject} must be between 0 and {capacity} (the packed tensor holds {capacity} "
+            f"{holds}), not {value!r}"
+        )
+
+
+def _block2(array: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """``(A, B, *rest)`` → ``(A/outer, B/inner, *rest, outer, inner)``, zero-padded."""
+    a, b, *rest = array.shape
+    a_tiles, b_tiles = ceil_div(a, outer), ceil_div(b, inner)
+    widths = [(0, a_tiles * outer - a), (0, b_tiles * inner - b)] + [(0, 0)] * len(rest)
+    padded = np.pad(array, widths)
+    split = padded.reshape(a_tiles, outer, b_tiles, inner, *rest)
+    order = (0, 2, *range(4, 4 + len(rest)), 1, 3)
+    return np.ascontiguousarray(split.transpose(order))
+
+
+def _unblock2(packed: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The inverse of :func:`_block2`, cropped to ``(a, b, *rest)``."""
+    a_tiles, b_tiles, *rest, outer, inner = packed.shape
+    n_rest = len(rest)
+    order = (0, 2 + n_rest, 1, 3 + n_rest, *range(2, 2 + n_rest))
+    merged = packed.transpose(order).reshape(a_tiles * outer, b_tiles * inner, *rest)
+    return np.ascontiguousarray(merged[:a, :b])
+
+
+# -- conv2d data, kernels and bias ----------------------------------------------------------
+
+
+def pack_data(x: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack ``(N, C, H, W)`` data into ``NCHW{B}n{BI}c``: ``(N/B, C/BI, H, W, B, BI)``.
+
+    Parameters
+    ----------
+    x :
+        the data, any dtype (kept).
+    cfg :
+        the configuration giving BATCH and BLOCK_IN.
+
+    Returns
+    -------
+    numpy.ndarray
+        N and C zero-padded to multiples of BATCH and BLOCK_IN.
+
+    Raises
+    ------
+    ValueError
+        if ``x`` is not 4-D.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> pack_data(np.ones((1, 20, 5, 5), np.int8), preset("default")).shape
+    (1, 2, 5, 5, 1, 16)
+    """
+    x = np.asarray(x)
+    _check_ndim(x, 4, "data", "(N, C, H, W)")
+    return _block2(x, cfg.BATCH, cfg.BLOCK_IN)
+
+
+def unpack_data(packed: np.ndarray, n: int, c: int) -> np.ndarray:
+    """Unpack ``(N/B, C/BLOCK, H, W, B, BLOCK)`` into ``(n, c, H, W)``, dropping padding.
+
+    Works for data (BLOCK = BLOCK_IN) and for outputs (BLOCK = BLOCK_OUT): the tile
+    shape is read from the last two axes.
+
+    Raises
+    ------
+    ValueError
+        if ``packed`` is not 6-D, or ``n`` or ``c`` exceed what it holds.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> x = np.arange(2 * 3 * 4 * 4).reshape(2, 3, 4, 4)
+    >>> bool((unpack_data(pack_data(x, preset("tiny")), 2, 3) == x).all())
+    True
+    """
+    packed = np.asarray(packed)
+    _check_ndim(packed, 6, "packed data", "(N/B, C/BLOCK, H, W, B, BLOCK)")
+    _check_extent(n, packed.shape[0] * packed.shape[4], "n", "batch rows")
+    _check_extent(c, packed.shape[1] * packed.shape[5], "c", "channels")
+    return _unblock2(packed, n, c)
+
+
+def pack_kernel(w: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack an ``(O, I, KH, KW)`` kernel into ``OIHW{BO}o{BI}i``: ``(O/BO, I/BI, KH, KW, BO, BI)``.
+
+    Raises
+    ------
+    ValueError
+        if ``w`` is not 4-D.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> pack_kernel(np.ones((64, 3, 7, 7), np.int8), preset("default")).shape
+    (4, 1, 7, 7, 16, 16)
+    """
+    w = np.asarray(w)
+    _check_ndim(w, 4, "kernel", "(O, I, KH, KW)")
+    return _block2(w, cfg.BLOCK_OUT, cfg.BLOCK_IN)
+
+
+def unpack_kernel(packed: np.ndarray, o: int, i: int) -> np.ndarray:
+    """Unpack ``(O/BO, I/BI, KH, KW, BO, BI)`` into the ``(o, i, KH, KW)`` kernel.
+
+    Raises
+    ------
+    ValueError
+        if ``packed`` is not 6-D, or ``o`` or ``i`` exceed what it holds.
+    """
+    packed = np.asarray(packed)
+    _check_ndim(packed, 6, "packed kernel", "(O/BO, I/BI, KH, KW, BO, BI)")
+    _check_extent(o, packed.shape[0] * packed.shape[4], "o", "output channels")
+    _check_extent(i, packed.shape[1] * packed.shape[5], "i", "input channels")
+    return _unblock2(packed, o, i)
+
+
+def pack_bias(b: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack an ``(O,)`` bias into acc tiles ``(O/BO, B, BO)`` of int32.
+
+    Each channel's value is repeated down the BATCH rows, so tile ``k`` can be loaded
+    into the accumulator and added to output-channel block ``k`` of every batch row.
+
+    Raises
+    ------
+    ValueError
+        if ``b`` is not 1-D or holds values outside int32.
+    TypeError
+        if ``b`` is not of an integer dtype.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> pack_bias(np.array([1, 2, 3, 4, 5]), preset("tiny"))[:, 0]
+    array([[1, 2, 3, 4],
+           [5, 0, 0, 0]], dtype=int32)
+    """
+    b = np.asarray(b)
+    _check_ndim(b, 1, "bias", "(O,)")
+    if b.dtype.kind not in "iu":
+        raise TypeError(f"bias must be of an integer dtype, not {b.dtype}")
+    if b.size and (int(b.min()) < _INT32.min or int(b.max()) > _INT32.max):
+        raise ValueError(
+            f"bias must hold int32 values, not values in [{int(b.min())}, {int(b.max())}]"
+        )
+    bo = cfg.BLOCK_OUT
+    padded = np.zeros(ceil_div(b.shape[0], bo) * bo, dtype=np.int32)
+    padded[: b.shape[0]] = b
+    return np.repeat(padded.reshape(-1, 1, bo), cfg.BATCH, axis=1)
+
+
+# -- dense (2-D) operands: the runtime's tile packing ---------------------------------------
+
+
+def pack_matrix_data(x: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack ``(N, I)`` data into inp tiles ``(N/B, I/BI, B, BI)`` of int8 (:func:`pack_inp`).
+
+    Raises
+    ------
+    ValueError
+        if ``x`` is not 2-D.
+    """
+    x = np.asarray(x)
+    _check_ndim(x, 2, "data", "(N, I)")
+    return pack_inp(x, cfg)
+
+
+def pack_matrix_weight(w: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack ``(O, I)`` weights into wgt tiles ``(O/BO, I/BI, BO, BI)`` of int8 (:func:`pack_wgt`).
+
+    Raises
+    ------
+    ValueError
+        if ``w`` is not 2-D.
+    """
+    w = np.asarray(w)
+    _check_ndim(w, 2, "weight", "(O, I)")
+    return pack_wgt(w, cfg)
+
+
+def unpack_matrix(packed: np.ndarray, n: int, o: int) -> np.ndarray:
+    """Unpack out (or acc) tiles ``(N/B, O/BO, B, BO)`` into the ``(n, o)`` matrix.
+
+    Raises
+    ------
+    ValueError
+        if ``packed`` is not 4-D, or ``n`` or ``o`` exceed what it holds.
+    """
+    packed = np.asarray(packed)
+    _check_ndim(packed, 4, "packed matrix", "(N/B, O/BO, B, BO)")
+    _check_extent(n, packed.shape[0] * packed.shape[2], "n", "rows")
+    _check_extent(o, packed.shape[1] * packed.shape[3], "o", "columns")
+    return np.ascontiguousarray(unpack_out(packed, n, o))

@@ -1,0 +1,110 @@
+"""Deliberately naive models of the compiler's layouts and golden references.
+
+One element at a time, in plain Python integers, sharing no code with
+``openvta.compiler``: the packing is written from the layout strings (``NCHW{B}n{BI}c``:
+element ``[n][c][y][x]`` goes to tile ``[n//B][c//BI][y][x]``, lane ``[n%B][c%BI]``), the
+convolution from its definition, the requantization from WORKLOADS.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from openvta.isa import Config, preset
+
+# A batch of 2 with the default buffers, so the BATCH axis is exercised (every preset has 1).
+BATCH2 = Config(LOG_BATCH=1)
+CONFIGS = {"tiny": preset("tiny"), "small": preset("small"), "default": preset("default"),
+           "batch2": BATCH2}
+
+
+def edge_sizes(block: int) -> list[int]:
+    """Channel counts around a block edge: 1, 15, 16, 17, 33 for a block of 16."""
+    return sorted({1, block - 1, block, block + 1, 2 * block + 1})
+
+
+def wrap32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >> 31 else value
+
+
+# -- packing ------------------------------------------------------------------------------
+
+
+def tile4(array: np.ndarray, outer: int, inner: int) -> np.ndarray:
+    """``(A, B, H, W)`` → ``(A/outer, B/inner, H, W, outer, inner)``, zero-padded."""
+    a, b, h, w = array.shape
+    out = np.zeros((-(-a // outer), -(-b // inner), h, w, outer, inner), dtype=array.dtype)
+    for i, j, y, x in itertools.product(range(a), range(b), range(h), range(w)):
+        out[i // outer, j // inner, y, x, i % outer, j % inner] = array[i, j, y, x]
+    return out
+
+
+def untile4(tiles: np.ndarray, a: int, b: int) -> np.ndarray:
+    _, _, h, w, outer, inner = tiles.shape
+    out = np.zeros((a, b, h, w), dtype=tiles.dtype)
+    for i, j, y, x in itertools.product(range(a), range(b), range(h), range(w)):
+        out[i, j, y, x] = tiles[i // outer, j // inner, y, x, i % outer, j % inner]
+    return out
+
+
+def tile2(matrix: np.ndarray, rows: int, cols: int, dtype: type) -> np.ndarray:
+    """``(M, K)`` → ``(M/rows, K/cols, rows, cols)``, zero-padded."""
+    m, k = matrix.shape
+    out = np.zeros((-(-m // rows), -(-k // cols), rows, cols), dtype=dtype)
+    for i, j in itertools.product(range(m), range(k)):
+        out[i // rows, j // cols, i % rows, j % cols] = matrix[i, j]
+    return out
+
+
+def tile_bias(bias: np.ndarray, batch: int, block: int) -> np.ndarray:
+    """``(O,)`` → ``(O/block, batch, block)`` int32, every batch row a copy."""
+    out = np.zeros((-(-len(bias) // block), batch, block), dtype=np.int32)
+    for o, r in itertools.product(range(len(bias)), range(batch)):
+        out[o // block, r, o % block] = bias[o]
+    return out
+
+
+# -- arithmetic -----------------------------------------------------------------------------
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """The seven nested loops, Python integers, wrapped to int32 at the end."""
+    n_, c_, h, wd = x.shape
+    o_, _, kh, kw = w.shape
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n_, o_, oh, ow), dtype=np.int32)
+    for n in range(n_):
+        for o in range(o_):
+            for y in range(oh):
+                for xx in range(ow):
+                    total = 0
+                    for c in range(c_):
+                        for ky in range(kh):
+                            for kx in range(kw):
+                                iy, ix = y * stride + ky - pad, xx * stride + kx - pad
+                                if 0 <= iy < h and 0 <= ix < wd:
+                                    total += int(x[n, c, iy, ix]) * int(w[o, c, ky, kx])
+                    out[n, o, y, xx] = wrap32(total)
+    return out
+
+
+def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    out = np.zeros((x.shape[0], w.shape[0]), dtype=np.int32)
+    for n, o in itertools.product(range(x.shape[0]), range(w.shape[0])):
+        out[n, o] = wrap32(sum(int(a) * int(b) for a, b in zip(x[n], w[o])))
+    return out
+
+
+def requantize(acc: np.ndarray, shift: int, bias: np.ndarray | None,
+               lo: int = 0, hi: int = 127) -> np.ndarray:
+    """WORKLOADS.md per element: int32 ``>> shift``, ``+ bias`` wrapped, clip, int8."""
+    out = np.zeros(acc.shape, dtype=np.int8)
+    for index in np.ndindex(*acc.shape):
+        value = wrap32(int(acc[index])) >> shift  # Python's >> is arithmetic
+        if bias is not None:
+            value = wrap32(value + int(bias[index[1]]))
+        out[index] = min(max(value, lo), hi)
+    return out
