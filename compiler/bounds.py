@@ -1,0 +1,256 @@
+"""Bound inference: loop extents of every stage and the region each attached stage covers.
+
+A stage attached with ``compute_at(parent, axis)`` computes only the region its
+consumers read inside ``parent``'s loop ``axis``.  Index expressions are split into
+an affine part over the loops *inside* the attach point (whose range gives the
+region's extent) and an arbitrary expression over the loops *outside* it (the
+region's start, evaluated when code is generated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .affine import Affine
+from .ir import LoweringError
+from .schedule import Fuse, Schedule, Split, Stage, read_of
+from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
+
+__all__ = ["Region", "IndexParts", "split_index", "substitute", "same", "StageBounds", "infer_bounds"]
+
+
+@dataclass(frozen=True)
+class IndexParts:
+    """``inner + outer + const``: affine over inner loops, any expression over outer ones."""
+
+    inner: Affine
+    outer: Expr | None
+    const: int
+
+
+def split_index(expr: Expr, inner: set[Var]) -> IndexParts | None:
+    """Split an index expression; None when it is not affine in the inner loops."""
+    if isinstance(expr, IterVar):
+        expr = expr.var
+    if isinstance(expr, Const):
+        return IndexParts(Affine((), 0), None, expr.value)
+    if isinstance(expr, Var):
+        if expr in inner:
+            return IndexParts(Affine(((expr, 1),), 0), None, 0)
+        return IndexParts(Affine((), 0), expr, 0)
+    if isinstance(expr, Cast):
+        return split_index(expr.value, inner)
+    if isinstance(expr, BinOp):
+        a, b = split_index(expr.a, inner), split_index(expr.b, inner)
+        if a is None or b is None:
+            return None
+        if expr.op in "+-":
+            sign = 1 if expr.op == "+" else -1
+            return IndexParts(a.inner + b.inner.scale(sign), _combine(expr.op, a.outer, b.outer),
+                              a.const + sign * b.const)
+        if not a.inner.terms and not b.inner.terms:
+            return IndexParts(Affine((), 0), expr, 0)  # no inner loop: all of it is outer
+        if expr.op == "*":
+            for const, other in ((a, b), (b, a)):
+                if not const.inner.terms and const.outer is None:
+                    k = const.const
+                    outer = None if other.outer is None else BinOp("*", other.outer, Const(k))
+                    return IndexParts(other.inner.scale(k), outer, other.const * k)
+    return None
+
+
+def _combine(op: str, a: Expr | None, b: Expr | None) -> Expr | None:
+    if b is None:
+        return a
+    if a is None:
+        return b if op == "+" else BinOp("*", b, Const(-1))
+    return BinOp(op, a, b)
+
+
+def substitute(expr: Expr, env: Mapping[Var, Expr]) -> Expr:
+    """``expr`` with variables replaced through ``env``."""
+    if isinstance(expr, IterVar):
+        expr = expr.var
+    if isinstance(expr, Var):
+        return env.get(expr, expr)
+    if isinstance(expr, Const):
+        return expr
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, substitute(expr.a, env), substitute(expr.b, env))
+    if isinstance(expr, Cmp):
+        return Cmp(expr.op, substitute(expr.a, env), substitute(expr.b, env))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, substitute(expr.value, env))
+    if isinstance(expr, Read):
+        return Read(expr.tensor, tuple(substitute(i, env) for i in expr.indices))
+    if isinstance(expr, Select):
+        return Select(tuple(substitute(c, env) for c in expr.conditions),  # type: ignore[misc]
+                      substitute(expr.then, env), substitute(expr.otherwise, env))
+    if isinstance(expr, Reduce):
+        return Reduce(substitute(expr.body, env), expr.axes)
+    raise TypeError(f"cannot substitute into {type(expr).__name__}")
+
+
+def same(a: Expr | None, b: Expr | None) -> bool:
+    """Structural equality (variables by identity)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, Var) or isinstance(b, Var):
+        return a is b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Const):
+        return a.value == b.value  # type: ignore[attr-defined]
+    if isinstance(a, BinOp):
+        return a.op == b.op and same(a.a, b.a) and same(a.b, b.b)  # type: ignore[attr-defined]
+    if isinstance(a, Cast):
+        return same(a.value, b.value)  # type: ignore[attr-defined]
+    return a is b
+
+
+@dataclass(frozen=True)
+class Region:
+    """Per dimension: the start (outer expression + constant) and the extent."""
+
+    outer: tuple[Expr | None, ...]
+    const: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    def start(self, dim: int) -> Expr:
+        outer = self.outer[dim]
+        return Const(self.const[dim]) if outer is None else BinOp("+", outer, Const(self.const[dim]))
+
+
+@dataclass
+class StageBounds:
+    """Everything bound inference knows about one stage."""
+
+    stage: Stage
+    region: Region
+    extents: dict[Var, int]  # every iteration variable of the stage
+    root_env: dict[Var, Expr]  # root variable → expression of leaf loops (+ region start)
+    outer_vars: set[Var]  # loops outside the stage's attach point
+
+
+def _leaf_extents(stage: Stage, root: Mapping[IterVar, int]) -> dict[IterVar, int]:
+    ext = dict(root)
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            parent = ext[rel.parent]
+            factor = rel.factor if rel.factor is not None else parent // (rel.nparts or 1)
+            if factor < 1 or parent % factor or (rel.nparts and parent % rel.nparts):
+                amount = f"factor {rel.factor}" if rel.factor is not None else f"nparts {rel.nparts}"
+                raise LoweringError("bound inference", f"split of {stage.name}.{rel.parent.name} "
+                                    f"(extent {parent}) by {amount} does not divide it")
+            ext[rel.outer], ext[rel.inner] = parent // factor, factor
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ext
+
+
+def _root_env(stage: Stage, ext: Mapping[IterVar, int]) -> dict[IterVar, Expr]:
+    env: dict[IterVar, Expr] = {leaf: leaf.var for leaf in stage.leaf}
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            env[rel.parent] = BinOp("+", BinOp("*", env[rel.outer], Const(ext[rel.inner])), env[rel.inner])
+        elif isinstance(rel, Fuse):
+            env[rel.outer] = BinOp("//", env[rel.fused], Const(ext[rel.inner]))
+            env[rel.inner] = BinOp("%", env[rel.fused], Const(ext[rel.inner]))
+    return env
+
+
+def outer_vars(stage: Stage) -> set[Var]:
+    """Loops enclosing ``stage``'s attach point, through every ancestor."""
+    out: set[Var] = set()
+    while stage.attach is not None:
+        parent, axis = stage.attach
+        out |= {leaf.var for leaf in parent.leaf[: parent.leaf.index(axis) + 1]}
+        stage = parent
+    return out
+
+
+def infer_bounds(schedule: Schedule, order: list[Stage]) -> dict[Stage, StageBounds]:
+    """Bounds of every compute stage in ``order`` (consumers before producers)."""
+    bounds: dict[Stage, StageBounds] = {}
+    for stage in order:
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        if stage.attach is None:
+            region = Region((None,) * len(op.axis), (0,) * len(op.axis), stage.tensor.shape)
+        else:
+            region = _region(schedule, stage, bounds)
+        root = {a: n for a, n in zip(op.axis, region.shape)}
+        root.update({a: a.extent for a in op.reduce_axis})
+        ext = _leaf_extents(stage, root)
+        env = _root_env(stage, ext)
+        root_env: dict[Var, Expr] = {}
+        for d, axis in enumerate(op.axis):
+            local = env[axis]
+            root_env[axis.var] = local if stage.attach is None else BinOp("+", region.start(d), local)
+        for axis in op.reduce_axis:
+            root_env[axis.var] = env[axis]
+        bounds[stage] = StageBounds(stage, region, {iv.var: n for iv, n in ext.items()}, root_env,
+                                    outer_vars(stage))
+    return bounds
+
+
+def reads_of(schedule: Schedule, consumer: Stage, tensor: Tensor) -> list[tuple[Expr, ...]]:
+    """Index tuples with which ``consumer`` reads ``tensor`` (after cache_read redirects)."""
+    assert isinstance(consumer.op, ComputeOp)
+    found: list[tuple[Expr, ...]] = []
+
+    def visit(expr: Expr) -> None:
+        if isinstance(expr, Read):
+            if read_of(schedule, consumer, expr.tensor) is tensor:
+                found.append(expr.indices)
+            for i in expr.indices:
+                visit(i)
+        for child in _children(expr):
+            visit(child)
+
+    visit(consumer.op.body)
+    return found
+
+
+def _children(expr: Expr) -> list[Expr]:
+    if isinstance(expr, (BinOp, Cmp)):
+        return [expr.a, expr.b]
+    if isinstance(expr, Cast):
+        return [expr.value]
+    if isinstance(expr, Select):
+        return [*expr.conditions, expr.then, expr.otherwise]
+    if isinstance(expr, Reduce):
+        return [expr.body]
+    return []
+
+
+def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) -> Region:
+    outer = outer_vars(stage)
+    dims = len(stage.tensor.shape)
+    lo: list[int | None] = [None] * dims
+    hi: list[int | None] = [None] * dims
+    starts: list[Expr | None] = [None] * dims
+    consumers = [c for c in bounds if any(True for _ in reads_of(schedule, c, stage.tensor))]
+    if not consumers:
+        raise LoweringError("bound inference", f"{stage.name} is attached but nothing reads it")
+    for consumer in consumers:
+        info = bounds[consumer]
+        inner = set(info.extents) - outer
+        for indices in reads_of(schedule, consumer, stage.tensor):
+            for d, index in enumerate(indices):
+                parts = split_index(substitute(index, info.root_env), inner)
+                if parts is None:
+                    raise LoweringError("bound inference", f"{consumer.name} reads {stage.name} "
+                                        f"with an index that is not affine in its inner loops")
+                low = parts.const + sum(min(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
+                high = parts.const + sum(max(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
+                if lo[d] is not None and not same(starts[d], parts.outer):
+                    raise LoweringError("bound inference", f"{stage.name} is read at offsets that "
+                                        "differ between consumers; give each its own cache")
+                starts[d] = parts.outer
+                lo[d] = low if lo[d] is None else min(lo[d], low)  # type: ignore[type-var]
+                hi[d] = high if hi[d] is None else max(hi[d], high)  # type: ignore[type-var]
+    consts = tuple(int(x) for x in lo)  # type: ignore[arg-type]
+    shape = tuple(int(h) - l + 1 for h, l in zip(hi, consts))  # type: ignore[arg-type]
+    return Region(tuple(starts), consts, shape)

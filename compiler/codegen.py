@@ -1,0 +1,128 @@
+"""Code generation: the final loop IR, run on the host, emits the program through ProgramBuilder.
+
+Host loops execute here (like VTA's runtime running the host part of a schedule), so
+every DMA instruction gets concrete addresses and padding; micro-op instructions are
+constant per statement and their kernels are cached by the builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import product
+
+import numpy as np
+
+from openvta.isa import Config, Uop
+from openvta.runtime import Program, ProgramBuilder, Symbol, UopKernel, UopLoop
+from openvta.runtime.builder import BuildError
+
+from .affine import evaluate
+from .ir import Block, Dep, Dma, Loop, LoweringError, Stmt, Threaded, UopInsn
+from .lower import Lowered
+from .te import Tensor, Var
+
+__all__ = ["generate", "SymbolInfo"]
+
+_MAX_PAD = 15
+
+SymbolInfo = Mapping[Tensor, tuple[str, str, np.ndarray | None]]  # role, layout, data
+
+
+def generate(lowered: Lowered, symbols: SymbolInfo) -> Program:
+    """Emit ``lowered`` (after every pass) into a program; ``symbols`` gives DRAM contents."""
+    builder = ProgramBuilder(lowered.cfg)
+    tensors: dict[Tensor, Symbol] = {}
+    for tensor in (*lowered.inputs, lowered.output):
+        role, layout, data = symbols.get(tensor, ("output" if tensor is lowered.output else "input",
+                                                  "", None))
+        if data is None:
+            tensors[tensor] = builder.tensor(tensor.name, shape=tensor.shape, dtype=tensor.dtype,
+                                             layout=layout, role=role)
+        else:
+            if data.shape != tensor.shape:
+                raise ValueError(f"{tensor.name} must have shape {tensor.shape}, not {data.shape}")
+            tensors[tensor] = builder.tensor(tensor.name, data=data.astype(tensor.dtype),
+                                             layout=layout, role=role)
+    emitter = _Emitter(builder, tensors, lowered.cfg, lowered.slices)
+    try:
+        emitter.emit(lowered.body, {}, 0)
+        return builder.finish()
+    except BuildError as exc:
+        raise LoweringError("codegen", str(exc)) from None
+
+
+class _Emitter:
+    def __init__(self, builder: ProgramBuilder, tensors: dict[Tensor, Symbol], cfg: Config,
+                 slices: dict[str, int]) -> None:
+        self.slices = slices
+        self.builder = builder
+        self.tensors = tensors
+        self.cfg = cfg
+
+    def emit(self, stmt: Stmt, env: dict[Var, int], thread: int) -> None:
+        if isinstance(stmt, Loop):
+            for value in range(stmt.extent):
+                env[stmt.var] = value
+                self.emit(stmt.body, env, thread)
+            del env[stmt.var]
+        elif isinstance(stmt, Block):
+            for s in stmt.stmts:
+                self.emit(s, env, thread)
+        elif isinstance(stmt, Threaded):
+            if stmt.var is not None:
+                env[stmt.var] = stmt.thread
+            self.emit(stmt.stmt, env, stmt.thread)
+        elif isinstance(stmt, Dep):
+            (self.builder.dep_push if stmt.action == "push" else self.builder.dep_pop)(stmt.src, stmt.dst)
+        elif isinstance(stmt, Dma):
+            self._dma(stmt, env, thread)
+        elif isinstance(stmt, UopInsn):
+            self._uop(stmt, thread)
+        else:
+            raise LoweringError("codegen", f"{type(stmt).__name__} left after the passes")
+
+    def _dma(self, stmt: Dma, env: dict[Var, int], thread: int) -> None:
+        *outer, ydim, xdim = stmt.dims
+        starts = [evaluate(d.start, env) for d in stmt.dims]
+        pads = []
+        for dim, start in ((ydim, starts[-2]), (xdim, starts[-1])):
+            lo, hi = dim.valid
+            before, after = max(0, lo - start), max(0, start + dim.extent - hi)
+            if before > _MAX_PAD or after > _MAX_PAD:
+                raise LoweringError("codegen", f"{stmt.stage}: padding of {max(before, after)} "
+                                    f"exceeds the DMA's {_MAX_PAD}-element pad fields")
+            if before + after >= dim.extent:
+                raise LoweringError("codegen", f"{stmt.stage}: a DMA region lies entirely in padding")
+            pads.append((before, after))
+        (y0, y1), (x0, x1) = pads
+        block = ydim.extent * xdim.extent
+        symbol = self.tensors[stmt.tensor]
+        base = stmt.buffer.base(thread, self.slices)
+        for index, point in enumerate(product(*(range(d.extent) for d in outer))):
+            offset = sum((starts[k] + i - d.valid[0]) * d.stride for k, (i, d) in enumerate(zip(point, outer)))
+            offset += (starts[-2] + y0 - ydim.valid[0]) * ydim.stride + (starts[-1] + x0 - xdim.valid[0])
+            sram = base + index * block
+            rows, cols = ydim.extent - y0 - y1, xdim.extent - x0 - x1
+            if stmt.store:
+                self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols,
+                                      x_stride=ydim.stride)
+            else:
+                self.builder.load_2d(stmt.memory_type, sram, symbol, offset=offset, y_size=rows,
+                                     x_size=cols, x_stride=ydim.stride, y_pad_0=y0, y_pad_1=y1,
+                                     x_pad_0=x0, x_pad_1=x1)
+
+    def _uop(self, stmt: UopInsn, thread: int) -> None:
+        dst_buf, src_buf, wgt_buf = stmt.buffers
+        d0 = dst_buf.base(thread, self.slices)
+        s0 = 0 if stmt.reset else src_buf.base(thread, self.slices)
+        w0 = 0 if stmt.reset or wgt_buf is None else wgt_buf.base(thread, self.slices)
+        uops = tuple(Uop(d0 + d, s0 + s, w0 + w) for d, s, w in stmt.uops)
+        loops = tuple(UopLoop(lp.extent, lp.dst, 0 if stmt.reset else lp.src,
+                              0 if stmt.reset else lp.wgt) for lp in stmt.loops)
+        kernel = UopKernel(uops, loops)
+        if stmt.kind == "gemm":
+            self.builder.gemm(kernel, reset=stmt.reset)
+        else:
+            assert stmt.alu_op is not None
+            self.builder.alu(kernel, stmt.alu_op, imm=stmt.imm)
+

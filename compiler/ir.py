@@ -1,0 +1,210 @@
+"""The loop IR: frozen dataclasses from lowering to code generation.
+
+Lowering (:mod:`.lower`) produces host loops, virtual-thread loops and *stage*
+statements (:class:`Copy`, :class:`Reset`, :class:`Reduction`, :class:`Elementwise`).
+The passes replace stage statements by *machine* statements (:class:`Dma`,
+:class:`UopInsn`), interleave virtual threads (:class:`Threaded`) and add
+dependency tokens (:class:`Dep`); code generation walks the result, running host
+loops and emitting one instruction per machine statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from openvta.isa import AluOp, MemoryType, Module
+
+from .affine import Affine
+from .te import Expr, Tensor, Var
+
+__all__ = [
+    "Buffer", "Loop", "Block", "Copy", "Reset", "Reduction", "Elementwise", "Dma", "DmaDim",
+    "UopLoopSpec", "UopInsn", "Dep", "Threaded", "Stmt", "LoweringError", "walk", "transform",
+]
+
+
+class LoweringError(ValueError):
+    """A schedule that cannot be lowered: names the pass, the stage and the reason."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A region of one on-chip buffer: ``elems`` elements at ``offset`` in each thread's slice."""
+
+    name: str
+    scope: str
+    offset: int
+    shape: tuple[int, ...]
+
+    @property
+    def elems(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def base(self, thread: int, slices: dict[str, int]) -> int:
+        """The first element of virtual thread ``thread``'s copy (``slices``: elements per thread)."""
+        return thread * slices[self.scope] + self.offset
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: Var
+    extent: int
+    body: Stmt
+    kind: str = "host"  # "host": run at code generation; "vthread": virtual threads
+
+
+@dataclass(frozen=True)
+class Block:
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Copy a region between a global tensor and a buffer (becomes DMA)."""
+
+    stage: str
+    direction: str  # "load" or "store"
+    buffer: Buffer
+    tensor: Tensor
+    start: tuple[Expr, ...]  # region start per non-tile dimension, in the copy's coordinates
+    shape: tuple[int, ...]
+    source_offset: tuple[int, ...]  # copy coordinate − tensor coordinate (padding)
+    pragma: bool = False
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Zero a region of the accumulator (GEMM with reset_reg)."""
+
+    stage: str
+    buffer: Buffer
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A tensorized reduction: kernel loops around the intrinsic's tile product."""
+
+    stage: str
+    loops: tuple[tuple[Var, int], ...]
+    dst: tuple[Buffer, Affine]
+    reads: tuple[tuple[Buffer, Affine, Expr], ...]  # (buffer, local tile index, the read)
+    body: Expr
+    tensor_loops: tuple[tuple[Var, int], ...]
+    dst_tile: tuple[Expr, ...] = ()  # the output's two tile indices
+    unrolled: frozenset[Var] = frozenset()
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An element-wise stage over accumulator tiles (becomes ALU instructions)."""
+
+    stage: str
+    loops: tuple[tuple[Var, int], ...]
+    dst: tuple[Buffer, Affine]
+    body: Expr
+    operands: dict[Tensor, tuple[Buffer, Affine]] = field(hash=False)
+    lane_vars: tuple[Var, ...] = ()
+
+
+@dataclass(frozen=True)
+class DmaDim:
+    """One dimension of a DMA region after merging contiguous dimensions."""
+
+    extent: int
+    stride: int  # tensor elements between consecutive indices
+    start: Expr  # in the copy's coordinates
+    valid: tuple[int, int]  # valid range of the copy's coordinate (padding outside it)
+
+
+@dataclass(frozen=True)
+class Dma:
+    """LOAD or STORE instructions for one region: outer dims become separate instructions."""
+
+    stage: str
+    module: Module
+    memory_type: MemoryType
+    buffer: Buffer
+    tensor: Tensor
+    dims: tuple[DmaDim, ...]  # outermost first; the last two are y and x
+    store: bool = False
+
+
+@dataclass(frozen=True)
+class UopLoopSpec:
+    extent: int
+    dst: int
+    src: int
+    wgt: int = 0
+
+
+@dataclass(frozen=True)
+class UopInsn:
+    """One GEMM or ALU instruction (before the per-thread buffer offsets are added)."""
+
+    stage: str
+    kind: str  # "gemm" or "alu"
+    loops: tuple[UopLoopSpec, ...]
+    uops: tuple[tuple[int, int, int], ...]  # buffer-local (dst, src, wgt)
+    buffers: tuple[Buffer, Buffer, Buffer | None]  # dst, src, wgt
+    reset: bool = False
+    alu_op: AluOp | None = None
+    imm: int | None = None
+    unrolled: tuple[bool, ...] = ()  # per loop: never fold it into iter_out/iter_in
+
+
+@dataclass(frozen=True)
+class Dep:
+    """A dependency token: ``push`` from ``src`` to ``dst`` or ``pop`` by ``dst``."""
+
+    action: str  # "push" or "pop"
+    src: Module
+    dst: Module
+
+
+@dataclass(frozen=True)
+class Threaded:
+    """A statement of virtual thread ``thread`` (its vthread variable bound to it)."""
+
+    thread: int
+    var: Var | None
+    stmt: Stmt
+
+
+Stmt = Union[Loop, Block, Copy, Reset, Reduction, Elementwise, Dma, UopInsn, Dep, Threaded]
+
+
+def children(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, Loop):
+        return (stmt.body,)
+    if isinstance(stmt, Block):
+        return stmt.stmts
+    if isinstance(stmt, Threaded):
+        return (stmt.stmt,)
+    return ()
+
+
+def walk(stmt: Stmt) -> Iterator[Stmt]:
+    """Every statement, pre-order."""
+    yield stmt
+    for child in children(stmt):
+        yield from walk(child)
+
+
+def transform(stmt: Stmt, leaf: Callable[[Stmt], Stmt]) -> Stmt:
+    """Rebuild ``stmt`` with every leaf statement replaced by ``leaf(stmt)``."""
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=transform(stmt.body, leaf))
+    if isinstance(stmt, Block):
+        return Block(tuple(transform(s, leaf) for s in stmt.stmts))
+    if isinstance(stmt, Threaded):
+        return replace(stmt, stmt=transform(stmt.stmt, leaf))
+    return leaf(stmt)

@@ -1,0 +1,1 @@
+"""Operators with default schedules: conv2d, dense, element-wise, the fused layer."""

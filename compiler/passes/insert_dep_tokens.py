@@ -1,0 +1,124 @@
+"""Pass: dependency tokens — RAW and WAR ordering between load, compute and store.
+
+Pre: host loops, blocks and :class:`Threaded` machine statements (after vthread
+injection).  Post: :class:`Dep` statements around them, so that for every thread:
+
+* a load run pops compute→load (its buffer slice is free: WAR) and pushes
+  load→compute (its tiles are loaded: RAW);
+* a GEMM pops load→compute before and pushes compute→load after (it is done reading);
+* in the block that stores (one tile of the output), the thread's first compute
+  statement pops store→compute (its out slice has been stored: WAR) and its last
+  pushes compute→store (its out tiles are ready: RAW); the store pops and pushes back.
+
+Loop-carried dependencies use the same tokens across iterations; priming pushes one
+compute→load and one store→compute token per thread before everything, draining pops
+them after, so every queue is empty at FINISH.  Each thread's tokens travel in the
+same order every iteration, which keeps the FIFO queues matched to their threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from openvta.isa import Module
+
+from ..ir import Block, Dep, Loop, Stmt, Threaded, UopInsn, walk
+from ..lower import Lowered
+from .inject_vthreads import module_of_stmt
+
+__all__ = ["insert_dep_tokens"]
+
+L, C, S = Module.LOAD, Module.COMPUTE, Module.STORE
+
+
+def insert_dep_tokens(lowered: Lowered) -> Lowered:
+    body = _visit(lowered.body)
+    leaves = [s for s in walk(lowered.body) if isinstance(s, Threaded)]
+    loads = any(module_of_stmt(s) == L for s in leaves)
+    stores = any(module_of_stmt(s) == S for s in leaves)
+    prime: list[Stmt] = []
+    drain: list[Stmt] = []
+    for _ in range(lowered.vthreads):
+        if loads:
+            prime.append(Dep("push", C, L))
+            drain.append(Dep("pop", C, L))
+        if stores:
+            prime.append(Dep("push", S, C))
+            drain.append(Dep("pop", S, C))
+    return replace(lowered, body=Block((*prime, body, *drain)))
+
+
+def _is_gemm(stmt: Stmt) -> bool:
+    inner = stmt.stmt if isinstance(stmt, Threaded) else stmt
+    return isinstance(inner, UopInsn) and inner.kind == "gemm" and not inner.reset
+
+
+def _has_compute(stmt: Stmt) -> bool:
+    return any(isinstance(s, Threaded) and module_of_stmt(s) == C for s in walk(stmt))
+
+
+def _visit(stmt: Stmt) -> Stmt:
+    if isinstance(stmt, Loop):
+        return replace(stmt, body=_visit(stmt.body))
+    if isinstance(stmt, Block):
+        return Block(tuple(_block(list(stmt.stmts))))
+    if isinstance(stmt, Threaded):
+        return Block(tuple(_block([stmt])))
+    return stmt
+
+
+def _units(stmts: list[Stmt]) -> list[tuple[int | None, Module | None, list[Stmt]]]:
+    """Runs of consecutive Threaded statements of one thread and module; other statements alone."""
+    units: list[tuple[int | None, Module | None, list[Stmt]]] = []
+    for s in stmts:
+        if isinstance(s, Threaded):
+            key = (s.thread, module_of_stmt(s))
+            if units and units[-1][:2] == key:
+                units[-1][2].append(s)
+                continue
+            units.append((s.thread, key[1], [s]))
+        else:
+            units.append((None, None, [_visit(s)]))
+    return units
+
+
+def _block(stmts: list[Stmt]) -> list[Stmt]:
+    units = _units(stmts)
+    storing = {t for t, m, _ in units if m == S}
+    first_compute: dict[int, int] = {}
+    last_compute: dict[int, int] = {}
+    for i, (t, m, body) in enumerate(units):
+        if t is None:
+            threads = storing if _has_compute(body[0]) else set()
+        else:
+            threads = {t} & storing if m == C else set()
+        for thread in threads:
+            first_compute.setdefault(thread, i)
+            last_compute[thread] = i
+    out: list[Stmt] = []
+    for i, (t, m, body) in enumerate(units):
+        for thread in sorted(storing):
+            if first_compute.get(thread) == i and (t == thread or t is None):
+                out.append(Dep("pop", S, C))
+        out.extend(_wrap(m, body))
+        for thread in sorted(storing):
+            if last_compute.get(thread) == i and (t == thread or t is None):
+                out.append(Dep("push", C, S))
+    return out
+
+
+def _wrap(module: Module | None, body: list[Stmt]) -> list[Stmt]:
+    if module == L:
+        return [Dep("pop", C, L), *body, Dep("push", L, C)]
+    if module == S:
+        return [Dep("pop", C, S), *body, Dep("push", S, C)]
+    if module == C:
+        out: list[Stmt] = []
+        for s in body:
+            if _is_gemm(s):
+                out += [Dep("pop", L, C), s, Dep("push", C, L)]
+            else:
+                out.append(s)
+        return out
+    return body
+
