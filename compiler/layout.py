@@ -13,6 +13,8 @@ The 2-D (dense) layouts are the runtime's :func:`~openvta.runtime.pack_inp` and
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from openvta.isa import Config
@@ -21,7 +23,7 @@ from openvta.runtime import ceil_div, pack_inp, pack_wgt, unpack_out
 __all__ = [
     "bias_layout", "data_layout", "kernel_layout", "out_layout",
     "pack_bias", "pack_data", "pack_kernel", "pack_matrix_data", "pack_matrix_weight",
-    "unpack_data", "unpack_kernel", "unpack_matrix",
+    "unpack_data", "unpack_kernel", "unpack_matrix", "pack_by_layout", "unpack_by_layout",
 ]
 
 _INT32 = np.iinfo(np.int32)
@@ -257,3 +259,34 @@ def unpack_matrix(packed: np.ndarray, n: int, o: int) -> np.ndarray:
     _check_extent(n, packed.shape[0] * packed.shape[2], "n", "rows")
     _check_extent(o, packed.shape[1] * packed.shape[3], "o", "columns")
     return np.ascontiguousarray(unpack_out(packed, n, o))
+
+
+# -- by layout name (for program files) --------------------------------------------------
+
+_LAYOUT = re.compile(r"^(NCHW|OIHW|NC|OI|C)(\d+)([no])(\d+)([ci])$")
+
+
+def _parse(layout: str) -> tuple[str, int, int]:
+    match = _LAYOUT.match(layout)
+    if match is None:
+        raise ValueError(f"layout must be a packed layout such as NCHW1n16c, not {layout!r}")
+    return match.group(1), int(match.group(2)), int(match.group(4))
+
+
+def unpack_by_layout(packed: np.ndarray, layout: str, logical_shape: tuple[int, ...]) -> np.ndarray:
+    """The logical array of a packed tensor named by its layout (``NCHW1n16c``, ``NC1n16c``…)."""
+    kind, _, _ = _parse(layout)
+    if kind in ("NCHW", "OIHW"):
+        unpack = unpack_data if kind == "NCHW" else unpack_kernel
+        return unpack(packed, logical_shape[0], logical_shape[1])
+    if kind in ("NC", "OI"):
+        return unpack_matrix(packed, logical_shape[0], logical_shape[1])
+    return packed[:, 0, :].reshape(-1)[: logical_shape[0]]
+
+
+def pack_by_layout(array: np.ndarray, layout: str, cfg: Config) -> np.ndarray:
+    """Pack a logical array into the layout named ``layout``."""
+    kind, _, _ = _parse(layout)
+    packers = {"NCHW": pack_data, "OIHW": pack_kernel, "NC": pack_matrix_data,
+               "OI": pack_matrix_weight, "C": pack_bias}
+    return packers[kind](array, cfg)

@@ -284,6 +284,17 @@ def _reduction_nest(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageB
     return body
 
 
+def _redirect(schedule: Schedule, stage: Stage, expr: Expr) -> Expr:
+    """``expr`` reading the caches that cache_read put in front of its tensors."""
+    if isinstance(expr, Read):
+        return Read(read_of(schedule, stage, expr.tensor), expr.indices)
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, _redirect(schedule, stage, expr.a), _redirect(schedule, stage, expr.b))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, _redirect(schedule, stage, expr.value))
+    return expr
+
+
 def _reads(expr: Expr) -> list[Read]:
     if isinstance(expr, Read):
         return [expr]
@@ -317,7 +328,7 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
         indices = [substitute(i, info.root_env) for i in read.indices]
         operands[tensor] = (buffer, _linear([_local(i, inner, reg, d, _where(stage))
                                              for d, i in enumerate(indices[:-2])], buffer.shape))
-    body = substitute(op.body, info.root_env)
+    body = substitute(_redirect(schedule, stage, op.body), info.root_env)
     return Elementwise(stage.name, tuple((a.var, info.extents[a.var]) for a in loops), (acc, dst),
                        body, operands, tuple(a.var for a in lanes))
 

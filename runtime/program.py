@@ -55,19 +55,27 @@ class Symbol:
     dtype: str
     layout: str = ""
     role: str = "scratch"
+    #: the unpacked tensor's shape, for tiled layouts (optional; written when known)
+    logical_shape: tuple[int, ...] | None = None
+
+    def with_logical_shape(self, shape: tuple[int, ...]) -> Symbol:
+        return Symbol(self.addr, self.shape, self.dtype, self.layout, self.role, tuple(shape))
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(DTYPES[self.dtype]).itemsize
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "addr": self.addr,
             "shape": list(self.shape),
             "dtype": self.dtype,
             "layout": self.layout,
             "role": self.role,
         }
+        if self.logical_shape is not None:
+            out["logical_shape"] = list(self.logical_shape)
+        return out
 
     @classmethod
     def from_json(cls, name: str, value: Any) -> Symbol:
@@ -95,7 +103,13 @@ class Symbol:
         layout = value.get("layout", "")
         if not isinstance(layout, str):
             raise ProgramError(f"symbol {name!r} layout must be a string, not {layout!r}")
-        return cls(addr, tuple(shape), dtype, layout, role)
+        logical = value.get("logical_shape")
+        if logical is not None and not (isinstance(logical, list) and all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in logical)):
+            raise ProgramError(f"symbol {name!r} logical_shape must be a list of non-negative "
+                               f"integers, not {logical!r}")
+        return cls(addr, tuple(shape), dtype, layout, role,
+                   None if logical is None else tuple(logical))
 
 
 def _read_array(dram: np.ndarray, symbol: Symbol) -> np.ndarray:
