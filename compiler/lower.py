@@ -145,16 +145,22 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
     caches = sorted((s for s in at_a if _copy_source(schedule, s) is not None),
                     key=lambda s: s.scope != "acc")
     computes = [s for s in at_a if s not in caches]
+    reductions = [s for s in computes if isinstance(s.op, ComputeOp) and isinstance(s.op.body, Reduce)]
     for s in computes:
         if s.scope != "acc":
             raise LoweringError(_where(s), f"a computing stage must be in the acc scope, not {s.scope!r}")
         if bounds[s].region.shape[:-2] != tile.shape[:-2]:
             raise LoweringError(_where(s), "its region differs from the output tile; element-wise "
                                 "stages are computed in place and must cover the same tiles")
-    reductions = [s for s in computes if isinstance(s.op, ComputeOp) and isinstance(s.op.body, Reduce)]
     if len(reductions) > 1:
         raise LoweringError(_where(reductions[1]), "one tensorized reduction per program")
-    cache_buffers = {s.tensor: buffers.add(s.name, s.scope, bounds[s].region.shape[:-2]) for s in caches}
+    cache_buffers = {}
+    for s in caches:
+        # without a reduction, an accumulator cache of the tile's shape is the tile itself:
+        # the element-wise stages then update it in place
+        shared = s.scope == "acc" and not reductions and bounds[s].region.shape[:-2] == tile.shape[:-2]
+        cache_buffers[s.tensor] = acc if shared else buffers.add(s.name, s.scope,
+                                                                  bounds[s].region.shape[:-2])
     located: dict[Tensor, tuple[Buffer, Region]] = {s.tensor: (cache_buffers[s.tensor], bounds[s].region)
                                                     for s in caches}
     located.update({s.tensor: (acc, bounds[s].region) for s in computes})
