@@ -3,6 +3,9 @@
     openvta run PROGRAM.npz [--backend functional|cycle] [-o RESULT.npz] [--no-race-check]
                 [--trace TRACE.json] [--timeline TIMELINE.png] [--max-cycles N]
     openvta disasm PROGRAM.npz [--uops]
+    openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
+    openvta compile conv2d --layer resnet18.C5 ... -o PROG.npz
+    openvta compile dense --batch N --in I --out O ... -o PROG.npz
     openvta config [PRESET]
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
@@ -40,6 +43,18 @@ def _parser() -> argparse.ArgumentParser:
     dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
+    comp = sub.add_parser("compile", help="compile a benchmark operator with random operands")
+    comp.add_argument("operator", choices=["conv2d", "dense"])
+    comp.add_argument("--layer", help="a ResNet-18 layer of WORKLOADS.md, e.g. resnet18.C5")
+    for flag in ("--hw", "--ci", "--co", "--kernel", "--batch", "--in", "--out"):
+        comp.add_argument(flag, type=int)
+    comp.add_argument("--pad", type=int, default=0)
+    comp.add_argument("--stride", type=int, default=1)
+    comp.add_argument("--shift", type=int, default=8)
+    comp.add_argument("--vthreads", type=int, default=1)
+    comp.add_argument("--config", default="default", choices=sorted(PRESETS))
+    comp.add_argument("--seed", type=int, default=0)
+    comp.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
     cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS))
     return parser
@@ -99,6 +114,37 @@ def _disasm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile(args: argparse.Namespace) -> int:
+    import time
+
+    from openvta.api import compile as compile_operator
+
+    common = {"config": args.config, "seed": args.seed, "shift": args.shift,
+              "vthreads": args.vthreads}
+    if args.operator == "dense":
+        missing = [f for f, v in (("--batch", args.batch), ("--in", getattr(args, "in")),
+                                  ("--out", args.out)) if v is None]
+        if missing:
+            raise ValueError(f"compile dense needs {', '.join(missing)}")
+        params = {"batch": args.batch, "in_features": getattr(args, "in"),
+                  "out_features": args.out}
+    elif args.layer:
+        params = {"layer": args.layer}
+    else:
+        missing = [f for f, v in (("--hw", args.hw), ("--ci", args.ci), ("--co", args.co),
+                                  ("--kernel", args.kernel)) if v is None]
+        if missing:
+            raise ValueError(f"compile conv2d needs {', '.join(missing)} (or --layer)")
+        params = {"hw": args.hw, "ci": args.ci, "co": args.co, "kernel": args.kernel,
+                  "pad": args.pad, "stride": args.stride}
+    start = time.perf_counter()
+    program = compile_operator(args.operator, **params, **common)
+    program.save(args.output)
+    print(f"compiled {args.operator} into {program.insn_count} instructions in "
+          f"{time.perf_counter() - start:.2f} s; program written to {args.output}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -106,9 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "disasm":
             return _disasm(args)
+        if args.command == "compile":
+            return _compile(args)
         print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
         return 0
-    except (ProgramError, BackendError, ConfigError, ISAError) as exc:
+    except (ProgramError, BackendError, ConfigError, ISAError, ValueError) as exc:
         print(f"openvta: error: {exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:  # SimulationError and back-end failures

@@ -1,0 +1,60 @@
+"""ResNet-18 conv layers C2–C11 on the cycle model (default preset), 1 and 2 virtual threads.
+
+For each layer: cycles, GOPS at the nominal 100 MHz, GEMM utilization, the roofline
+bound and the fraction of it reached, compile time; every output is checked against
+numpy.  Targets (issue [3/6]): on average at least 90 % of the roofline bound with
+virtual threads; under 2 s to compile a layer.
+
+    .venv/bin/python benchmarks/resnet18.py [--layers C2,C5] [--vthreads 1,2] [--config default]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import openvta
+from openvta.compiler.workloads import RESNET18, random_inputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", default=",".join(f"C{i}" for i in range(2, 12)))
+    parser.add_argument("--vthreads", default="1,2")
+    parser.add_argument("--config", default="default")
+    args = parser.parse_args()
+    threads = [int(t) for t in args.vthreads.split(",")]
+    print(f"ResNet-18 on the cycle model, {args.config} config "
+          f"(GOPS at the timing's nominal clock)")
+    print(f"{'layer':<6}{'vt':>3}{'cycles':>11}{'GOPS':>8}{'util':>8}{'roofline':>10}"
+          f"{'reached':>9}{'bound':>9}{'compile s':>11}{'insns':>7}  check")
+    fractions: dict[int, list[float]] = {t: [] for t in threads}
+    compile_times = []
+    for name in args.layers.split(","):
+        wl = RESNET18[name]
+        operands = random_inputs(wl, seed=0)
+        for vt in threads:
+            start = time.perf_counter()
+            op = openvta.operator("conv2d", layer=name, config=args.config, vthreads=vt)
+            program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
+            compile_s = time.perf_counter() - start
+            compile_times.append(compile_s)
+            result = openvta.simulate(program, backend="cycle")
+            r = result.report
+            ok = np.array_equal(result["out"], op.reference(operands))
+            fractions[vt].append(r.roofline_fraction)
+            print(f"{name:<6}{vt:>3}{r.cycles:>11}{r.gops:>8.1f}{r.utilization:>8.1%}"
+                  f"{r.roofline_cycles:>10.0f}{r.roofline_fraction:>9.1%}{r.bound:>9}"
+                  f"{compile_s:>11.2f}{program.insn_count:>7}  {'ok' if ok else 'MISMATCH'}",
+                  flush=True)
+    for vt, values in fractions.items():
+        print(f"average fraction of the roofline reached with {vt} virtual thread(s): "
+              f"{np.mean(values):.1%}")
+    print(f"slowest compile: {max(compile_times):.2f} s (target < 2 s); "
+          "target: >= 90 % of the roofline on average with virtual threads")
+
+
+if __name__ == "__main__":
+    main()
