@@ -17,7 +17,7 @@ from typing import Union
 from openvta.isa import AluOp, MemoryType, Module
 
 from .affine import Affine
-from .te import Expr, Tensor, Var
+from .te import Expr, Read, Tensor, Var
 
 __all__ = [
     "Buffer", "Loop", "Block", "Copy", "Reset", "Reduction", "Elementwise", "Dma", "DmaDim",
@@ -96,7 +96,7 @@ class Reduction:
     stage: str
     loops: tuple[tuple[Var, int], ...]
     dst: tuple[Buffer, Affine]
-    reads: tuple[tuple[Buffer, Affine, Expr], ...]  # (buffer, local tile index, the read)
+    reads: tuple[tuple[Buffer, Affine, Read], ...]  # (buffer, local tile index, the read)
     body: Expr
     tensor_loops: tuple[tuple[Var, int], ...]
     dst_tile: tuple[Expr, ...] = ()  # the output's two tile indices

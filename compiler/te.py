@@ -337,3 +337,28 @@ def less_equal(a: ExprLike, b: ExprLike) -> Cmp:
 
 def less(a: ExprLike, b: ExprLike) -> Cmp:
     return Cmp("<", _wrap(a), _wrap(b))
+
+
+def show(expr: Expr) -> str:
+    """A readable rendering of an expression (``x*2 + kh``), dropping ``0 +`` and ``* 1``."""
+    if isinstance(expr, IterVar):
+        expr = expr.var
+    if isinstance(expr, Var):
+        return expr.name
+    if isinstance(expr, Const):
+        return str(expr.value)
+    if isinstance(expr, BinOp):
+        if expr.op in "+-" and isinstance(expr.a, Const) and expr.a.value == 0 and expr.op == "+":
+            return show(expr.b)
+        if expr.op in "+-" and isinstance(expr.b, Const) and expr.b.value == 0:
+            return show(expr.a)
+        if expr.op == "*" and isinstance(expr.b, Const) and expr.b.value == 1:
+            return show(expr.a)
+        if expr.op in ("min", "max"):
+            return f"{expr.op}({show(expr.a)}, {show(expr.b)})"
+        return f"({show(expr.a)} {expr.op} {show(expr.b)})"
+    if isinstance(expr, Cast):
+        return f"{expr.dtype}({show(expr.value)})"
+    if isinstance(expr, Read):
+        return f"{expr.tensor.name}[{', '.join(show(i) for i in expr.indices)}]"
+    return type(expr).__name__

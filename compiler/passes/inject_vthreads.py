@@ -53,7 +53,7 @@ def _spread(stmt: Stmt, var: Var, threads: int) -> Stmt:
         if stmt.kind == "vthread":
             raise LoweringError("inject_vthreads", "only one virtual-thread axis per program")
         return replace(stmt, body=_spread(stmt.body, var, threads))
-    items = list(stmt.stmts) if isinstance(stmt, Block) else [stmt]
+    items: list[Stmt] = list(stmt.stmts) if isinstance(stmt, Block) else [stmt]
     out: list[Stmt] = []
     run: list[Stmt] = []
 

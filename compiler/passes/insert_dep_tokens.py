@@ -84,14 +84,15 @@ def _units(stmts: list[Stmt]) -> list[tuple[int | None, Module | None, list[Stmt
 
 def _block(stmts: list[Stmt]) -> list[Stmt]:
     units = _units(stmts)
-    storing = {t for t, m, _ in units if m == S}
+    storing: set[int] = {t for t, m, _ in units if m == S and t is not None}
     first_compute: dict[int, int] = {}
     last_compute: dict[int, int] = {}
     for i, (t, m, body) in enumerate(units):
+        threads: set[int] = set()
         if t is None:
-            threads = storing if _has_compute(body[0]) else set()
-        else:
-            threads = {t} & storing if m == C else set()
+            threads = set(storing) if _has_compute(body[0]) else set()
+        elif m == C:
+            threads = {t} & storing
         for thread in threads:
             first_compute.setdefault(thread, i)
             last_compute[thread] = i

@@ -19,7 +19,7 @@ from ..intrin import Intrinsic
 from ..bounds import split_index
 from ..ir import LoweringError, Reduction, Reset, Stmt, UopInsn, UopLoopSpec, transform
 from ..lower import Lowered
-from ..te import BinOp, Cast, Expr, Read, Var
+from ..te import BinOp, Cast, Expr, Read, Var, show
 
 __all__ = ["match_tensorize"]
 
@@ -53,6 +53,7 @@ def _match(stmt: Stmt, intrinsic: Intrinsic) -> Stmt:
     reads = _product_reads(stmt)
     roles = {}
     for buffer, local, read in stmt.reads:
+        assert isinstance(read, Read)
         scope = buffer.scope
         tile = read.indices[-2:]
         expected = (b, k) if scope == "inp" else (o, k)
@@ -85,7 +86,7 @@ def _is(expr: Expr, var: Var) -> bool:
 
 
 def _show(indices: tuple[Expr, ...]) -> str:
-    return ", ".join(i.name if isinstance(i, Var) else type(i).__name__ for i in indices)
+    return ", ".join(show(i) for i in indices)
 
 
 def _product_reads(stmt: Reduction) -> int:

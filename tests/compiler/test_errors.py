@@ -1,0 +1,166 @@
+"""Bad expressions, bad schedules and a broken token pass: each fails with a clear message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openvta.compiler import LoweringError, ScheduleError, conv2d, create_schedule, dense, te
+from openvta.compiler.intrin import gemm_intrinsic
+from openvta.compiler.ir import Dep
+from openvta.compiler.ops.dense import DensePlan
+from openvta.compiler.passes import insert_dep_tokens as tokens_pass
+from openvta.compiler.pipeline import build
+from openvta.isa import Module, preset
+from openvta.sim.functional import RaceError, run
+
+TINY = preset("tiny")
+
+
+def _dense_schedule(body: str = "product", tensorize_at: str = "j"):
+    """A small dense layer written out by hand, with a chosen (possibly wrong) body."""
+    b, bi, bo = TINY.BATCH, TINY.BLOCK_IN, TINY.BLOCK_OUT
+    data = te.placeholder((2, 3, b, bi), "int8", "data")
+    weight = te.placeholder((2, 3, bo, bi), "int8", "weight")
+    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(bi, "k")
+
+    def fbody(i, o, j, m):
+        x = data[i, ko, j, k].astype("int32")
+        w = weight[o, ko, m, k].astype("int32")
+        if body == "sum":
+            return te.sum(x + w, axis=[ko, k])
+        if body == "swapped":
+            return te.sum(x * weight[o, ko, k, m].astype("int32"), axis=[ko, k])
+        return te.sum(x * w, axis=[ko, k])
+
+    acc = te.compute((2, 2, b, bo), fbody, "acc")
+    out = te.compute(acc.shape, lambda *i: acc(*i).astype("int8"), "out")
+    s = create_schedule(out)
+    i, o, j, m = s[out].axis
+    s[acc].set_scope("acc")
+    s[acc].compute_at(s[out], o)
+    ia, oa, ja, ma = s[acc].axis
+    ko_, k_ = s[acc].reduce_axis
+    s[acc].reorder(ko_, ia, oa, ja, ma, k_)
+    for t in (data, weight):
+        cache = s.cache_read(t, "inp" if t is data else "wgt", [acc])
+        s[cache].compute_at(s[out], o)
+    ja = s[acc].axis[2] if tensorize_at == "j" else s[acc].axis[3]
+    s[acc].tensorize(ja, gemm_intrinsic(TINY))
+    return s
+
+
+def test_the_hand_written_schedule_compiles() -> None:
+    run(build(_dense_schedule(), TINY))
+
+
+@pytest.mark.parametrize(("body", "at", "message"), [
+    ("sum", "j", r"^tensorize: acc: the body must be a product inp · wgt"),
+    ("swapped", "j", r"^tensorize: acc: it reads weight\.wgt\[\.\.\., k, acc_i3\] where the "
+                     r"intrinsic reads inp\[\.\.\., b, k\] and wgt\[\.\.\., o, k\]$"),
+    ("product", "m", r"^tensorize: acc: the loops from the tensorize axis inward have extents "
+                     r"\[4, 4\], the gemm intrinsic needs \[1, 4, 4\]"),
+])
+def test_tensorize_on_a_body_that_does_not_match(body: str, at: str, message: str) -> None:
+    with pytest.raises(LoweringError, match=message):
+        build(_dense_schedule(body, at), TINY)
+
+
+def test_a_schedule_that_does_not_fit_the_buffers() -> None:
+    with pytest.raises(LoweringError, match=(r"^check buffers: the schedule does not fit: the inp "
+                                             r"buffer needs 2 × 192 elements \(.*\) but holds 256")):
+        dense(TINY, batch=16, in_features=48, out_features=16, vthreads=2,
+              plan=DensePlan(nb=16, ob=2, kb=12, vthreads=2)).build()
+
+
+def test_virtual_threads_must_not_split_a_reduction() -> None:
+    s = _dense_schedule()
+    stage = s.stages[next(t for t in s.stages if t.name == "acc")]
+    with pytest.raises(ScheduleError, match=r"^vthread: ko is a reduction axis; virtual threads "
+                                            r"must split data-parallel work$"):
+        stage.vthread(stage.reduce_axis[0])
+
+
+def test_vthreads_that_divide_nothing_are_refused() -> None:
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no tiling of this conv2d fits the "
+                                            r"buffers with 4 virtual threads"):
+        conv2d(preset("small"), ci=16, co=24, hw=14, kernel=3, pad=1, stride=2, vthreads=4)
+
+
+def test_schedule_primitive_errors() -> None:
+    s = _dense_schedule()
+    out = s[s.outputs[0]]
+    i, o, j, m = out.axis
+    with pytest.raises(ScheduleError, match=r"^split takes exactly one of factor and nparts$"):
+        out.split(i)
+    io, ii = out.split(i, factor=1)
+    with pytest.raises(ScheduleError, match=r"^split: out_i0 is not a loop of out \(its loops: "):
+        out.split(i, factor=2)
+    with pytest.raises(ScheduleError, match=r"^fuse: out_i0\.outer and out_i2 must be adjacent"):
+        out.fuse(io, j)
+    with pytest.raises(ScheduleError, match=r"^reorder: an axis is given twice$"):
+        out.reorder(io, io)
+    with pytest.raises(ScheduleError, match=r"^pragma must be one of dma_copy, alu, not 'gpu'$"):
+        out.pragma(io, "gpu")
+    with pytest.raises(ScheduleError, match=r"^scope must be one of global, inp, wgt, acc, out, "
+                                            r"not 'l2'$"):
+        out.set_scope("l2")
+    with pytest.raises(ScheduleError, match=r"^compute_at: out cannot be attached to itself$"):
+        out.compute_at(out, io)
+    acc = s.stages[next(t for t in s.stages if t.name == "acc")]
+    with pytest.raises(ScheduleError, match=r"^compute_inline: acc must be an element-wise compute$"):
+        acc.compute_inline()
+    with pytest.raises(ScheduleError, match=r"^cache_read scope must be one of inp, wgt, acc, out"):
+        s.cache_read(s.outputs[0], "global", [])
+
+
+def test_a_split_that_does_not_divide_its_loop() -> None:
+    s = _dense_schedule()
+    out = s[s.outputs[0]]
+    out.split(out.axis[1], factor=3)
+    with pytest.raises(LoweringError, match=r"^bound inference: split of out\.out_i1 \(extent 2\) "
+                                            r"by factor 3 does not divide it$"):
+        build(s, TINY)
+
+
+def test_expression_errors() -> None:
+    a = te.placeholder((2, 3), "int8", "a")
+    with pytest.raises(te.TEError, match=r"^a has 2 dimensions, indexed with 1$"):
+        a[0]
+    with pytest.raises(te.TEError, match=r"^dtype must be one of int8, int32, not 'float32'$"):
+        te.placeholder((2,), "float32")
+    with pytest.raises(te.TEError, match=r"^shape must be positive integers, not \(0, 2\)$"):
+        te.placeholder((0, 2))
+    with pytest.raises(te.TEError, match=r"^clip bounds must satisfy low <= high, not 5 > 1$"):
+        te.clip(a[0, 0], 5, 1)
+    with pytest.raises(te.TEError, match=r"^sum needs reduction axes made by reduce_axis$"):
+        te.sum(a[0, 0], [])
+    with pytest.raises(te.TEError, match=r"^expressions combine integers and expressions, not 1\.5$"):
+        a[0, 0] + 1.5  # type: ignore[operator]
+
+
+def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token pass that pops load→compute after the GEMM instead of before: balanced, but racy."""
+    def broken(module, body):
+        out = []
+        for s in body:
+            out += [s, Dep("pop", Module.LOAD, Module.COMPUTE), Dep("push", Module.COMPUTE, Module.LOAD)] \
+                if tokens_pass._is_gemm(s) else [s]
+        return out if module == Module.COMPUTE else original(module, body)
+
+    original = tokens_pass._wrap
+    monkeypatch.setattr(tokens_pass, "_wrap", broken)
+    program = conv2d(TINY, ci=8, co=8, hw=8, kernel=3, pad=1, vthreads=2).build(
+        {"data": np.ones((1, 8, 8, 8), np.int8), "weight": np.ones((8, 8, 3, 3), np.int8)})
+    with pytest.raises(RaceError, match=r"^race on (inp|wgt) buffer element \d+: "):
+        run(program)
+
+
+def test_a_token_pass_that_loses_tokens_is_caught_by_the_pipeline(monkeypatch) -> None:
+    original = tokens_pass._wrap
+    monkeypatch.setattr(tokens_pass, "_wrap", lambda m, body: [
+        d for d in original(m, body) if not (isinstance(d, Dep) and d.action == "pop"
+                                              and d.dst == Module.LOAD)])
+    with pytest.raises(LoweringError, match=r"^insert_dep_tokens: token queue compute→load is left "
+                                            r"with \+\d+ tokens at the end of the program$"):
+        conv2d(TINY, ci=8, co=8, hw=8, kernel=3, pad=1).build()
