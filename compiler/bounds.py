@@ -202,6 +202,13 @@ def reads_of(schedule: Schedule, consumer: Stage, tensor: Tensor) -> list[tuple[
 
     def visit(expr: Expr) -> None:
         if isinstance(expr, Read):
+            source = schedule.stages.get(expr.tensor)
+            redirected = read_of(schedule, consumer, expr.tensor) is not expr.tensor
+            if not redirected and source is not None and source.inline \
+                    and isinstance(source.op, ComputeOp):
+                env = {a.var: i for a, i in zip(source.op.axis, expr.indices)}
+                visit(substitute(source.op.body, env))  # an inlined stage reads on its behalf
+                return
             if read_of(schedule, consumer, expr.tensor) is tensor:
                 found.append(expr.indices)
             for i in expr.indices:

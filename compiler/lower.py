@@ -170,7 +170,7 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
             stmts.append(Reset(s.name, acc))
             stmts.append(_reduction_nest(schedule, s, bounds, acc, buffers, located))
         else:
-            stmts.append(_elementwise(schedule, s, bounds[s], located))
+            stmts.append(_elementwise(schedule, s, bounds[s], located, out))
     stmts.append(_store(schedule, out, bounds[out], tile, acc, computes))
     return Block(tuple(stmts))
 
@@ -291,8 +291,14 @@ def _reduction_nest(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageB
 
 
 def _redirect(schedule: Schedule, stage: Stage, expr: Expr) -> Expr:
-    """``expr`` reading the caches that cache_read put in front of its tensors."""
+    """``expr`` reading the caches that cache_read put in front of its tensors, with the
+    bodies of inlined stages substituted for their reads."""
     if isinstance(expr, Read):
+        source = schedule.stages.get(expr.tensor)
+        redirected = read_of(schedule, stage, expr.tensor) is not expr.tensor
+        if not redirected and source is not None and source.inline and isinstance(source.op, ComputeOp):
+            env = {a.var: i for a, i in zip(source.op.axis, expr.indices)}
+            return _redirect(schedule, source, substitute(source.op.body, env))
         return Read(read_of(schedule, stage, expr.tensor), expr.indices)
     if isinstance(expr, BinOp):
         return BinOp(expr.op, _redirect(schedule, stage, expr.a), _redirect(schedule, stage, expr.b))
@@ -312,7 +318,7 @@ def _reads(expr: Expr) -> list[Read]:
 
 
 def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
-                 located: dict[Tensor, tuple[Buffer, Region]]) -> Elementwise:
+                 located: dict[Tensor, tuple[Buffer, Region]], out: Stage) -> Elementwise:
     op = stage.op
     assert isinstance(op, ComputeOp)
     lanes = op.axis[-2:]
@@ -325,8 +331,8 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
     dst = _linear([_local(info.root_env[a.var], inner, region, d, _where(stage))
                    for d, a in enumerate(op.axis[:-2])], acc.shape)
     operands = {}
-    for read in _reads(op.body):
-        tensor = read_of(schedule, stage, read.tensor)
+    for read in _reads(_redirect(schedule, stage, op.body)):
+        tensor = read.tensor
         if tensor not in located or located[tensor][0].scope != "acc":
             raise LoweringError(_where(stage), f"{tensor.name} must be in the acc scope "
                                 "(cache_read it into 'acc')")
@@ -335,6 +341,10 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
         operands[tensor] = (buffer, _linear([_local(i, inner, reg, d, _where(stage))
                                              for d, i in enumerate(indices[:-2])], buffer.shape))
     body = substitute(_redirect(schedule, stage, op.body), info.root_env)
+    stored = read_of(schedule, out, stage.tensor) is stage.tensor and any(
+        t is stage.tensor for t in out.op.inputs)  # type: ignore[union-attr]
+    if isinstance(body, Cast) and body.dtype == "int8" and stored:
+        body = body.value  # the out buffer holds the low 8 bits of the accumulator anyway
     return Elementwise(stage.name, tuple((a.var, info.extents[a.var]) for a in loops), (acc, dst),
                        body, operands, tuple(a.var for a in lanes))
 

@@ -317,10 +317,10 @@ def maximum(a: ExprLike, b: ExprLike) -> Expr:
 
 
 def clip(value: ExprLike, low: int, high: int) -> Expr:
-    """``min(max(value, low), high)``, lowered to ALU MIN then MAX."""
+    """``max(min(value, high), low)``, lowered to ALU MIN then MAX (ISA.md §3)."""
     if low > high:
         raise TEError(f"clip bounds must satisfy low <= high, not {low} > {high}")
-    return minimum(maximum(value, low), high)
+    return maximum(minimum(value, high), low)
 
 
 def relu(value: ExprLike) -> Expr:

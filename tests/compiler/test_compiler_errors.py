@@ -164,3 +164,39 @@ def test_a_token_pass_that_loses_tokens_is_caught_by_the_pipeline(monkeypatch) -
     with pytest.raises(LoweringError, match=r"^insert_dep_tokens: token queue compute→load is left "
                                             r"with \+\d+ tokens at the end of the program$"):
         conv2d(TINY, ci=8, co=8, hw=8, kernel=3, pad=1).build()
+
+
+def test_inlined_element_wise_stages_and_cache_write_and_unroll() -> None:
+    """A hand-written schedule using compute_inline, cache_write and unroll still computes right."""
+    b, bi, bo = TINY.BATCH, TINY.BLOCK_IN, TINY.BLOCK_OUT
+    data = te.placeholder((2, 3, b, bi), "int8", "data")
+    weight = te.placeholder((2, 3, bo, bi), "int8", "weight")
+    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(bi, "k")
+    acc = te.compute((2, 2, b, bo), lambda i, o, j, m: te.sum(
+        data[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]), "acc")
+    shr = te.compute(acc.shape, lambda *i: acc(*i) >> 3, "shr")
+    act = te.compute(acc.shape, lambda *i: te.relu(shr(*i) + 5), "act")
+    out = te.compute(acc.shape, lambda *i: act(*i).astype("int8"), "out")
+    s = create_schedule(out)
+    cached = s.cache_write(out, "acc")  # out becomes a copy of the accumulator stage
+    s[shr].compute_inline()
+    i, o, j, m = s[out].axis
+    for t in (acc, act, cached):
+        s[t].set_scope("acc")
+        s[t].compute_at(s[out], o)
+    ia, oa, ja, ma = s[acc].axis
+    ko_, k_ = s[acc].reduce_axis
+    s[acc].reorder(ko_, ia, oa, ja, ma, k_)
+    s[acc].unroll(ko_)
+    for t, scope in ((data, "inp"), (weight, "wgt")):
+        c = s.cache_read(t, scope, [acc])
+        s[c].compute_at(s[out], o)
+    s[acc].tensorize(ja, gemm_intrinsic(TINY))
+    rng = np.random.default_rng(0)
+    d = rng.integers(-128, 128, data.shape, dtype=np.int8)
+    w = rng.integers(-128, 128, weight.shape, dtype=np.int8)
+    program = build(s, TINY, {data: ("input", "", d), weight: ("weight", "", w)})
+    result = run(program)
+    got = program.read("out", result.dram)
+    acc_ref = np.einsum("ikjx,okmx->iojm", d.astype(np.int64), w.astype(np.int64))
+    np.testing.assert_array_equal(got, np.maximum((acc_ref >> 3) + 5, 0).astype(np.int32).astype(np.int8))
