@@ -29,8 +29,10 @@ def main() -> None:
     print(f"ResNet-18 on the cycle model, {args.config} config "
           f"(GOPS at the timing's nominal clock)")
     print(f"{'layer':<6}{'vt':>3}{'cycles':>11}{'GOPS':>8}{'util':>8}{'roofline':>10}"
-          f"{'reached':>9}{'bound':>9}{'compile s':>11}{'insns':>7}  check")
+          f"{'reached':>9}{'bound':>9}{'GEMM+ALU':>10}{'reached':>9}{'compile s':>11}"
+          f"{'insns':>7}  check")
     fractions: dict[int, list[float]] = {t: [] for t in threads}
+    machine_fractions: dict[int, list[float]] = {t: [] for t in threads}
     compile_times = []
     for name in args.layers.split(","):
         wl = RESNET18[name]
@@ -45,13 +47,19 @@ def main() -> None:
             r = result.report
             ok = np.array_equal(result["out"], op.reference(operands))
             fractions[vt].append(r.roofline_fraction)
+            # the compute module runs GEMM and ALU micro-ops one after the other: their
+            # busy cycles are a bound the MAC/byte roofline does not see
+            machine = max(r.roofline_cycles, r.counters["gemm_busy_cycles"]
+                          + r.counters["alu_busy_cycles"])
+            machine_fractions[vt].append(machine / r.cycles)
             print(f"{name:<6}{vt:>3}{r.cycles:>11}{r.gops:>8.1f}{r.utilization:>8.1%}"
                   f"{r.roofline_cycles:>10.0f}{r.roofline_fraction:>9.1%}{r.bound:>9}"
+                  f"{machine:>10.0f}{machine / r.cycles:>9.1%}"
                   f"{compile_s:>11.2f}{program.insn_count:>7}  {'ok' if ok else 'MISMATCH'}",
                   flush=True)
     for vt, values in fractions.items():
-        print(f"average fraction of the roofline reached with {vt} virtual thread(s): "
-              f"{np.mean(values):.1%}")
+        print(f"average fraction reached with {vt} virtual thread(s): roofline "
+              f"{np.mean(values):.1%}, GEMM+ALU bound {np.mean(machine_fractions[vt]):.1%}")
     print(f"slowest compile: {max(compile_times):.2f} s (target < 2 s); "
           "target: >= 90 % of the roofline on average with virtual threads")
 
