@@ -19,7 +19,7 @@ from .. import te
 from ..pipeline import build
 from ..schedule import Schedule, Stage
 
-__all__ = ["Operator", "requantize_tail", "schedule_tail", "divisors"]
+__all__ = ["Operator", "requantize_tail", "schedule_tail", "divisors", "reference_tail"]
 
 
 @dataclass
@@ -115,6 +115,20 @@ def schedule_tail(s: Schedule, out: te.Tensor, stages: list[te.Tensor], at: obje
         stage.pragma(stage.leaf[0], "alu")
         placed.append(stage)
     return placed
+
+
+def reference_tail(acc: np.ndarray, shift: int | None, bias: np.ndarray | None,
+                   clip: tuple[int, int] | None) -> np.ndarray:
+    """numpy: the requantizing tail on int32 accumulators with channels on axis 1."""
+    value = acc.astype(np.int64)
+    if shift is not None:
+        value = value >> shift
+    if bias is not None:
+        per_channel = bias.astype(np.int64).reshape((1, -1) + (1,) * (value.ndim - 2))
+        value = (value + per_channel).astype(np.int32).astype(np.int64)  # 32-bit wrap-around
+    if clip is not None:
+        value = np.clip(value, clip[0], clip[1])
+    return value.astype(np.int32).astype(np.int8)
 
 
 def divisors(n: int) -> list[int]:

@@ -25,7 +25,7 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import bias_layout, data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
-from .common import Operator, divisors, requantize_tail, schedule_tail
+from .common import Operator, divisors, reference_tail, requantize_tail, schedule_tail
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d"]
 
@@ -163,7 +163,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
 
     def reference_fn(arrays: dict[str, np.ndarray]) -> np.ndarray:
         result = reference.conv2d_nchw(arrays["data"], arrays["weight"], stride, pad)
-        return _tail(result, shift, arrays.get("bias"), clip)
+        return reference_tail(result, shift, arrays.get("bias"), clip)
 
     return Operator(
         name="conv2d", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
@@ -172,15 +172,3 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         unpack=lambda packed: unpack_data(packed, n, co), reference=reference_fn,
         logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, plan=plan)
 
-
-def _tail(acc: np.ndarray, shift: int | None, bias: np.ndarray | None,
-          clip: tuple[int, int] | None) -> np.ndarray:
-    """numpy: the requantizing tail on an int32 NCHW accumulator, with 32-bit wrap-around."""
-    value = acc.astype(np.int64)
-    if shift is not None:
-        value = value >> shift
-    if bias is not None:
-        value = (value + bias.astype(np.int64)[None, :, None, None]).astype(np.int32).astype(np.int64)
-    if clip is not None:
-        value = np.clip(value, clip[0], clip[1])
-    return value.astype(np.int32).astype(np.int8)

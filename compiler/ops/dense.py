@@ -20,7 +20,7 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
-from .common import Operator, divisors, requantize_tail, schedule_tail
+from .common import Operator, divisors, reference_tail, requantize_tail, schedule_tail
 
 __all__ = ["DensePlan", "plan_dense", "dense", "elementwise"]
 
@@ -113,7 +113,7 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
 
     def reference_fn(arrays: dict[str, np.ndarray]) -> np.ndarray:
         value = reference.dense(arrays["data"], arrays["weight"])
-        return _tail(value, shift, arrays.get("bias"), clip)
+        return reference_tail(value, shift, arrays.get("bias"), clip)
 
     return Operator(
         name="dense", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
@@ -164,7 +164,7 @@ def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = N
         roles={"data": "input", "bias": "bias"},
         pack=lambda name, array: _pack_acc(array, name, cfg),
         unpack=lambda packed: unpack_out(packed, batch, channels),
-        reference=lambda arrays: _tail(arrays["data"], shift, arrays.get("bias"), clip),
+        reference=lambda arrays: reference_tail(arrays["data"], shift, arrays.get("bias"), clip),
         logical_shapes=shapes, ops=0)
 
 
@@ -175,14 +175,3 @@ def _pack_acc(array: np.ndarray, name: str, cfg: Config) -> np.ndarray:
 
     return pack_bias(array, cfg) if name == "bias" else pack_acc(array, cfg)
 
-
-def _tail(acc: np.ndarray, shift: int | None, bias: np.ndarray | None,
-          clip: tuple[int, int] | None) -> np.ndarray:
-    value = acc.astype(np.int64)
-    if shift is not None:
-        value = value >> shift
-    if bias is not None:
-        value = (value + bias.astype(np.int64)[None, :]).astype(np.int32).astype(np.int64)
-    if clip is not None:
-        value = np.clip(value, clip[0], clip[1])
-    return value.astype(np.int32).astype(np.int8)
