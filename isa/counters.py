@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC"]
+__all__ = [
+    "Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC", "HW_COUNTERS", "COUNTER_BASE",
+    "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT",
+]
 
 
 class Counter(str, Enum):
@@ -105,3 +108,15 @@ COUNTER_DOC: dict[Counter, str] = {
 EVENT_COUNTERS = tuple(c for c in Counter if not c.value.endswith("cycles"))
 #: Counters of the timed back ends (cycle model, RTL).
 CYCLE_COUNTERS = tuple(c for c in Counter if c.value.endswith("cycles"))
+
+#: Counters the RTL implements, in register order: counter ``k`` is the 64-bit value at
+#: byte offsets ``COUNTER_BASE + 8·k`` (low word) and ``+ 4`` (high word) of the
+#: AXI4-Lite register block.
+HW_COUNTERS = tuple(Counter)
+COUNTER_BASE = 0x100
+
+#: AXI4-Lite register map (byte offsets of 32-bit registers).
+REG_CONTROL = 0x00  # write bit 0 = 1: start (reads 1 while running)
+REG_STATUS = 0x04  # bit 0: done (FINISH executed); cleared by start
+REG_INSN_ADDR = 0x08  # byte address of the first instruction
+REG_INSN_COUNT = 0x0C  # number of instructions
