@@ -6,7 +6,18 @@ widths, opcodes, field offsets and counter names from this package.
 
 from .asm import AsmError, assemble, disassemble, format_insn
 from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Config, ConfigError, preset
-from .counters import COUNTER_DOC, CYCLE_COUNTERS, EVENT_COUNTERS, Counter
+from .counters import (
+    COUNTER_BASE,
+    COUNTER_DOC,
+    CYCLE_COUNTERS,
+    EVENT_COUNTERS,
+    HW_COUNTERS,
+    REG_CONTROL,
+    REG_INSN_ADDR,
+    REG_INSN_COUNT,
+    REG_STATUS,
+    Counter,
+)
 from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import LOAD_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, module_of, modules_of
 from .timing import TIMING_PRESETS, Timing, timing_for
@@ -35,6 +46,7 @@ __all__ = [
     "Module", "Opcode", "PRESETS", "TokenQueue", "UOP_BYTES", "Uop", "assemble", "decode",
     "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
     "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "modules_of",
-    "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for",
+    "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for", "HW_COUNTERS",
+    "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT",
     "words_from_bytes", "words_to_bytes",
 ]

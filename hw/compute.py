@@ -1,0 +1,182 @@
+"""The compute module: micro-op and accumulator loads, GEMM, ALU, FINISH.
+
+GEMM and ALU share one loop engine (ISA.md §3 loops: ``iter_out``, ``iter_in``, micro-ops
+innermost) with a three-stage pipeline, one micro-op execution per cycle:
+
+1. read the micro-op;
+2. add the loop offsets; read inp, wgt and the accumulator tile(s);
+3. compute (:class:`GemmCore` or :class:`AluLanes`); write acc and out.
+
+The accumulator's read ports are transparent for its write port, so an execution that
+reads the tile the previous one writes sees the new value: back-to-back accumulation
+into one tile needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the
+accumulator only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Elaboratable, Module, Mux, Signal
+from amaranth.lib.fifo import SyncFIFOBuffered
+
+from openvta.isa import Config, MemoryType, Opcode, TokenQueue
+from openvta.isa import Module as Unit
+
+from .dma import DmaReader
+from .fetch import TokenCounter
+from .fields import Decoded, uop_fields
+from .loadstore import _READ_FIELDS, dma_fields
+from .stage import StageStatus, instruction_cycle
+from .units import AluLanes, GemmCore
+
+__all__ = ["ComputeUnit"]
+
+
+class ComputeUnit(Elaboratable):
+    """Compute: drives the uop write/read ports, the acc read (two) and write ports, the
+    out write port, and reads inp and wgt.  ``done`` rises when FINISH executes."""
+
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, fifo: SyncFIFOBuffered,
+                 tokens: dict[TokenQueue, TokenCounter], ports: dict[str, object],
+                 remaining: Signal) -> None:
+        self.cfg, self.fifo, self.tokens, self.ports, self.remaining = cfg, fifo, tokens, ports, remaining
+        self.dmas = {
+            MemoryType.UOP: DmaReader(32, bus_bits, max_burst),
+            MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
+            MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
+        }
+        self.gemm, self.alu = GemmCore(cfg), AluLanes(cfg)
+        self.status = StageStatus()
+        self.finished = Signal()  # FINISH executed (until the next start)
+        self.clear = Signal()  # start of a run: clears ``finished``
+        self.waiting_memory = Signal()
+        self.gemm_busy, self.alu_busy = Signal(), Signal()
+        self.uop_fire, self.uop_is_gemm, self.uop_reset = Signal(), Signal(), Signal()
+        self.loop_start = Signal()
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        for mt, dma in self.dmas.items():
+            m.submodules[f"dma_{mt.name.lower()}"] = dma
+        m.submodules.gemm, m.submodules.alu = self.gemm, self.alu
+        p = self.ports
+        m.d.comb += self.waiting_memory.eq(self.dmas[MemoryType.UOP].waiting
+                                           | self.dmas[MemoryType.ACC].waiting
+                                           | self.dmas[MemoryType.ACC_8BIT].waiting)
+        uop = self.dmas[MemoryType.UOP]
+        m.d.comb += [p["uop_w"].en.eq(uop.wr_en), p["uop_w"].addr.eq(uop.wr_addr),  # type: ignore[attr-defined]
+                     p["uop_w"].data.eq(uop.wr_data)]  # type: ignore[attr-defined]
+        with m.If(self.clear):
+            m.d.sync += self.finished.eq(0)
+        loop_done = self._loop_engine(m)
+
+        def execute(m: Module, insn: Decoded, first: Signal) -> object:
+            op = insn.opcode
+            sync = (op == Opcode.LOAD) & (insn.mem("x_size") == 0)
+            done = first & sync
+            for mt, dma in self.dmas.items():
+                dma_fields(m, dma, insn, _READ_FIELDS)
+                m.d.comb += dma.start.eq(first & ~sync & (op == Opcode.LOAD)
+                                         & (insn.mem("memory_type") == mt))
+                done = done | dma.done
+            with m.If(first & (op == Opcode.FINISH)):
+                m.d.sync += self.finished.eq(1)
+            m.d.comb += self.loop_start.eq(first & ((op == Opcode.GEMM) | (op == Opcode.ALU)))
+            return done | (first & (op == Opcode.FINISH)) | loop_done
+
+        instruction_cycle(m, self.cfg, Unit.COMPUTE, self.fifo, self.tokens, self.status, execute,
+                          self.remaining)
+        self._acc_writes(m)
+        return m
+
+    def _loop_engine(self, m: Module) -> Signal:
+        """The micro-op loops; returns the done pulse."""
+        cfg = self.cfg
+        d = Decoded(self.status.insn, cfg)
+        is_alu = d.opcode == Opcode.ALU
+        get = (lambda n: Mux(is_alu, d.alu(n), d.gemm(n)))
+        i, j = Signal(14), Signal(14)
+        u = Signal(cfg.LOG_UOP_DEPTH + 1)
+        names = ("dst", "src", "wgt")
+        base = {n: Signal(16, name=f"base_{n}") for n in names}  # i·factor_out
+        off = {n: Signal(16, name=f"off_{n}") for n in names}  # i·factor_out + j·factor_in
+        issuing = Signal()
+        done = Signal()
+        # stage registers: s1 holds the offsets of the micro-op being read, s2 the indices
+        s1_valid, s2_valid = Signal(), Signal()
+        s1_off = {n: Signal(16, name=f"s1_{n}") for n in names}
+        s2_dst = Signal(16)
+        factor = {n: (get(f"{n}_factor_out") if n != "wgt" else d.gemm("wgt_factor_out"),
+                      get(f"{n}_factor_in") if n != "wgt" else d.gemm("wgt_factor_in")) for n in names}
+        bgn, end = get("uop_bgn"), get("uop_end")
+        iter_out, iter_in = get("iter_out"), get("iter_in")
+        empty = (iter_out == 0) | (iter_in == 0) | (bgn >= end)
+        p = self.ports
+        with m.If(self.loop_start):
+            m.d.sync += [i.eq(0), j.eq(0), u.eq(bgn), issuing.eq(~empty)]
+            m.d.sync += [base[n].eq(0) for n in names] + [off[n].eq(0) for n in names]
+        m.d.comb += [p["uop_r"].addr.eq(u)]  # type: ignore[attr-defined]
+        with m.If(issuing):
+            m.d.sync += [s1_valid.eq(1)] + [s1_off[n].eq(off[n]) for n in names]
+            with m.If(u + 1 < end):
+                m.d.sync += u.eq(u + 1)
+            with m.Else():
+                m.d.sync += u.eq(bgn)
+                with m.If(j + 1 < iter_in):
+                    m.d.sync += [j.eq(j + 1)] + [off[n].eq(off[n] + factor[n][1]) for n in names]
+                with m.Else():
+                    m.d.sync += [j.eq(0), i.eq(i + 1)]
+                    m.d.sync += [base[n].eq(base[n] + factor[n][0]) for n in names]
+                    m.d.sync += [off[n].eq(base[n] + factor[n][0]) for n in names]
+                    with m.If(i + 1 >= iter_out):
+                        m.d.sync += issuing.eq(0)
+        with m.Else():
+            m.d.sync += s1_valid.eq(0)
+        # stage 2: indices from the micro-op read last cycle; issue the buffer reads
+        udst, usrc, uwgt = uop_fields(p["uop_r"].data, cfg)  # type: ignore[attr-defined]
+        dst = (udst + s1_off["dst"])[:16]
+        src = (usrc + s1_off["src"])[:16]
+        wgt = (uwgt + s1_off["wgt"])[:16]
+        m.d.comb += [p["acc_ra"].addr.eq(dst), p["acc_rb"].addr.eq(src),  # type: ignore[attr-defined]
+                     p["inp_r"].addr.eq(src), p["wgt_r"].addr.eq(wgt)]  # type: ignore[attr-defined]
+        m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst)]
+        self.s2_valid, self.s2_dst, self.is_alu = s2_valid, s2_dst, is_alu
+        # stage 3 (combinational units, written in _acc_writes)
+        gemm, alu = self.gemm, self.alu
+        m.d.comb += [gemm.inp.eq(p["inp_r"].data), gemm.wgt.eq(p["wgt_r"].data),  # type: ignore[attr-defined]
+                     gemm.acc_in.eq(p["acc_ra"].data), gemm.reset.eq(d.gemm("reset_reg")),  # type: ignore[attr-defined]
+                     alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
+                     alu.imm.eq(d.alu("imm")), alu.a.eq(p["acc_ra"].data), alu.b.eq(p["acc_rb"].data)]  # type: ignore[attr-defined]
+        m.d.comb += done.eq(self.status.busy & ~self.loop_start & ~issuing & ~s1_valid & ~s2_valid
+                            & ((d.opcode == Opcode.GEMM) | is_alu))
+        m.d.comb += [self.uop_fire.eq(s2_valid), self.uop_is_gemm.eq(~is_alu),
+                     self.uop_reset.eq(d.gemm("reset_reg") & ~is_alu),
+                     self.gemm_busy.eq(self.status.busy & (d.opcode == Opcode.GEMM)),
+                     self.alu_busy.eq(self.status.busy & is_alu)]
+        return done
+
+    def _acc_writes(self, m: Module) -> None:
+        p = self.ports
+        acc_w, out_w = p["acc_w"], p["out_w"]
+        acc_dma, acc8_dma = self.dmas[MemoryType.ACC], self.dmas[MemoryType.ACC_8BIT]
+        lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
+        # ACC_8BIT: every int8 lane sign-extended to an int32 accumulator lane
+        widened = _widen(acc8_dma.wr_data, lanes)
+        result = Mux(self.is_alu, self.alu.acc_out, self.gemm.acc_out)
+        low8 = Mux(self.is_alu, self.alu.out, self.gemm.out)
+        with m.If(acc_dma.wr_en):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc_dma.wr_addr), acc_w.data.eq(acc_dma.wr_data)]  # type: ignore[attr-defined]
+        with m.Elif(acc8_dma.wr_en):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc8_dma.wr_addr), acc_w.data.eq(widened)]  # type: ignore[attr-defined]
+        with m.Elif(self.s2_valid):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s2_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
+            # a GEMM with reset_reg leaves the out buffer alone (ISA.md decision)
+            m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s2_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
+
+
+def _widen(tile: object, lanes: int) -> object:
+    """int8 lanes → int32 lanes, sign-extended."""
+    parts = []
+    for w in range(lanes):
+        byte = tile.word_select(w, 8)  # type: ignore[attr-defined]
+        parts.append(Cat(byte, Mux(byte[7], 0xFFFFFF, 0)))
+    return Cat(*parts)

@@ -1,0 +1,183 @@
+"""The accelerator core: buffers, queues, the four modules, the memory arbiter, counters.
+
+Buffers (one element per word, ISA.md §1): inp, wgt, acc (two read ports transparent
+for its write port), out, uop.  Command queues: three FIFOs of ``CMD_QUEUE_DEPTH``
+instructions.  Token queues: four counters of ``DEP_QUEUE_DEPTH``.  Memory: seven
+burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 readers;
+store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
+
+The counters of :data:`openvta.isa.HW_COUNTERS` count from ``start`` to FINISH with the
+definitions of ISA.md and the cycle model (event counters equal the functional
+simulator's exactly).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from openvta.isa import HW_COUNTERS, Config, Counter, MemoryType, Opcode, Timing, TokenQueue, timing_for
+
+from .compute import ComputeUnit
+from .fetch import INSN_BITS, Fetch, TokenCounter
+from .fields import Decoded
+from .loadstore import LoadUnit, StoreUnit
+from .memory import AxiArbiter, axi_master_signature
+
+__all__ = ["Core"]
+
+
+class Core(wiring.Component):
+    """The whole accelerator behind an AXI4 master and a start/done interface.
+
+    Parameters
+    ----------
+    cfg :
+        the configuration (every preset elaborates).
+    timing :
+        its ``max_burst_beats`` sets the longest AXI burst (default: the preset's).
+    """
+
+    def __init__(self, cfg: Config, timing: Timing | None = None) -> None:
+        self.cfg = cfg
+        self.timing = timing or timing_for(cfg)
+        self.bus_bits = cfg.bus_bytes * 8
+        members = {
+            "start": In(1), "insn_addr": In(32), "insn_count": In(32),
+            "done": Out(1), "busy": Out(1),
+            "counters": Out(data.ArrayLayout(64, len(HW_COUNTERS))),
+        }
+        members.update(axi_master_signature(self.bus_bits))
+        super().__init__(members)
+
+    def _memories(self, m: Module) -> dict[str, object]:
+        cfg = self.cfg
+        specs = {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
+                 "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
+                 "uop": (32, cfg.uop_depth)}
+        mems = {name: Memory(shape=unsigned(width), depth=depth, init=[]) for name, (width, depth) in specs.items()}
+        for name, mem in mems.items():
+            m.submodules[f"{name}_buffer"] = mem
+        ports: dict[str, object] = {}
+        for name in ("inp", "wgt", "out", "uop"):
+            ports[f"{name}_w"] = mems[name].write_port()
+            ports[f"{name}_r"] = mems[name].read_port()
+        ports["acc_w"] = mems["acc"].write_port()
+        ports["acc_ra"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
+        ports["acc_rb"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
+        return ports
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cfg, burst = self.cfg, self.timing.max_burst_beats
+        ports = self._memories(m)
+        fifos = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) for _ in range(3)]
+        for name, fifo in zip(("load", "compute", "store"), fifos):
+            m.submodules[f"{name}_queue"] = fifo
+        tokens = {q: TokenCounter(cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
+        for q, counter in tokens.items():
+            m.submodules[f"tokens_{q.name.lower()}"] = counter
+        m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst)
+        remaining = fetch.busy
+        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, fifos[0], tokens,
+                                            ports["inp_w"], ports["wgt_w"], remaining)
+        m.submodules.compute = compute = ComputeUnit(cfg, self.bus_bits, burst, fifos[1], tokens,
+                                                     ports, remaining)
+        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, fifos[2], tokens,
+                                               ports["out_r"], remaining)
+        masters = [fetch.mem, load.dmas[MemoryType.INP].mem, load.dmas[MemoryType.WGT].mem,
+                   *(compute.dmas[t].mem for t in (MemoryType.UOP, MemoryType.ACC, MemoryType.ACC_8BIT)),
+                   store.dma.mem]
+        m.submodules.arbiter = arbiter = AxiArbiter(len(masters), self.bus_bits)
+        for i, port in enumerate(masters):
+            wiring.connect(m, port, arbiter.masters[i])
+        for name in axi_master_signature(self.bus_bits):
+            ours, theirs = getattr(self, name), getattr(arbiter, name)
+            if self.signature.members[name].flow == Out:
+                m.d.comb += ours.eq(theirs)
+            else:
+                m.d.comb += theirs.eq(ours)
+        for i, fifo in enumerate(fifos):
+            m.d.comb += [fifo.w_data.eq(fetch.queue_data), fifo.w_en.eq(fetch.queue_en[i]),
+                         fetch.queue_ready[i].eq(fifo.w_rdy)]
+        running = Signal()
+        with m.If(self.start):
+            m.d.sync += running.eq(1)
+        with m.Elif(compute.finished & running):
+            m.d.sync += running.eq(0)
+        m.d.comb += [fetch.start.eq(self.start), fetch.insn_addr.eq(self.insn_addr),
+                     fetch.insn_count.eq(self.insn_count), compute.clear.eq(self.start),
+                     self.done.eq(compute.finished), self.busy.eq(running)]
+        self._counters(m, running, fetch, load, compute, store)
+        return m
+
+    def _counters(self, m: Module, running: Signal, fetch: Fetch, load: LoadUnit,
+                  compute: ComputeUnit, store: StoreUnit) -> None:
+        cfg = self.cfg
+        inc: dict[Counter, list] = {c: [] for c in HW_COUNTERS}
+        ld, cd, sd = (Decoded(u.status.insn, cfg) for u in (load, compute, store))
+
+        def moved(d: Decoded, elem_bytes: int) -> object:
+            return d.mem("y_size") * d.mem("x_size") * elem_bytes
+
+        def started_mem(unit: object, d: Decoded, mtype: MemoryType | None) -> object:
+            cond = unit.status.started & (d.mem("x_size") != 0)  # type: ignore[attr-defined]
+            return cond if mtype is None else cond & (d.mem("memory_type") == mtype)
+
+        inc[Counter.FETCH_INSNS].append(fetch.fetched)
+        inc[Counter.INSN_FETCH_BYTES].append(fetch.fetched * 16)
+        for unit, counter in ((load, Counter.LOAD_INSNS), (compute, Counter.COMPUTE_INSNS),
+                              (store, Counter.STORE_INSNS)):
+            inc[counter].append(unit.status.started)
+            inc[Counter.TOKEN_PUSHES].append(unit.status.pushes[0] + unit.status.pushes[1])
+            inc[Counter.TOKEN_POPS].append(unit.status.pops[0] + unit.status.pops[1])
+        for unit, d in ((load, ld), (store, sd)):
+            inc[Counter.SYNC_INSNS].append(unit.status.started & (d.mem("x_size") == 0))
+        inc[Counter.SYNC_INSNS].append(compute.status.started & (cd.opcode == Opcode.LOAD)
+                                       & (cd.mem("x_size") == 0))
+        inc[Counter.GEMM_INSNS].append(compute.status.started & (cd.opcode == Opcode.GEMM))
+        inc[Counter.ALU_INSNS].append(compute.status.started & (cd.opcode == Opcode.ALU))
+        inc[Counter.GEMM_UOPS].append(compute.uop_fire & compute.uop_is_gemm)
+        inc[Counter.ALU_UOPS].append(compute.uop_fire & ~compute.uop_is_gemm)
+        inc[Counter.MACS].append((compute.uop_fire & compute.uop_is_gemm & ~compute.uop_reset)
+                                 * cfg.macs_per_uop)
+        byte_counts = [
+            (Counter.INP_LOAD_BYTES, load, ld, MemoryType.INP, cfg.inp_elem_bytes),
+            (Counter.WGT_LOAD_BYTES, load, ld, MemoryType.WGT, cfg.wgt_elem_bytes),
+            (Counter.UOP_LOAD_BYTES, compute, cd, MemoryType.UOP, cfg.uop_elem_bytes),
+            (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC, cfg.acc_elem_bytes),
+            (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC_8BIT, cfg.out_elem_bytes),
+        ]
+        for counter, unit, d, mtype, size in byte_counts:
+            amount = started_mem(unit, d, mtype) & (d.opcode == Opcode.LOAD)
+            inc[counter].append(amount * moved(d, size))
+            inc[Counter.DRAM_READ_BYTES].append(amount * moved(d, size))
+        inc[Counter.DRAM_READ_BYTES].append(fetch.fetched * 16)
+        stored = started_mem(store, sd, None) * moved(sd, cfg.out_elem_bytes)
+        inc[Counter.OUT_STORE_BYTES].append(stored)
+        inc[Counter.DRAM_WRITE_BYTES].append(stored)
+        inc[Counter.CYCLES].append(1)
+        inc[Counter.FETCH_BUSY_CYCLES].append(fetch.busy & ~fetch.waiting_memory & ~fetch.waiting_queue)
+        inc[Counter.FETCH_WAIT_MEMORY_CYCLES].append(fetch.waiting_memory)
+        inc[Counter.FETCH_WAIT_QUEUE_CYCLES].append(fetch.waiting_queue)
+        units = {"LOAD": load, "COMPUTE": compute, "STORE": store}
+        for name, unit in units.items():
+            s = unit.status
+            inc[Counter[f"{name}_BUSY_CYCLES"]].append(s.busy & ~unit.waiting_memory)
+            inc[Counter[f"{name}_WAIT_MEMORY_CYCLES"]].append(s.busy & unit.waiting_memory)
+            inc[Counter[f"{name}_WAIT_TOKEN_CYCLES"]].append(s.wait_token)
+            inc[Counter[f"{name}_WAIT_QUEUE_CYCLES"]].append(s.wait_queue)
+        inc[Counter.GEMM_BUSY_CYCLES].append(compute.gemm_busy)
+        inc[Counter.ALU_BUSY_CYCLES].append(compute.alu_busy)
+        for k, counter in enumerate(HW_COUNTERS):
+            value = self.counters[k]
+            total = 0
+            for term in inc[counter]:
+                total = term + total
+            with m.If(self.start):
+                m.d.sync += value.eq(0)
+            with m.Elif(running):
+                m.d.sync += value.eq(value + total)

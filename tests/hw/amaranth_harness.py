@@ -1,0 +1,75 @@
+"""Run the core in Amaranth's own simulator against a Python AXI memory model.
+
+Slow (a few thousand cycles per second) but needs no Verilator: the quick check that a
+program gives the functional simulator's DRAM, used for small programs on ``tiny``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from openvta.hw.core import Core
+from openvta.isa import HW_COUNTERS
+from openvta.runtime import Program
+
+
+def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray, dict[str, int]]:
+    """(final DRAM, counters) of ``program`` on the RTL core."""
+    cfg = program.config
+    dut = Core(cfg)
+    bus_bytes = cfg.bus_bytes
+    memory = bytearray(program.dram.tobytes()) + bytearray(4096)
+    out: dict[str, object] = {}
+
+    async def testbench(ctx) -> None:  # type: ignore[no-untyped-def]
+        a = lambda name: getattr(dut, f"m_axi_{name}")  # noqa: E731
+        ctx.set(dut.insn_addr, program.insn_addr)
+        ctx.set(dut.insn_count, program.insn_count)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        read = None  # [address, beats left]
+        write = None  # [address, beats left, responding]
+        for cycle in range(max_cycles):
+            ctx.set(a("arready"), read is None)
+            if read is not None:
+                addr = read[0]
+                ctx.set(a("rvalid"), 1)
+                ctx.set(a("rdata"), int.from_bytes(memory[addr : addr + bus_bytes], "little"))
+                ctx.set(a("rlast"), read[1] == 1)
+            else:
+                ctx.set(a("rvalid"), 0)
+            ctx.set(a("awready"), write is None)
+            ctx.set(a("wready"), write is not None and not write[2])
+            ctx.set(a("bvalid"), write is not None and write[2])
+            arvalid, rready = ctx.get(a("arvalid")), ctx.get(a("rready"))
+            araddr, arlen = ctx.get(a("araddr")), ctx.get(a("arlen"))
+            awvalid, awaddr, awlen = ctx.get(a("awvalid")), ctx.get(a("awaddr")), ctx.get(a("awlen"))
+            wvalid, wdata, bready = ctx.get(a("wvalid")), ctx.get(a("wdata")), ctx.get(a("bready"))
+            if ctx.get(dut.done):
+                break
+            await ctx.tick()
+            if read is not None and rready:
+                read = None if read[1] == 1 else [read[0] + bus_bytes, read[1] - 1]
+            elif read is None and arvalid:
+                read = [araddr, arlen + 1]
+            if write is None:
+                if awvalid:
+                    write = [awaddr, awlen + 1, False]
+            elif write[2]:
+                if bready:
+                    write = None
+            elif wvalid:
+                memory[write[0] : write[0] + bus_bytes] = wdata.to_bytes(bus_bytes, "little")
+                write = [write[0] + bus_bytes, write[1] - 1, write[1] == 1]
+        else:
+            raise AssertionError(f"the core did not finish within {max_cycles} cycles")
+        out["counters"] = {c.value: ctx.get(dut.counters[k]) for k, c in enumerate(HW_COUNTERS)}
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    dram = np.frombuffer(bytes(memory[: len(program.dram)]), dtype=np.uint8).copy()
+    return dram, out["counters"]  # type: ignore[return-value]
