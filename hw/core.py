@@ -166,7 +166,7 @@ class Core(wiring.Component):
         units = {"LOAD": load, "COMPUTE": compute, "STORE": store}
         for name, unit in units.items():
             s = unit.status
-            inc[Counter[f"{name}_BUSY_CYCLES"]].append(s.busy & ~unit.waiting_memory)
+            inc[Counter[f"{name}_BUSY_CYCLES"]].append((s.busy & ~unit.waiting_memory) | s.issue)
             inc[Counter[f"{name}_WAIT_MEMORY_CYCLES"]].append(s.busy & unit.waiting_memory)
             inc[Counter[f"{name}_WAIT_TOKEN_CYCLES"]].append(s.wait_token)
             inc[Counter[f"{name}_WAIT_QUEUE_CYCLES"]].append(s.wait_queue)

@@ -24,6 +24,7 @@ import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -246,7 +247,8 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
     source = build_dir / f"{TOP_NAME}.v"
     source.write_text(verilog)
     log = build_dir / "build.log"
-    estimate = 10 + len(verilog) // 20_000
+    shared = _seed_runtime_objects(build_dir, waves)
+    estimate = (3 if shared else 10) + len(verilog) // 20_000
     print(f"building RTL with Verilator (first time for this configuration, ~{estimate} s)...",
           file=sys.stderr, flush=True)
     began = time.monotonic()
@@ -260,8 +262,45 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
                            f"{_tail(log)}") from None
     seconds = time.monotonic() - began
     print(f"built RTL in {seconds:.1f} s ({build_dir})", file=sys.stderr, flush=True)
+    _keep_runtime_objects(build_dir, waves)
     marker = {"waves": waves, "tools": _tool_versions(), "seconds": round(seconds, 1)}
     (build_dir / BUILD_MARKER).write_text(json.dumps(marker))
+
+
+# Verilator's runtime library (verilated*.o) does not depend on the design, only on the
+# tools and the trace flag, yet is most of a small design's build time: compile it once
+# per build root and copy it into every new build directory, where make finds it newer
+# than its sources and keeps it.
+_RUNTIME_OBJECTS = [f"{name}.{ext}" for name in ("verilated", "verilated_dpi", "verilated_vpi",
+                                                 "verilated_threads") for ext in ("o", "d")]
+
+
+def _runtime_dir(build_dir: Path, waves: bool) -> Path:
+    compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False)
+    key = f"{_tool_versions()}\0{_verilator_bin()}\0{compiler.stdout}\0waves={waves}"
+    return build_dir.parent / f"runtime-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _seed_runtime_objects(build_dir: Path, waves: bool) -> bool:
+    shared = _runtime_dir(build_dir, waves)
+    if not all((shared / name).is_file() for name in _RUNTIME_OBJECTS):
+        return False
+    for name in _RUNTIME_OBJECTS:
+        shutil.copy2(shared / name, build_dir / name)  # keeps the mtime: make sees it current
+    return True
+
+
+def _keep_runtime_objects(build_dir: Path, waves: bool) -> None:
+    shared = _runtime_dir(build_dir, waves)
+    if shared.is_dir() or not all((build_dir / n).is_file() for n in _RUNTIME_OBJECTS):
+        return
+    staging = Path(tempfile.mkdtemp(prefix="runtime-", dir=build_dir.parent))
+    for name in _RUNTIME_OBJECTS:
+        shutil.copy2(build_dir / name, staging / name)
+    try:
+        staging.rename(shared)
+    except OSError:  # another builder got there first
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build_info(build_dir: Path) -> dict[str, object]:
@@ -330,7 +369,8 @@ def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
     # run is always reported the same way, as an RtlError.
     with _toolchain_environ(OPENVTA_TB_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
-            runner.test(test_module=TB_MODULE, hdl_toplevel=TOP_NAME, build_dir=build_dir,
+            runner.test(test_module=TB_MODULE, hdl_toplevel=TOP_NAME, hdl_toplevel_lang="verilog",
+                        build_dir=build_dir,
                         test_dir=run_dir, results_xml=str(results), seed=seed, waves=waves,
                         log_file=log)
         except (RuntimeError, SystemExit):

@@ -32,7 +32,8 @@ class StageStatus:
     """Per-cycle status of one module (1-bit signals) and its instruction register."""
 
     insn: Signal = field(default_factory=lambda: Signal(INSN_BITS))
-    busy: Signal = field(default_factory=Signal)
+    busy: Signal = field(default_factory=Signal)  # executing (EXEC state)
+    issue: Signal = field(default_factory=Signal)  # taking, popping or pushing without waiting
     wait_token: Signal = field(default_factory=Signal)
     wait_queue: Signal = field(default_factory=Signal)
     started: Signal = field(default_factory=Signal)  # pulses when an instruction starts executing
@@ -66,12 +67,13 @@ def instruction_cycle(
     first = Signal(name=f"{unit.name.lower()}_first")
     with m.FSM(name=f"{unit.name.lower()}_insn"):
         with m.State("IDLE"):
-            m.d.comb += [fifo.r_en.eq(1), status.wait_queue.eq(~fifo.r_rdy & remaining)]
+            m.d.comb += [fifo.r_en.eq(1), status.wait_queue.eq(~fifo.r_rdy & remaining),
+                         status.issue.eq(fifo.r_rdy)]
             with m.If(fifo.r_rdy):
                 m.d.sync += status.insn.eq(fifo.r_data)
                 m.next = "POP"
         with m.State("POP"):
-            m.d.comb += status.wait_token.eq(~can_pop)
+            m.d.comb += [status.wait_token.eq(~can_pop), status.issue.eq(can_pop)]
             with m.If(can_pop):
                 for k, (flag, q) in enumerate(pops):
                     if q is not None:
@@ -85,7 +87,7 @@ def instruction_cycle(
             with m.If(execute(m, insn, first)):
                 m.next = "PUSH"
         with m.State("PUSH"):
-            m.d.comb += status.wait_token.eq(~can_push)
+            m.d.comb += [status.wait_token.eq(~can_push), status.issue.eq(can_push)]
             with m.If(can_push):
                 for k, (flag, q) in enumerate(pushes):
                     if q is not None:

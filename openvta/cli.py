@@ -6,6 +6,7 @@
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
     openvta compile conv2d --layer resnet18.C5 ... -o PROG.npz
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
+    openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta config [PRESET]
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
@@ -55,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--config", default="default", choices=sorted(PRESETS))
     comp.add_argument("--seed", type=int, default=0)
     comp.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
+    ver = sub.add_parser("verilog", help="export the accelerator's Verilog (module openvta_top)")
+    ver.add_argument("--config", default="default", choices=sorted(PRESETS))
+    ver.add_argument("-o", "--output", required=True, help="Verilog file to write")
+    ver.add_argument("--lint", action="store_true",
+                     help="also run verilator --lint-only -Wall (documented waivers only)")
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
     cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS))
     return parser
@@ -145,6 +151,24 @@ def _compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verilog(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from openvta.hw.export import export_verilog, lint
+
+    text = export_verilog(PRESETS[args.config])
+    Path(args.output).write_text(text)
+    print(f"wrote {len(text.splitlines())} lines of Verilog (module openvta_top, config "
+          f"{args.config}) to {args.output}")
+    if args.lint:
+        findings = lint(text)
+        for line in findings:
+            print(line, file=sys.stderr)
+        print(f"verilator --lint-only -Wall: {len(findings)} warnings beyond the documented waivers")
+        return 1 if findings else 0
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -154,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _disasm(args)
         if args.command == "compile":
             return _compile(args)
+        if args.command == "verilog":
+            return _verilog(args)
         print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
         return 0
     except (ProgramError, BackendError, ConfigError, ISAError, ValueError) as exc:

@@ -1,0 +1,53 @@
+"""Verilog export of the accelerator, and its lint under ``verilator --lint-only -Wall``.
+
+Amaranth's generated Verilog trips a handful of Verilator style warnings that say
+nothing about the design; they are waived here, each with its reason.  Every other
+warning is a finding.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+from openvta.isa import Config, Timing
+
+from .cosim import TOP_NAME, _toolchain_environ, verilog_of
+
+__all__ = ["export_verilog", "lint", "LINT_WAIVERS"]
+
+#: Verilator warnings waived for Amaranth-generated Verilog, with the reason for each.
+LINT_WAIVERS = {
+    "UNUSEDSIGNAL": "Amaranth keeps every named signal, including bits a consumer ignores "
+                    "(e.g. the upper fields of an instruction word a module does not decode)",
+    "CASEINCOMPLETE": "Amaranth emits FSM and Switch cases without a default branch; the "
+                      "preceding assignment is the default",
+    "WIDTHEXPAND": "Amaranth's arithmetic widens operands implicitly (TOOLCHAIN.md)",
+    "WIDTHTRUNC": "Amaranth truncates on assignment implicitly (TOOLCHAIN.md)",
+    "PROCASSINIT": "Amaranth initialises registers in declarations and assigns them in processes",
+    "DECLFILENAME": "the file is named after the configuration, not after the module",
+    "UNDRIVEN": "Amaranth's internal $signal temporaries of memory read ports have bits the "
+                "port never drives",
+    "ALWNEVER": "Amaranth emits empty always @* blocks for constant memory-port enables",
+}
+
+
+def export_verilog(cfg: Config, timing: Timing | None = None) -> str:
+    """The top level's Verilog for ``cfg`` (module ``openvta_top``)."""
+    from .top import make_top
+
+    return verilog_of(make_top(cfg, timing))
+
+
+def lint(verilog: str) -> list[str]:
+    """Warnings of ``verilator --lint-only -Wall`` beyond :data:`LINT_WAIVERS` (empty when clean)."""
+    with tempfile.TemporaryDirectory() as tmp, _toolchain_environ():
+        path = Path(tmp) / f"{TOP_NAME}.v"
+        path.write_text(verilog)
+        waivers = [f"-Wno-{rule}" for rule in LINT_WAIVERS]
+        proc = subprocess.run(["verilator", "--lint-only", "-Wall", *waivers, "--top-module",
+                               TOP_NAME, str(path)], capture_output=True, text=True, check=False)
+    return [line for line in proc.stderr.splitlines()
+            if line.startswith("%Warning") or line.startswith("%Error")
+            and "Exiting due to" not in line]

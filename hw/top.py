@@ -1,0 +1,52 @@
+"""The top level: the core behind an AXI4 master (``m_axi_*``) and AXI4-Lite registers (``s_axil_*``).
+
+Ports are flat signals named as cocotbext-axi's ``from_prefix`` expects; the clock and
+reset are Amaranth's ``clk`` and ``rst`` (active high).  The register map is
+:mod:`openvta.isa.counters`' (start, status, instruction address and count, counters).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.lib import wiring
+
+from openvta.isa import HW_COUNTERS, Config, Timing
+
+from .core import Core
+from .csr import AXIL_MEMBERS as CSR_SIGNATURE_MEMBERS
+from .csr import ControlRegisters
+from .memory import axi_master_signature
+
+__all__ = ["Top", "make_top"]
+
+
+class Top(wiring.Component):
+    """The accelerator as a system component: AXI4 master for memory, AXI4-Lite for control."""
+
+    def __init__(self, cfg: Config, timing: Timing | None = None) -> None:
+        self.cfg, self.timing = cfg, timing
+        members = dict(axi_master_signature(cfg.bus_bytes * 8))
+        members.update(CSR_SIGNATURE_MEMBERS)
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.core = core = Core(self.cfg, self.timing)
+        m.submodules.csr = csr = ControlRegisters(len(HW_COUNTERS))
+        for part, names in ((core, axi_master_signature(self.cfg.bus_bytes * 8)),
+                            (csr, CSR_SIGNATURE_MEMBERS)):
+            for name in names:
+                ours, theirs = getattr(self, name), getattr(part, name)
+                if self.signature.members[name].flow == wiring.Out:
+                    m.d.comb += ours.eq(theirs)
+                else:
+                    m.d.comb += theirs.eq(ours)
+        m.d.comb += [core.start.eq(csr.start), core.insn_addr.eq(csr.insn_addr),
+                     core.insn_count.eq(csr.insn_count), csr.done.eq(core.done),
+                     csr.busy.eq(core.busy), csr.counters.eq(core.counters)]
+        return m
+
+
+def make_top(cfg: Config, timing: Timing | None = None) -> Top:
+    """The top level for ``cfg`` (the factory the ``rtl`` back end builds)."""
+    return Top(cfg, timing)
