@@ -30,16 +30,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
+from amaranth.hdl import Shape
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from openvta.runtime import Program, Result, load_result
 
 from .csr import AXIL_MEMBERS
+from .memory import axi_master_signature
 
-__all__ = ["TOP_NAME", "RtlError", "build", "check_top", "run", "top_members", "verilog_of"]
+__all__ = ["TOP_NAME", "RtlError", "build", "check_top", "default_build_root", "run",
+           "top_members", "verilog_of"]
 
 TOP_NAME = "openvta_top"
 BUILD_MARKER = "openvta-build.json"
@@ -58,31 +61,14 @@ class RtlError(RuntimeError):
 def top_members(bus_width: int) -> dict[str, wiring.Member]:
     """Ports of the accelerator top, with an AXI4 master ``bus_width`` bits wide.
 
-    IDs are 1 bit; ``m_axi_awsize``/``arsize`` must be ``log2(bus_width / 8)``,
-    bursts ``INCR`` and must not cross a 4 KiB boundary (the RAM model checks both).
+    :func:`~openvta.hw.memory.axi_master_signature` plus the register block's
+    :data:`~openvta.hw.csr.AXIL_MEMBERS`.  IDs are 1 bit; ``m_axi_awsize``/``arsize``
+    must be ``log2(bus_width / 8)``, bursts ``INCR`` and must not cross a 4 KiB
+    boundary (the RAM model checks both).
     """
     if not isinstance(bus_width, int) or bus_width < 8 or bus_width & (bus_width - 1):
         raise ValueError(f"bus_width must be a power of two of at least 8 bits, not {bus_width!r}")
-    members: dict[str, wiring.Member] = {}
-    for d in ("aw", "ar"):
-        members.update({
-            f"m_axi_{d}id": Out(1), f"m_axi_{d}addr": Out(32), f"m_axi_{d}len": Out(8),
-            f"m_axi_{d}size": Out(3), f"m_axi_{d}burst": Out(2), f"m_axi_{d}valid": Out(1),
-            f"m_axi_{d}ready": In(1),
-        })
-        if d == "aw":
-            members.update({
-                "m_axi_wdata": Out(bus_width), "m_axi_wstrb": Out(bus_width // 8),
-                "m_axi_wlast": Out(1), "m_axi_wvalid": Out(1), "m_axi_wready": In(1),
-                "m_axi_bid": In(1), "m_axi_bresp": In(2), "m_axi_bvalid": In(1),
-                "m_axi_bready": Out(1),
-            })
-    members.update({
-        "m_axi_rid": In(1), "m_axi_rdata": In(bus_width), "m_axi_rresp": In(2),
-        "m_axi_rlast": In(1), "m_axi_rvalid": In(1), "m_axi_rready": Out(1),
-    })
-    members.update(AXIL_MEMBERS)
-    return members
+    return {**axi_master_signature(bus_width), **AXIL_MEMBERS}
 
 
 def check_top(top: wiring.Component, bus_width: int) -> None:
@@ -94,7 +80,8 @@ def check_top(top: wiring.Component, bus_width: int) -> None:
         if name not in have:
             raise RtlError(f"top {type(top).__name__} lacks the port {name!r} ({want!r})")
         got = have[name]
-        if got.flow != want.flow or got.shape != want.shape:
+        if not (got.is_port and got.flow == want.flow
+                and Shape.cast(got.shape) == Shape.cast(want.shape)):
             raise RtlError(f"top port {name!r} must be {want!r}, not {got!r}")
 
 
@@ -248,11 +235,13 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
     source.write_text(verilog)
     log = build_dir / "build.log"
     shared = _seed_runtime_objects(build_dir, waves)
-    estimate = (3 if shared else 10) + len(verilog) // 20_000
+    estimate = (1 if shared else 8) + len(verilog) // 25_000
     print(f"building RTL with Verilator (first time for this configuration, ~{estimate} s)...",
           file=sys.stderr, flush=True)
     began = time.monotonic()
     runner = _runner()
+    if shared:
+        _touch_after_verilating(runner, build_dir)
     with _toolchain_environ():
         try:
             runner.build(sources=[source], hdl_toplevel=TOP_NAME, build_dir=build_dir,
@@ -268,16 +257,17 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
 
 
 # Verilator's runtime library (verilated*.o) does not depend on the design, only on the
-# tools and the trace flag, yet is most of a small design's build time: compile it once
-# per build root and copy it into every new build directory, where make finds it newer
-# than its sources and keeps it.
+# tools and the flags, yet is most of a small design's build time: compile it once per
+# build root and copy it into every new build directory.  verilated.mk makes these
+# objects depend on the Vtop.mk that Verilator writes, so they are touched between the
+# Verilator and make steps; if that ever fails, make just compiles them again.
 _RUNTIME_OBJECTS = [f"{name}.{ext}" for name in ("verilated", "verilated_dpi", "verilated_vpi",
                                                  "verilated_threads") for ext in ("o", "d")]
 
 
 def _runtime_dir(build_dir: Path, waves: bool) -> Path:
     compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False)
-    key = f"{_tool_versions()}\0{_verilator_bin()}\0{compiler.stdout}\0waves={waves}"
+    key = f"{_tool_versions()}\0{_verilator_bin()}\0{compiler.stdout}\0{BUILD_ARGS}\0{waves}"
     return build_dir.parent / f"runtime-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
@@ -288,6 +278,18 @@ def _seed_runtime_objects(build_dir: Path, waves: bool) -> bool:
     for name in _RUNTIME_OBJECTS:
         shutil.copy2(shared / name, build_dir / name)  # keeps the mtime: make sees it current
     return True
+
+
+def _touch_after_verilating(runner: Any, build_dir: Path) -> None:
+    # cocotb_tools 2.1 builds with two commands, Verilator then make.
+    commands = runner._build_command
+
+    def with_touch() -> list[list[str]]:
+        verilate, *rest = commands()
+        objects = [str(build_dir / n) for n in _RUNTIME_OBJECTS if n.endswith(".o")]
+        return [verilate, ["touch", *objects], *rest]
+
+    runner._build_command = with_touch
 
 
 def _keep_runtime_objects(build_dir: Path, waves: bool) -> None:
@@ -342,26 +344,30 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
         (the message lists every counter), wrote outside the DRAM image, broke
         the AXI protocol, or the simulator crashed.
     """
-    if not isinstance(max_cycles, int) or max_cycles < 1:
+    if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
         raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
+    if not isinstance(program, Program):
+        raise TypeError(f"program must be a Program, not {type(program).__name__}")
     build_dir = Path(build_dir)
     if waves is not None and not _build_info(build_dir).get("waves"):
         raise RtlError(f"waves need a design built with build(..., waves=True); {build_dir} "
                        f"was built without tracing")
-    _build_info(build_dir)
-    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
+    run_dir = Path(tempfile.mkdtemp(prefix="openvta-run-"))  # kept when the run fails
     program.save(run_dir / "program.npz")
     options = {"max_cycles": max_cycles, "idle": idle, "backpressure": backpressure, "seed": seed}
     (run_dir / "run.json").write_text(json.dumps(options))
-    _simulate(build_dir, run_dir, seed, waves is not None)
+    try:
+        _simulate(build_dir, run_dir, seed, waves is not None)
+    finally:  # the waves of a failed run are the ones worth looking at
+        if waves is not None and (run_dir / "dump.vcd").is_file():
+            shutil.copyfile(run_dir / "dump.vcd", waves)
     result = load_result(run_dir / "result.npz")
-    if waves is not None:
-        shutil.copyfile(run_dir / "dump.vcd", waves)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
 
 
 def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
+    _build_info(build_dir)
     results = run_dir / "results.xml"
     log = run_dir / "sim.log"
     runner = _runner()
@@ -390,7 +396,7 @@ def _failure_message(run_dir: Path, results: Path, log: Path) -> str:
     error = run_dir / "error.txt"
     if error.is_file():
         return error.read_text()
-    messages = [f.get("message", "") for f in ElementTree.parse(results).iter("failure")]
-    messages += [f.get("message", "") for f in ElementTree.parse(results).iter("error")]
-    found = "; ".join(m for m in messages if m) or "no message"
+    tree = ElementTree.parse(results)
+    found = "; ".join(f"{f.get('type', 'failure')}: {f.get('message', '')}"
+                      for tag in ("failure", "error") for f in tree.iter(tag)) or "no message"
     return f"the cocotb test failed: {found}\nlog:\n{_tail(log)}"

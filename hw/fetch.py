@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, MemoryType, Module as Unit, Opcode
+from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, Opcode
+from openvta.isa import Module as Unit
 from openvta.isa import layouts_of
 
 from .memory import mem_port
@@ -50,6 +52,11 @@ class TokenCounter(wiring.Component):
 class Fetch(wiring.Component):
     """Reads the instruction stream and routes it to the three command queues.
 
+    Bursts land in a prefetch FIFO that holds a whole burst, and a new burst is requested
+    only when that FIFO is empty: fetch never holds the bus while a command queue is
+    full (a module waiting for the bus would otherwise deadlock against it).  The
+    router moves one instruction per cycle from the prefetch FIFO to its module's queue.
+
     Members
     -------
     queue_data, queue_en :
@@ -64,6 +71,7 @@ class Fetch(wiring.Component):
         self.cfg, self.bus_bits = cfg, bus_bits
         self.beats_per_insn = INSN_BITS // bus_bits
         self.max_burst = max(self.beats_per_insn, max_burst // self.beats_per_insn * self.beats_per_insn)
+        self.insns_per_burst = self.max_burst // self.beats_per_insn
         super().__init__({
             "start": In(1), "insn_addr": In(32), "insn_count": In(32), "busy": Out(1),
             "fetched": Out(1), "waiting_memory": Out(1), "waiting_queue": Out(1),
@@ -83,42 +91,47 @@ class Fetch(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bpi, bus = self.beats_per_insn, self.bus_bits
+        m.submodules.prefetch = prefetch = SyncFIFOBuffered(width=INSN_BITS, depth=self.insns_per_burst)
         addr = Signal(32)
         left = Signal(32)  # instructions not yet requested
+        routing = Signal(32)  # instructions not yet routed
         part = Signal(range(bpi + 1))
         shift = Signal(INSN_BITS)
         word = Cat(shift[bus:], self.mem.rdata) if bpi > 1 else self.mem.rdata
-        target = Signal(2)
-        m.d.comb += [self.queue_data.eq(word), target.eq(self._target(word))]
+        complete = part == bpi - 1
+        m.d.comb += [prefetch.w_data.eq(word), self.busy.eq(routing != 0)]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [addr.eq(self.insn_addr), left.eq(self.insn_count), part.eq(0)]
+                    m.d.sync += [addr.eq(self.insn_addr), left.eq(self.insn_count),
+                                 routing.eq(self.insn_count), part.eq(0)]
                     m.next = "REQ"
             with m.State("REQ"):
-                m.d.comb += [self.busy.eq(1), self.waiting_memory.eq(1)]
                 beats = Mux(left * bpi > self.max_burst, self.max_burst, left * bpi)
                 with m.If(left == 0):
                     m.next = "IDLE"
-                with m.Else():
+                with m.Elif(~prefetch.r_rdy & (prefetch.level == 0)):  # the last burst is routed
                     m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(addr),
-                                 self.mem.rreq_beats.eq(beats)]
+                                 self.mem.rreq_beats.eq(beats), self.waiting_memory.eq(1)]
                     with m.If(self.mem.rreq_ready):
                         m.d.sync += [addr.eq(addr + beats * (bus // 8)), left.eq(left - beats // bpi)]
                         m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += self.busy.eq(1)
-                complete = part == bpi - 1
-                ready = Mux(complete, self.queue_ready.bit_select(target, 1), 1)
-                m.d.comb += [self.mem.rdata_ready.eq(ready),
-                             self.waiting_memory.eq(~self.mem.rdata_valid),
-                             self.waiting_queue.eq(self.mem.rdata_valid & ~ready)]
-                with m.If(self.mem.rdata_valid & ready):
+                m.d.comb += [self.mem.rdata_ready.eq(1), self.waiting_memory.eq(~self.mem.rdata_valid)]
+                with m.If(self.mem.rdata_valid):
                     m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
-                    with m.If(complete):
-                        m.d.comb += [self.queue_en.bit_select(target, 1).eq(1), self.fetched.eq(1)]
+                    m.d.comb += prefetch.w_en.eq(complete)
                     with m.If(self.mem.rdata_last):
                         m.next = "REQ"
+        # the router: one instruction per cycle from the prefetch FIFO to its module's queue
+        target = Signal(2)
+        m.d.comb += [target.eq(self._target(prefetch.r_data)), self.queue_data.eq(prefetch.r_data)]
+        ready = self.queue_ready.bit_select(target, 1)
+        m.d.comb += self.waiting_queue.eq(prefetch.r_rdy & ~ready)
+        with m.If(prefetch.r_rdy & ready):
+            m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(target, 1).eq(1),
+                         self.fetched.eq(1)]
+            m.d.sync += routing.eq(routing - 1)
         return m
 
 
@@ -127,6 +140,3 @@ def _any(terms: object) -> object:
     for term in terms:  # type: ignore[attr-defined]
         result = term | result
     return result
-
-
-_ = MemoryType

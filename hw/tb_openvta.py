@@ -25,7 +25,7 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from openvta.isa.counters import (
+from openvta.isa import (
     COUNTER_BASE,
     HW_COUNTERS,
     REG_CONTROL,

@@ -1,31 +1,34 @@
-"""Timing parameters of the machine: what the cycle model charges, and the RTL must match.
+"""Timing parameters of the machine: what the cycle model charges, mirroring the RTL.
 
 Every field is a whole number of clock cycles (``*_cycles``) or of bus beats
 (``*_beats``); the bus width itself is the configuration's ``LOG_BUS_WIDTH``.  The
-costs the cycle model derives from them (ISA.md instruction by instruction):
+cycle model follows the RTL's structure (``hw/``), and these are the costs it charges:
 
-* **fetch** reads the stream in bursts of ``max_burst_beats``: per burst
-  ``dram_read_latency_cycles`` + its beats, then ``fetch_dispatch_cycles`` per
-  instruction routed into a command queue;
-* every instruction costs ``issue_cycles`` in its module, then:
-* **LOAD** (and sync instructions with ``x_size = 0``: nothing more):
-  ``dram_read_latency_cycles`` once, then the beats of every burst (rows split at
-  ``max_burst_beats``), then ``pad_cycles_per_elem`` for every zero-padding element
-  (padding is written to the buffer, not read from DRAM);
-* **STORE**: the beats of every burst on the write channel, then
-  ``dram_write_latency_cycles`` for the last write response;
-* **GEMM**: ``gemm_pipeline_cycles`` + ``gemm_ii_cycles`` per micro-op execution, plus a
-  stall of ``gemm_pipeline_cycles − d`` for a micro-op whose accumulator tile was
-  written ``d < gemm_pipeline_cycles`` executions before (ISA.md has no hazard rule:
-  the hardware stalls, the schedule decides how often);
-* **ALU**: ``alu_pipeline_cycles`` + per execution ``alu_imm_ii_cycles`` (immediate
-  operand) or ``alu_vec_ii_cycles`` (accumulator operand), plus the same kind of stall
-  when a tile it reads or writes was written within ``alu_pipeline_cycles`` executions;
-* **FINISH**: ``issue_cycles`` only.
+* **memory**: one burst at a time per channel (read, write), shared by fetch, load,
+  compute and store in arrival order (round-robin among the waiting masters).  A read
+  burst of ``n`` beats holds the channel ``request_cycles + dram_read_latency_cycles
+  + n`` cycles; a write burst ``request_cycles + n + 1 + dram_write_latency_cycles``.
+  Rows are split into bursts of at most ``max_burst_beats``;
+* **fetch** reads a burst of instructions into its prefetch buffer (never holding the
+  bus while a command queue is full), and reads the next burst once the buffer is
+  empty; the router moves one instruction per cycle, ``prefetch_latency_cycles`` after
+  its last beat, into its module's command queue, where the module sees it
+  ``queue_latency_cycles`` later;
+* every instruction costs ``issue_cycles`` in its module (take it, pop, start, push);
+* **LOAD** adds per data row ``dma_row_cycles`` + its bursts + one cycle per padding
+  element of the row, per padding row ``dma_pad_row_cycles`` + one cycle per element,
+  and ``dma_done_cycles`` at the end (padding is written to the buffer, not read);
+* **STORE** adds per row ``store_row_cycles`` + its bursts, and ``dma_done_cycles``;
+* **GEMM** adds ``gemm_pipeline_cycles`` + ``gemm_ii_cycles`` per micro-op execution,
+  **ALU** ``alu_pipeline_cycles`` + ``alu_imm_ii_cycles`` or ``alu_vec_ii_cycles`` per
+  execution; a loop with no execution adds one cycle.  An execution touching a tile
+  written fewer than ``hazard_window`` executions before waits out the difference
+  (0: the RTL forwards the accumulator, ISA.md's no-hazard rule costs nothing);
+* sync instructions (``x_size = 0``) add nothing; FINISH ends the run one cycle early
+  (it pushes nothing).
 
-Read and write channels are separate and shared by fetch, load, compute and store;
-requests are served in arrival order, one burst at a time, which is round-robin among
-the modules that wait.
+Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
+(``benchmarks/rtl.py`` reports the remaining error per program).
 """
 
 from __future__ import annotations
@@ -48,28 +51,42 @@ class Timing:
     1
     """
 
-    #: cycles from a read request to its first data beat
-    dram_read_latency_cycles: int = 24
-    #: cycles from the last write beat to the write response
-    dram_write_latency_cycles: int = 8
+    #: cycles between the read-address handshake and the first data beat, beyond one
+    dram_read_latency_cycles: int = 0
+    #: cycles between the last write beat and the write response, beyond one
+    dram_write_latency_cycles: int = 0
     #: beats per burst on either channel (AXI4 allows up to 256)
     max_burst_beats: int = 64
-    #: cycles fetch spends routing one instruction into a command queue
-    fetch_dispatch_cycles: int = 1
-    #: cycles a module spends taking an instruction from its queue and decoding it
-    issue_cycles: int = 2
+    #: cycles of a burst before its address is accepted (request, arbitration)
+    request_cycles: int = 2
+    #: cycles from an instruction's last beat to the router seeing it (prefetch buffer)
+    prefetch_latency_cycles: int = 2
+    #: cycles from the router routing an instruction to its module seeing it
+    queue_latency_cycles: int = 1
+    #: cycles a module spends per instruction: take it, pop tokens, start, push tokens
+    issue_cycles: int = 4
+    #: cycles of a LOAD per data row besides its bursts and padding
+    dma_row_cycles: int = 3
+    #: cycles of a LOAD per padding row besides one per element
+    dma_pad_row_cycles: int = 2
+    #: cycles at the end of a LOAD or STORE
+    dma_done_cycles: int = 1
+    #: cycles of a STORE per row besides its bursts
+    store_row_cycles: int = 1
     #: buffer-write cycles per zero-padding element of a LOAD
     pad_cycles_per_elem: int = 1
-    #: GEMM core latency from a micro-op's issue to its accumulator write
-    gemm_pipeline_cycles: int = 4
+    #: GEMM cycles besides one per micro-op execution (pipeline fill and drain)
+    gemm_pipeline_cycles: int = 3
     #: cycles between consecutive GEMM micro-ops
     gemm_ii_cycles: int = 1
-    #: ALU latency from a micro-op's issue to its accumulator write
+    #: ALU cycles besides one per micro-op execution
     alu_pipeline_cycles: int = 3
     #: cycles between ALU micro-ops with an immediate operand
     alu_imm_ii_cycles: int = 1
-    #: cycles between ALU micro-ops with an accumulator operand (two reads)
-    alu_vec_ii_cycles: int = 2
+    #: cycles between ALU micro-ops with an accumulator operand
+    alu_vec_ii_cycles: int = 1
+    #: executions within which reading a freshly written tile stalls (0: forwarded)
+    hazard_window: int = 0
     #: nominal clock for GOPS figures, in MHz
     clock_mhz: float = 100.0
 
@@ -98,7 +115,7 @@ class Timing:
 TIMING_PRESETS: dict[str, Timing] = {
     "default": Timing(),
     "small": Timing(),
-    "tiny": Timing(dram_read_latency_cycles=16, max_burst_beats=32),
+    "tiny": Timing(max_burst_beats=32),
 }
 
 

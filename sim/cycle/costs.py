@@ -11,7 +11,10 @@ import numpy as np
 
 from openvta.isa import INSN_BYTES, Config, MemInsn, Timing
 
-__all__ = ["Bursts", "dma_bursts", "fetch_bursts", "pad_elems", "hazard_stall_cycles"]
+__all__ = [
+    "Bursts", "split_bursts", "load_row_bursts", "store_row_bursts", "fetch_bursts", "pad_elems",
+    "hazard_stall_cycles",
+]
 
 
 class Bursts:
@@ -29,29 +32,31 @@ class Bursts:
         return sum(count * beats for count, beats in self.runs)
 
 
-def _row_bursts(row_bytes: int, rows: int, cfg: Config, timing: Timing) -> Bursts:
+def split_bursts(beats: int, max_burst: int) -> Bursts:
+    """``beats`` in bursts of at most ``max_burst``."""
+    full, rest = divmod(beats, max_burst)
+    return Bursts([(full, max_burst), (1, rest)])
+
+
+def load_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bursts:
+    """The bursts of data row ``row`` of a LOAD (a row starting mid-beat reads whole beats)."""
+    elem = cfg.elem_bytes(insn.memory_type)
     bus = cfg.bus_bytes
-    burst_bytes = timing.max_burst_beats * bus
-    full, rest = divmod(row_bytes, burst_bytes)
-    pattern = [(full, timing.max_burst_beats)] + ([(1, -(-rest // bus))] if rest else [])
-    if rows == 1 or len(pattern) == 1 or full == 0:
-        return Bursts([(count * rows, beats) for count, beats in pattern if count])
-    return Bursts(pattern * rows)
+    start = (insn.dram_base + row * insn.x_stride) * elem
+    offset = start % bus if elem < bus else 0
+    return split_bursts(-(-(offset + insn.x_size * elem) // bus), timing.max_burst_beats)
 
 
-def dma_bursts(insn: MemInsn, cfg: Config, timing: Timing) -> Bursts:
-    """The bursts a LOAD reads or a STORE writes: each row split at ``max_burst_beats``."""
-    if insn.x_size == 0 or insn.y_size == 0:
-        return Bursts([])
-    row_bytes = insn.x_size * cfg.elem_bytes(insn.memory_type)
-    if insn.x_stride == insn.x_size:  # rows are contiguous in DRAM: one long transfer
-        return _row_bursts(row_bytes * insn.y_size, 1, cfg, timing)
-    return _row_bursts(row_bytes, insn.y_size, cfg, timing)
+def store_row_bursts(insn: MemInsn, cfg: Config, timing: Timing) -> Bursts:
+    """The bursts of one row of a STORE."""
+    beats = insn.x_size * max(1, cfg.out_elem_bytes // cfg.bus_bytes)
+    return split_bursts(beats, timing.max_burst_beats)
 
 
 def fetch_bursts(count: int, cfg: Config, timing: Timing) -> list[int]:
     """Instructions per burst fetch reads, for a stream of ``count`` instructions."""
-    per_burst = max(1, timing.max_burst_beats * cfg.bus_bytes // INSN_BYTES)
+    beats_per_insn = max(1, INSN_BYTES // cfg.bus_bytes)
+    per_burst = max(1, timing.max_burst_beats // beats_per_insn)
     full, rest = divmod(count, per_burst)
     return [per_burst] * full + ([rest] if rest else [])
 
@@ -65,19 +70,19 @@ def pad_elems(insn: MemInsn) -> int:
     return rows * cols - insn.y_size * insn.x_size
 
 
-def hazard_stall_cycles(writes: np.ndarray, reads: list[np.ndarray], pipeline_cycles: int) -> int:
+def hazard_stall_cycles(writes: np.ndarray, reads: list[np.ndarray], window: int) -> int:
     """Stall cycles of micro-op executions that touch a tile written too recently.
 
-    Execution ``u`` waits ``pipeline_cycles − d`` cycles when the nearest earlier
-    execution writing a tile it reads or writes is ``d < pipeline_cycles`` executions
-    before it (a first-order model: it counts distances in executions, not in cycles).
+    Execution ``u`` waits ``window − d`` cycles when the nearest earlier execution
+    writing a tile it reads or writes is ``d < window`` executions before it (a
+    first-order model: it counts distances in executions, not in cycles).
     """
     n = len(writes)
     stall = np.zeros(n, dtype=np.int64)
-    for distance in range(min(pipeline_cycles - 1, n - 1), 0, -1):
+    for distance in range(min(window - 1, n - 1), 0, -1):
         earlier = writes[:-distance]
         hit = writes[distance:] == earlier
         for read in reads:
             hit |= read[distance:] == earlier
-        stall[distance:] = np.where(hit, pipeline_cycles - distance, stall[distance:])
+        stall[distance:] = np.where(hit, window - distance, stall[distance:])
     return int(stall.sum())

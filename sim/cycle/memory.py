@@ -41,38 +41,33 @@ class ModuleStats:
 
 
 class Channel:
-    """One direction of the memory bus.
+    """One direction of the memory bus: one burst at a time, in request order.
 
     Parameters
     ----------
     env :
         the SimPy environment.
-    latency_cycles :
-        cycles from a request to its first beat (read), or from the last beat to the
-        response (write).
+    overhead_cycles :
+        cycles a burst holds the channel besides its beats (request, arbitration, latency,
+        and for writes the response).
     """
 
-    def __init__(self, env: simpy.Environment, latency_cycles: int, bus_bytes: int) -> None:
+    def __init__(self, env: simpy.Environment, overhead_cycles: int, bus_bytes: int) -> None:
         self.env = env
-        self.latency_cycles = latency_cycles
+        self.overhead_cycles = overhead_cycles
         self.bus_bytes = bus_bytes
         self.port = simpy.Resource(env, capacity=1)
         self.beats = 0
 
-    def latency(self, stats: ModuleStats) -> Generator[Any, Any, None]:
-        if self.latency_cycles:
-            yield self.env.timeout(self.latency_cycles)
-            stats.wait_memory += self.latency_cycles
-
     def transfer(self, bursts: Bursts, stats: ModuleStats) -> Generator[Any, Any, None]:
-        """Move ``bursts``, one grant per burst; waiting for a grant is memory wait."""
+        """Move ``bursts``; waiting for the channel and the overhead are memory wait."""
         env = self.env
         for count, beats in bursts.runs:
             for _ in range(count):
                 asked = int(env.now)
                 with self.port.request() as grant:
                     yield grant
-                    stats.wait_memory += int(env.now) - asked
-                    yield env.timeout(beats)
+                    yield env.timeout(self.overhead_cycles + beats)
+                stats.wait_memory += int(env.now) - asked - beats
                 stats.busy += beats
                 self.beats += beats

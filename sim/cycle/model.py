@@ -36,7 +36,7 @@ from openvta.runtime.program import Program, Result
 from ..errors import DeadlockError, MemoryAccessError, SimulationError
 from ..functional.machine import Machine
 from ..functional.semantics import loop_indices
-from .costs import Bursts, dma_bursts, fetch_bursts, hazard_stall_cycles, pad_elems
+from .costs import fetch_bursts, hazard_stall_cycles, load_row_bursts, store_row_bursts
 from .memory import Channel, ModuleStats
 from .report import CycleReport, build_report
 
@@ -107,12 +107,19 @@ class CycleModel:
         self.max_cycles = max_cycles
         self.machine = Machine(program, check_races=check_races)
         self.env = env = simpy.Environment()
-        self.read = Channel(env, self.timing.dram_read_latency_cycles, cfg.bus_bytes)
-        self.write = Channel(env, self.timing.dram_write_latency_cycles, cfg.bus_bytes)
+        t = self.timing
+        self.read = Channel(env, t.request_cycles + t.dram_read_latency_cycles, cfg.bus_bytes)
+        self.write = Channel(env, t.request_cycles + 1 + t.dram_write_latency_cycles, cfg.bus_bytes)
         self.commands = {m: simpy.Store(env, capacity=cfg.CMD_QUEUE_DEPTH) for m in Module}
         self.tokens = {q: simpy.Store(env, capacity=cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
         self.stats = {name: ModuleStats() for name in ("fetch", "load", "compute", "store")}
         self.status = {name: "not started" for name in self.stats}
+        self.asked = {name: 0 for name in self.stats}  # when each module began waiting
+        self.fetch_done = 0
+        self.prefetch = simpy.Store(env)
+        self.routed = 0
+        self.routed_event = env.event()
+        self._last_route = -1
         self.records: list[InsnRecord] = []
         self.token_records: list[TokenRecord] = []
         self.done = env.event()
@@ -120,29 +127,48 @@ class CycleModel:
 
     # -- processes -------------------------------------------------------------------
     def _fetch(self) -> Generator[Any, Any, None]:
+        """Fetch reads a burst into its prefetch buffer, then waits until it is all routed."""
         env, stats, timing = self.env, self.stats["fetch"], self.timing
+        beats_per_insn = max(1, INSN_BYTES // self.cfg.bus_bytes)
         index = 0
         for chunk in fetch_bursts(len(self.machine.insns), self.cfg, timing):
             label = f"{index}..{index + chunk - 1}"
             self.status["fetch"] = f"reading instructions {label}"
-            start = int(env.now)
-            yield from self.read.latency(stats)
-            beats = -(-chunk * INSN_BYTES // self.cfg.bus_bytes)
-            yield from self.read.transfer(Bursts([(1, beats)]), stats)
-            for _ in range(chunk):
-                if timing.fetch_dispatch_cycles:
-                    yield env.timeout(timing.fetch_dispatch_cycles)
-                    stats.busy += timing.fetch_dispatch_cycles
-                target = self.machine.module[index]
-                self.status["fetch"] = (f"instruction {index} waits for room in the full "
-                                        f"{target.name.lower()} command queue")
-                asked = int(env.now)
-                yield self.commands[target].put(index)
-                stats.wait_queue += int(env.now) - asked
-                stats.insns += 1
-                index += 1
+            start = asked = int(env.now)
+            with self.read.port.request() as grant:
+                yield grant
+                yield env.timeout(self.read.overhead_cycles)
+                stats.wait_memory += int(env.now) - asked
+                for _ in range(chunk):
+                    yield env.timeout(beats_per_insn)
+                    stats.busy += beats_per_insn
+                    self.prefetch.put((index, int(env.now)))
+                    index += 1
+                self.read.beats += chunk * beats_per_insn
             self.records.append(InsnRecord("fetch", index - 1, start, int(env.now), label))
+            self.status["fetch"] = f"routing instructions {label}"
+            while self.routed < index:  # the next burst waits for an empty prefetch buffer
+                yield self.routed_event
         self.status["fetch"] = "done"
+        self.fetch_done = int(env.now)
+
+    def _route(self) -> Generator[Any, Any, None]:
+        """The router: one instruction per cycle from the prefetch buffer to its queue."""
+        env, stats = self.env, self.stats["fetch"]
+        while True:
+            index, arrived = yield self.prefetch.get()
+            ready = max(arrived + self.timing.prefetch_latency_cycles, self._last_route + 1)
+            if ready > int(env.now):
+                yield env.timeout(ready - int(env.now))
+            target = self.machine.module[index]
+            asked = int(env.now)
+            yield self.commands[target].put((index, int(env.now)))
+            stats.wait_queue += int(env.now) - asked
+            stats.insns += 1
+            self._last_route = int(env.now)
+            self.routed += 1
+            event, self.routed_event = self.routed_event, env.event()
+            event.succeed()
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
         env, machine = self.env, self.machine
@@ -150,9 +176,15 @@ class CycleModel:
         stats = self.stats[name]
         while True:
             self.status[name] = "waiting for an instruction"
-            asked = int(env.now)
-            index = yield self.commands[module].get()
+            asked = self.asked[name] = int(env.now)
+            index, routed = yield self.commands[module].get()
+            visible = routed + self.timing.queue_latency_cycles
+            if visible > int(env.now):
+                yield env.timeout(visible - int(env.now))
             stats.wait_queue += int(env.now) - asked
+            start = int(env.now)
+            yield env.timeout(1)  # take the instruction; its pops follow
+            stats.busy += 1
             asked = int(env.now)
             popped = []
             for queue in machine.pops[index]:
@@ -166,7 +198,6 @@ class CycleModel:
                 self.token_records.append(TokenRecord(queue, token.flow, token.time,
                                                       token.producer_insn, int(env.now), index))
             self.status[name] = f"instruction {index} ({machine.describe(index)}) executing"
-            start = int(env.now)
             yield from self._spend(module, index, stats)
             machine.execute(module, index, {q: len(s.items) for q, s in self.tokens.items()})
             stats.insns += 1
@@ -186,42 +217,52 @@ class CycleModel:
     # -- instruction costs -------------------------------------------------------------
     def _spend(self, module: Module, index: int, stats: ModuleStats) -> Generator[Any, Any, None]:
         insn, timing, env = self.machine.insns[index], self.timing, self.env
-        if timing.issue_cycles:
-            yield env.timeout(timing.issue_cycles)
-            stats.busy += timing.issue_cycles
-        if isinstance(insn, MemInsn):
-            if insn.x_size == 0:
-                return
+        busy = timing.issue_cycles - 1  # the take cycle is spent before the pops
+        if isinstance(insn, MemInsn) and insn.x_size:
+            yield from self._busy(busy, stats)
             if insn.opcode == Opcode.STORE:
-                yield from self.write.transfer(dma_bursts(insn, self.cfg, timing), stats)
-                yield from self.write.latency(stats)
-                return
-            yield from self.read.latency(stats)
-            yield from self.read.transfer(dma_bursts(insn, self.cfg, timing), stats)
-            pad = pad_elems(insn) * timing.pad_cycles_per_elem
-            if pad:
-                yield env.timeout(pad)
-                stats.busy += pad
+                bursts = store_row_bursts(insn, self.cfg, timing)
+                for _ in range(insn.y_size):
+                    yield from self._busy(timing.store_row_cycles, stats)
+                    yield from self.write.transfer(bursts, stats)
+            else:
+                yield from self._load_rows(insn, stats)
+            yield from self._busy(timing.dma_done_cycles, stats)
             return
         if insn.opcode == Opcode.FINISH:
-            return
-        cycles = self._loop_cycles(index, insn)  # type: ignore[arg-type]
-        if int(env.now) + cycles > self.max_cycles:
-            raise CycleLimitError(
-                f"instruction {index} ({self.machine.describe(index)}) needs {cycles} cycles "
-                f"and would pass the cycle bound of {self.max_cycles} cycles"
-            )
-        yield env.timeout(cycles)
-        stats.busy += cycles
-        unit = "gemm" if isinstance(insn, GemmInsn) else "alu"
-        stats.extra[unit] = stats.extra.get(unit, 0) + cycles
+            busy -= 1  # the run ends as FINISH executes: it pushes nothing
+        elif isinstance(insn, (GemmInsn, AluInsn)):
+            cycles = self._loop_cycles(index, insn)
+            if int(env.now) + cycles > self.max_cycles:
+                raise CycleLimitError(
+                    f"instruction {index} ({self.machine.describe(index)}) needs {cycles} cycles "
+                    f"and would pass the cycle bound of {self.max_cycles} cycles"
+                )
+            unit = "gemm" if isinstance(insn, GemmInsn) else "alu"
+            stats.extra[unit] = stats.extra.get(unit, 0) + cycles + busy
+            busy += cycles
+        yield from self._busy(busy, stats)
+
+    def _busy(self, cycles: int, stats: ModuleStats) -> Generator[Any, Any, None]:
+        if cycles:
+            yield self.env.timeout(cycles)
+            stats.busy += cycles
+
+    def _load_rows(self, insn: MemInsn, stats: ModuleStats) -> Generator[Any, Any, None]:
+        timing, width = self.timing, insn.x_pad_0 + insn.x_size + insn.x_pad_1
+        pad_rows = insn.y_pad_0 + insn.y_pad_1
+        yield from self._busy(pad_rows * (timing.dma_pad_row_cycles + width * timing.pad_cycles_per_elem), stats)
+        row_cycles = timing.dma_row_cycles + (insn.x_pad_0 + insn.x_pad_1) * timing.pad_cycles_per_elem
+        for row in range(insn.y_size):
+            yield from self._busy(row_cycles, stats)
+            yield from self.read.transfer(load_row_bursts(insn, row, self.cfg, timing), stats)
 
     def _loop_cycles(self, index: int, insn: GemmInsn | AluInsn) -> int:
         timing = self.timing
         try:
             idx = loop_indices(self.machine.state, insn, f"instruction {index}")
         except MemoryAccessError:
-            return 0  # the machine reports it, with the instruction, when it applies it
+            return 1  # the machine reports it, with the instruction, when it applies it
         dst = idx.dst.reshape(-1)
         if isinstance(insn, AluInsn):
             reads = [] if insn.use_imm else [idx.src.reshape(-1)]
@@ -230,13 +271,14 @@ class CycleModel:
         else:
             reads, ii, pipeline = [], timing.gemm_ii_cycles, timing.gemm_pipeline_cycles
         if dst.size == 0:
-            return 0
-        return pipeline + dst.size * ii + hazard_stall_cycles(dst, reads, pipeline)
+            return 1
+        return pipeline + dst.size * ii + hazard_stall_cycles(dst, reads, timing.hazard_window)
 
     # -- running ---------------------------------------------------------------------
     def run(self) -> CycleReport:
         env = self.env
         env.process(self._fetch())
+        env.process(self._route())
         for module in Module:
             env.process(self._module(module))
         while not self.done.triggered:

@@ -145,6 +145,9 @@ def build_report(model: CycleModel) -> CycleReport:
     for name, stats in model.stats.items():
         stats.busy, stats.wait_token = int(stats.busy), int(stats.wait_token)
         stats.wait_memory, stats.wait_queue = int(stats.wait_memory), int(stats.wait_queue)
+        if name != "fetch" and model.status[name] == "waiting for an instruction":
+            # waiting for an instruction while fetch could still route one is queue wait
+            stats.wait_queue += max(0, min(model.fetch_done, cycles) - model.asked[name])
         stats.idle = cycles - stats.total
         busy, token, memory, queue = _MODULE_COUNTERS[name]
         counters[busy.value] = stats.busy

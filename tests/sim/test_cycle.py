@@ -19,14 +19,24 @@ from openvta.sim.functional import DeadlockError, RaceError, run
 TINY = preset("tiny")
 # 64-beat bursts: fetch reads 16 instructions per burst, so these small programs are
 # fetched in one burst and the measured instruction never shares the bus.
-T = Timing(dram_read_latency_cycles=20, dram_write_latency_cycles=7, max_burst_beats=64,
-           fetch_dispatch_cycles=1, issue_cycles=2, pad_cycles_per_elem=1,
-           gemm_pipeline_cycles=4, gemm_ii_cycles=1, alu_pipeline_cycles=3,
+T = Timing(dram_read_latency_cycles=5, dram_write_latency_cycles=7, max_burst_beats=64,
+           request_cycles=2, prefetch_latency_cycles=2, queue_latency_cycles=1, issue_cycles=4,
+           dma_row_cycles=3,
+           dma_pad_row_cycles=2, dma_done_cycles=1, store_row_cycles=1, pad_cycles_per_elem=1,
+           gemm_pipeline_cycles=3, gemm_ii_cycles=1, alu_pipeline_cycles=3,
            alu_imm_ii_cycles=1, alu_vec_ii_cycles=2)
+READ_BURST = T.request_cycles + T.dram_read_latency_cycles  # beyond the beats
+WRITE_BURST = T.request_cycles + 1 + T.dram_write_latency_cycles
 
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _bursts(beats: int) -> int:
+    """Cycles of a transfer of ``beats`` beats in bursts of at most 64."""
+    count = _ceil(beats, T.max_burst_beats)
+    return count * READ_BURST + beats
 
 
 def _durations(program, timing: Timing = T) -> tuple[CycleModel, dict[int, int]]:
@@ -53,14 +63,8 @@ def test_load_of_n_tiles_closed_form(tiles: int, strided: bool) -> None:
     b.load_2d(MemoryType.INP, 0, src, y_size=rows, x_size=cols, x_stride=2 if strided else cols)
     program = b.finish()
     _, durations = _durations(program)
-    bus, elem = TINY.bus_bytes, TINY.inp_elem_bytes
-    burst_bytes = T.max_burst_beats * bus
-    if strided:
-        beats = rows * _ceil(elem, bus)
-    else:
-        total = tiles * elem
-        beats = (total // burst_bytes) * T.max_burst_beats + _ceil(total % burst_bytes, bus)
-    expected = T.issue_cycles + T.dram_read_latency_cycles + beats
+    beats_per_row = cols * TINY.inp_elem_bytes // TINY.bus_bytes
+    expected = T.issue_cycles + rows * (T.dma_row_cycles + _bursts(beats_per_row)) + T.dma_done_cycles
     assert durations[_first(program, "LOAD", MemoryType.INP)] == expected
 
 
@@ -71,11 +75,13 @@ def test_padding_costs_buffer_writes_not_dram(pads) -> None:
     b.load_2d(MemoryType.INP, 0, src, y_size=2, x_size=3, x_stride=4, y_pad_0=pads[0],
               y_pad_1=pads[1], x_pad_0=pads[2], x_pad_1=pads[3])
     program = b.finish()
-    _, durations = _durations(program)
-    written = (pads[0] + 2 + pads[1]) * (pads[2] + 3 + pads[3])
-    beats = 2 * _ceil(3 * TINY.inp_elem_bytes, TINY.bus_bytes)
-    expected = T.issue_cycles + T.dram_read_latency_cycles + beats + (written - 6) * T.pad_cycles_per_elem
+    model, durations = _durations(program)
+    width = pads[2] + 3 + pads[3]
+    pad_rows = (pads[0] + pads[1]) * (T.dma_pad_row_cycles + width)
+    data_rows = 2 * (T.dma_row_cycles + pads[2] + pads[3] + _bursts(3))
+    expected = T.issue_cycles + pad_rows + data_rows + T.dma_done_cycles
     assert durations[_first(program, "LOAD", MemoryType.INP)] == expected
+    assert model.read.beats - _ceil(program.insn_count * 16, TINY.bus_bytes) == 6  # data only
 
 
 @pytest.mark.parametrize("uops", [1, 5, 40])
@@ -84,12 +90,15 @@ def test_gemm_of_n_micro_ops_closed_form(uops: int) -> None:
     b.gemm(UopKernel(tuple(Uop(i % 200, 0, 0) for i in range(uops))))  # distinct neighbours
     b.gemm(UopKernel((Uop(3, 0, 0),), (UopLoop(uops),)))  # the same tile every time
     program = b.finish()
-    _, durations = _durations(program)
     gemms = [i for i, insn in enumerate(program.instructions()) if insn.opcode.name == "GEMM"]
     p = T.gemm_pipeline_cycles
+    _, durations = _durations(program)
     assert durations[gemms[0]] == T.issue_cycles + p + uops * T.gemm_ii_cycles
-    # each micro-op after the first waits for its predecessor's write: p - 1 cycles
-    assert durations[gemms[1]] == T.issue_cycles + p + uops + (uops - 1) * (p - 1)
+    assert durations[gemms[1]] == T.issue_cycles + p + uops  # forwarded: no hazard stall
+    window = 4
+    _, stalled = _durations(program, T.replace(hazard_window=window))
+    assert stalled[gemms[0]] == durations[gemms[0]]
+    assert stalled[gemms[1]] == T.issue_cycles + p + uops + (uops - 1) * (window - 1)
 
 
 @pytest.mark.parametrize("use_imm", [True, False])
@@ -103,17 +112,17 @@ def test_alu_with_and_without_immediate_closed_form(use_imm: bool) -> None:
     assert durations[_first(program, "ALU")] == T.issue_cycles + T.alu_pipeline_cycles + 30 * ii
 
 
-@pytest.mark.parametrize("tiles", [1, 9, 64, 70, 200])
-def test_store_closed_form(tiles: int) -> None:
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("tiles", [1, 9, 64, 70])
+def test_store_closed_form(rows: int, tiles: int) -> None:
     b = ProgramBuilder(TINY)
-    dst = b.tensor("y", shape=(tiles, 1, 4), dtype="int8", role="output")
-    b.store_2d(0, dst, y_size=1, x_size=tiles)
+    dst = b.tensor("y", shape=(rows, tiles, 1, 4), dtype="int8", role="output")
+    b.store_2d(0, dst, y_size=rows, x_size=tiles)
     program = b.finish()
     _, durations = _durations(program)
-    total = tiles * TINY.out_elem_bytes
-    burst_bytes = T.max_burst_beats * TINY.bus_bytes
-    beats = (total // burst_bytes) * T.max_burst_beats + _ceil(total % burst_bytes, TINY.bus_bytes)
-    expected = T.issue_cycles + beats + T.dram_write_latency_cycles
+    beats = tiles * TINY.out_elem_bytes // TINY.bus_bytes
+    row = T.store_row_cycles + _ceil(beats, T.max_burst_beats) * WRITE_BURST + beats
+    expected = T.issue_cycles + rows * row + T.dma_done_cycles
     assert durations[_first(program, "STORE")] == expected
 
 
@@ -126,15 +135,16 @@ def test_fetch_of_n_instructions_closed_form(count: int) -> None:
     program = b.finish()
     model = CycleModel(program, T)
     model.run()
-    per_burst = T.max_burst_beats * TINY.bus_bytes // INSN_BYTES
+    beats_per_insn = INSN_BYTES // TINY.bus_bytes
+    per_burst = T.max_burst_beats // beats_per_insn
     chunks = [per_burst] * (program.insn_count // per_burst)
     chunks += [program.insn_count % per_burst] if program.insn_count % per_burst else []
-    expected = sum(T.dram_read_latency_cycles + _ceil(c * INSN_BYTES, TINY.bus_bytes)
-                   + c * T.fetch_dispatch_cycles for c in chunks)
+    expected = sum(READ_BURST + c * beats_per_insn for c in chunks)
     fetch = [r for r in model.records if r.module == "fetch"]
     assert sum(r.end - r.start for r in fetch) == expected
-    if program.insn_count == 1:  # FINISH alone: fetched, dispatched, issued
-        assert model.env.now == expected + T.issue_cycles
+    if program.insn_count == 1:  # FINISH alone: fetched, routed, taken, executed (no push)
+        assert model.env.now == (expected + T.prefetch_latency_cycles + T.queue_latency_cycles
+                                 + T.issue_cycles - 1)
 
 
 def _producer_consumer(depth: int):

@@ -1,0 +1,115 @@
+"""The ``rtl`` back end: run a program on the Amaranth RTL under Verilator.
+
+Each configuration is elaborated and built once (the build is cached on disk, see
+:func:`openvta.hw.cosim.build`); every program then runs in a fresh simulator
+process.  The first run of a configuration pays the Verilator build, later runs and
+later sessions only the simulation.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from amaranth.lib import wiring
+
+from openvta.isa import Config
+from openvta.runtime import BackendError, Program, Result
+
+from . import cosim
+
+__all__ = ["DEFAULT_TOP", "RtlBackend"]
+
+#: Where the default top-level factory lives ("module:attribute"), imported on first use.
+DEFAULT_TOP = "openvta.hw.top:make_top"
+
+TopFactory = Callable[[Config], wiring.Component]
+
+
+def _default_top_factory() -> TopFactory:
+    module_name, _, attr = DEFAULT_TOP.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendError(f"the rtl back end needs the top level {DEFAULT_TOP}, which cannot "
+                           f"be imported: {exc}") from exc
+    try:
+        factory: TopFactory = getattr(module, attr)
+    except AttributeError:
+        raise BackendError(f"the rtl back end needs {DEFAULT_TOP}, but module {module_name} "
+                           f"has no {attr!r}") from None
+    return factory
+
+
+class RtlBackend:
+    """Runs programs on the RTL top level in Verilator, through the cocotb harness.
+
+    Parameters
+    ----------
+    top_factory :
+        builds the top-level component for a configuration (default
+        ``openvta.hw.top.make_top``); it must have the ports of
+        :func:`openvta.hw.cosim.top_members` for ``cfg.bus_bytes * 8``.
+    max_cycles :
+        cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.RtlError`.
+    idle, backpressure :
+        random stalls in the DRAM model (see :func:`openvta.hw.cosim.run`).
+    seed :
+        seed of those stalls and of cocotb's random module.
+    waves :
+        write a VCD of every run to this path (the design is then built with tracing).
+    build_root :
+        the Verilator build cache (default ``$OPENVTA_RTL_CACHE`` or
+        ``~/.cache/openvta/rtl``).
+
+    Examples
+    --------
+    >>> from openvta.hw.backend import RtlBackend
+    >>> backend = RtlBackend(max_cycles=100_000)  # doctest: +SKIP
+    >>> result = backend.run(program)  # doctest: +SKIP
+    """
+
+    def __init__(self, top_factory: TopFactory | None = None, *, max_cycles: int = 2_000_000,
+                 idle: bool = False, backpressure: bool = False, seed: int = 0,
+                 waves: Path | str | None = None, build_root: Path | str | None = None) -> None:
+        if top_factory is not None and not callable(top_factory):
+            raise TypeError(f"top_factory must be callable, not {top_factory!r}")
+        if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
+            raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an integer, not {seed!r}")
+        self.max_cycles = max_cycles
+        self.idle, self.backpressure, self.seed = bool(idle), bool(backpressure), seed
+        self.waves = None if waves is None else Path(waves)
+        self.build_root = None if build_root is None else Path(build_root)
+        self._top_factory = top_factory
+        self._builds: dict[Config, Path] = {}
+
+    def build_dir(self, cfg: Config) -> Path:
+        """The Verilator build for ``cfg``, elaborated and built on first use."""
+        if cfg not in self._builds:
+            factory = self._top_factory or _default_top_factory()
+            top = factory(cfg)
+            cosim.check_top(top, cfg.bus_bytes * 8)
+            verilog = cosim.verilog_of(top)
+            self._builds[cfg] = cosim.build(verilog, self.build_root,
+                                            waves=self.waves is not None)
+        return self._builds[cfg]
+
+    def run(self, program: Program) -> Result:
+        """Run ``program`` to FINISH; the final DRAM image and every hardware counter.
+
+        Raises
+        ------
+        RtlError
+            when the build fails or the run does not finish correctly (see
+            :func:`openvta.hw.cosim.run`).
+        BackendError
+            when the top level cannot be imported.
+        """
+        if not isinstance(program, Program):
+            raise TypeError(f"program must be a Program, not {type(program).__name__}")
+        return cosim.run(self.build_dir(program.config), program, max_cycles=self.max_cycles,
+                         idle=self.idle, backpressure=self.backpressure, seed=self.seed,
+                         waves=self.waves)
