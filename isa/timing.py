@@ -24,8 +24,7 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   execution; a loop with no execution adds one cycle.  An execution touching a tile
   written fewer than ``hazard_window`` executions before waits out the difference
   (0: the RTL forwards the accumulator, ISA.md's no-hazard rule costs nothing);
-* sync instructions (``x_size = 0``) add nothing; FINISH ends the run one cycle early
-  (it pushes nothing).
+* sync instructions (``x_size = 0``) and FINISH add nothing.
 
 Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
 (``benchmarks/rtl.py`` reports the remaining error per program).
@@ -52,9 +51,9 @@ class Timing:
     """
 
     #: cycles between the read-address handshake and the first data beat, beyond one
-    dram_read_latency_cycles: int = 0
+    dram_read_latency_cycles: int = 1
     #: cycles between the last write beat and the write response, beyond one
-    dram_write_latency_cycles: int = 0
+    dram_write_latency_cycles: int = 1
     #: beats per burst on either channel (AXI4 allows up to 256)
     max_burst_beats: int = 64
     #: cycles of a burst before its address is accepted (request, arbitration)

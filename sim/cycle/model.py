@@ -229,9 +229,7 @@ class CycleModel:
                 yield from self._load_rows(insn, stats)
             yield from self._busy(timing.dma_done_cycles, stats)
             return
-        if insn.opcode == Opcode.FINISH:
-            busy -= 1  # the run ends as FINISH executes: it pushes nothing
-        elif isinstance(insn, (GemmInsn, AluInsn)):
+        if isinstance(insn, (GemmInsn, AluInsn)) and insn.opcode != Opcode.FINISH:
             cycles = self._loop_cycles(index, insn)
             if int(env.now) + cycles > self.max_cycles:
                 raise CycleLimitError(
@@ -239,7 +237,8 @@ class CycleModel:
                     f"and would pass the cycle bound of {self.max_cycles} cycles"
                 )
             unit = "gemm" if isinstance(insn, GemmInsn) else "alu"
-            stats.extra[unit] = stats.extra.get(unit, 0) + cycles + busy
+            # the GEMM/ALU counters count the execute cycles: the first one and the loop's
+            stats.extra[unit] = stats.extra.get(unit, 0) + cycles + 1
             busy += cycles
         yield from self._busy(busy, stats)
 

@@ -142,9 +142,9 @@ def test_fetch_of_n_instructions_closed_form(count: int) -> None:
     expected = sum(READ_BURST + c * beats_per_insn for c in chunks)
     fetch = [r for r in model.records if r.module == "fetch"]
     assert sum(r.end - r.start for r in fetch) == expected
-    if program.insn_count == 1:  # FINISH alone: fetched, routed, taken, executed (no push)
+    if program.insn_count == 1:  # FINISH alone: fetched, routed, issued
         assert model.env.now == (expected + T.prefetch_latency_cycles + T.queue_latency_cycles
-                                 + T.issue_cycles - 1)
+                                 + T.issue_cycles)
 
 
 def _producer_consumer(depth: int):
