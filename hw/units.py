@@ -18,7 +18,7 @@ __all__ = ["GemmCore", "AluLanes"]
 
 
 class GemmCore(wiring.Component):
-    """``acc_out[b][o] = (0 if reset else acc_in[b][o]) + Σ_k inp[b][k]·wgt[o][k]``, 32-bit wrap.
+    """``acc_out[b][o] = 0 if reset else acc_in[b][o] + Σ_k inp[b][k]·wgt[o][k]``, 32-bit wrap.
 
     Members
     -------

@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run.add_argument("--trace", help="cycle back end: write a Chrome/Perfetto trace (JSON) here")
     run.add_argument("--timeline", help="cycle back end: write a timeline figure (PNG) here")
-    run.add_argument("--max-cycles", type=int, help="cycle back end: stop past this many cycles")
+    run.add_argument("--max-cycles", type=int, help="cycle and rtl back ends: stop past this many cycles")
+    run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
     dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
@@ -71,11 +72,16 @@ def _run(args: argparse.Namespace) -> int:
     options: dict[str, object] = {}
     if args.no_race_check and args.backend in ("functional", "cycle"):
         options["check_races"] = False
-    timed = args.trace or args.timeline or args.max_cycles is not None
-    if timed and args.backend != "cycle":
-        raise ProgramError("--trace, --timeline and --max-cycles need --backend cycle")
+    if (args.trace or args.timeline) and args.backend != "cycle":
+        raise ProgramError("--trace and --timeline need --backend cycle")
     if args.max_cycles is not None:
+        if args.backend not in ("cycle", "rtl"):
+            raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
+    if args.waves:
+        if args.backend != "rtl":
+            raise ProgramError("--waves needs --backend rtl")
+        options["waves"] = args.waves
     result = Device(args.backend, **options).run(program)
     if args.output:
         result.save(args.output)

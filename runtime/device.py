@@ -32,6 +32,7 @@ BackendFactory = Callable[..., Backend]
 _BUILTIN: dict[str, str] = {
     "functional": "openvta.sim.functional:FunctionalBackend",
     "cycle": "openvta.sim.cycle:CycleBackend",
+    "rtl": "openvta.hw.backend:RtlBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 

@@ -1,0 +1,608 @@
+"""The RTL building blocks in Amaranth's simulator, each against a deliberately naive model.
+
+GemmCore and AluLanes (combinational) against numpy and the functional simulator's
+``alu_lanes``; TokenCounter against a Python counter; DmaReader and DmaWriter against
+ISA.md §3 LOAD/STORE with a Python memory behind their burst port (sentinel bytes
+everywhere outside the region they may touch); AxiArbiter against round-robin order.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import random
+import warnings
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import numpy as np
+import pytest
+
+amaranth = pytest.importorskip("amaranth")
+
+from amaranth.hdl import UnusedElaboratable  # noqa: E402
+from amaranth.sim import Simulator  # noqa: E402
+
+from openvta.hw.dma import DmaReader, DmaWriter  # noqa: E402
+from openvta.hw.fetch import TokenCounter  # noqa: E402
+from openvta.hw.memory import AxiArbiter  # noqa: E402
+from openvta.hw.units import AluLanes, GemmCore  # noqa: E402
+from openvta.isa import AluOp, Config, preset  # noqa: E402
+from openvta.sim.functional.alu import alu_lanes  # noqa: E402
+
+Bench = Callable[[Any], Coroutine[Any, Any, None]]
+
+CUSTOM = dict(LOG_BATCH=1, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=11, LOG_INP_BUFF_SIZE=10,
+              LOG_WGT_BUFF_SIZE=12, LOG_ACC_BUFF_SIZE=13)
+CONFIG_NAMES = ("tiny", "small", "custom")
+# the same edges as tests/sim/test_semantics.py
+INT32_EDGES = [-(2**31), -(2**31) + 1, -65536, -129, -128, -1, 0, 1, 2, 127, 128, 255, 65535,
+               2**30, 2**31 - 1]
+SHIFTS = list(range(-40, 41)) + [63, 64, 65, -64, -65, 2**15 - 1, -(2**15)]
+INT16_EDGES = [v for v in INT32_EDGES if -(2**15) <= v < 2**15] + [-(2**15), 2**15 - 1]
+
+
+def _config(name: str) -> Config:
+    return Config(**CUSTOM) if name == "custom" else preset(name)
+
+
+def _simulate(dut: object, bench: Bench, clocked: bool = True) -> None:
+    sim = Simulator(dut)
+    if clocked:
+        sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def pack(values: Any, width: int) -> int:
+    """Lane ``w`` of the result holds ``values[w]`` in bits ``[w*width + width-1 : w*width]``."""
+    word = 0
+    for w, v in enumerate(np.asarray(values).reshape(-1)):
+        word |= (int(v) & ((1 << width) - 1)) << (w * width)
+    return word
+
+
+def unpack(word: int, width: int, count: int) -> list[int]:
+    """Signed lanes of a packed word."""
+    lanes = []
+    for w in range(count):
+        v = (word >> (w * width)) & ((1 << width) - 1)
+        lanes.append(v - (1 << width) if v >> (width - 1) else v)
+    return lanes
+
+
+def wrap32(values: np.ndarray) -> np.ndarray:
+    return ((values.astype(np.int64) + 2**31) % 2**32 - 2**31).astype(np.int64)
+
+
+# -- GemmCore ------------------------------------------------------------------------------
+
+def test_custom_config_validates() -> None:
+    cfg = Config(**CUSTOM)
+    assert (cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT, cfg.name) == (2, 4, 4, "custom")
+    assert (cfg.inp_depth, cfg.wgt_depth, cfg.acc_depth) == (2**10 // 8, 2**12 // 16, 2**13 // 32)
+
+
+def _gemm_cases(cfg: Config, rng: np.random.Generator) -> list[tuple[Any, Any, Any]]:
+    """(inp, wgt, acc) tiles: random ones, then the extremes of int8 and int32."""
+    b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
+    cases: list[tuple[Any, Any, Any]]
+    cases = [(rng.integers(-128, 128, (b, bi)), rng.integers(-128, 128, (bo, bi)),
+              rng.integers(-(2**31), 2**31, (b, bo))) for _ in range(12)]
+    i8 = [-128, -127, -1, 0, 1, 127]
+    i32 = [-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 2, 2**31 - 1]
+    for x, y, a in [(-128, -128, 2**31 - 1), (-128, 127, -(2**31)), (127, 127, 2**31 - 1),
+                    (127, -128, -(2**31) + 1), (-128, -128, 0), (0, 0, -(2**31))]:
+        cases.append((np.full((b, bi), x), np.full((bo, bi), y), np.full((b, bo), a)))
+    for _ in range(6):
+        cases.append((rng.choice(i8, (b, bi)), rng.choice(i8, (bo, bi)), rng.choice(i32, (b, bo))))
+    return cases
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_gemm_core_matches_numpy(name: str) -> None:
+    cfg = _config(name)
+    dut = GemmCore(cfg)
+    lanes = cfg.BATCH * cfg.BLOCK_OUT
+    cases = _gemm_cases(cfg, np.random.default_rng(len(name)))
+    checked = []
+
+    async def bench(ctx: Any) -> None:
+        for (inp, wgt, acc), reset in itertools.product(cases, (0, 1)):
+            ctx.set(dut.inp, pack(inp, 8))
+            ctx.set(dut.wgt, pack(wgt, 8))
+            ctx.set(dut.acc_in, pack(acc, 32))
+            ctx.set(dut.reset, reset)
+            # [b][o] = Σ_k inp[b][k]·wgt[o][k] in int64, then wrapped to int32
+            product = inp.astype(np.int64) @ wgt.astype(np.int64).T
+            expected = np.zeros_like(product) if reset else wrap32(acc + product)
+            got = unpack(ctx.get(dut.acc_out), 32, lanes)
+            assert got == expected.reshape(-1).tolist(), (inp, wgt, acc, reset)
+            low8 = expected.astype(np.int8).reshape(-1).tolist()
+            assert unpack(ctx.get(dut.out), 8, lanes) == low8
+            checked.append(reset)
+
+    _simulate(dut, bench, clocked=False)
+    assert len(checked) == 2 * len(cases)
+
+
+# -- AluLanes ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["tiny", "custom"])
+@pytest.mark.parametrize("op", list(AluOp))
+def test_alu_lanes_match_functional_simulator(name: str, op: AluOp) -> None:
+    cfg = _config(name)
+    dut = AluLanes(cfg)
+    n = cfg.BATCH * cfg.BLOCK_OUT
+    operands = SHIFTS if op == AluOp.SHR else INT32_EDGES
+    pairs = list(itertools.product(INT32_EDGES, operands))
+    pairs += [pairs[0]] * (-len(pairs) % n)  # whole vectors
+    imms = [v for v in SHIFTS if -(2**15) <= v < 2**15] if op == AluOp.SHR else INT16_EDGES
+    rng = np.random.default_rng(int(op))
+    checked = []
+
+    async def bench(ctx: Any) -> None:
+        ctx.set(dut.op, int(op))
+        ctx.set(dut.use_imm, 0)
+        for k in range(0, len(pairs), n):
+            a = np.array([p[0] for p in pairs[k : k + n]], np.int64)
+            b = np.array([p[1] for p in pairs[k : k + n]], np.int64)
+            ctx.set(dut.a, pack(a, 32))
+            ctx.set(dut.b, pack(b, 32))
+            expected = alu_lanes(op, a, b)
+            assert unpack(ctx.get(dut.acc_out), 32, n) == expected.tolist(), (op, a, b)
+            assert unpack(ctx.get(dut.out), 8, n) == expected.astype(np.int8).tolist()
+            checked.append(k)
+        ctx.set(dut.use_imm, 1)
+        a = np.resize(np.array(INT32_EDGES, np.int64), n)
+        for imm in imms:
+            a = np.roll(a, 1)
+            ctx.set(dut.a, pack(a, 32))
+            ctx.set(dut.b, pack(rng.integers(-(2**31), 2**31, n), 32))  # ignored
+            ctx.set(dut.imm, imm)
+            expected = alu_lanes(op, a, np.int64(imm))
+            assert unpack(ctx.get(dut.acc_out), 32, n) == expected.tolist(), (op, a, imm)
+            assert unpack(ctx.get(dut.out), 8, n) == expected.astype(np.int8).tolist()
+            checked.append(imm)
+
+    _simulate(dut, bench, clocked=False)
+    assert len(checked) == len(pairs) // n + len(imms)
+
+
+# -- TokenCounter --------------------------------------------------------------------------
+
+def _token_sequence(depth: int, rng: random.Random) -> list[tuple[int, int]]:
+    """Fill past full, push+pop at full, drain past empty, push+pop at empty, then random."""
+    seq = [(1, 0)] * (depth + 2) + [(1, 1)] * 2 + [(0, 1)] * (depth + 2) + [(1, 1)] * 2
+    seq += [(1, 0)] * (depth // 2) + [(1, 1)] * 3
+    seq += [(rng.randint(0, 1), rng.randint(0, 1)) for _ in range(60)]
+    return seq
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 16])
+def test_token_counter_matches_counter_model(depth: int) -> None:
+    dut = TokenCounter(depth)
+    seq = _token_sequence(depth, random.Random(depth))
+    seen = set()
+
+    async def bench(ctx: Any) -> None:
+        count = 0
+        for push, pop in seq:
+            assert ctx.get(dut.count) == count
+            assert ctx.get(dut.empty) == (count == 0)
+            assert ctx.get(dut.full) == (count == depth)
+            seen.add(count)
+            ctx.set(dut.push, push)
+            ctx.set(dut.pop, pop)
+            await ctx.tick()
+            # a push into a full queue and a pop from an empty one are ignored; the
+            # rest of a simultaneous push and pop cancel
+            up = push and count != depth
+            down = pop and count != 0
+            count += up - down
+        assert ctx.get(dut.count) == count
+
+    _simulate(dut, bench)
+    assert seen == set(range(depth + 1))
+
+
+# -- DmaReader -----------------------------------------------------------------------------
+
+# (element bits, bus bits, max burst beats): several elements per beat, one, several beats
+READ_GEOMETRIES = [(32, 32, 3), (32, 64, 3), (128, 64, 3), (512, 64, 256), (128, 32, 2)]
+PADS = {"none": (0, 0, 0, 0), "y0": (2, 0, 0, 0), "y1": (0, 2, 0, 0), "x0": (0, 0, 2, 0),
+        "x1": (0, 0, 0, 2), "all": (1, 2, 3, 1), "0-15": (0, 15, 0, 15), "15-0": (15, 0, 15, 0)}
+# (y_size, x_size, x_stride, dram_base)
+SIZES = [(1, 1, 1, 0), (2, 3, 5, 1), (3, 4, 4, 3), (1, 9, 9, 2), (3, 2, 7, 5), (0, 2, 2, 0)]
+
+
+def _element_rows(dram: bytes, e_bytes: int, y: int, x: int, stride: int, base: int) -> np.ndarray:
+    """The LOAD's DRAM rows, ``[y][x][byte]``."""
+    elems = np.frombuffer(dram, np.uint8)[: len(dram) // e_bytes * e_bytes].reshape(-1, e_bytes)
+    rows = [elems[base + r * stride : base + r * stride + x] for r in range(y)]
+    return np.array(rows, np.uint8).reshape(y, x, e_bytes)
+
+
+def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: int,
+                stall: bool, seed: int) -> None:
+    e_bits, bus_bits, max_burst = geometry
+    e_bytes, bus_bytes = e_bits // 8, bus_bits // 8
+    rng = random.Random(seed)
+    dut = DmaReader(e_bits, bus_bits, max_burst)
+    y, x, stride, base = (fields[k] for k in ("y_size", "x_size", "x_stride", "dram_base"))
+    dram_bytes = (base + max(y, 1) * stride + x + 1) * e_bytes + 2 * bus_bytes
+    dram = bytes(rng.getrandbits(8) for _ in range(dram_bytes))
+    sentinel = np.frombuffer(bytes(rng.getrandbits(8) for _ in range(depth * e_bytes)), np.uint8)
+    buffer = sentinel.reshape(depth, e_bytes).copy()
+    writes: list[int] = []
+    mem = dut.mem
+
+    async def bench(ctx: Any) -> None:
+        for name, value in fields.items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        burst: Any = None  # [byte address, beats left]
+        done_at = None
+        held = False  # a beat offered and not taken stays offered (AXI rvalid)
+        for cycle in range(20000):
+            ctx.set(mem.rreq_ready, burst is None and (not stall or rng.random() < 0.6))
+            valid = burst is not None and (held or not stall or rng.random() < 0.7)
+            ctx.set(mem.rdata_valid, valid)
+            if valid:
+                ctx.set(mem.rdata, int.from_bytes(dram[burst[0] : burst[0] + bus_bytes], "little"))
+                ctx.set(mem.rdata_last, burst[1] == 1)
+            if ctx.get(dut.wr_en):
+                assert done_at is None, "a buffer write after done"
+                addr, data = ctx.get(dut.wr_addr), ctx.get(dut.wr_data)
+                writes.append(addr)
+                buffer[addr % depth] = np.frombuffer(data.to_bytes(e_bytes, "little"), np.uint8)
+            if ctx.get(dut.done):
+                assert done_at is None, "done pulsed twice"
+                done_at = cycle
+            if done_at is not None and cycle >= done_at + 3:
+                break
+            request = ctx.get(mem.rreq_valid) and ctx.get(mem.rreq_ready)
+            r_addr, r_beats = ctx.get(mem.rreq_addr), ctx.get(mem.rreq_beats)
+            taken = valid and ctx.get(mem.rdata_ready)
+            held = valid and not taken
+            await ctx.tick()
+            if taken:
+                burst = None if burst[1] == 1 else [burst[0] + bus_bytes, burst[1] - 1]
+            if request:
+                assert done_at is None
+                assert r_addr % bus_bytes == 0 and 1 <= r_beats <= max_burst, (r_addr, r_beats)
+                assert r_addr + r_beats * bus_bytes <= len(dram), "read past the tensor"
+                burst = [r_addr, r_beats]
+        else:
+            raise AssertionError("the DMA reader did not finish")
+        assert burst is None, "done before the last burst was read"
+
+    _simulate(dut, bench)
+    y0, y1, x0, x1 = (fields[k] for k in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
+    rows = _element_rows(dram, e_bytes, y, x, stride, base)
+    region = np.pad(rows, ((y0, y1), (x0, x1), (0, 0))).reshape(-1, e_bytes)
+    sram = fields["sram_base"]
+    expected = sentinel.reshape(depth, e_bytes).copy()
+    expected[sram : sram + len(region)] = region
+    assert writes == list(range(sram, sram + len(region))), "writes out of order or out of region"
+    np.testing.assert_array_equal(buffer, expected)
+
+
+def _load_fields(size: tuple[int, ...], pads: tuple[int, ...], sram: int) -> dict[str, int]:
+    y, x, stride, base = size
+    return dict(sram_base=sram, dram_base=base, y_size=y, x_size=x, x_stride=stride,
+                y_pad_0=pads[0], y_pad_1=pads[1], x_pad_0=pads[2], x_pad_1=pads[3])
+
+
+def _geometry_id(g: tuple[int, int, int]) -> str:
+    return f"e{g[0]}-bus{g[1]}-burst{g[2]}"
+
+
+@pytest.mark.parametrize("geometry", READ_GEOMETRIES, ids=_geometry_id)
+@pytest.mark.parametrize("pads", list(PADS.values()), ids=list(PADS))
+def test_dma_reader_pads_with_zeros(geometry: tuple[int, int, int], pads: tuple[int, ...]) -> None:
+    size = (2, 3, 5, 1) if 15 not in pads else (1, 2, 3, 1)
+    fields = _load_fields(size, pads, sram=3)
+    area = (pads[0] + size[0] + pads[1]) * (pads[2] + size[1] + pads[3])
+    _run_reader(geometry, fields, depth=3 + area + 4, stall=False, seed=sum(pads))
+
+
+@pytest.mark.parametrize("geometry", READ_GEOMETRIES, ids=_geometry_id)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "y{}x{}s{}b{}".format(*s))
+def test_dma_reader_sizes_under_backpressure(geometry: tuple[int, int, int],
+                                             size: tuple[int, ...]) -> None:
+    pads = (1, 0, 0, 1) if size[0] else (1, 2, 1, 0)
+    fields = _load_fields(size, pads, sram=1)
+    area = (pads[0] + size[0] + pads[1]) * (pads[2] + size[1] + pads[3])
+    _run_reader(geometry, fields, depth=1 + area + 3, stall=True, seed=size[1] * 7 + size[3])
+
+
+def test_dma_reader_all_pads_15() -> None:
+    fields = _load_fields((1, 1, 1, 1), (15, 15, 15, 15), sram=2)
+    _run_reader((32, 64, 4), fields, depth=2 + 31 * 31 + 2, stall=False, seed=15)
+
+
+# -- DmaWriter -----------------------------------------------------------------------------
+
+WRITE_GEOMETRIES = [(32, 32, 3), (128, 32, 3), (128, 64, 256), (512, 64, 5)]
+STORE_SIZES = [(1, 1, 1, 0), (2, 3, 5, 1), (3, 4, 4, 2), (1, 9, 9, 0), (2, 2, 3, 3), (0, 3, 3, 0)]
+
+
+def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int,
+                stall: bool, seed: int) -> None:
+    e_bits, bus_bits, max_burst = geometry
+    e_bytes, bus_bytes = e_bits // 8, bus_bits // 8
+    y, x, stride, base = size
+    rng = random.Random(seed)
+    dut = DmaWriter(e_bits, bus_bits, max_burst)
+    depth = sram + y * x + 2
+    buffer = np.frombuffer(bytes(rng.getrandbits(8) for _ in range(depth * e_bytes)), np.uint8)
+    buffer = buffer.reshape(depth, e_bytes)
+    n_elems = base + max(y, 1) * stride + x + 2
+    initial = bytes(rng.getrandbits(8) for _ in range(n_elems * e_bytes))
+    dram = bytearray(initial)
+    bursts: list[tuple[int, int]] = []
+    mem = dut.mem
+
+    async def bench(ctx: Any) -> None:
+        fields = dict(sram_base=sram, dram_base=base, y_size=y, x_size=x, x_stride=stride)
+        for name, value in fields.items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        write: Any = None  # [byte address, beats left] or "resp"
+        rd_data, done = 0, False
+        for _ in range(20000):
+            ctx.set(dut.rd_data, rd_data)
+            ctx.set(mem.wreq_ready, write is None and (not stall or rng.random() < 0.6))
+            ready = isinstance(write, list) and (not stall or rng.random() < 0.6)
+            ctx.set(mem.wdata_ready, ready)
+            resp = write == "resp" and (not stall or rng.random() < 0.5)
+            ctx.set(mem.wresp_valid, resp)
+            if ctx.get(dut.done):
+                done = True
+                break
+            rd_en, rd_addr = ctx.get(dut.rd_en), ctx.get(dut.rd_addr)
+            request = ctx.get(mem.wreq_valid) and ctx.get(mem.wreq_ready)
+            w_addr, w_beats = ctx.get(mem.wreq_addr), ctx.get(mem.wreq_beats)
+            beat = ready and ctx.get(mem.wdata_valid)
+            w_data, w_last = ctx.get(mem.wdata), ctx.get(mem.wdata_last)
+            await ctx.tick()
+            if rd_en:  # the read port: data one cycle after the address
+                rd_data = int.from_bytes(buffer[rd_addr % depth].tobytes(), "little")
+            if resp:
+                write = None
+            if beat:
+                assert w_last == (write[1] == 1), "wdata_last on the wrong beat"
+                assert write[0] + bus_bytes <= len(dram), "write past the tensor"
+                dram[write[0] : write[0] + bus_bytes] = w_data.to_bytes(bus_bytes, "little")
+                write = "resp" if write[1] == 1 else [write[0] + bus_bytes, write[1] - 1]
+            if request:
+                assert w_addr % bus_bytes == 0 and 1 <= w_beats <= max_burst, (w_addr, w_beats)
+                bursts.append((w_addr, w_beats))
+                write = [w_addr, w_beats]
+        assert done, "the DMA writer did not finish"
+        assert write is None, "done before the last write response"
+
+    _simulate(dut, bench)
+    expected = np.frombuffer(initial, np.uint8).reshape(n_elems, e_bytes).copy()
+    for r in range(y):
+        row = base + r * stride
+        expected[row : row + x] = buffer[sram + r * x : sram + (r + 1) * x]
+    got = np.frombuffer(bytes(dram), np.uint8).reshape(n_elems, e_bytes)
+    np.testing.assert_array_equal(got, expected)
+    assert sum(b for _, b in bursts) == y * x * e_bytes // bus_bytes
+
+
+@pytest.mark.parametrize("geometry", WRITE_GEOMETRIES, ids=_geometry_id)
+@pytest.mark.parametrize("size", STORE_SIZES, ids=lambda s: "y{}x{}s{}b{}".format(*s))
+@pytest.mark.parametrize("stall", [False, True], ids=["eager", "backpressure"])
+def test_dma_writer_stores_rows(geometry: tuple[int, int, int], size: tuple[int, ...],
+                                stall: bool) -> None:
+    _run_writer(geometry, size, sram=2, stall=stall, seed=size[1] * 11 + stall)
+
+
+# -- AxiArbiter ----------------------------------------------------------------------------
+
+def _beat_value(addr: int, bus_bits: int) -> int:
+    return (addr * 0x9E3779B1 + 0x5A) & ((1 << bus_bits) - 1)
+
+
+def _run_arbiter_reads(count: int, requests: dict[int, int], bus_bits: int = 32) -> list[int]:
+    """Masters ``i`` issue ``requests[i]`` bursts from cycle 0; returns the grant order."""
+    bus_bytes = bus_bits // 8
+    dut = AxiArbiter(count, bus_bits)
+    plans = {i: [(0x1000 * (i + 1) + 0x100 * k, 1 + (i + k) % 3) for k in range(n)]
+             for i, n in requests.items()}
+    received: dict[int, list[int]] = {i: [] for i in requests}
+    grants: list[int] = []
+
+    async def bench(ctx: Any) -> None:
+        todo = {i: list(p) for i, p in plans.items()}
+        state = {i: "req" for i in todo}  # req / data / idle
+        burst: Any = None  # [master, byte address, beats left]
+        for _ in range(2000):
+            if all(not t and state[i] == "idle" for i, t in todo.items()):
+                break
+            for i in range(count):
+                port = dut.masters[i]
+                req = i in todo and state[i] == "req"
+                ctx.set(port.rreq_valid, req)
+                if req:
+                    ctx.set(port.rreq_addr, todo[i][0][0])
+                    ctx.set(port.rreq_beats, todo[i][0][1])
+                ctx.set(port.rdata_ready, i in todo and state[i] == "data")
+            ctx.set(dut.m_axi_arready, burst is None)
+            ctx.set(dut.m_axi_rvalid, burst is not None)
+            if burst is not None:
+                ctx.set(dut.m_axi_rdata, _beat_value(burst[1], bus_bits))
+                ctx.set(dut.m_axi_rlast, burst[2] == 1)
+            ar = ctx.get(dut.m_axi_arvalid) and burst is None
+            araddr, arlen = ctx.get(dut.m_axi_araddr), ctx.get(dut.m_axi_arlen)
+            rready = ctx.get(dut.m_axi_rready)
+            accepted = [i for i in range(count) if ctx.get(dut.masters[i].rreq_ready)]
+            beats = {i: (ctx.get(dut.masters[i].rdata), ctx.get(dut.masters[i].rdata_last))
+                     for i in range(count) if ctx.get(dut.masters[i].rdata_valid)}
+            await ctx.tick()
+            if ar:
+                owner = next(i for i, t in todo.items() if state[i] == "req" and t[0][0] == araddr)
+                assert accepted == [owner], "rreq_ready went to another master"
+                assert arlen == todo[owner][0][1] - 1
+                grants.append(owner)
+                state[owner] = "data"
+                burst = [owner, araddr, arlen + 1]
+            else:
+                assert accepted == []
+            if burst is not None and not ar:
+                assert list(beats) == [burst[0]], "read data routed to the wrong master"
+                assert beats[burst[0]] == (_beat_value(burst[1], bus_bits), burst[2] == 1)
+                assert rready
+                received[burst[0]].append(beats[burst[0]][0])
+                if burst[2] == 1:
+                    owner = burst[0]
+                    todo[owner].pop(0)
+                    state[owner] = "req" if todo[owner] else "idle"
+                    burst = None
+                else:
+                    burst = [burst[0], burst[1] + bus_bytes, burst[2] - 1]
+            else:
+                assert beats == {}
+        else:
+            raise AssertionError("the arbiter did not serve every request")
+
+    _simulate(dut, bench)
+    for i, plan in plans.items():
+        beats = [a + k * bus_bytes for a, n in plan for k in range(n)]
+        assert received[i] == [_beat_value(addr, bus_bits) for addr in beats]
+    return grants
+
+
+def _round_robin(count: int, requests: dict[int, int]) -> list[int]:
+    """Naive model: from the master after the last one granted, the first that still requests."""
+    left, last, order = dict(requests), count - 1, []
+    while any(left.values()):
+        last = next((last + k) % count for k in range(1, count + 1) if left.get((last + k) % count))
+        left[last] -= 1
+        order.append(last)
+    return order
+
+
+ARBITER_CASES = [(1, {0: 3}), (2, {0: 2, 1: 2}), (4, {0: 2, 1: 2, 2: 2, 3: 2}), (4, {1: 3, 3: 3}),
+                 (7, {0: 3, 2: 1, 6: 2}), (3, {2: 2, 0: 1})]
+
+
+@pytest.mark.parametrize("count,requests", ARBITER_CASES)
+def test_arbiter_grants_reads_round_robin(count: int, requests: dict[int, int]) -> None:
+    assert _run_arbiter_reads(count, requests) == _round_robin(count, requests)
+
+
+def _run_arbiter_writes(count: int, requests: dict[int, int], bus_bits: int = 64) -> list[int]:
+    """Masters write bursts; returns the grant order, checks data and responses per master."""
+    bus_bytes = bus_bits // 8
+    dut = AxiArbiter(count, bus_bits)
+    plans = {i: [(0x1000 * (i + 1) + 0x100 * k, 1 + (i + 2 * k) % 3) for k in range(n)]
+             for i, n in requests.items()}
+    written: dict[int, int] = {}
+    responses: dict[int, int] = {i: 0 for i in requests}
+    grants: list[int] = []
+
+    async def bench(ctx: Any) -> None:
+        todo = {i: list(p) for i, p in plans.items()}
+        # per master: req / data (and the beat) / resp / idle
+        state: dict[int, list[Any]] = {i: ["req", 0] for i in todo}
+        slave: Any = None  # [master, address, beats left] then "resp"
+        owner: Any = None
+        for _ in range(2000):
+            if all(s[0] == "idle" for s in state.values()):
+                break
+            for i in range(count):
+                port, s = dut.masters[i], state.get(i, ["idle", 0])
+                ctx.set(port.wreq_valid, s[0] == "req")
+                ctx.set(port.wdata_valid, s[0] == "data")
+                if s[0] in ("req", "data"):
+                    addr, beats = todo[i][0]
+                    ctx.set(port.wreq_addr, addr)
+                    ctx.set(port.wreq_beats, beats)
+                    ctx.set(port.wdata, _beat_value(addr + s[1] * bus_bytes, bus_bits))
+                    ctx.set(port.wdata_last, s[1] == beats - 1)
+            ctx.set(dut.m_axi_awready, slave is None)
+            ctx.set(dut.m_axi_wready, isinstance(slave, list))
+            ctx.set(dut.m_axi_bvalid, slave == "resp")
+            aw = ctx.get(dut.m_axi_awvalid) and slave is None
+            awaddr, awlen = ctx.get(dut.m_axi_awaddr), ctx.get(dut.m_axi_awlen)
+            w = isinstance(slave, list) and ctx.get(dut.m_axi_wvalid)
+            wdata, wlast = ctx.get(dut.m_axi_wdata), ctx.get(dut.m_axi_wlast)
+            b = slave == "resp" and ctx.get(dut.m_axi_bready)
+            accepted = [i for i in range(count) if ctx.get(dut.masters[i].wreq_ready)]
+            taken = [i for i in range(count) if ctx.get(dut.masters[i].wdata_ready)]
+            resp = [i for i in range(count) if ctx.get(dut.masters[i].wresp_valid)]
+            await ctx.tick()
+            if aw:
+                owner = next(i for i in todo if state[i][0] == "req" and todo[i][0][0] == awaddr)
+                assert accepted == [owner] and awlen == todo[owner][0][1] - 1
+                grants.append(owner)
+                state[owner] = ["data", 0]
+                slave = [owner, awaddr, awlen + 1]
+            else:
+                assert accepted == []
+            if w:
+                assert taken == [owner], "wdata_ready went to another master"
+                written[slave[1]] = wdata
+                assert wlast == (slave[2] == 1)
+                state[owner][1] += 1
+                if slave[2] == 1:
+                    state[owner] = ["resp", 0]
+                    slave = "resp"
+                else:
+                    slave = [owner, slave[1] + bus_bytes, slave[2] - 1]
+            else:
+                assert taken == []
+            if b:
+                assert resp == [owner], "write response routed to the wrong master"
+                responses[owner] += 1
+                todo[owner].pop(0)
+                state[owner] = ["req", 0] if todo[owner] else ["idle", 0]
+                slave = None
+            else:
+                assert resp == []
+        else:
+            raise AssertionError("the arbiter did not serve every write")
+
+    _simulate(dut, bench)
+    expected = {a + k * bus_bytes: _beat_value(a + k * bus_bytes, bus_bits)
+                for plan in plans.values() for a, n in plan for k in range(n)}
+    assert written == expected
+    assert responses == {i: len(p) for i, p in plans.items()}
+    return grants
+
+
+@pytest.mark.parametrize("count,requests", ARBITER_CASES)
+def test_arbiter_grants_writes_round_robin(count: int, requests: dict[int, int]) -> None:
+    assert _run_arbiter_writes(count, requests) == _round_robin(count, requests)
+
+
+# -- parameter errors ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: TokenCounter(0), r"^token queue depth must be at least 1, not 0$"),
+    (lambda: DmaReader(12, 32, 4),
+     r"^DMA element width must be a power of two of at least 8 bits, not 12$"),
+    (lambda: DmaReader(32, 4, 4),
+     r"^DMA bus width must be a power of two of at least 8 bits, not 4$"),
+    (lambda: DmaReader(32, 32, 0), r"^DMA burst length must be 1\.\.256 beats, not 0$"),
+    (lambda: DmaWriter(32, 32, 257), r"^DMA burst length must be 1\.\.256 beats, not 257$"),
+    (lambda: DmaWriter(32, 64, 4),
+     r"^a STORE element must span whole bus beats \(32 bits on a 64-bit bus\)$"),
+    (lambda: AxiArbiter(0, 32), r"^arbiter master count must be at least 1, not 0$"),
+    (lambda: AxiArbiter(2, 48), r"^AXI data width must be a power of two >= 32, not 48$"),
+])
+def test_bad_parameters_are_refused(make: Callable[[], object], message: str) -> None:
+    with warnings.catch_warnings():
+        # the half-built component would warn that it was never elaborated
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match=message):
+            make()
+        gc.collect()
