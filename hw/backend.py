@@ -87,15 +87,42 @@ class RtlBackend:
         self._builds: dict[Config, Path] = {}
 
     def build_dir(self, cfg: Config) -> Path:
-        """The Verilator build for ``cfg``, elaborated and built on first use."""
+        """The Verilator build for ``cfg``, elaborated and built on first use.
+
+        For the default top level, a build made from the same configuration and the same
+        ``hw/`` sources is found without elaborating again (elaborating ``default`` takes
+        several seconds).
+        """
         if cfg not in self._builds:
+            index = self._index(cfg)
+            known = index.read_text().strip() if index is not None and index.is_file() else ""
+            if known and (Path(known) / cosim.BUILD_MARKER).is_file():
+                self._builds[cfg] = Path(known)
+                return self._builds[cfg]
             factory = self._top_factory or _default_top_factory()
             top = factory(cfg)
             cosim.check_top(top, cfg.bus_bytes * 8)
             verilog = cosim.verilog_of(top)
             self._builds[cfg] = cosim.build(verilog, self.build_root,
                                             waves=self.waves is not None)
+            if index is not None:
+                index.parent.mkdir(parents=True, exist_ok=True)
+                index.write_text(str(self._builds[cfg]))
         return self._builds[cfg]
+
+    def _index(self, cfg: Config) -> Path | None:
+        """Where the build of ``cfg`` made from the current ``hw/`` sources is recorded."""
+        if self._top_factory is not None:
+            return None  # a custom top: only its Verilog identifies it
+        import hashlib
+
+        digest = hashlib.sha256(cfg.to_json().encode())
+        digest.update(str(self.waves is not None).encode())
+        digest.update(cosim._tool_versions().encode())
+        for source in sorted(Path(__file__).parent.glob("*.py")):
+            digest.update(source.read_bytes())
+        root = self.build_root or cosim.default_build_root()
+        return root / "index" / digest.hexdigest()[:24]
 
     def run(self, program: Program) -> Result:
         """Run ``program`` to FINISH; the final DRAM image and every hardware counter.

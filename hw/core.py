@@ -13,6 +13,8 @@ simulator's exactly).
 
 from __future__ import annotations
 
+from typing import Any
+
 from amaranth import Module, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -120,10 +122,10 @@ class Core(wiring.Component):
         inc: dict[Counter, list] = {c: [] for c in HW_COUNTERS}
         ld, cd, sd = (Decoded(u.status.insn, cfg) for u in (load, compute, store))
 
-        def moved(d: Decoded, elem_bytes: int) -> object:
+        def moved(d: Decoded, elem_bytes: int) -> Any:
             return d.mem("y_size") * d.mem("x_size") * elem_bytes
 
-        def started_mem(unit: object, d: Decoded, mtype: MemoryType | None) -> object:
+        def started_mem(unit: Any, d: Decoded, mtype: MemoryType | None) -> Any:
             cond = unit.status.started & (d.mem("x_size") != 0)  # type: ignore[attr-defined]
             return cond if mtype is None else cond & (d.mem("memory_type") == mtype)
 
@@ -144,7 +146,7 @@ class Core(wiring.Component):
         inc[Counter.ALU_UOPS].append(compute.uop_fire & ~compute.uop_is_gemm)
         inc[Counter.MACS].append((compute.uop_fire & compute.uop_is_gemm & ~compute.uop_reset)
                                  * cfg.macs_per_uop)
-        byte_counts = [
+        byte_counts: list[tuple[Counter, Any, Decoded, MemoryType, int]] = [
             (Counter.INP_LOAD_BYTES, load, ld, MemoryType.INP, cfg.inp_elem_bytes),
             (Counter.WGT_LOAD_BYTES, load, ld, MemoryType.WGT, cfg.wgt_elem_bytes),
             (Counter.UOP_LOAD_BYTES, compute, cd, MemoryType.UOP, cfg.uop_elem_bytes),
@@ -163,7 +165,7 @@ class Core(wiring.Component):
         inc[Counter.FETCH_BUSY_CYCLES].append(fetch.busy & ~fetch.waiting_memory & ~fetch.waiting_queue)
         inc[Counter.FETCH_WAIT_MEMORY_CYCLES].append(fetch.waiting_memory)
         inc[Counter.FETCH_WAIT_QUEUE_CYCLES].append(fetch.waiting_queue)
-        units = {"LOAD": load, "COMPUTE": compute, "STORE": store}
+        units: dict[str, Any] = {"LOAD": load, "COMPUTE": compute, "STORE": store}
         for name, unit in units.items():
             s = unit.status
             inc[Counter[f"{name}_BUSY_CYCLES"]].append((s.busy & ~unit.waiting_memory) | s.issue)

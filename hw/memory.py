@@ -12,7 +12,9 @@ follows the address handshake; the write response is passed on when ``bvalid``.
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from typing import Any
+
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -89,17 +91,17 @@ class AxiArbiter(wiring.Component):
         self._write(m, ports)
         return m
 
-    def _read(self, m: Module, ports: object) -> None:
+    def _read(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        chosen, any_ = self._next(m, [p.rreq_valid for p in ports], last)  # type: ignore[attr-defined]
+        chosen, any_ = self._next(m, [p.rreq_valid for p in ports], last)
         with m.FSM(name="read"):
             with m.State("IDLE"):
                 with m.If(any_):
                     m.d.sync += sel.eq(chosen)
                     m.next = "ADDR"
             with m.State("ADDR"):
-                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                for i, p in enumerate(ports):
                     with m.If(sel == i):
                         m.d.comb += [self.m_axi_arvalid.eq(1), self.m_axi_araddr.eq(p.rreq_addr),
                                      self.m_axi_arlen.eq(p.rreq_beats - 1),
@@ -107,7 +109,7 @@ class AxiArbiter(wiring.Component):
                 with m.If(self.m_axi_arready):
                     m.next = "DATA"
             with m.State("DATA"):
-                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                for i, p in enumerate(ports):
                     with m.If(sel == i):
                         m.d.comb += [p.rdata_valid.eq(self.m_axi_rvalid), p.rdata.eq(self.m_axi_rdata),
                                      p.rdata_last.eq(self.m_axi_rlast),
@@ -116,17 +118,17 @@ class AxiArbiter(wiring.Component):
                     m.d.sync += last.eq(sel)
                     m.next = "IDLE"
 
-    def _write(self, m: Module, ports: object) -> None:
+    def _write(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        chosen, any_ = self._next(m, [p.wreq_valid for p in ports], last)  # type: ignore[attr-defined]
+        chosen, any_ = self._next(m, [p.wreq_valid for p in ports], last)
         with m.FSM(name="write"):
             with m.State("IDLE"):
                 with m.If(any_):
                     m.d.sync += sel.eq(chosen)
                     m.next = "ADDR"
             with m.State("ADDR"):
-                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                for i, p in enumerate(ports):
                     with m.If(sel == i):
                         m.d.comb += [self.m_axi_awvalid.eq(1), self.m_axi_awaddr.eq(p.wreq_addr),
                                      self.m_axi_awlen.eq(p.wreq_beats - 1),
@@ -134,7 +136,7 @@ class AxiArbiter(wiring.Component):
                 with m.If(self.m_axi_awready):
                     m.next = "DATA"
             with m.State("DATA"):
-                for i, p in enumerate(ports):  # type: ignore[arg-type]
+                for i, p in enumerate(ports):
                     with m.If(sel == i):
                         m.d.comb += [self.m_axi_wvalid.eq(p.wdata_valid), self.m_axi_wdata.eq(p.wdata),
                                      self.m_axi_wlast.eq(p.wdata_last),
@@ -144,9 +146,8 @@ class AxiArbiter(wiring.Component):
             with m.State("RESP"):
                 m.d.comb += self.m_axi_bready.eq(1)
                 with m.If(self.m_axi_bvalid):
-                    for i, p in enumerate(ports):  # type: ignore[arg-type]
+                    for i, p in enumerate(ports):
                         with m.If(sel == i):
                             m.d.comb += p.wresp_valid.eq(1)
                     m.d.sync += last.eq(sel)
                     m.next = "IDLE"
-        _ = Mux
