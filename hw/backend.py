@@ -117,7 +117,7 @@ class RtlBackend:
         import hashlib
 
         digest = hashlib.sha256(cfg.to_json().encode())
-        digest.update(str(self.waves is not None).encode())
+        digest.update(f"{DEFAULT_TOP} {self.waves is not None}".encode())
         digest.update(cosim._tool_versions().encode())
         for source in sorted(Path(__file__).parent.glob("*.py")):
             digest.update(source.read_bytes())
