@@ -2,8 +2,8 @@
 
 Builds ``C = saturate_int8((A @ Wᵀ) >> 8)`` for 128×128×128 on the default (VTA)
 configuration with :class:`~openvta.runtime.ProgramBuilder`, runs both programs on
-the functional simulator (with the race checker on), checks them against numpy and
-prints the result and the counters.
+the functional simulator (with the race checker on) and on the cycle model, checks
+them against numpy and prints the result, the counters and where the cycles went.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from openvta.blocked_gemm import build_blocked_gemm, read_gemm_output, reference_gemm
 from openvta.isa import preset
 from openvta.runtime import Device
+from openvta.sim.cycle import simulate_cycles
 
 
 def main(size: int = 128, shift: int = 8) -> int:
@@ -42,6 +43,9 @@ def main(size: int = 128, shift: int = 8) -> int:
         for name in ("load_insns", "compute_insns", "store_insns", "gemm_uops", "macs",
                      "inp_load_bytes", "wgt_load_bytes", "out_store_bytes", "token_pushes"):
             print(f"  {name:<16} {result.counters[name]}")
+        report = simulate_cycles(program).report
+        print(f"  cycle model: {report.cycles} cycles, GEMM utilization {report.utilization:.1%}, "
+              f"{report.gops:.1f} GOPS at {report.clock_mhz:g} MHz")
         if not ok:
             return 1
     same = np.array_equal(outputs[0], outputs[1])
