@@ -182,7 +182,6 @@ class CycleModel:
             if visible > int(env.now):
                 yield env.timeout(visible - int(env.now))
             stats.wait_queue += int(env.now) - asked
-            start = int(env.now)
             yield env.timeout(1)  # take the instruction; its pops follow
             stats.busy += 1
             asked = int(env.now)
@@ -193,6 +192,7 @@ class CycleModel:
                 popped.append((queue, (yield self.tokens[queue].get())))
             stats.wait_token += int(env.now) - asked
             machine.begin(module, index)
+            start = int(env.now) - 1  # the slice starts with the take cycle, after the pops
             for queue, token in popped:
                 machine.receive(module, token.stamp)
                 self.token_records.append(TokenRecord(queue, token.flow, token.time,

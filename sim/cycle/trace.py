@@ -78,13 +78,12 @@ def write_chrome_trace(model: CycleModel, path: str | Path) -> None:
 
 def write_timeline(model: CycleModel, path: str | Path, title: str = "") -> None:
     """A PNG of the four lanes, one bar per instruction, coloured by kind."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own (not pyplot): the caller's backend and figures stay untouched
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    figure, axes = plt.subplots(figsize=(12, 3.2))
+    figure = Figure(figsize=(12, 3.2))
+    axes = figure.subplots()
     used = set()
     for record in model.records:
         kind = "fetch" if record.module == "fetch" else insn_kind(model, record.index)
@@ -101,4 +100,3 @@ def write_timeline(model: CycleModel, path: str | Path, title: str = "") -> None
                 frameon=False)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    plt.close(figure)
