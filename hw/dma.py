@@ -16,6 +16,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .memory import burst_beats as next_burst
 from .memory import mem_port
 
 __all__ = ["DmaReader", "DmaWriter"]
@@ -101,7 +102,7 @@ class DmaReader(wiring.Component):
                 with m.Else():
                     m.next = "REQ"
             with m.State("REQ"):
-                beats = Mux(beats_left > self.max_burst, self.max_burst, beats_left)
+                beats = next_burst(burst_addr, beats_left, self.max_burst, b_bytes)
                 m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(burst_addr),
                              self.mem.rreq_beats.eq(beats), self.waiting.eq(1)]
                 with m.If(self.mem.rreq_ready):
@@ -196,7 +197,7 @@ class DmaWriter(wiring.Component):
                                  beats_left.eq(x_size * beats_per_elem)]
                     m.next = "REQ"
             with m.State("REQ"):
-                beats = Mux(beats_left > self.max_burst, self.max_burst, beats_left)
+                beats = next_burst(addr, beats_left, self.max_burst, b_bytes)
                 m.d.comb += [self.mem.wreq_valid.eq(1), self.mem.wreq_addr.eq(addr),
                              self.mem.wreq_beats.eq(beats), self.waiting.eq(1)]
                 with m.If(self.mem.wreq_ready):

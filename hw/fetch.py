@@ -17,6 +17,7 @@ from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, Opcode
 from openvta.isa import Module as Unit
 from openvta.isa import layouts_of
 
+from .memory import burst_beats as next_burst
 from .memory import mem_port
 
 __all__ = ["Fetch", "TokenCounter"]
@@ -107,7 +108,8 @@ class Fetch(wiring.Component):
                                  routing.eq(self.insn_count), part.eq(0)]
                     m.next = "REQ"
             with m.State("REQ"):
-                beats = Mux(left * bpi > self.max_burst, self.max_burst, left * bpi)
+                # whole instructions: a 4 KiB boundary is a multiple of 16 bytes
+                beats = next_burst(addr, left * bpi, self.max_burst, bus // 8)
                 with m.If(left == 0):
                     m.next = "IDLE"
                 with m.Elif(~prefetch.r_rdy & (prefetch.level == 0)):  # the last burst is routed

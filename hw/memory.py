@@ -14,11 +14,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["mem_port", "AxiArbiter", "axi_master_signature"]
+__all__ = ["mem_port", "AxiArbiter", "axi_master_signature", "burst_beats", "AXI_BOUNDARY"]
+
+#: AXI4 bursts must not cross a 4 KiB address boundary.
+AXI_BOUNDARY = 4096
+
+
+def burst_beats(addr: Any, left: Any, max_burst: int, bus_bytes: int) -> Any:
+    """Beats of the next burst at byte ``addr`` with ``left`` beats to go: at most
+    ``max_burst`` and never across a 4 KiB boundary."""
+    to_boundary = (AXI_BOUNDARY - addr[:12]) >> (bus_bytes.bit_length() - 1)
+    limit = Mux(to_boundary < max_burst, to_boundary, max_burst)
+    return Mux(left > limit, limit, left)
 
 
 def mem_port(bus_bits: int) -> wiring.Signature:

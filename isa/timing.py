@@ -8,7 +8,8 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   compute and store in arrival order (round-robin among the waiting masters).  A read
   burst of ``n`` beats holds the channel ``request_cycles + dram_read_latency_cycles
   + n`` cycles; a write burst ``request_cycles + n + 1 + dram_write_latency_cycles``.
-  Rows are split into bursts of at most ``max_burst_beats``;
+  Rows are split into bursts of at most ``max_burst_beats``, and at every 4 KiB
+  boundary (AXI4);
 * **fetch** reads a burst of instructions into its prefetch buffer (never holding the
   bus while a command queue is full), and reads the next burst once the buffer is
   empty; the router moves one instruction per cycle, ``prefetch_latency_cycles`` after

@@ -32,10 +32,24 @@ class Bursts:
         return sum(count * beats for count, beats in self.runs)
 
 
-def split_bursts(beats: int, max_burst: int) -> Bursts:
-    """``beats`` in bursts of at most ``max_burst``."""
-    full, rest = divmod(beats, max_burst)
-    return Bursts([(full, max_burst), (1, rest)])
+#: AXI4 bursts never cross a 4 KiB address boundary (the RTL splits them there too).
+AXI_BOUNDARY = 4096
+
+
+def split_bursts(start: int, beats: int, bus_bytes: int, max_burst: int) -> Bursts:
+    """``beats`` beats from byte ``start`` (bus-aligned) in bursts of at most
+    ``max_burst``, split at every 4 KiB boundary."""
+    runs: list[tuple[int, int]] = []
+    addr = start
+    while beats:
+        burst = min(beats, max_burst, (AXI_BOUNDARY - addr % AXI_BOUNDARY) // bus_bytes)
+        if runs and runs[-1][1] == burst:
+            runs[-1] = (runs[-1][0] + 1, burst)
+        else:
+            runs.append((1, burst))
+        beats -= burst
+        addr += burst * bus_bytes
+    return Bursts(runs)
 
 
 def load_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bursts:
@@ -44,21 +58,23 @@ def load_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bur
     bus = cfg.bus_bytes
     start = (insn.dram_base + row * insn.x_stride) * elem
     offset = start % bus if elem < bus else 0
-    return split_bursts(-(-(offset + insn.x_size * elem) // bus), timing.max_burst_beats)
+    beats = -(-(offset + insn.x_size * elem) // bus)
+    return split_bursts(start - offset, beats, bus, timing.max_burst_beats)
 
 
-def store_row_bursts(insn: MemInsn, cfg: Config, timing: Timing) -> Bursts:
-    """The bursts of one row of a STORE."""
+def store_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bursts:
+    """The bursts of row ``row`` of a STORE."""
     beats = insn.x_size * max(1, cfg.out_elem_bytes // cfg.bus_bytes)
-    return split_bursts(beats, timing.max_burst_beats)
+    start = (insn.dram_base + row * insn.x_stride) * cfg.out_elem_bytes
+    return split_bursts(start, beats, cfg.bus_bytes, timing.max_burst_beats)
 
 
-def fetch_bursts(count: int, cfg: Config, timing: Timing) -> list[int]:
-    """Instructions per burst fetch reads, for a stream of ``count`` instructions."""
+def fetch_bursts(start: int, count: int, cfg: Config, timing: Timing) -> list[int]:
+    """Instructions per burst fetch reads, for ``count`` instructions at byte ``start``."""
     beats_per_insn = max(1, INSN_BYTES // cfg.bus_bytes)
-    per_burst = max(1, timing.max_burst_beats // beats_per_insn)
-    full, rest = divmod(count, per_burst)
-    return [per_burst] * full + ([rest] if rest else [])
+    max_burst = max(beats_per_insn, timing.max_burst_beats // beats_per_insn * beats_per_insn)
+    bursts = split_bursts(start, count * beats_per_insn, cfg.bus_bytes, max_burst)
+    return [beats // beats_per_insn for n, beats in bursts.runs for _ in range(n)]
 
 
 def pad_elems(insn: MemInsn) -> int:

@@ -131,7 +131,8 @@ class CycleModel:
         env, stats, timing = self.env, self.stats["fetch"], self.timing
         beats_per_insn = max(1, INSN_BYTES // self.cfg.bus_bytes)
         index = 0
-        for chunk in fetch_bursts(len(self.machine.insns), self.cfg, timing):
+        for chunk in fetch_bursts(self.machine.program.insn_addr, len(self.machine.insns), self.cfg,
+                                  timing):
             label = f"{index}..{index + chunk - 1}"
             self.status["fetch"] = f"reading instructions {label}"
             start = asked = int(env.now)
@@ -221,10 +222,9 @@ class CycleModel:
         if isinstance(insn, MemInsn) and insn.x_size:
             yield from self._busy(busy, stats)
             if insn.opcode == Opcode.STORE:
-                bursts = store_row_bursts(insn, self.cfg, timing)
-                for _ in range(insn.y_size):
+                for row in range(insn.y_size):
                     yield from self._busy(timing.store_row_cycles, stats)
-                    yield from self.write.transfer(bursts, stats)
+                    yield from self.write.transfer(store_row_bursts(insn, row, self.cfg, timing), stats)
             else:
                 yield from self._load_rows(insn, stats)
             yield from self._busy(timing.dma_done_cycles, stats)

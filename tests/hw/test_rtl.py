@@ -130,3 +130,13 @@ def test_device_and_waves(tmp_path) -> None:
     waves = tmp_path / "run.vcd"
     RtlBackend(waves=waves).run(program)
     assert waves.stat().st_size > 1000 and b"$enddefinitions" in waves.read_bytes()[:200000]
+
+
+def test_bursts_split_at_4kib_boundaries() -> None:
+    """DRAM past 4 KiB: AxiRam fails any burst that crosses a 4 KiB boundary (AXI4)."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(-128, 128, (64, 96), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 96), dtype=np.int8)
+    program = build_blocked_gemm(preset("tiny"), a, w, vthreads=2, shift=6)
+    assert len(program.dram) > 3 * 4096
+    check(program, tolerance=0.02)
