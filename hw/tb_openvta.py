@@ -37,7 +37,7 @@ from openvta.runtime import Result, load_program
 
 CLOCK_PERIOD_NS = 10
 RESET_CYCLES = 5
-POLL_CYCLES = 100
+POLL_CYCLES = 1000
 #: The RAM spans the whole 32-bit address space (sparse, so free): a stray address
 #: lands outside the image instead of aliasing into it.
 RAM_BYTES = 1 << 32

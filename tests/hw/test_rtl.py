@@ -8,6 +8,8 @@ cycles and back-pressure.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -109,7 +111,9 @@ def test_programs_on_the_rtl(name: str, stress: bool, make: str) -> None:
 def test_random_programs_on_the_rtl(name: str) -> None:
     cfg = preset(name)
 
-    @settings(max_examples=3, deadline=None, derandomize=True,
+    # a bounded number in CI; OPENVTA_RTL_EXAMPLES=200 for a long run on demand
+    @settings(max_examples=int(os.environ.get("OPENVTA_RTL_EXAMPLES", "3")), deadline=None,
+              derandomize="OPENVTA_RTL_EXAMPLES" not in os.environ,
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def inner(data: st.DataObject) -> None:
