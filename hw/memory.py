@@ -102,23 +102,30 @@ class AxiArbiter(wiring.Component):
         self._write(m, ports)
         return m
 
+    def _grant(self, m: Module, ports: Any, side: str, sel: Signal, choice: tuple) -> None:
+        """The IDLE and ADDR states of a channel's FSM (``side`` is ``"r"`` or ``"w"``):
+        grant the next requester round-robin, then pass its address to AXI."""
+        chosen, any_ = choice
+        axi = {k: getattr(self, f"m_axi_a{side}{k}") for k in ("valid", "addr", "len", "ready")}
+        with m.State("IDLE"):
+            with m.If(any_):
+                m.d.sync += sel.eq(chosen)
+                m.next = "ADDR"
+        with m.State("ADDR"):
+            for i, p in enumerate(ports):
+                with m.If(sel == i):
+                    m.d.comb += [axi["valid"].eq(1), axi["addr"].eq(getattr(p, f"{side}req_addr")),
+                                 axi["len"].eq(getattr(p, f"{side}req_beats") - 1),
+                                 getattr(p, f"{side}req_ready").eq(axi["ready"])]
+            with m.If(axi["ready"]):
+                m.next = "DATA"
+
     def _read(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        chosen, any_ = self._next(m, [p.rreq_valid for p in ports], last)
+        choice = self._next(m, [p.rreq_valid for p in ports], last)
         with m.FSM(name="read"):
-            with m.State("IDLE"):
-                with m.If(any_):
-                    m.d.sync += sel.eq(chosen)
-                    m.next = "ADDR"
-            with m.State("ADDR"):
-                for i, p in enumerate(ports):
-                    with m.If(sel == i):
-                        m.d.comb += [self.m_axi_arvalid.eq(1), self.m_axi_araddr.eq(p.rreq_addr),
-                                     self.m_axi_arlen.eq(p.rreq_beats - 1),
-                                     p.rreq_ready.eq(self.m_axi_arready)]
-                with m.If(self.m_axi_arready):
-                    m.next = "DATA"
+            self._grant(m, ports, "r", sel, choice)
             with m.State("DATA"):
                 for i, p in enumerate(ports):
                     with m.If(sel == i):
@@ -132,20 +139,9 @@ class AxiArbiter(wiring.Component):
     def _write(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        chosen, any_ = self._next(m, [p.wreq_valid for p in ports], last)
+        choice = self._next(m, [p.wreq_valid for p in ports], last)
         with m.FSM(name="write"):
-            with m.State("IDLE"):
-                with m.If(any_):
-                    m.d.sync += sel.eq(chosen)
-                    m.next = "ADDR"
-            with m.State("ADDR"):
-                for i, p in enumerate(ports):
-                    with m.If(sel == i):
-                        m.d.comb += [self.m_axi_awvalid.eq(1), self.m_axi_awaddr.eq(p.wreq_addr),
-                                     self.m_axi_awlen.eq(p.wreq_beats - 1),
-                                     p.wreq_ready.eq(self.m_axi_awready)]
-                with m.If(self.m_axi_awready):
-                    m.next = "DATA"
+            self._grant(m, ports, "w", sel, choice)
             with m.State("DATA"):
                 for i, p in enumerate(ports):
                     with m.If(sel == i):
