@@ -194,6 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as exc:  # SimulationError and back-end failures
         print(f"openvta: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. `openvta disasm prog.npz | head`: the reader has enough
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
