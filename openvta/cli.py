@@ -1,6 +1,6 @@
 """The ``openvta`` command line.
 
-    openvta run PROGRAM.npz [--backend functional|cycle] [-o RESULT.npz] [--no-race-check]
+    openvta run PROGRAM.npz [--backend functional|cycle|rtl|board] [-o RESULT.npz] [--no-race-check]
                 [--trace TRACE.json] [--timeline TIMELINE.png] [--max-cycles N]
     openvta disasm PROGRAM.npz [--uops]
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeline", help="cycle back end: write a timeline figure (PNG) here")
     run.add_argument("--max-cycles", type=int, help="cycle and rtl back ends: stop past this many cycles")
     run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
+    run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
+    run.add_argument("--baud", type=int, default=115200, help="board back end: serial speed")
     dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
@@ -82,6 +84,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend != "rtl":
             raise ProgramError("--waves needs --backend rtl")
         options["waves"] = args.waves
+    if args.backend == "board":
+        if not args.port:
+            raise ProgramError("--backend board needs --port (the board's serial port)")
+        options.update(port=args.port, baud=args.baud)
+    elif args.port:
+        raise ProgramError("--port needs --backend board")
     result = Device(args.backend, **options).run(program)
     if args.output:
         result.save(args.output)

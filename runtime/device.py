@@ -33,6 +33,7 @@ _BUILTIN: dict[str, str] = {
     "functional": "openvta.sim.functional:FunctionalBackend",
     "cycle": "openvta.sim.cycle:CycleBackend",
     "rtl": "openvta.hw.backend:RtlBackend",
+    "board": "openvta.hw.board:BoardBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 

@@ -354,3 +354,12 @@ def test_disasm_uops_outside_the_image(tiny: Config, tmp_path: Path,
     assert main(["disasm", str(path), "--uops"]) == 0
     assert ("micro-ops at bytes 4000..4007 lie outside the DRAM image (32 bytes)"
             in capsys.readouterr().out)
+
+
+def test_board_back_end_needs_a_port(gemm_file: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _, _, _ = gemm_file
+    assert main(["run", str(path), "--backend", "board"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: --backend board needs --port (the "
+                                       "board's serial port)\n")
+    assert main(["run", str(path), "--port", "/dev/null"]) == 1
+    assert capsys.readouterr().err == "openvta: error: --port needs --backend board\n"

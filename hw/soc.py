@@ -1,0 +1,132 @@
+"""The system on chip: the accelerator, on-chip RAM as its DRAM, a UART host bridge.
+
+Its only pins are the UART and four LEDs (the clock and reset are the ``sync``
+domain's), so it fits any board with a USB serial port.  The host speaks
+:mod:`openvta.hw.bridge_protocol` (``docs/BRIDGE.md``) through
+:class:`openvta.hw.board.BoardBackend`.
+
+::
+
+    uart_rx ─ UartRx ─┐                 ┌─ start/insn_addr/insn_count ─┐
+                      Bridge ───────────┤                              Core
+    uart_tx ─ UartTx ─┘   │             └─ done/busy/counters ─────────┘ │ m_axi
+                          └── byte port ── AxiRam (mem_bytes) ── s_axi ──┘
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from openvta.isa import HW_COUNTERS, Config, Timing
+
+from .axi_ram import AxiRam, check_mem_bytes
+from .bridge import Bridge
+from .core import Core
+from .memory import axi_master_signature
+from .uart import UartRx, UartTx, check_divisor
+
+__all__ = ["Soc", "SOC_NAME", "ACTIVITY_HOLD_CYCLES", "frame_timeout_cycles"]
+
+#: Verilog module name of the SoC top.
+SOC_NAME = "openvta_soc"
+#: The activity LED stays lit this long after the bridge was last busy, so that a
+#: single short frame is visible (about 0.1 s at 12 MHz).
+ACTIVITY_HOLD_CYCLES = 1 << 20
+
+
+def frame_timeout_cycles(divisor: int) -> int:
+    """Silence that abandons a half-received frame: 64 byte times of the link."""
+    return 64 * 10 * divisor
+
+
+class Soc(wiring.Component):
+    """The accelerator with its memory and a UART host bridge; pins: UART and LEDs.
+
+    Parameters
+    ----------
+    cfg : Config
+        the accelerator's configuration.
+    mem_bytes : int
+        on-chip DRAM size, a power of two of at least 1024; programs are loaded at
+        address 0 and must fit.
+    divisor : int
+        UART clock cycles per bit (at least 4), ``round(clock_hz / baud)``.
+    timing : Timing, optional
+        passed to :class:`~openvta.hw.core.Core` (its longest AXI burst).
+
+    Members
+    -------
+    uart_rx : In(1)
+        from the host (idle high; synchronized inside).
+    uart_tx : Out(1)
+        to the host (idle high).
+    leds : Out(4)
+        bit 0 busy (the core runs), bit 1 done (FINISH since the last start),
+        bit 2 bridge activity (held :data:`ACTIVITY_HOLD_CYCLES`), bit 3 an error was
+        seen (a reply with a non-zero status or a UART framing error; until reset).
+
+    Raises
+    ------
+    TypeError
+        if ``cfg`` is not a :class:`~openvta.isa.Config`, or a size is not an integer.
+    ValueError
+        if ``mem_bytes`` or ``divisor`` is out of range.
+    """
+
+    def __init__(self, cfg: Config, mem_bytes: int, divisor: int,
+                 timing: Timing | None = None) -> None:
+        if not isinstance(cfg, Config):
+            raise TypeError(f"cfg must be an openvta.isa.Config, not {cfg!r}")
+        self._cfg = cfg
+        self._mem_bytes = check_mem_bytes(mem_bytes)
+        self._divisor = check_divisor(divisor)
+        self._timing = timing
+        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
+
+    @property
+    def cfg(self) -> Config:
+        return self._cfg
+
+    @property
+    def mem_bytes(self) -> int:
+        return self._mem_bytes
+
+    @property
+    def divisor(self) -> int:
+        return self._divisor
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bus_bits = self._cfg.bus_bytes * 8
+        m.submodules.core = core = Core(self._cfg, self._timing)
+        m.submodules.ram = ram = AxiRam(self._mem_bytes, self._cfg.bus_bytes)
+        m.submodules.rx = rx = UartRx(self._divisor)
+        m.submodules.tx = tx = UartTx(self._divisor)
+        m.submodules.bridge = bridge = Bridge(self._mem_bytes, len(HW_COUNTERS),
+                                              frame_timeout_cycles(self._divisor))
+        for name, member in axi_master_signature(bus_bits).items():
+            master, slave = getattr(core, name), getattr(ram, "s_axi_" + name[len("m_axi_"):])
+            if member.flow == Out:
+                m.d.comb += slave.eq(master)
+            else:
+                m.d.comb += master.eq(slave)
+        wiring.connect(m, rx.o, bridge.rx)
+        wiring.connect(m, bridge.tx, tx.i)
+        wiring.connect(m, bridge.mem, ram.byte)
+        m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx), bridge.rx_error.eq(rx.error),
+                     core.start.eq(bridge.start), core.insn_addr.eq(bridge.insn_addr),
+                     core.insn_count.eq(bridge.insn_count), bridge.done.eq(core.done),
+                     bridge.busy.eq(core.busy), bridge.counters.eq(core.counters)]
+        hold = Signal(range(ACTIVITY_HOLD_CYCLES + 1))
+        with m.If(bridge.active):
+            m.d.sync += hold.eq(ACTIVITY_HOLD_CYCLES)
+        with m.Elif(hold != 0):
+            m.d.sync += hold.eq(hold - 1)
+        error_seen = Signal()
+        with m.If(bridge.error | rx.error):
+            m.d.sync += error_seen.eq(1)
+        m.d.comb += self.leds.eq(core.busy | (core.done << 1) | ((hold != 0) << 2)
+                                 | (error_seen << 3))
+        return m

