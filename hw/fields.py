@@ -1,24 +1,42 @@
-"""Instruction and micro-op fields as slices of a word, derived from :mod:`openvta.isa`.
+"""Instruction and micro-op layouts as Amaranth ``data.StructLayout``s, derived from :mod:`openvta.isa`.
 
-Every offset and width comes from :func:`openvta.isa.layouts_of`; nothing here is typed
-in by hand.  :class:`Decoded` holds the fields of one latched instruction as Amaranth
-values (slices of the 128-bit word).
+Every offset and width comes from :func:`openvta.isa.layouts_of` (the gaps the ISA
+leaves become padding members); nothing here is typed in by hand.  :class:`Decoded`
+views one latched 128-bit instruction through the layout of each format.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from amaranth import signed, unsigned
 from amaranth.hdl import Value
+from amaranth.lib import data
 
 from openvta.isa import Config, Format, layouts_of
 
-__all__ = ["field", "Decoded", "uop_fields"]
+__all__ = ["struct_layout", "Decoded", "uop_fields"]
+
+
+@lru_cache(maxsize=None)
+def struct_layout(cfg: Config, fmt: str) -> data.StructLayout:
+    """The ``StructLayout`` of format ``fmt`` (``Format.MEM``, ``GEMM``, ``ALU``, ``UOP``)."""
+    layout = layouts_of(cfg)[fmt]
+    members: dict[str, object] = {}
+    offset = 0
+    for f in sorted(layout.fields, key=lambda f: f.offset):
+        if f.offset > offset:
+            members[f"_pad_{offset}"] = unsigned(f.offset - offset)
+        members[f.name] = signed(f.width) if f.signed else unsigned(f.width)
+        offset = f.offset + f.width
+    if offset < layout.total_width:
+        members[f"_pad_{offset}"] = unsigned(layout.total_width - offset)
+    return data.StructLayout(members)  # type: ignore[arg-type]
 
 
 def field(word: Value, cfg: Config, fmt: str, name: str) -> Value:
-    """The bits of field ``name`` of format ``fmt`` in ``word`` (signed fields as signed)."""
-    f = layouts_of(cfg)[fmt].field(name)
-    bits = word[f.offset : f.offset + f.width]
-    return bits.as_signed() if f.signed else bits
+    """Field ``name`` of format ``fmt`` in ``word``."""
+    return data.View(struct_layout(cfg, fmt), word)[name]  # type: ignore[no-any-return]
 
 
 class Decoded:
@@ -27,15 +45,17 @@ class Decoded:
     def __init__(self, word: Value, cfg: Config) -> None:
         self.word = word
         self.cfg = cfg
+        self.views = {fmt: data.View(struct_layout(cfg, fmt), word)
+                      for fmt in (Format.MEM, Format.GEMM, Format.ALU)}
 
     def mem(self, name: str) -> Value:
-        return field(self.word, self.cfg, Format.MEM, name)
+        return self.views[Format.MEM][name]  # type: ignore[no-any-return]
 
     def gemm(self, name: str) -> Value:
-        return field(self.word, self.cfg, Format.GEMM, name)
+        return self.views[Format.GEMM][name]  # type: ignore[no-any-return]
 
     def alu(self, name: str) -> Value:
-        return field(self.word, self.cfg, Format.ALU, name)
+        return self.views[Format.ALU][name]  # type: ignore[no-any-return]
 
     @property
     def opcode(self) -> Value:
@@ -47,4 +67,5 @@ class Decoded:
 
 def uop_fields(word: Value, cfg: Config) -> tuple[Value, Value, Value]:
     """(dst_idx, src_idx, wgt_idx) of a 32-bit micro-op word."""
-    return tuple(field(word, cfg, Format.UOP, n) for n in ("dst_idx", "src_idx", "wgt_idx"))  # type: ignore[return-value]
+    view = data.View(struct_layout(cfg, Format.UOP), word)
+    return view["dst_idx"], view["src_idx"], view["wgt_idx"]
