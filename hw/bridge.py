@@ -14,9 +14,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT, REG_STATUS
+from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT
 
 from .axi_ram import byte_port_signature, check_mem_bytes
+from .csr import read_register
 from .bridge_protocol import (
     FIXED_LENGTH,
     HEADER_BYTES,
@@ -237,22 +238,8 @@ class Bridge(wiring.Component):
                 m.d.sync += word.eq(done_latched | (self.busy << 1))
 
     def _register(self, m: Module, addr: Value, done_latched: Signal) -> Signal:
-        value = Signal(32)
-        with m.Switch(addr[2:12]):
-            with m.Case(REG_CONTROL >> 2):
-                m.d.comb += value.eq(self.busy)
-            with m.Case(REG_STATUS >> 2):
-                m.d.comb += value.eq(done_latched)
-            with m.Case(REG_INSN_ADDR >> 2):
-                m.d.comb += value.eq(self.insn_addr)
-            with m.Case(REG_INSN_COUNT >> 2):
-                m.d.comb += value.eq(self.insn_count)
-            for k in range(self._counter_count):
-                with m.Case((COUNTER_BASE >> 2) + 2 * k):
-                    m.d.comb += value.eq(self.counters[k][:32])
-                with m.Case((COUNTER_BASE >> 2) + 2 * k + 1):
-                    m.d.comb += value.eq(self.counters[k][32:])
-        return value
+        return read_register(m, addr[2:12], self.busy, done_latched, self.insn_addr,
+                             self.insn_count, self.counters, self._counter_count)
 
     def _reply(self, m: Module, cmd: Value, length: Value, count: Signal, total: Signal,
                word: Signal, status: Signal) -> None:

@@ -25,7 +25,9 @@ ignored too.  Both responses are always ``OKAY``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from typing import Any
+
+from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -177,24 +179,8 @@ class ControlRegisters(wiring.Component):
             m.d.sync += done_latched.eq(1)
 
     def _elaborate_read(self, m: Module, done_latched: Signal) -> None:
-        value = Signal(AXIL_DATA_WIDTH)
-        with m.Switch(self.s_axil_araddr[2:]):
-            with m.Case(REG_CONTROL >> 2):
-                m.d.comb += value.eq(self.busy)
-            with m.Case(REG_STATUS >> 2):
-                m.d.comb += value.eq(done_latched)
-            with m.Case(REG_INSN_ADDR >> 2):
-                m.d.comb += value.eq(self.insn_addr)
-            with m.Case(REG_INSN_COUNT >> 2):
-                m.d.comb += value.eq(self.insn_count)
-            for k in range(self._counter_count):
-                word = (COUNTER_BASE >> 2) + 2 * k
-                counter = self.counters[k]
-                with m.Case(word):
-                    m.d.comb += value.eq(counter[:32])
-                with m.Case(word + 1):
-                    m.d.comb += value.eq(counter[32:])
-
+        value = read_register(m, self.s_axil_araddr[2:], self.busy, done_latched,
+                              self.insn_addr, self.insn_count, self.counters, self._counter_count)
         m.d.comb += [
             self.s_axil_arready.eq(~self.s_axil_rvalid),
             self.s_axil_rresp.eq(0),
@@ -203,6 +189,30 @@ class ControlRegisters(wiring.Component):
             m.d.sync += self.s_axil_rvalid.eq(0)
         with m.If(self.s_axil_arvalid & ~self.s_axil_rvalid):
             m.d.sync += [self.s_axil_rvalid.eq(1), self.s_axil_rdata.eq(value)]
+
+
+def read_register(m: Module, word_addr: Value, busy: Value, done: Value, insn_addr: Value,
+                  insn_count: Value, counters: Any, counter_count: int) -> Signal:
+    """The 32-bit value of the register at word address ``word_addr`` (the register map of
+    :mod:`openvta.isa.counters`; unknown addresses read 0), for the AXI-Lite block and the
+    UART bridge alike."""
+    value = Signal(AXIL_DATA_WIDTH)
+    with m.Switch(word_addr):
+        with m.Case(REG_CONTROL >> 2):
+            m.d.comb += value.eq(busy)
+        with m.Case(REG_STATUS >> 2):
+            m.d.comb += value.eq(done)
+        with m.Case(REG_INSN_ADDR >> 2):
+            m.d.comb += value.eq(insn_addr)
+        with m.Case(REG_INSN_COUNT >> 2):
+            m.d.comb += value.eq(insn_count)
+        for k in range(counter_count):
+            word = (COUNTER_BASE >> 2) + 2 * k
+            with m.Case(word):
+                m.d.comb += value.eq(counters[k][:32])
+            with m.Case(word + 1):
+                m.d.comb += value.eq(counters[k][32:])
+    return value
 
 
 def connect_axil(m: Module, top: wiring.Component, csr: ControlRegisters) -> None:
