@@ -34,11 +34,6 @@ def struct_layout(cfg: Config, fmt: str) -> data.StructLayout:
     return data.StructLayout(members)  # type: ignore[arg-type]
 
 
-def field(word: Value, cfg: Config, fmt: str, name: str) -> Value:
-    """Field ``name`` of format ``fmt`` in ``word``."""
-    return data.View(struct_layout(cfg, fmt), word)[name]  # type: ignore[no-any-return]
-
-
 class Decoded:
     """Named access to every field of every format of one 128-bit instruction word."""
 

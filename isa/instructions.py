@@ -34,7 +34,6 @@ __all__ = [
     "words_to_bytes",
     "encode_uops",
     "decode_uops",
-    "format_of",
 ]
 
 DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
@@ -175,11 +174,6 @@ _OPCODES_OF = {
     "AluInsn": (Opcode.ALU,),
 }
 _BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
-
-
-def format_of(opcode: int) -> str:
-    """The layout name of an opcode."""
-    return _CLASS_OF[Opcode(opcode)].format  # type: ignore[attr-defined, no-any-return]
 
 
 def _typed(name: str, value: int) -> object:
