@@ -1,4 +1,4 @@
-"""Amaranth RTL of the accelerator, its Verilog export and cocotb harness.
+"""Amaranth RTL of the accelerator, its Verilog export, cocotb harness, SoC and bitstreams.
 
-Not built yet: this package arrives with issue [4/6] (see README, "Status").
+See the README's "RTL" and "FPGA" sections.
 """

@@ -1,16 +1,19 @@
 """The compute module: micro-op and accumulator loads, GEMM, ALU, FINISH.
 
 GEMM and ALU share one loop engine (ISA.md §3 loops: ``iter_out``, ``iter_in``, micro-ops
-innermost) with a three-stage pipeline, one micro-op execution per cycle:
+innermost) with a five-stage pipeline, one micro-op execution per cycle:
 
 1. read the micro-op;
 2. add the loop offsets; read inp, wgt and the accumulator tile(s);
-3. compute (:class:`GemmCore` or :class:`AluLanes`); write acc and out.
+3. register what the buffers return (block RAM outputs are slow on an FPGA);
+4. multiply (the :class:`GemmCore`'s registered products);
+5. forward, compute (the products' sum, or :class:`AluLanes`); write acc and out.
 
-The accumulator's read ports are transparent for its write port, so an execution that
-reads the tile the previous one writes sees the new value: back-to-back accumulation
-into one tile needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the
-accumulator only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
+The accumulator's read ports are transparent for its write port, and stage 5 forwards
+the two writes made since its tiles were read, so an execution that reads the tile an
+earlier one writes always sees the new value: back-to-back accumulation into one tile
+needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the accumulator
+only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class ComputeUnit(Elaboratable):
             MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
-        self.gemm, self.alu = GemmCore(cfg), AluLanes(cfg)
+        self.gemm, self.alu = GemmCore(cfg, registered=True), AluLanes(cfg)
         self.status = StageStatus()
         self.finished = Signal()  # FINISH executed (until the next start)
         self.clear = Signal()  # start of a run: clears ``finished``
@@ -104,7 +107,7 @@ class ComputeUnit(Elaboratable):
         # stage registers: s1 holds the offsets of the micro-op being read, s2 the indices
         s1_valid, s2_valid = Signal(), Signal()
         s1_off = {n: Signal(16, name=f"s1_{n}") for n in names}
-        s2_dst = Signal(16)
+        s2_dst, s2_src = Signal(16), Signal(16)
         factor = {n: (get(f"{n}_factor_out") if n != "wgt" else d.gemm("wgt_factor_out"),
                       get(f"{n}_factor_in") if n != "wgt" else d.gemm("wgt_factor_in")) for n in names}
         bgn, end = get("uop_bgn"), get("uop_end")
@@ -138,21 +141,50 @@ class ComputeUnit(Elaboratable):
         wgt = (uwgt + s1_off["wgt"])[:16]
         m.d.comb += [p["acc_ra"].addr.eq(dst), p["acc_rb"].addr.eq(src),  # type: ignore[attr-defined]
                      p["inp_r"].addr.eq(src), p["wgt_r"].addr.eq(wgt)]  # type: ignore[attr-defined]
-        m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst)]
-        self.s2_valid, self.s2_dst, self.is_alu = s2_valid, s2_dst, is_alu
-        # stage 3 (combinational units, written in _acc_writes)
+        m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst), s2_src.eq(src)]
+        # stage 3: register the buffers' outputs
+        s3_valid, s4_valid = Signal(), Signal()
+        s3_dst, s3_src, s4_dst, s4_src = Signal(16), Signal(16), Signal(16), Signal(16)
+        acc_bits = len(p["acc_ra"].data)  # type: ignore[attr-defined]
+        a3, b3, a4, b4 = (Signal(acc_bits, name=n) for n in ("a3", "b3", "a4", "b4"))
+        inp3 = Signal.like(p["inp_r"].data, name="inp3")  # type: ignore[attr-defined]
+        wgt3 = Signal.like(p["wgt_r"].data, name="wgt3")  # type: ignore[attr-defined]
+        m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_src.eq(s2_src),
+                     a3.eq(p["acc_ra"].data), b3.eq(p["acc_rb"].data),  # type: ignore[attr-defined]
+                     inp3.eq(p["inp_r"].data), wgt3.eq(p["wgt_r"].data)]  # type: ignore[attr-defined]
+        # stage 4: the GEMM core registers its products
+        m.d.sync += [s4_valid.eq(s3_valid), s4_dst.eq(s3_dst), s4_src.eq(s3_src),
+                     a4.eq(a3), b4.eq(b3)]
+        self.s4_valid, self.s4_dst, self.is_alu = s4_valid, s4_dst, is_alu
+        # stage 5: forward the two accumulator writes made since stage 2 read; compute
+        written = self._write_history(m)
+        a, b = _forward(written, s4_dst, a4), _forward(written, s4_src, b4)
         gemm, alu = self.gemm, self.alu
-        m.d.comb += [gemm.inp.eq(p["inp_r"].data), gemm.wgt.eq(p["wgt_r"].data),  # type: ignore[attr-defined]
-                     gemm.acc_in.eq(p["acc_ra"].data), gemm.reset.eq(d.gemm("reset_reg")),  # type: ignore[attr-defined]
+        m.d.comb += [gemm.inp.eq(inp3), gemm.wgt.eq(wgt3),
+                     gemm.acc_in.eq(a), gemm.reset.eq(d.gemm("reset_reg")),
                      alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
-                     alu.imm.eq(d.alu("imm")), alu.a.eq(p["acc_ra"].data), alu.b.eq(p["acc_rb"].data)]  # type: ignore[attr-defined]
+                     alu.imm.eq(d.alu("imm")), alu.a.eq(a), alu.b.eq(b)]
         m.d.comb += done.eq(self.status.busy & ~self.loop_start & ~issuing & ~s1_valid & ~s2_valid
+                            & ~s3_valid & ~s4_valid
                             & ((d.opcode == Opcode.GEMM) | is_alu))
         m.d.comb += [self.uop_fire.eq(s2_valid), self.uop_is_gemm.eq(~is_alu),
                      self.uop_reset.eq(d.gemm("reset_reg") & ~is_alu),
                      self.gemm_busy.eq(self.status.busy & (d.opcode == Opcode.GEMM)),
                      self.alu_busy.eq(self.status.busy & is_alu)]
         return done
+
+    def _write_history(self, m: Module) -> list[tuple[Signal, Signal, Signal]]:
+        """(en, addr, data) of the accumulator writes of the last cycle and the one before."""
+        acc_w = self.ports["acc_w"]
+        en, addr, data = acc_w.en, acc_w.addr, acc_w.data  # type: ignore[attr-defined]
+        history = []
+        for age in (1, 2):
+            reg = (Signal(name=f"w{age}_en"), Signal.like(addr, name=f"w{age}_addr"),
+                   Signal.like(data, name=f"w{age}_data"))
+            m.d.sync += [reg[0].eq(en), reg[1].eq(addr), reg[2].eq(data)]
+            history.append(reg)
+            en, addr, data = reg
+        return history
 
     def _acc_writes(self, m: Module) -> None:
         p = self.ports
@@ -167,10 +199,18 @@ class ComputeUnit(Elaboratable):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc_dma.wr_addr), acc_w.data.eq(acc_dma.wr_data)]  # type: ignore[attr-defined]
         with m.Elif(acc8_dma.wr_en):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc8_dma.wr_addr), acc_w.data.eq(widened)]  # type: ignore[attr-defined]
-        with m.Elif(self.s2_valid):
-            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s2_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
+        with m.Elif(self.s4_valid):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s4_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
             # a GEMM with reset_reg leaves the out buffer alone (ISA.md decision)
-            m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s2_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
+            m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s4_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
+
+
+def _forward(history: list[tuple[Signal, Signal, Signal]], addr: Signal, data: Signal) -> object:
+    """``data``, read from acc[addr] before the writes in ``history``, brought up to date."""
+    result: object = data
+    for en, waddr, wdata in reversed(history):  # the newest write wins: it is applied last
+        result = Mux(en & (waddr == addr[:len(waddr)]), wdata, result)
+    return result
 
 
 def _widen(tile: object, lanes: int) -> object:

@@ -1,7 +1,10 @@
-"""Arithmetic units: the GEMM core's tile product and the ALU's lanes (combinational).
+"""Arithmetic units: the GEMM core's tile product and the ALU's lanes.
 
-Latency: none here; the compute module registers around them (buffer reads of one
-cycle before, the accumulator write after), so one micro-op completes per cycle.
+Latency: the ALU is combinational.  The GEMM core is too, unless built with
+``registered=True``: then its products are registered (one cycle after ``inp`` and
+``wgt``; ``acc_in`` and ``reset`` belong to that later cycle), which takes the
+multipliers out of the accumulate path for the FPGA clock.  Either way one micro-op
+completes per cycle.
 
 Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (ISA.md §1).
 """
@@ -20,6 +23,13 @@ __all__ = ["GemmCore", "AluLanes"]
 class GemmCore(wiring.Component):
     """``acc_out[b][o] = 0 if reset else acc_in[b][o] + Σ_k inp[b][k]·wgt[o][k]``, 32-bit wrap.
 
+    Parameters
+    ----------
+    cfg : Config
+    registered : bool
+        register the products: ``acc_out`` is then ``acc_in`` plus the products of
+        the ``inp`` and ``wgt`` of the cycle before.
+
     Members
     -------
     inp, wgt, acc_in :
@@ -28,8 +38,8 @@ class GemmCore(wiring.Component):
         the new accumulator tile and its low 8 bits per lane.
     """
 
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Config, registered: bool = False) -> None:
+        self.cfg, self.registered = cfg, registered
         b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
         super().__init__({
             "inp": In(b * bi * 8), "wgt": In(bo * bi * 8), "acc_in": In(b * bo * 32),
@@ -43,8 +53,13 @@ class GemmCore(wiring.Component):
         lanes = []
         for i in range(b):
             for o in range(bo):
-                products = [self.inp.word_select(i * bi + k, 8).as_signed()
-                            * self.wgt.word_select(o * bi + k, 8).as_signed() for k in range(bi)]
+                products = []
+                for k in range(bi):
+                    product = Signal(signed(16), name=f"product_{i}_{o}_{k}")
+                    domain = m.d.sync if self.registered else m.d.comb
+                    domain += product.eq(self.inp.word_select(i * bi + k, 8).as_signed()
+                                         * self.wgt.word_select(o * bi + k, 8).as_signed())
+                    products.append(product)
                 total = _tree_sum(products)
                 acc = self.acc_in.word_select(i * bo + o, 32).as_signed()
                 lane = Signal(signed(32), name=f"lane_{i}_{o}")

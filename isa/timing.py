@@ -76,11 +76,11 @@ class Timing:
     #: buffer-write cycles per zero-padding element of a LOAD
     pad_cycles_per_elem: int = 1
     #: GEMM cycles besides one per micro-op execution (pipeline fill and drain)
-    gemm_pipeline_cycles: int = 3
+    gemm_pipeline_cycles: int = 5
     #: cycles between consecutive GEMM micro-ops
     gemm_ii_cycles: int = 1
     #: ALU cycles besides one per micro-op execution
-    alu_pipeline_cycles: int = 3
+    alu_pipeline_cycles: int = 5
     #: cycles between ALU micro-ops with an immediate operand
     alu_imm_ii_cycles: int = 1
     #: cycles between ALU micro-ops with an accumulator operand

@@ -7,6 +7,7 @@
     openvta compile conv2d --layer resnet18.C5 ... -o PROG.npz
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
     openvta verilog [--config PRESET] -o FILE.v [--lint]
+    openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
     openvta config [PRESET]
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
@@ -64,6 +65,17 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("-o", "--output", required=True, help="Verilog file to write")
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
+    bit = sub.add_parser("bitstream", help="build the SoC's FPGA bitstream with Yosys and nextpnr")
+    bit.add_argument("--board", required=True, choices=["icebreaker", "ulx3s-85f"])
+    bit.add_argument("--config", default="tiny", choices=sorted(PRESETS))
+    bit.add_argument("-o", "--output", help="build directory (default build/BOARD-PRESET)")
+    bit.add_argument("--mem-kib", type=int, help="on-chip DRAM of the SoC in KiB (a power of two; "
+                     "default 4 on icebreaker, 64 on ulx3s-85f)")
+    bit.add_argument("--baud", type=int, default=115200, help="UART speed of the host bridge")
+    bit.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz "
+                     "(default 24 on icebreaker, 50 on ulx3s-85f)")
+    bit.add_argument("--timeout", type=float, default=7200.0,
+                     help="seconds each tool may run before the build is abandoned")
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
     cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS))
     return parser
@@ -183,6 +195,20 @@ def _verilog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bitstream(args: argparse.Namespace) -> int:
+    from openvta.hw.bitstream import build_bitstream
+
+    out = args.output or f"build/{args.board}-{args.config}"
+    mem = None if args.mem_kib is None else args.mem_kib * 1024
+    report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
+                             mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
+                             timeout_s=args.timeout)
+    res = report["resources"]
+    print(json.dumps({"fmax_mhz": report["fmax_mhz"], "timing_met": report["timing_met"],
+                      **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -194,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compile(args)
         if args.command == "verilog":
             return _verilog(args)
+        if args.command == "bitstream":
+            return _bitstream(args)
         print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
         return 0
     except (ProgramError, BackendError, ConfigError, ISAError, ValueError) as exc:

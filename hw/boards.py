@@ -1,0 +1,167 @@
+"""The FPGA boards a bitstream is built for, and whether a configuration fits one.
+
+Two checks stop a build that cannot fit before place and route spends minutes on it:
+
+* :func:`check_fit` — from the configuration alone, before any tool runs: the GEMM
+  core's multipliers against the part's DSP blocks, and the buffers plus the on-chip
+  DRAM against its block RAM bits;
+* :func:`check_synthesis` — from Yosys's cell counts, after synthesis: DSP blocks,
+  block RAMs and logic against what the part has.
+
+Both raise :class:`FitError`, naming every resource that is short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openvta.isa import Config
+
+__all__ = ["Board", "BOARDS", "FitError", "board", "check_fit", "check_synthesis", "buffer_bits"]
+
+
+class FitError(ValueError):
+    """A configuration cannot fit the board's FPGA."""
+
+
+@dataclass(frozen=True)
+class Board:
+    """One board: its part, clock, capacities and Yosys/nextpnr cell names.
+
+    ``capacity`` maps a resource (``logic``, ``dsp``, ``bram``) to how many the part
+    has; ``cells`` maps it to the Yosys cell types that use it.
+    """
+
+    name: str
+    part: str
+    family: str  # "ice40" or "ecp5"
+    platform_name: str  # module:class in amaranth_boards
+    clock_hz: float  # the board oscillator the SoC runs from
+    target_mhz: float  # the Fmax nextpnr is asked for (the issue's target)
+    capacity: dict[str, int]
+    cells: dict[str, tuple[str, ...]]
+    bram_bits: int  # bits of one block RAM
+    default_mem_bytes: int  # on-chip DRAM of the SoC
+    nextpnr_opts: tuple[str, ...] = ()
+    synth_opts: str = ""
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def platform(self) -> Any:
+        """A fresh amaranth-boards platform object for this board."""
+        module, cls = self.platform_name.split(":")
+        try:
+            mod = __import__(module, fromlist=[cls])
+        except ImportError:
+            raise FitError(f"building for {self.name} needs amaranth-boards: "
+                           "pip install 'openvta[fpga]'") from None
+        factory: Callable[[], Any] = getattr(mod, cls)
+        return factory()
+
+
+BOARDS: dict[str, Board] = {
+    "icebreaker": Board(
+        name="icebreaker", part="iCE40 UP5K", family="ice40",
+        platform_name="amaranth_boards.icebreaker:ICEBreakerPlatform",
+        clock_hz=12e6, target_mhz=24.0,
+        capacity={"logic": 5280, "dsp": 8, "bram": 30},
+        cells={"logic": ("SB_LUT4",), "dsp": ("SB_MAC16",), "bram": ("SB_RAM40_4K",),
+               "ff": ("SB_DFF", "SB_DFFE", "SB_DFFSR", "SB_DFFR", "SB_DFFS", "SB_DFFESR",
+                      "SB_DFFER", "SB_DFFES", "SB_DFFSS", "SB_DFFESS"),
+               "carry": ("SB_CARRY",)},
+        bram_bits=4096, default_mem_bytes=4096, synth_opts="-dsp",
+    ),
+    "ulx3s-85f": Board(
+        name="ulx3s-85f", part="ECP5 LFE5U-85F", family="ecp5",
+        platform_name="amaranth_boards.ulx3s:ULX3S_85F_Platform",
+        clock_hz=25e6, target_mhz=50.0,
+        capacity={"logic": 83640, "dsp": 156, "bram": 208},
+        cells={"logic": ("LUT4",), "dsp": ("MULT18X18D",), "bram": ("DP16KD",),
+               "ff": ("TRELLIS_FF",), "carry": ("CCU2C",), "lutram": ("TRELLIS_DPR16X4",)},
+        bram_bits=18432, default_mem_bytes=65536, nextpnr_opts=("--router", "router2"),
+    ),
+}
+
+_NAMES = {"logic": "logic cells (LUT4)", "dsp": "DSP blocks", "bram": "block RAMs"}
+
+
+def board(name: str) -> Board:
+    """The board called ``name`` (``icebreaker`` or ``ulx3s-85f``)."""
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise FitError(f"unknown board {name!r}; choose one of "
+                       f"{', '.join(sorted(BOARDS))}") from None
+
+
+def buffer_bits(cfg: Config) -> int:
+    """Bits of the five on-chip buffers (uop, inp, wgt, acc, out)."""
+    total = (1 << cfg.LOG_UOP_BUFF_SIZE) + (1 << cfg.LOG_INP_BUFF_SIZE) \
+        + (1 << cfg.LOG_WGT_BUFF_SIZE) + (1 << cfg.LOG_ACC_BUFF_SIZE)
+    total += (1 << cfg.LOG_ACC_DEPTH) * cfg.out_elem_bytes
+    return total * 8
+
+
+def check_fit(target: Board, cfg: Config, mem_bytes: int, preset_name: str = "") -> dict[str, int]:
+    """Lower bounds of what ``cfg`` needs on ``target``, before any tool runs.
+
+    Returns the estimate (``multipliers``, ``ram_bits``).
+
+    Raises
+    ------
+    FitError
+        naming each resource whose lower bound exceeds the part.
+    """
+    what = f"preset {preset_name!r}" if preset_name else "this configuration"
+    shape = f"{cfg.BATCH}×{cfg.BLOCK_IN}×{cfg.BLOCK_OUT}"
+    multipliers = cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT
+    ram_bits = buffer_bits(cfg) + mem_bytes * 8
+    available_bits = target.capacity["bram"] * target.bram_bits
+    problems = []
+    if multipliers > target.capacity["dsp"]:
+        problems.append(f"its {shape} GEMM core alone needs {multipliers} multipliers (one "
+                        f"8×8 product per DSP block) but the {target.part} has "
+                        f"{target.capacity['dsp']} DSP blocks")
+    if ram_bits > available_bits:
+        problems.append(f"its buffers ({buffer_bits(cfg) // 8192} KiB) and the SoC's "
+                        f"{mem_bytes // 1024} KiB of on-chip DRAM need {ram_bits // 8192} KiB "
+                        f"of block RAM but the {target.part} has {available_bits // 8192} KiB "
+                        f"({target.capacity['bram']} blocks)")
+    if problems:
+        raise FitError(f"{what} cannot fit {target.name} ({target.part}): "
+                       + "; ".join(problems) + ". Choose a smaller preset or board "
+                       "(see the README's FPGA section).")
+    return {"multipliers": multipliers, "ram_bits": ram_bits}
+
+
+def synthesis_usage(target: Board, cell_counts: dict[str, int]) -> dict[str, int]:
+    """Per-resource use from Yosys's cell counts (``logic``, ``dsp``, ``bram``, ``ff``, …).
+
+    ``logic`` on iCE40 is a lower bound of the logic cells after packing: each holds
+    one LUT4, one flip-flop and one carry, so it is the largest of the three counts.
+    """
+    usage = {res: sum(cell_counts.get(c, 0) for c in cells) for res, cells in target.cells.items()}
+    if target.family == "ice40":
+        usage["logic"] = max(usage["logic"], usage.get("ff", 0), usage.get("carry", 0))
+    return usage
+
+
+def check_synthesis(target: Board, cell_counts: dict[str, int], what: str = "the design") -> dict[str, int]:
+    """Check Yosys's cell counts against ``target`` (before place and route).
+
+    Returns :func:`synthesis_usage`.
+
+    Raises
+    ------
+    FitError
+        naming each resource used beyond the part's capacity.
+    """
+    usage = synthesis_usage(target, cell_counts)
+    over = [f"{usage[res]} {_NAMES[res]} of {cap} ({math.ceil(100 * usage[res] / cap)} %)"
+            for res, cap in target.capacity.items() if usage[res] > cap]
+    if over:
+        raise FitError(f"{what} does not fit {target.name} ({target.part}) after synthesis: "
+                       + ", ".join(over) + "; place and route was not started.")
+    return usage

