@@ -1,10 +1,10 @@
-# openvta — make demo | make test | make bench | make lint
+# openvta — make demo | make test | make bench | make bitstream-ecp5 | make bitstream-ice40
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench bench-fpga bitstream-ecp5 bitstream-ice40 lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,17 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/functional.py
+
+# The ULX3S (ECP5-85F) bitstream of the `small` preset: 10-15 minutes, about 1.5 GB.
+bitstream-ecp5: $(STAMP)
+	$(BIN)/openvta bitstream --board ulx3s-85f --config small -o build/ulx3s-85f-small
+
+# The ICEBreaker (iCE40 UP5K) link-test image (no accelerator preset fits the UP5K).
+bitstream-ice40: $(STAMP)
+	$(BIN)/openvta bitstream --board icebreaker --link-test -o build/icebreaker-link-test
+
+bench-fpga: $(STAMP)
+	$(BIN)/python benchmarks/fpga.py --json build/bench/figures.json
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy

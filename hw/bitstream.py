@@ -35,10 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from amaranth import Elaboratable, Module
+from amaranth.build import ResourceError
+from amaranth.lib import io
 
 from openvta.isa import Config
 
+from .axi_ram import check_mem_bytes
 from .boards import Board, FitError, board, check_fit, check_synthesis
+from .uart import check_divisor
 
 __all__ = ["build_bitstream", "BitstreamError", "FitError", "SocOnBoard", "DEFAULT_BAUD",
            "TOP_NAME", "REPORT_NAME"]
@@ -61,21 +65,25 @@ class BitstreamError(RuntimeError):
 class SocOnBoard(Elaboratable):
     """:class:`~openvta.hw.soc.Soc` wired to a board's UART and LEDs."""
 
-    def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int) -> None:
+    def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
+                 accelerator: bool = True) -> None:
         from .soc import Soc
 
-        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud))
+        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud), accelerator=accelerator)
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.submodules.soc = soc = self.soc
-        uart = platform.request("uart", 0)
-        m.d.comb += [soc.uart_rx.eq(uart.rx.i), uart.tx.o.eq(soc.uart_tx)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [soc.uart_rx.eq(rx.i), tx.o.eq(soc.uart_tx)]
         for k in range(4):
             try:
-                led = platform.request("led", k)
-            except Exception:  # the board has fewer LEDs: the rest stay internal
+                pin = platform.request("led", k, dir="-")
+            except ResourceError:  # the board has fewer LEDs: the rest stay internal
                 break
+            m.submodules[f"led_{k}"] = led = io.Buffer("o", pin)
             m.d.comb += led.o.eq(soc.leds[k])
         return m
 
@@ -83,9 +91,33 @@ class SocOnBoard(Elaboratable):
 def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str], *,
                     preset_name: str = "", mem_bytes: int | None = None,
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
-                    timeout_s: float = 7200.0,
+                    timeout_s: float = 7200.0, link_test: bool = False,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
+
+    Parameters
+    ----------
+    board_name : str
+        ``icebreaker`` or ``ulx3s-85f`` (:data:`~openvta.hw.boards.BOARDS`).
+    cfg : Config
+        the accelerator's configuration.
+    out_dir : path
+        the build directory (created): sources, tool logs, bitstream, ``report.json``.
+    preset_name : str
+        the preset's name, for messages and the report.
+    mem_bytes : int, optional
+        the SoC's on-chip DRAM (a power of two); the board's default if omitted.
+    baud : int
+        the UART bridge's line rate.
+    target_mhz : float, optional
+        the Fmax nextpnr is asked for; the board's target if omitted.
+    timeout_s : float
+        seconds each tool may run.
+    link_test : bool
+        build the link-test image instead (bridge and memory, no accelerator): it
+        fits any board and checks the serial link; START answers "bad command".
+    progress : callable, optional
+        receives each progress line; by default they are printed.
 
     Raises
     ------
@@ -96,24 +128,40 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         below the board clock.
     """
     target = board(board_name)
-    mem_bytes = target.default_mem_bytes if mem_bytes is None else mem_bytes
-    target_mhz = target.target_mhz if target_mhz is None else float(target_mhz)
+    mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
+    if not isinstance(baud, int) or isinstance(baud, bool) or baud < 1:
+        raise ValueError(f"baud must be a positive integer, not {baud!r}")
+    try:
+        check_divisor(round(target.clock_hz / baud))
+    except ValueError as exc:
+        raise ValueError(f"baud {baud} is too fast for {target.name}'s "
+                         f"{target.clock_hz / 1e6:g} MHz clock ({exc})") from None
+    target_mhz = target.target_mhz if target_mhz is None else target_mhz
+    if not isinstance(target_mhz, (int, float)) or isinstance(target_mhz, bool) or target_mhz <= 0:
+        raise ValueError(f"the target Fmax must be a positive number of MHz, not {target_mhz!r}")
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
     say = progress or _say
-    estimate = check_fit(target, cfg, mem_bytes, preset_name)
+    t0 = time.monotonic()
+    if link_test:
+        what = "the link-test image"
+        say(f"[{_clock(t0)}] {what} (UART bridge and memory, no accelerator) on {target.name}")
+    else:
+        what = f"preset {preset_name!r}" if preset_name else "the configuration"
+        estimate = check_fit(target, cfg, mem_bytes, preset_name)
+        say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
+            f"({estimate['multipliers']} GEMM multipliers, "
+            f"{estimate['ram_bits'] // 8192} KiB of RAM)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    what = f"preset {preset_name!r}" if preset_name else "the configuration"
-    say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
-        f"({estimate['multipliers']} GEMM multipliers, {estimate['ram_bits'] // 8192} KiB of RAM)")
     say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
         f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
-    plan = _plan(target, cfg, mem_bytes, baud)
+    plan = _plan(target, cfg, mem_bytes, baud, not link_test)
     plan.extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report: dict[str, Any] = {
-        "board": target.name, "part": target.part, "config": preset_name or cfg.name,
-        "config_keys": cfg.to_dict(),
+        "board": target.name, "part": target.part, "config": "link-test" if link_test else (preset_name or cfg.name),
+        "config_keys": None if link_test else cfg.to_dict(),
         "mem_bytes": mem_bytes, "baud": baud, "clock_mhz": target.clock_hz / 1e6,
         "target_mhz": target_mhz, "times_s": {}, "status": "running",
     }
@@ -162,9 +210,9 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int) -> Any:
+def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool) -> Any:
     platform = target.platform()
-    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud)
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator)
     # the ULX3S platform lists openFPGALoader as a tool even when nothing is programmed
     os.environ.setdefault("OPENFPGALOADER", "true")
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,

@@ -48,6 +48,9 @@ class Bridge(wiring.Component):
         a frame that stays silent this many cycles before its checksum byte arrives
         is abandoned and answered with status 1 (so that a corrupted length field
         cannot hang the link).
+    can_start : bool
+        False for the link-test image, which has no accelerator: START is then
+        answered with status 2 (bad command) and starts nothing.
 
     Members
     -------
@@ -73,7 +76,8 @@ class Bridge(wiring.Component):
     sets the throughput.
     """
 
-    def __init__(self, mem_bytes: int, counter_count: int, timeout_cycles: int) -> None:
+    def __init__(self, mem_bytes: int, counter_count: int, timeout_cycles: int,
+                 can_start: bool = True) -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
         if not isinstance(counter_count, int) or not 0 <= counter_count <= \
                 (REG_WINDOW_BYTES - COUNTER_BASE) // 8:
@@ -82,6 +86,7 @@ class Bridge(wiring.Component):
         if not isinstance(timeout_cycles, int) or timeout_cycles < 1:
             raise ValueError(f"timeout_cycles must be a positive integer, not {timeout_cycles!r}")
         self._counter_count, self._timeout_cycles = counter_count, timeout_cycles
+        self._can_start = bool(can_start)
         super().__init__({
             "rx": In(stream.Signature(8, always_ready=True)), "rx_error": In(1),
             "tx": Out(stream.Signature(8)),
@@ -195,7 +200,8 @@ class Bridge(wiring.Component):
             Command.READ_MEM: ((length != 0) & (length <= MAX_PAYLOAD), mem_ok, "REPLY_SYNC"),
             Command.WRITE_REG: (length == FIXED_LENGTH[Command.WRITE_REG], reg_ok, "EXECUTE"),
             Command.READ_REG: (length == FIXED_LENGTH[Command.READ_REG], reg_ok, "EXECUTE"),
-            Command.START: (length == FIXED_LENGTH[Command.START], program_ok, "EXECUTE"),
+            Command.START: ((length == FIXED_LENGTH[Command.START]) & int(self._can_start),
+                            program_ok, "EXECUTE"),
             Command.STATUS: (length == FIXED_LENGTH[Command.STATUS], Const(1), "EXECUTE"),
         }
         with m.If(corrupt | (total != 0)):

@@ -55,6 +55,10 @@ class Soc(wiring.Component):
         UART clock cycles per bit (at least 4), ``round(clock_hz / baud)``.
     timing : Timing, optional
         passed to :class:`~openvta.hw.core.Core` (its longest AXI burst).
+    accelerator : bool
+        False builds the link-test image: the bridge and the memory without the core
+        (START is answered with "bad command"; the registers read zero).  It fits any
+        board and checks the serial link and the memory before a full build.
 
     Members
     -------
@@ -76,13 +80,14 @@ class Soc(wiring.Component):
     """
 
     def __init__(self, cfg: Config, mem_bytes: int, divisor: int,
-                 timing: Timing | None = None) -> None:
+                 timing: Timing | None = None, accelerator: bool = True) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be an openvta.isa.Config, not {cfg!r}")
         self._cfg = cfg
         self._mem_bytes = check_mem_bytes(mem_bytes)
         self._divisor = check_divisor(divisor)
         self._timing = timing
+        self._accelerator = bool(accelerator)
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
 
     @property
@@ -100,25 +105,29 @@ class Soc(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bus_bits = self._cfg.bus_bytes * 8
-        m.submodules.core = core = Core(self._cfg, self._timing)
         m.submodules.ram = ram = AxiRam(self._mem_bytes, self._cfg.bus_bytes)
         m.submodules.rx = rx = UartRx(self._divisor)
         m.submodules.tx = tx = UartTx(self._divisor)
         m.submodules.bridge = bridge = Bridge(self._mem_bytes, len(HW_COUNTERS),
-                                              frame_timeout_cycles(self._divisor))
-        for name, member in axi_master_signature(bus_bits).items():
-            master, slave = getattr(core, name), getattr(ram, "s_axi_" + name[len("m_axi_"):])
-            if member.flow == Out:
-                m.d.comb += slave.eq(master)
-            else:
-                m.d.comb += master.eq(slave)
+                                              frame_timeout_cycles(self._divisor),
+                                              can_start=self._accelerator)
+        busy, done = Signal(), Signal()
+        if self._accelerator:
+            m.submodules.core = core = Core(self._cfg, self._timing)
+            for name, member in axi_master_signature(bus_bits).items():
+                master, slave = getattr(core, name), getattr(ram, "s_axi_" + name[len("m_axi_"):])
+                if member.flow == Out:
+                    m.d.comb += slave.eq(master)
+                else:
+                    m.d.comb += master.eq(slave)
+            m.d.comb += [core.start.eq(bridge.start), core.insn_addr.eq(bridge.insn_addr),
+                         core.insn_count.eq(bridge.insn_count), done.eq(core.done),
+                         busy.eq(core.busy), bridge.counters.eq(core.counters)]
         wiring.connect(m, rx.o, bridge.rx)
         wiring.connect(m, bridge.tx, tx.i)
         wiring.connect(m, bridge.mem, ram.byte)
         m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx), bridge.rx_error.eq(rx.error),
-                     core.start.eq(bridge.start), core.insn_addr.eq(bridge.insn_addr),
-                     core.insn_count.eq(bridge.insn_count), bridge.done.eq(core.done),
-                     bridge.busy.eq(core.busy), bridge.counters.eq(core.counters)]
+                     bridge.done.eq(done), bridge.busy.eq(busy)]
         hold = Signal(range(ACTIVITY_HOLD_CYCLES + 1))
         with m.If(bridge.active):
             m.d.sync += hold.eq(ACTIVITY_HOLD_CYCLES)
@@ -127,6 +136,6 @@ class Soc(wiring.Component):
         error_seen = Signal()
         with m.If(bridge.error | rx.error):
             m.d.sync += error_seen.eq(1)
-        m.d.comb += self.leds.eq(core.busy | (core.done << 1) | ((hold != 0) << 2)
+        m.d.comb += self.leds.eq(busy | (done << 1) | ((hold != 0) << 2)
                                  | (error_seen << 3))
         return m

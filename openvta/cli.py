@@ -8,6 +8,7 @@
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
     openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
+                      [--link-test]
     openvta config [PRESET]
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from openvta.hw.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.runtime import BackendError, Device, ProgramError, backends, load_program
 
@@ -66,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
     bit = sub.add_parser("bitstream", help="build the SoC's FPGA bitstream with Yosys and nextpnr")
-    bit.add_argument("--board", required=True, choices=["icebreaker", "ulx3s-85f"])
+    bit.add_argument("--board", required=True, choices=sorted(BOARDS))
     bit.add_argument("--config", default="tiny", choices=sorted(PRESETS))
     bit.add_argument("-o", "--output", help="build directory (default build/BOARD-PRESET)")
     bit.add_argument("--mem-kib", type=int, help="on-chip DRAM of the SoC in KiB (a power of two; "
@@ -74,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     bit.add_argument("--baud", type=int, default=115200, help="UART speed of the host bridge")
     bit.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz "
                      "(default 24 on icebreaker, 50 on ulx3s-85f)")
+    bit.add_argument("--link-test", action="store_true",
+                     help="build the link-test image: UART bridge and memory, no accelerator")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned")
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
@@ -198,11 +202,11 @@ def _verilog(args: argparse.Namespace) -> int:
 def _bitstream(args: argparse.Namespace) -> int:
     from openvta.hw.bitstream import build_bitstream
 
-    out = args.output or f"build/{args.board}-{args.config}"
+    out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024
     report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
                              mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
-                             timeout_s=args.timeout)
+                             timeout_s=args.timeout, link_test=args.link_test)
     res = report["resources"]
     print(json.dumps({"fmax_mhz": report["fmax_mhz"], "timing_met": report["timing_met"],
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

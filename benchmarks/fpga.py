@@ -1,0 +1,77 @@
+"""FPGA figures: resources and Fmax of every preset on every board (not run by CI).
+
+Targets (issue [5/6]): ``small`` on the ULX3S's ECP5-85F at 50 MHz or more; ``tiny``
+on the ICEBreaker's iCE40 UP5K at 24 MHz or more.  A preset that cannot fit a board is
+reported with the fit check's reason (before any tool runs, or after synthesis); the
+link-test image (UART bridge and memory, no accelerator) is built for each board too.
+
+    .venv/bin/python benchmarks/fpga.py [--boards icebreaker,ulx3s-85f]
+        [--presets tiny,small,default] [--out build/bench] [--json figures.json]
+
+An ECP5-85F build takes 10–15 minutes and about 1.5 GB; run it in the background.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from openvta.hw.bitstream import build_bitstream
+from openvta.hw.boards import BOARDS, FitError
+from openvta.isa import preset
+
+
+def _row(board: str, name: str, report: dict[str, Any] | None, error: str, seconds: float) -> str:
+    if report is None:
+        return f"| {board} | {name} | does not fit: {error} | | | | | | {seconds:.0f} s |"
+    res = report["resources"]
+
+    def cell(key: str) -> str:
+        return f"{res[key]['used']}/{res[key]['available']}" if key in res else "—"
+
+    met = "✔" if report["timing_met"] else "✘"
+    return (f"| {board} | {name} | {report['status']} | {cell('lut')} | {cell('ff')} | "
+            f"{cell('dsp')} | {cell('bram')} | {report['fmax_mhz']:.1f} MHz "
+            f"(target {report['target_mhz']:g} {met}) | {seconds:.0f} s |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--boards", default="icebreaker,ulx3s-85f")
+    parser.add_argument("--presets", default="tiny,small,default")
+    parser.add_argument("--out", default="build/bench", help="build directories go here")
+    parser.add_argument("--json", help="also write every report here")
+    args = parser.parse_args()
+    rows, reports = [], {}
+    for board in args.boards.split(","):
+        if board not in BOARDS:
+            sys.exit(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
+        for name in ["link-test", *args.presets.split(",")]:
+            link = name == "link-test"
+            print(f"== {name} on {board}", flush=True)
+            start = time.perf_counter()
+            report, error = None, ""
+            try:
+                report = build_bitstream(board, preset("tiny" if link else name),
+                                         Path(args.out) / f"{board}-{name}", preset_name=name,
+                                         link_test=link)
+            except FitError as exc:
+                error = str(exc).split(": ", 1)[1]
+                print(f"   {error}", flush=True)
+            seconds = time.perf_counter() - start
+            rows.append(_row(board, name, report, error, seconds))
+            reports[f"{board}/{name}"] = report or {"status": "does not fit", "reason": error}
+    print("\n| board | design | status | LUT | FF | DSP | block RAM | Fmax | build time |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+    if args.json:
+        Path(args.json).write_text(json.dumps(reports, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
