@@ -156,7 +156,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     out.mkdir(parents=True, exist_ok=True)
     say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
         f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
-    plan = _plan(target, cfg, mem_bytes, baud, not link_test)
+    plan = _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz)
     plan.extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report: dict[str, Any] = {
@@ -169,8 +169,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         tool, args = command[0], list(command[1:])
         step = _STEP_NAMES.get(tool, "place and route")
         if tool.startswith("nextpnr"):
-            args += ["--freq", f"{target_mhz:g}", "--timing-allow-fail",
-                     "--report", f"{TOP_NAME}.pnr.json", *target.nextpnr_opts]
+            args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json",
+                     *target.nextpnr_opts]
         log = out / f"{TOP_NAME}.{tool}.log"
         say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} (log {log})")
         started = time.monotonic()
@@ -210,13 +210,29 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool) -> Any:
-    platform = target.platform()
+def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool,
+          target_mhz: float) -> Any:
+    platform = _constrained(target.platform(), target_mhz)
     top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator)
     # the ULX3S platform lists openFPGALoader as a tool even when nothing is programmed
     os.environ.setdefault("OPENFPGALOADER", "true")
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
+
+
+def _constrained(platform: Any, target_mhz: float) -> Any:
+    """``platform`` with its clock pin constrained to ``target_mhz`` instead of the
+    oscillator's frequency, so that nextpnr optimizes for (and reports against) the
+    target; the SoC still runs from the oscillator."""
+    base = type(platform)
+
+    class Constrained(base):  # type: ignore[misc, valid-type]
+        def iter_port_clock_constraints(self) -> Any:
+            for port, _frequency in super().iter_port_clock_constraints():
+                yield port, target_mhz * 1e6
+
+    Constrained.__name__ = base.__name__
+    return Constrained()
 
 
 def _tool_path(tool: str) -> str:
@@ -249,9 +265,19 @@ def _run(tool: str, args: list[str], cwd: Path, log: Path, timeout_s: float,
             stop.set()
             beat.join()
     if code != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise BitstreamError(f"{step} ({_TOOLS.get(tool, tool)}) failed with exit code {code}; "
-                             f"the end of {log}:\n{tail}")
+        own = _own_log(args, cwd)  # the tool's own log says more than its console
+        source = own if own is not None and own.exists() else log
+        tail = "\n".join(source.read_text(errors="replace").splitlines()[-15:])
+        how = f"was stopped by signal {-code}" if code < 0 else f"failed with exit code {code}"
+        raise BitstreamError(f"{step} ({_TOOLS.get(tool, tool)}) {how}; the end of {source}:\n"
+                             f"{tail}")
+
+
+def _own_log(args: list[str], cwd: Path) -> Path | None:
+    for flag in ("-l", "--log"):
+        if flag in args[:-1]:
+            return cwd / args[args.index(flag) + 1]
+    return None
 
 
 def _heartbeat(stop: threading.Event, say: Callable[[str], None], t0: float, step: str,

