@@ -164,15 +164,34 @@ class ComputeUnit(Elaboratable):
         m.d.sync += [alu_q.eq(alu.acc_out), alu_out_q.eq(alu.out)]
         self.alu_q, self.alu_out_q = alu_q, alu_out_q
         written = self._write_history(m)
-        addr_bits = len(written[0][1])
-        alu_history = [(s4_valid, s4_dst[:addr_bits], alu_q), written[0]]
+        # which write each operand must take is decided a cycle ahead, when stage 3
+        # holds the micro-op: the write stage 4 will make (its ALU result) and the one
+        # happening now
+        acc_w = p["acc_w"]
+        bits = len(written[0][1])
+        a_sel: list[Signal] = []
+        b_sel: list[Signal] = []
+        for addr, sels in ((s2_dst, a_sel), (s2_src, b_sel)):
+            for age, (en, waddr) in enumerate(((s3_valid, s3_dst[:bits]),
+                                              (acc_w.en, acc_w.addr))):  # type: ignore[attr-defined]
+                sel = Signal(name=f"{'ab'[sels is b_sel]}_sel{age}")
+                m.d.sync += sel.eq(en & (waddr == addr[:bits]))
+                sels.append(sel)
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
-                     alu.imm.eq(d.alu("imm")), alu.a.eq(_forward(alu_history, s3_dst, a3)),
-                     alu.b.eq(_forward(alu_history, s3_src, b3))]
+                     alu.imm.eq(d.alu("imm")),
+                     alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], a3))),
+                     alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], b3)))]
         # stage 5: the GEMM sum on the accumulator tile brought up to date with the two
         # writes made since stage 2 read it; the write (_acc_writes)
+        # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
+        g_sel = []
+        for age, (en, waddr) in enumerate(((acc_w.en, acc_w.addr),  # type: ignore[attr-defined]
+                                          (written[0][0], written[0][1]))):
+            sel = Signal(name=f"g_sel{age}")
+            m.d.sync += sel.eq(en & (waddr == s3_dst[:bits]))
+            g_sel.append(sel)
         m.d.comb += [gemm.inp.eq(inp3), gemm.wgt.eq(wgt3),
-                     gemm.acc_in.eq(_forward(written, s4_dst, a4)),
+                     gemm.acc_in.eq(Mux(g_sel[0], written[0][2], Mux(g_sel[1], written[1][2], a4))),
                      gemm.reset.eq(d.gemm("reset_reg"))]
         m.d.comb += done.eq(self.status.busy & ~self.loop_start & ~issuing & ~s1_valid & ~s2_valid
                             & ~s3_valid & ~s4_valid
@@ -213,15 +232,6 @@ class ComputeUnit(Elaboratable):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s4_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
             # a GEMM with reset_reg leaves the out buffer alone (ISA.md decision)
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s4_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
-
-
-def _forward(history: list, addr: Signal, data: Signal) -> object:
-    """``data``, read from acc[addr] before the writes in ``history`` (newest first), brought
-    up to date."""
-    result: object = data
-    for en, waddr, wdata in reversed(history):  # the newest write wins: it is applied last
-        result = Mux(en & (waddr == addr[:len(waddr)]), wdata, result)
-    return result
 
 
 def _widen(tile: object, lanes: int) -> object:

@@ -107,16 +107,23 @@ class AxiArbiter(wiring.Component):
         grant the next requester round-robin, then pass its address to AXI."""
         chosen, any_ = choice
         axi = {k: getattr(self, f"m_axi_a{side}{k}") for k in ("valid", "addr", "len", "ready")}
+        # the granted request's address and length are registered at the grant (a
+        # requester holds them until its handshake), so the AXI address channel is
+        # driven from flip-flops
+        addr_q, len_q = Signal.like(axi["addr"], name=f"a{side}addr_q"), Signal.like(axi["len"], name=f"a{side}len_q")
         with m.State("IDLE"):
             with m.If(any_):
                 m.d.sync += sel.eq(chosen)
+                for i, p in enumerate(ports):
+                    with m.If(chosen == i):
+                        m.d.sync += [addr_q.eq(getattr(p, f"{side}req_addr")),
+                                     len_q.eq(getattr(p, f"{side}req_beats") - 1)]
                 m.next = "ADDR"
         with m.State("ADDR"):
+            m.d.comb += [axi["valid"].eq(1), axi["addr"].eq(addr_q), axi["len"].eq(len_q)]
             for i, p in enumerate(ports):
                 with m.If(sel == i):
-                    m.d.comb += [axi["valid"].eq(1), axi["addr"].eq(getattr(p, f"{side}req_addr")),
-                                 axi["len"].eq(getattr(p, f"{side}req_beats") - 1),
-                                 getattr(p, f"{side}req_ready").eq(axi["ready"])]
+                    m.d.comb += getattr(p, f"{side}req_ready").eq(axi["ready"])
             with m.If(axi["ready"]):
                 m.next = "DATA"
 
