@@ -29,8 +29,8 @@ from openvta.blocked_gemm import (  # noqa: E402
     read_gemm_output,
     reference_gemm,
 )
-from openvta.isa import EVENT_COUNTERS, preset  # noqa: E402
-from openvta.runtime import Program  # noqa: E402
+from openvta.isa import EVENT_COUNTERS, AluOp, MemoryType, Module, Uop, preset  # noqa: E402
+from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
 EXAMPLES = {"tiny": 12, "small": 6}
@@ -91,3 +91,40 @@ def test_small_queues_stall_but_keep_results(cmd: int, dep: int, vthreads: int) 
     program = build_blocked_gemm(cfg, a, w, vthreads=vthreads, shift=4, blocks=GemmBlocks(2, 1, 1))
     dram = assert_core_matches_functional(program)
     np.testing.assert_array_equal(read_gemm_output(program, dram, 8, 8), reference_gemm(a, w, 4))
+
+
+def _forwarding_program(cfg):
+    """Micro-ops that read the tile written one and two executions before, through
+    every forwarding path of the compute pipeline: the GEMM's accumulator, the ALU's
+    first operand and its second (vector) operand."""
+    rng = np.random.default_rng(7)
+    b = ProgramBuilder(cfg)
+    inp = b.tensor("inp", data=rng.integers(-128, 128, (4, cfg.BATCH, cfg.BLOCK_IN), dtype=np.int8))
+    wgt = b.tensor("wgt", data=rng.integers(-128, 128, (4, cfg.BLOCK_OUT, cfg.BLOCK_IN), dtype=np.int8))
+    acc = b.tensor("acc", data=rng.integers(-1 << 12, 1 << 12, (4, cfg.BATCH, cfg.BLOCK_OUT),
+                                            dtype=np.int32))
+    b.load_2d(MemoryType.INP, 0, inp, y_size=1, x_size=4)
+    b.load_2d(MemoryType.WGT, 0, wgt, y_size=1, x_size=4)
+    b.dep_push(Module.LOAD, Module.COMPUTE)
+    b.dep_pop(Module.LOAD, Module.COMPUTE)
+    b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=4)
+    b.gemm(UopKernel((Uop(0, 0, 0),), (UopLoop(2, src_factor=1), UopLoop(3, wgt_factor=1))))
+    b.gemm(UopKernel((Uop(1, 0, 1), Uop(2, 1, 0)), (UopLoop(3, src_factor=1, wgt_factor=1),)))
+    b.alu(UopKernel((Uop(3, 0), Uop(0, 3)), (UopLoop(3),)), AluOp.ADD)  # b one back, a two
+    b.alu(UopKernel((Uop(1, 1),), (UopLoop(4),)), AluOp.MUL)  # both operands one back
+    b.alu(UopKernel((Uop(2, 0), Uop(2, 1)), (UopLoop(2),)), AluOp.MAX)  # a one back
+    b.alu(UopKernel((Uop(3, 0),), (UopLoop(3),)), AluOp.SHR, imm=-1)  # a one back
+    for tile in range(4):  # the out buffer holds low bytes only: bring the high ones down
+        b.alu(UopKernel((Uop(4 + tile, tile),)), AluOp.ADD, imm=0)
+    b.alu(UopKernel((Uop(4, 0), Uop(5, 0), Uop(6, 0), Uop(7, 0)), (UopLoop(1),)), AluOp.MIN,
+          imm=0)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    out = b.tensor("out", shape=(8, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    b.store_2d(0, out, y_size=1, x_size=8)
+    return b.finish()
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+def test_results_are_forwarded_to_the_next_two_executions(name: str) -> None:
+    assert_core_matches_functional(_forwarding_program(preset(name)))
