@@ -111,6 +111,7 @@ def _forwarding_program(cfg):
     b.gemm(UopKernel((Uop(0, 0, 0),), (UopLoop(2, src_factor=1), UopLoop(3, wgt_factor=1))))
     b.gemm(UopKernel((Uop(1, 0, 1), Uop(2, 1, 0)), (UopLoop(3, src_factor=1, wgt_factor=1),)))
     b.alu(UopKernel((Uop(3, 0), Uop(0, 3)), (UopLoop(3),)), AluOp.ADD)  # b one back, a two
+    b.alu(UopKernel((Uop(0, 1), Uop(3, 2), Uop(2, 0)), (UopLoop(2),)), AluOp.ADD)  # b two back
     b.alu(UopKernel((Uop(1, 1),), (UopLoop(4),)), AluOp.MUL)  # both operands one back
     b.alu(UopKernel((Uop(2, 0), Uop(2, 1)), (UopLoop(2),)), AluOp.MAX)  # a one back
     b.alu(UopKernel((Uop(3, 0),), (UopLoop(3),)), AluOp.SHR, imm=-1)  # a one back
