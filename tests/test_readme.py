@@ -17,6 +17,7 @@ def _examples() -> list[str]:
     return [b for b in blocks if "vta_config.json" not in b]  # that one needs a user's file
 
 
+@pytest.mark.xdist_group("yowasp")  # an example builds a bitstream (tests/hw/test_bitstream.py)
 def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}

