@@ -191,8 +191,14 @@ class BoardBackend:
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         image = program.dram.tobytes()
         self.write_memory(0, image)
-        self.request(Command.START, program.insn_addr,
-                     payload=int(program.insn_count).to_bytes(4, "little"))
+        try:
+            self.request(Command.START, program.insn_addr,
+                         payload=int(program.insn_count).to_bytes(4, "little"))
+        except BoardError as exc:
+            if "BAD_COMMAND" in str(exc):
+                raise BoardError(f"{exc}; is the board running the link-test image, which "
+                                 "has no accelerator (openvta bitstream --link-test)?") from None
+            raise
         status = 0
         for _ in range(self.max_polls):
             status = self.status()

@@ -196,6 +196,17 @@ def test_board_backend_gives_the_functional_result_on_a_model_device() -> None:
     assert [f.length for f in writes] == [256, 256, len(program.dram) - 512]
 
 
+def test_a_link_test_image_is_named_when_it_refuses_start() -> None:
+    class LinkTestBoard(ModelBoard):
+        def execute(self, r: bp.Request) -> tuple[Status, bytes]:
+            return (Status.BAD_COMMAND, b"") if r.command == Command.START else super().execute(r)
+
+    with pytest.raises(BoardError, match=r"the board answered BAD_COMMAND \(status 2\); is the "
+                                         r"board running the link-test image, which has no "
+                                         r"accelerator \(openvta bitstream --link-test\)\?$"):
+        BoardBackend(LinkTestBoard()).run(gemm_program())
+
+
 def test_a_frame_refused_for_its_checksum_is_sent_once_more() -> None:
     board = ModelBoard(faults={1: "bad_checksum"})
     result = BoardBackend(board).run(gemm_program())
