@@ -22,7 +22,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/functional.py
 
-# The ULX3S (ECP5-85F) bitstream of the `small` preset: 10-15 minutes, about 1.5 GB.
+# The ULX3S (ECP5-85F) bitstream of the `small` preset: synthesis and placement take
+# about 7 minutes and 1.5 GB; routing does not converge yet (README, "FPGA").
 bitstream-ecp5: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small -o build/ulx3s-85f-small
 
