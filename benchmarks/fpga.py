@@ -10,7 +10,7 @@ link-test image (UART bridge and memory, no accelerator) is built for each board
 
 An ECP5-85F build of ``small`` places in about 7 minutes and 1.5 GB, but its routing
 did not converge in 45 minutes this session (docs/FPGA_NOTES.md); run it in the
-background, or pass ``--presets default,tiny`` to skip it.
+background, or pass ``--boards icebreaker`` for the quick half.
 """
 
 from __future__ import annotations
