@@ -214,8 +214,6 @@ def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bo
           target_mhz: float) -> Any:
     platform = _constrained(target.platform(), target_mhz)
     top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator)
-    # the ULX3S platform lists openFPGALoader as a tool even when nothing is programmed
-    os.environ.setdefault("OPENFPGALOADER", "true")
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from openvta.isa import Config
 
-__all__ = ["Board", "BOARDS", "FitError", "board", "check_fit", "check_synthesis", "buffer_bits"]
+__all__ = ["Board", "BOARDS", "FitError", "board", "check_fit", "check_synthesis",
+           "synthesis_usage", "buffer_bits"]
 
 
 class FitError(ValueError):
@@ -47,7 +48,6 @@ class Board:
     default_mem_bytes: int  # on-chip DRAM of the SoC
     nextpnr_opts: tuple[str, ...] = ()
     synth_opts: str = ""
-    notes: dict[str, str] = field(default_factory=dict)
 
     def platform(self) -> Any:
         """A fresh amaranth-boards platform object for this board."""

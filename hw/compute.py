@@ -20,7 +20,7 @@ only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
 
 from __future__ import annotations
 
-from amaranth import Cat, Elaboratable, Module, Mux, Signal
+from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib.fifo import SyncFIFOBuffered
 
 from openvta.isa import Config, MemoryType, Opcode, TokenQueue
@@ -169,14 +169,9 @@ class ComputeUnit(Elaboratable):
         # happening now
         acc_w = p["acc_w"]
         bits = len(written[0][1])
-        a_sel: list[Signal] = []
-        b_sel: list[Signal] = []
-        for addr, sels in ((s2_dst, a_sel), (s2_src, b_sel)):
-            for age, (en, waddr) in enumerate(((s3_valid, s3_dst[:bits]),
-                                              (acc_w.en, acc_w.addr))):  # type: ignore[attr-defined]
-                sel = Signal(name=f"{'ab'[sels is b_sel]}_sel{age}")
-                m.d.sync += sel.eq(en & (waddr == addr[:bits]))
-                sels.append(sel)
+        upcoming = ((s3_valid, s3_dst[:bits]), (acc_w.en, acc_w.addr))  # type: ignore[attr-defined]
+        a_sel = _selects_ahead(m, "a", upcoming, s2_dst[:bits])
+        b_sel = _selects_ahead(m, "b", upcoming, s2_src[:bits])
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
                      alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], a3))),
@@ -184,12 +179,8 @@ class ComputeUnit(Elaboratable):
         # stage 5: the GEMM sum on the accumulator tile brought up to date with the two
         # writes made since stage 2 read it; the write (_acc_writes)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
-        g_sel = []
-        for age, (en, waddr) in enumerate(((acc_w.en, acc_w.addr),  # type: ignore[attr-defined]
-                                          (written[0][0], written[0][1]))):
-            sel = Signal(name=f"g_sel{age}")
-            m.d.sync += sel.eq(en & (waddr == s3_dst[:bits]))
-            g_sel.append(sel)
+        g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr),  # type: ignore[attr-defined]
+                                        written[0][:2]), s3_dst[:bits])
         m.d.comb += [gemm.inp.eq(inp3), gemm.wgt.eq(wgt3),
                      gemm.acc_in.eq(Mux(g_sel[0], written[0][2], Mux(g_sel[1], written[1][2], a4))),
                      gemm.reset.eq(d.gemm("reset_reg"))]
@@ -232,6 +223,17 @@ class ComputeUnit(Elaboratable):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s4_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
             # a GEMM with reset_reg leaves the out buffer alone (ISA.md decision)
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s4_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
+
+
+def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:
+    """Registered ``en & (waddr == addr)`` for each (en, waddr) of ``writes``: next
+    cycle, whether the micro-op reading ``addr`` now must take that write's data."""
+    sels = []
+    for age, (en, waddr) in enumerate(writes):
+        sel = Signal(name=f"{name}_sel{age}")
+        m.d.sync += sel.eq(en & (waddr == addr))
+        sels.append(sel)
+    return sels
 
 
 def _widen(tile: object, lanes: int) -> object:
