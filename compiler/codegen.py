@@ -17,7 +17,7 @@ from openvta.runtime import Program, ProgramBuilder, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
 from .affine import evaluate
-from .ir import Block, Dep, Dma, Loop, LoweringError, Stmt, Threaded, UopInsn
+from .ir import Block, Dep, DepAction, Dma, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind
 from .lower import Lowered
 from .te import Tensor, Var
 
@@ -53,7 +53,7 @@ def generate(lowered: Lowered, symbols: SymbolInfo) -> Program:
 
 class _Emitter:
     def __init__(self, builder: ProgramBuilder, tensors: dict[Tensor, Symbol], cfg: Config,
-                 slices: dict[str, int]) -> None:
+                 slices: dict[Scope, int]) -> None:
         self.slices = slices
         self.builder = builder
         self.tensors = tensors
@@ -73,7 +73,7 @@ class _Emitter:
                 env[stmt.var] = stmt.thread
             self.emit(stmt.stmt, env, stmt.thread)
         elif isinstance(stmt, Dep):
-            (self.builder.dep_push if stmt.action == "push" else self.builder.dep_pop)(stmt.src, stmt.dst)
+            (self.builder.dep_push if stmt.action == DepAction.PUSH else self.builder.dep_pop)(stmt.src, stmt.dst)
         elif isinstance(stmt, Dma):
             self._dma(stmt, env, thread)
         elif isinstance(stmt, UopInsn):
@@ -116,11 +116,11 @@ class _Emitter:
         d0 = dst_buf.base(thread, self.slices)
         s0 = 0 if stmt.reset else src_buf.base(thread, self.slices)
         w0 = 0 if stmt.reset or wgt_buf is None else wgt_buf.base(thread, self.slices)
-        uops = tuple(Uop(d0 + d, s0 + s, w0 + w) for d, s, w in stmt.uops)
+        uops = tuple(Uop(d0 + u.dst, s0 + u.src, w0 + u.wgt) for u in stmt.uops)
         loops = tuple(UopLoop(lp.extent, lp.dst, 0 if stmt.reset else lp.src,
                               0 if stmt.reset else lp.wgt) for lp in stmt.loops)
         kernel = UopKernel(uops, loops)
-        if stmt.kind == "gemm":
+        if stmt.kind == UopKind.GEMM:
             self.builder.gemm(kernel, reset=stmt.reset)
         else:
             assert stmt.alu_op is not None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from openvta.isa import Config
 
 from . import te
+from .ir import Scope
 
 __all__ = ["Intrinsic", "gemm_intrinsic"]
 
@@ -25,8 +26,8 @@ class Intrinsic:
     name: str
     output: te.Tensor
     inputs: tuple[te.Tensor, ...]
-    scopes: tuple[str, ...]
-    out_scope: str
+    scopes: tuple[Scope, ...]
+    out_scope: Scope
     cfg: Config
 
     @property
@@ -46,4 +47,4 @@ def gemm_intrinsic(cfg: Config) -> Intrinsic:
         lambda i, o: te.sum(inp[i, k].astype("int32") * wgt[o, k].astype("int32"), axis=k),
         name="gemm",
     )
-    return Intrinsic("gemm", out, (inp, wgt), ("inp", "wgt"), "acc", cfg)
+    return Intrinsic("gemm", out, (inp, wgt), (Scope.INP, Scope.WGT), Scope.ACC, cfg)

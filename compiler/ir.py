@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Union
+from enum import Enum
+from typing import NamedTuple, Union
 
 from openvta.isa import AluOp, MemoryType, Module
 
@@ -22,7 +23,56 @@ from .te import Expr, Read, Tensor, Var
 __all__ = [
     "Buffer", "Loop", "Block", "Copy", "Reset", "Reduction", "Elementwise", "Dma", "DmaDim",
     "UopLoopSpec", "UopInsn", "Dep", "Threaded", "Stmt", "LoweringError", "walk", "transform",
+    "Scope", "LoopKind", "Direction", "UopKind", "DepAction", "MicroOp",
 ]
+
+
+class _Tag(str, Enum):
+    """A string-valued tag that prints as its value (``f"{Scope.ACC}"`` is ``"acc"``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Scope(_Tag):
+    """Where a tensor lives: DRAM (``global``) or one of the on-chip buffers."""
+
+    GLOBAL = "global"
+    INP = "inp"
+    WGT = "wgt"
+    ACC = "acc"
+    OUT = "out"
+
+
+class LoopKind(_Tag):
+    HOST = "host"  # run by code generation: one copy of the body per iteration
+    VTHREAD = "vthread"  # virtual threads: replicated and interleaved by inject_vthreads
+
+
+class Direction(_Tag):
+    LOAD = "load"  # DRAM → buffer
+    STORE = "store"  # buffer → DRAM
+
+
+class UopKind(_Tag):
+    GEMM = "gemm"
+    ALU = "alu"
+
+
+class DepAction(_Tag):
+    PUSH = "push"
+    POP = "pop"
+
+
+class MicroOp(NamedTuple):
+    """One micro-op's buffer-local indices (before the per-thread buffer offsets are added)."""
+
+    dst: int
+    src: int
+    wgt: int = 0
 
 
 class LoweringError(ValueError):
@@ -38,7 +88,7 @@ class Buffer:
     """A region of one on-chip buffer: ``elems`` elements at ``offset`` in each thread's slice."""
 
     name: str
-    scope: str
+    scope: Scope
     offset: int
     shape: tuple[int, ...]
 
@@ -49,7 +99,7 @@ class Buffer:
             n *= d
         return n
 
-    def base(self, thread: int, slices: dict[str, int]) -> int:
+    def base(self, thread: int, slices: dict[Scope, int]) -> int:
         """The first element of virtual thread ``thread``'s copy (``slices``: elements per thread)."""
         return thread * slices[self.scope] + self.offset
 
@@ -59,7 +109,7 @@ class Loop:
     var: Var
     extent: int
     body: Stmt
-    kind: str = "host"  # "host": run at code generation; "vthread": virtual threads
+    kind: LoopKind = LoopKind.HOST
 
 
 @dataclass(frozen=True)
@@ -72,7 +122,7 @@ class Copy:
     """Copy a region between a global tensor and a buffer (becomes DMA)."""
 
     stage: str
-    direction: str  # "load" or "store"
+    direction: Direction
     buffer: Buffer
     tensor: Tensor
     start: tuple[Expr, ...]  # region start per non-tile dimension, in the copy's coordinates
@@ -151,9 +201,9 @@ class UopInsn:
     """One GEMM or ALU instruction (before the per-thread buffer offsets are added)."""
 
     stage: str
-    kind: str  # "gemm" or "alu"
+    kind: UopKind
     loops: tuple[UopLoopSpec, ...]
-    uops: tuple[tuple[int, int, int], ...]  # buffer-local (dst, src, wgt)
+    uops: tuple[MicroOp, ...]
     buffers: tuple[Buffer, Buffer, Buffer | None]  # dst, src, wgt
     reset: bool = False
     alu_op: AluOp | None = None
@@ -165,7 +215,7 @@ class UopInsn:
 class Dep:
     """A dependency token: ``push`` from ``src`` to ``dst`` or ``pop`` by ``dst``."""
 
-    action: str  # "push" or "pop"
+    action: DepAction
     src: Module
     dst: Module
 

@@ -17,13 +17,13 @@ from openvta.isa import Config
 
 from .affine import Affine
 from .bounds import Region, StageBounds, infer_bounds, same, split_index, substitute
-from .ir import Block, Buffer, Copy, Elementwise, LoweringError, Loop, Reduction, Reset, Stmt
+from .ir import Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset, Scope, Stmt
 from .schedule import Schedule, Stage, read_of
 from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, PlaceholderOp, Read, Reduce, Select, Tensor, Var
 
 __all__ = ["Lowered", "lower_schedule", "BUFFER_SCOPES"]
 
-BUFFER_SCOPES = ("inp", "wgt", "acc")
+BUFFER_SCOPES = (Scope.INP, Scope.WGT, Scope.ACC)
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Lowered:
 
     body: Stmt
     buffers: tuple[Buffer, ...]
-    slices: dict[str, int]  # elements of each scope that one virtual thread uses
+    slices: dict[Scope, int]  # elements of each scope that one virtual thread uses
     vthreads: int
     inputs: tuple[Tensor, ...]
     output: Tensor
@@ -48,7 +48,7 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
     if len(schedule.outputs) != 1:
         raise LoweringError("lower", "a program computes exactly one output tensor")
     out = schedule[schedule.outputs[0]]
-    if out.scope != "global" or out.attach is not None:
+    if out.scope != Scope.GLOBAL or out.attach is not None:
         raise LoweringError(_where(out), "the output must stay in DRAM (global scope, not attached)")
     stages = [s for s in reversed(schedule.producers_first())
               if isinstance(s.op, ComputeOp) and not s.inline]
@@ -62,17 +62,17 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
     for s in stages:
         if s is not out and s.vthread_axis is not None:
             raise LoweringError(_where(s), "the virtual-thread axis must be a loop of the output")
-        if s is not out and s.scope == "global":
+        if s is not out and s.scope == Scope.GLOBAL:
             raise LoweringError(_where(s), "an intermediate stage must be in a buffer scope "
                                 "(set_scope or cache_read/cache_write)")
     host = out.leaf[: out.leaf.index(a_axis) + 1]
     vthreads = _vthreads(out, host, bounds[out])
     tile = _tile_region(out, bounds[out], host)
     buffers = _Allocator(cfg)
-    acc = buffers.add("acc", "acc", tile.shape[:-2])
+    acc = buffers.add("acc", Scope.ACC, tile.shape[:-2])
     body = _body_at_a(schedule, out, at_a, bounds, acc, tile, buffers)
     for axis in reversed(host):
-        kind = "vthread" if axis is out.vthread_axis else "host"
+        kind = LoopKind.VTHREAD if axis is out.vthread_axis else LoopKind.HOST
         body = Loop(axis.var, bounds[out].extents[axis.var], body, kind)
     inputs = tuple(t for t in schedule.stages if isinstance(t.op, PlaceholderOp))
     buffers.check(vthreads)
@@ -108,14 +108,15 @@ class _Allocator:
         self.buffers: list[Buffer] = []
         self.used = {scope: 0 for scope in BUFFER_SCOPES}
 
-    def add(self, name: str, scope: str, shape: tuple[int, ...]) -> Buffer:
+    def add(self, name: str, scope: Scope, shape: tuple[int, ...]) -> Buffer:
         buffer = Buffer(name, scope, self.used[scope], tuple(shape))
         self.used[scope] += buffer.elems
         self.buffers.append(buffer)
         return buffer
 
     def check(self, vthreads: int) -> None:
-        depth = {"inp": self.cfg.inp_depth, "wgt": self.cfg.wgt_depth, "acc": self.cfg.acc_depth}
+        depth = {Scope.INP: self.cfg.inp_depth, Scope.WGT: self.cfg.wgt_depth,
+                 Scope.ACC: self.cfg.acc_depth}
         for scope, used in self.used.items():
             if used * vthreads > depth[scope]:
                 parts = ", ".join(f"{b.name} {b.elems}" for b in self.buffers if b.scope == scope)
@@ -143,12 +144,13 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
                acc: Buffer, tile: Region, buffers: _Allocator) -> Stmt:
     # accumulator caches first: they run on compute, inp/wgt caches then form one load run
     caches = sorted((s for s in at_a if _copy_source(schedule, s) is not None),
-                    key=lambda s: s.scope != "acc")
+                    key=lambda s: s.scope != Scope.ACC)
     computes = [s for s in at_a if s not in caches]
     reductions = [s for s in computes if isinstance(s.op, ComputeOp) and isinstance(s.op.body, Reduce)]
     for s in computes:
-        if s.scope != "acc":
-            raise LoweringError(_where(s), f"a computing stage must be in the acc scope, not {s.scope!r}")
+        if s.scope != Scope.ACC:
+            raise LoweringError(_where(s), f"a computing stage must be in the acc scope, not "
+                                f"'{s.scope}'")
         if bounds[s].region.shape[:-2] != tile.shape[:-2]:
             raise LoweringError(_where(s), "its region differs from the output tile; element-wise "
                                 "stages are computed in place and must cover the same tiles")
@@ -158,7 +160,7 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
     for s in caches:
         # without a reduction, an accumulator cache of the tile's shape is the tile itself:
         # the element-wise stages then update it in place
-        shared = s.scope == "acc" and not reductions and bounds[s].region.shape[:-2] == tile.shape[:-2]
+        shared = s.scope == Scope.ACC and not reductions and bounds[s].region.shape[:-2] == tile.shape[:-2]
         cache_buffers[s.tensor] = acc if shared else buffers.add(s.name, s.scope,
                                                                   bounds[s].region.shape[:-2])
     located: dict[Tensor, tuple[Buffer, Region]] = {s.tensor: (cache_buffers[s.tensor], bounds[s].region)
@@ -236,7 +238,7 @@ def _copy(schedule: Schedule, stage: Stage, buffer: Buffer, info: StageBounds) -
     if region.shape[-2:] != tensor.shape[-2:]:
         raise LoweringError(_where(stage), "a cache must hold whole tiles (its last two axes)")
     starts = tuple(region.start(d) for d in range(len(region.shape) - 2))
-    return Copy(stage.name, "load", buffer, tensor, starts, region.shape[:-2], offsets[:-2],
+    return Copy(stage.name, Direction.LOAD, buffer, tensor, starts, region.shape[:-2], offsets[:-2],
                 pragma="dma_copy" in stage.pragmas.values())
 
 
@@ -333,7 +335,7 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
     operands = {}
     for read in _reads(_redirect(schedule, stage, op.body)):
         tensor = read.tensor
-        if tensor not in located or located[tensor][0].scope != "acc":
+        if tensor not in located or located[tensor][0].scope != Scope.ACC:
             raise LoweringError(_where(stage), f"{tensor.name} must be in the acc scope "
                                 "(cache_read it into 'acc')")
         buffer, reg = located[tensor]
@@ -361,6 +363,6 @@ def _store(schedule: Schedule, out: Stage, info: StageBounds, tile: Region, acc:
     if any(not (isinstance(i, Var) and i is a.var) for i, a in zip(body.indices, op.axis)):
         raise LoweringError(_where(out), "the output must copy its accumulator stage element for element")
     starts = tuple(tile.start(d) for d in range(len(tile.shape) - 2))
-    return Copy(out.name, "store", acc, out.tensor, starts, tile.shape[:-2], (0,) * len(starts),
+    return Copy(out.name, Direction.STORE, acc, out.tensor, starts, tile.shape[:-2], (0,) * len(starts),
                 pragma="dma_copy" in out.pragmas.values())
 

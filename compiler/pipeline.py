@@ -12,7 +12,8 @@ from openvta.runtime import Program
 
 from .codegen import SymbolInfo, generate
 from .intrin import Intrinsic, gemm_intrinsic
-from .ir import Copy, Dep, Elementwise, Loop, LoweringError, Reduction, Reset, Stmt, Threaded, UopInsn, walk
+from .ir import (Copy, Dep, DepAction, Elementwise, Loop, LoopKind, LoweringError, Reduction, Reset, Stmt,
+                 Threaded, UopInsn, walk)
 from .lower import Lowered, lower_schedule
 from .passes.fold_uop_loops import fold_uop_loops
 from .passes.inject_dma import inject_dma
@@ -53,7 +54,7 @@ def _check(name: str, ir: Lowered) -> None:
                 and isinstance(node, UopInsn) and len(node.loops) > 2:
             raise LoweringError(name, f"{node.stage} has more than two micro-op loops")
         if name in ("inject_vthreads", "insert_dep_tokens") and isinstance(node, Loop) \
-                and node.kind == "vthread":
+                and node.kind == LoopKind.VTHREAD:
             raise LoweringError(name, "left a virtual-thread loop behind")
     if name == "insert_dep_tokens":
         balance = _token_balance(ir.body)
@@ -69,7 +70,7 @@ def _token_balance(stmt: Stmt) -> dict[TokenQueue, int]:
     def visit(s: Stmt, times: int) -> None:
         if isinstance(s, Dep):
             queue = TokenQueue.between(Module(s.src), Module(s.dst))
-            total[queue] += times if s.action == "push" else -times
+            total[queue] += times if s.action == DepAction.PUSH else -times
         elif isinstance(s, Loop):
             visit(s.body, times * s.extent)
         elif isinstance(s, Threaded):

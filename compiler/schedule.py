@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .intrin import Intrinsic
+from .ir import Scope
 from .te import ComputeOp, IterVar, PlaceholderOp, Read, Tensor, Var
 
 __all__ = ["Schedule", "Stage", "Split", "Fuse", "create_schedule", "ScheduleError", "SCOPES"]
 
-SCOPES = ("global", "inp", "wgt", "acc", "out")
+SCOPES = tuple(Scope)
 PRAGMAS = ("dma_copy", "alu")
 
 
@@ -48,7 +49,7 @@ class Stage:
 
     tensor: Tensor
     op: ComputeOp | PlaceholderOp
-    scope: str = "global"
+    scope: Scope = Scope.GLOBAL
     leaf: list[IterVar] = field(default_factory=list)
     relations: list[Split | Fuse] = field(default_factory=list)
     attach: tuple[Stage, IterVar] | None = None
@@ -152,10 +153,8 @@ class Stage:
             raise ScheduleError(f"compute_inline: {self.name} must be an element-wise compute")
         self.inline = True
 
-    def set_scope(self, scope: str) -> None:
-        if scope not in SCOPES:
-            raise ScheduleError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
-        self.scope = scope
+    def set_scope(self, scope: str | Scope) -> None:
+        self.scope = _scope(scope, SCOPES, "scope")
 
     def pragma(self, axis: IterVar, name: str) -> None:
         """Mark ``axis``: ``dma_copy`` (lower the copy to DMA) or ``alu`` (lower to ALU)."""
@@ -216,10 +215,9 @@ class Schedule:
         return [s for s in self.stages.values() if isinstance(s.op, ComputeOp)
                 and any(t is tensor for t in _op_reads(self, s))]
 
-    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor]) -> Tensor:
+    def cache_read(self, tensor: Tensor, scope: str | Scope, readers: Sequence[Tensor]) -> Tensor:
         """A copy of ``tensor`` in ``scope``, read by ``readers`` instead of ``tensor``."""
-        if scope not in SCOPES[1:]:
-            raise ScheduleError(f"cache_read scope must be one of {', '.join(SCOPES[1:])}, not {scope!r}")
+        scope = _scope(scope, SCOPES[1:], "cache_read scope")
         names = [f"{tensor.name}_i{d}" for d in range(tensor.ndim)]
         from .te import compute
 
@@ -230,8 +228,9 @@ class Schedule:
             self.redirects[(self[reader], tensor)] = cache
         return cache
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+    def cache_write(self, tensor: Tensor, scope: str | Scope) -> Tensor:
         """Compute ``tensor`` into ``scope`` first; ``tensor`` becomes a copy of it."""
+        scope = _scope(scope, SCOPES[1:], "cache_write scope")
         stage = self[tensor]
         if not isinstance(stage.op, ComputeOp):
             raise ScheduleError(f"cache_write: {tensor.name} is a placeholder")
@@ -278,3 +277,9 @@ def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
     """A schedule computing ``outputs`` (a tensor or a list of tensors)."""
     return Schedule([outputs] if isinstance(outputs, Tensor) else list(outputs))
 
+
+
+def _scope(scope: str | Scope, allowed: tuple[Scope, ...], what: str) -> Scope:
+    if scope not in allowed:
+        raise ScheduleError(f"{what} must be one of {', '.join(allowed)}, not {scope!r}")
+    return Scope(scope)

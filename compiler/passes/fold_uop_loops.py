@@ -21,7 +21,7 @@ from dataclasses import replace
 from openvta.isa import Config
 from openvta.isa.config import LOOP_ITER_WIDTH
 
-from ..ir import LoweringError, Stmt, UopInsn, UopLoopSpec, transform
+from ..ir import LoweringError, MicroOp, Stmt, UopInsn, UopLoopSpec, transform
 from ..lower import Lowered
 
 __all__ = ["fold_uop_loops"]
@@ -56,12 +56,12 @@ def _fold(stmt: Stmt, cfg: Config) -> Stmt:
     loops, flags = _merge(list(stmt.loops), list(stmt.unrolled) or [False] * len(stmt.loops))
     keep = _choose(loops, flags)
     rest = [loop for i, loop in enumerate(loops) if i not in keep]
-    (d0, s0, w0), = stmt.uops
+    origin, = stmt.uops
     uops = []
     for point in itertools.product(*(range(loop.extent) for loop in rest)):
-        uops.append((d0 + sum(i * lp.dst for i, lp in zip(point, rest)),
-                     s0 + sum(i * lp.src for i, lp in zip(point, rest)),
-                     w0 + sum(i * lp.wgt for i, lp in zip(point, rest))))
+        uops.append(MicroOp(origin.dst + sum(i * lp.dst for i, lp in zip(point, rest)),
+                            origin.src + sum(i * lp.src for i, lp in zip(point, rest)),
+                            origin.wgt + sum(i * lp.wgt for i, lp in zip(point, rest))))
     if len(uops) > cfg.uop_depth:
         raise LoweringError("fold_uop_loops", f"{stmt.stage}: its kernel needs {len(uops)} "
                             f"micro-ops, the micro-op buffer holds {cfg.uop_depth}; use smaller "

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from openvta.isa import MemoryType, Module
 
-from ..ir import Copy, Dma, DmaDim, LoweringError, Stmt, transform
+from ..ir import Copy, Direction, Dma, DmaDim, LoweringError, Scope, Stmt, transform
 from ..lower import Lowered
 from ..te import BinOp, Const, Expr
 
 __all__ = ["inject_dma"]
 
-_LOAD_TYPES = {"inp": MemoryType.INP, "wgt": MemoryType.WGT}
+_LOAD_TYPES = {Scope.INP: MemoryType.INP, Scope.WGT: MemoryType.WGT}
 
 
 def inject_dma(lowered: Lowered) -> Lowered:
@@ -36,12 +36,12 @@ def _copy_to_dma(stmt: Stmt) -> Stmt:
         if dim.valid[0] != 0:
             raise LoweringError("inject_dma", f"{stmt.stage}: padding on an outer axis cannot be "
                                 "done by DMA (only the two innermost axes may be padded)")
-    if stmt.direction == "store":
+    if stmt.direction == Direction.STORE:
         if any(stmt.source_offset):
             raise LoweringError("inject_dma", f"{stmt.stage}: a store cannot pad")
         return Dma(stmt.stage, Module.STORE, MemoryType.OUT, stmt.buffer, stmt.tensor, merged,
                    store=True)
-    if stmt.buffer.scope == "acc":
+    if stmt.buffer.scope == Scope.ACC:
         memory_type = MemoryType.ACC if stmt.tensor.dtype == "int32" else MemoryType.ACC_8BIT
         return Dma(stmt.stage, Module.COMPUTE, memory_type, stmt.buffer, stmt.tensor, merged)
     if stmt.tensor.dtype != "int8":

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from openvta.isa import Module
 
-from ..ir import Block, Dma, Loop, LoweringError, Stmt, Threaded, UopInsn
+from ..ir import Block, Dma, Loop, LoopKind, LoweringError, Stmt, Threaded, UopInsn
 from ..lower import Lowered
 from ..te import Var
 
@@ -38,7 +38,7 @@ def inject_vthreads(lowered: Lowered) -> Lowered:
 
 def _visit(stmt: Stmt) -> Stmt:
     if isinstance(stmt, Loop):
-        if stmt.kind == "vthread":
+        if stmt.kind == LoopKind.VTHREAD:
             return _spread(stmt.body, stmt.var, stmt.extent)
         return replace(stmt, body=_visit(stmt.body))
     if isinstance(stmt, Block):
@@ -50,7 +50,7 @@ def _visit(stmt: Stmt) -> Stmt:
 
 def _spread(stmt: Stmt, var: Var, threads: int) -> Stmt:
     if isinstance(stmt, Loop):
-        if stmt.kind == "vthread":
+        if stmt.kind == LoopKind.VTHREAD:
             raise LoweringError("inject_vthreads", "only one virtual-thread axis per program")
         return replace(stmt, body=_spread(stmt.body, var, threads))
     items: list[Stmt] = list(stmt.stmts) if isinstance(stmt, Block) else [stmt]

@@ -22,13 +22,14 @@ from dataclasses import replace
 
 from openvta.isa import Module
 
-from ..ir import Block, Dep, Loop, Stmt, Threaded, UopInsn, walk
+from ..ir import Block, Dep, DepAction, Loop, Stmt, Threaded, UopInsn, UopKind, walk
 from ..lower import Lowered
 from .inject_vthreads import module_of_stmt
 
 __all__ = ["insert_dep_tokens"]
 
 L, C, S = Module.LOAD, Module.COMPUTE, Module.STORE
+PUSH, POP = DepAction.PUSH, DepAction.POP
 
 
 def insert_dep_tokens(lowered: Lowered) -> Lowered:
@@ -40,17 +41,17 @@ def insert_dep_tokens(lowered: Lowered) -> Lowered:
     drain: list[Stmt] = []
     for _ in range(lowered.vthreads):
         if loads:
-            prime.append(Dep("push", C, L))
-            drain.append(Dep("pop", C, L))
+            prime.append(Dep(PUSH, C, L))
+            drain.append(Dep(POP, C, L))
         if stores:
-            prime.append(Dep("push", S, C))
-            drain.append(Dep("pop", S, C))
+            prime.append(Dep(PUSH, S, C))
+            drain.append(Dep(POP, S, C))
     return replace(lowered, body=Block((*prime, body, *drain)))
 
 
 def _is_gemm(stmt: Stmt) -> bool:
     inner = stmt.stmt if isinstance(stmt, Threaded) else stmt
-    return isinstance(inner, UopInsn) and inner.kind == "gemm" and not inner.reset
+    return isinstance(inner, UopInsn) and inner.kind == UopKind.GEMM and not inner.reset
 
 
 def _has_compute(stmt: Stmt) -> bool:
@@ -100,24 +101,24 @@ def _block(stmts: list[Stmt]) -> list[Stmt]:
     for i, (t, m, body) in enumerate(units):
         for thread in sorted(storing):
             if first_compute.get(thread) == i and (t == thread or t is None):
-                out.append(Dep("pop", S, C))
+                out.append(Dep(POP, S, C))
         out.extend(_wrap(m, body))
         for thread in sorted(storing):
             if last_compute.get(thread) == i and (t == thread or t is None):
-                out.append(Dep("push", C, S))
+                out.append(Dep(PUSH, C, S))
     return out
 
 
 def _wrap(module: Module | None, body: list[Stmt]) -> list[Stmt]:
     if module == L:
-        return [Dep("pop", C, L), *body, Dep("push", L, C)]
+        return [Dep(POP, C, L), *body, Dep(PUSH, L, C)]
     if module == S:
-        return [Dep("pop", C, S), *body, Dep("push", S, C)]
+        return [Dep(POP, C, S), *body, Dep(PUSH, S, C)]
     if module == C:
         out: list[Stmt] = []
         for s in body:
             if _is_gemm(s):
-                out += [Dep("pop", L, C), s, Dep("push", C, L)]
+                out += [Dep(POP, L, C), s, Dep(PUSH, C, L)]
             else:
                 out.append(s)
         return out

@@ -16,7 +16,7 @@ from dataclasses import replace
 from openvta.isa import AluOp
 
 from ..affine import Affine
-from ..ir import Block, Buffer, Elementwise, LoweringError, Stmt, UopInsn, UopLoopSpec, transform
+from ..ir import Block, Buffer, Elementwise, LoweringError, MicroOp, Stmt, UopInsn, UopKind, UopLoopSpec, transform
 from ..lower import Lowered
 from ..te import BinOp, Cast, Const, Expr, Read
 
@@ -50,7 +50,7 @@ def _lower(stmt: Stmt) -> Stmt:
         stray = [v.name for v in src.vars() + dst.vars() if v not in loop_vars]
         if stray:
             raise _fail(stmt.stage, f"an index depends on {', '.join(stray)}, not a loop of the stage")
-        insns.append(UopInsn(stmt.stage, "alu", loops, ((dst.const, src.const, 0),),
+        insns.append(UopInsn(stmt.stage, UopKind.ALU, loops, (MicroOp(dst.const, src.const),),
                              (dst_buffer, src_buffer, None), alu_op=alu_op, imm=imm))
     return Block(tuple(insns))
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..intrin import Intrinsic
 from ..bounds import split_index
-from ..ir import LoweringError, Reduction, Reset, Stmt, UopInsn, UopLoopSpec, transform
+from ..ir import LoweringError, MicroOp, Reduction, Reset, Scope, Stmt, UopInsn, UopKind, UopLoopSpec, transform
 from ..lower import Lowered
 from ..te import BinOp, Cast, Expr, Read, Var, show
 
@@ -36,7 +36,7 @@ def _match(stmt: Stmt, intrinsic: Intrinsic) -> Stmt:
     if isinstance(stmt, Reset):
         # zero every tile of the accumulator region: one loop, one micro-op
         buffer = stmt.buffer
-        return UopInsn(stmt.stage, "gemm", (UopLoopSpec(buffer.elems, 1, 0, 0),), ((0, 0, 0),),
+        return UopInsn(stmt.stage, UopKind.GEMM, (UopLoopSpec(buffer.elems, 1, 0, 0),), (MicroOp(0, 0, 0),),
                        (buffer, buffer, buffer), reset=True)
     if not isinstance(stmt, Reduction):
         return stmt
@@ -56,15 +56,15 @@ def _match(stmt: Stmt, intrinsic: Intrinsic) -> Stmt:
         assert isinstance(read, Read)
         scope = buffer.scope
         tile = read.indices[-2:]
-        expected = (b, k) if scope == "inp" else (o, k)
-        if scope not in ("inp", "wgt") or not all(_is(t, v) for t, v in zip(tile, expected)):
+        expected = (b, k) if scope == Scope.INP else (o, k)
+        if scope not in (Scope.INP, Scope.WGT) or not all(_is(t, v) for t, v in zip(tile, expected)):
             raise _fail(stmt.stage, f"it reads {read.tensor.name}[..., {_show(tile)}] where the "
                         f"intrinsic reads inp[..., b, k] and wgt[..., o, k]")
         roles[scope] = (buffer, local)
-    if set(roles) != {"inp", "wgt"} or reads != 2:
+    if set(roles) != {Scope.INP, Scope.WGT} or reads != 2:
         raise _fail(stmt.stage, "the body must be the product of one inp and one wgt tile")
     loop_vars = [v for v, _ in stmt.loops]
-    maps = {"dst": stmt.dst[1], "src": roles["inp"][1], "wgt": roles["wgt"][1]}
+    maps = {"dst": stmt.dst[1], "src": roles[Scope.INP][1], "wgt": roles[Scope.WGT][1]}
     for name, index in maps.items():
         stray = [v.name for v in index.vars() if v not in loop_vars]
         if stray:
@@ -72,9 +72,9 @@ def _match(stmt: Stmt, intrinsic: Intrinsic) -> Stmt:
                         "which is not a loop around the intrinsic")
     loops = tuple(UopLoopSpec(extent, maps["dst"].coeff(v), maps["src"].coeff(v), maps["wgt"].coeff(v))
                   for v, extent in stmt.loops)
-    uop = (maps["dst"].const, maps["src"].const, maps["wgt"].const)
-    return UopInsn(stmt.stage, "gemm", loops, (uop,),
-                   (stmt.dst[0], roles["inp"][0], roles["wgt"][0]),
+    uop = MicroOp(maps["dst"].const, maps["src"].const, maps["wgt"].const)
+    return UopInsn(stmt.stage, UopKind.GEMM, loops, (uop,),
+                   (stmt.dst[0], roles[Scope.INP][0], roles[Scope.WGT][0]),
                    unrolled=tuple(v in stmt.unrolled for v in loop_vars))
 
 

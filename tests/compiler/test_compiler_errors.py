@@ -7,7 +7,7 @@ import pytest
 
 from openvta.compiler import LoweringError, ScheduleError, conv2d, create_schedule, dense, te
 from openvta.compiler.intrin import gemm_intrinsic
-from openvta.compiler.ir import Dep
+from openvta.compiler.ir import Dep, DepAction
 from openvta.compiler.ops.dense import DensePlan
 from openvta.compiler.passes import insert_dep_tokens as tokens_pass
 from openvta.compiler.pipeline import build
@@ -144,7 +144,8 @@ def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(module, body):
         out = []
         for s in body:
-            out += [s, Dep("pop", Module.LOAD, Module.COMPUTE), Dep("push", Module.COMPUTE, Module.LOAD)] \
+            out += [s, Dep(DepAction.POP, Module.LOAD, Module.COMPUTE),
+                    Dep(DepAction.PUSH, Module.COMPUTE, Module.LOAD)] \
                 if tokens_pass._is_gemm(s) else [s]
         return out if module == Module.COMPUTE else original(module, body)
 
@@ -159,7 +160,7 @@ def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_token_pass_that_loses_tokens_is_caught_by_the_pipeline(monkeypatch) -> None:
     original = tokens_pass._wrap
     monkeypatch.setattr(tokens_pass, "_wrap", lambda m, body: [
-        d for d in original(m, body) if not (isinstance(d, Dep) and d.action == "pop"
+        d for d in original(m, body) if not (isinstance(d, Dep) and d.action == DepAction.POP
                                               and d.dst == Module.LOAD)])
     with pytest.raises(LoweringError, match=r"^insert_dep_tokens: token queue compute→load is left "
                                             r"with \+\d+ tokens at the end of the program$"):
