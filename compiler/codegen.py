@@ -12,7 +12,7 @@ from itertools import product
 
 import numpy as np
 
-from openvta.isa import Config, Uop
+from openvta.isa import Config, Format, Uop, layouts_of
 from openvta.runtime import Program, ProgramBuilder, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
@@ -22,8 +22,6 @@ from .lower import Lowered
 from .te import Tensor, Var
 
 __all__ = ["generate", "SymbolInfo"]
-
-_MAX_PAD = 15
 
 SymbolInfo = Mapping[Tensor, tuple[str, str, np.ndarray | None]]  # role, layout, data
 
@@ -58,6 +56,8 @@ class _Emitter:
         self.builder = builder
         self.tensors = tensors
         self.cfg = cfg
+        mem = layouts_of(cfg)[Format.MEM]
+        self.pad_fields = {name: mem.field(name) for name in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")}
 
     def emit(self, stmt: Stmt, env: dict[Var, int], thread: int) -> None:
         if isinstance(stmt, Loop):
@@ -85,12 +85,15 @@ class _Emitter:
         *outer, ydim, xdim = stmt.dims
         starts = [evaluate(d.start, env) for d in stmt.dims]
         pads = []
-        for dim, start in ((ydim, starts[-2]), (xdim, starts[-1])):
+        for dim, start, axis in ((ydim, starts[-2], "y"), (xdim, starts[-1], "x")):
             lo, hi = dim.valid
             before, after = max(0, lo - start), max(0, start + dim.extent - hi)
-            if before > _MAX_PAD or after > _MAX_PAD:
-                raise LoweringError("codegen", f"{stmt.stage}: padding of {max(before, after)} "
-                                    f"exceeds the DMA's {_MAX_PAD}-element pad fields")
+            for amount, field in ((before, self.pad_fields[f"{axis}_pad_0"]),
+                                  (after, self.pad_fields[f"{axis}_pad_1"])):
+                if amount > field.high:
+                    raise LoweringError("codegen", f"{stmt.stage}: padding of {amount} exceeds the "
+                                        f"DMA's {field.high}-element {field.name} field "
+                                        f"({field.width} bits)")
             if before + after >= dim.extent:
                 raise LoweringError("codegen", f"{stmt.stage}: a DMA region lies entirely in padding")
             pads.append((before, after))

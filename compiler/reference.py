@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from openvta.isa.config import MAX_SHR_AMOUNT
+
 __all__ = ["conv2d_nchw", "dense", "fused_dense", "fused_layer", "requantize"]
 
 _INT8 = np.iinfo(np.int8)
@@ -157,7 +159,7 @@ def requantize(
     acc = np.asarray(acc)
     if acc.dtype.kind not in "iu":
         raise TypeError(f"accumulator must be of an integer dtype, not {acc.dtype}")
-    _check_int(shift, "shift", 0, 31)
+    _check_int(shift, "shift", 0, MAX_SHR_AMOUNT)
     _check_int(lo, "lo", int(_INT8.min), int(_INT8.max))
     _check_int(hi, "hi", int(lo), int(_INT8.max))
     out = acc.astype(np.int32) >> np.int32(shift)

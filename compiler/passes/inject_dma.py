@@ -4,13 +4,15 @@ Pre: :class:`~openvta.compiler.ir.Copy` statements over regions of a row-major
 tensor (tile axes excluded).  Post: :class:`~openvta.compiler.ir.Dma` statements whose
 dimensions are merged where contiguous: the innermost merged dimension is the DMA
 row (``x``), the next one the rows (``y``, strided), outer ones become one instruction
-each.  Padding, recognised by lowering from the copy's access pattern, may only fall
-on the ``y`` and ``x`` dimensions (4 bits each, checked at code generation).
+each; a merged dimension stays within the ``y_size``/``x_size`` fields of
+:func:`~openvta.isa.layouts_of`'s memory layout.  Padding, recognised by lowering from
+the copy's access pattern, may only fall on the ``y`` and ``x`` dimensions (the pad
+fields' widths are checked at code generation).
 """
 
 from __future__ import annotations
 
-from openvta.isa import MemoryType, Module
+from openvta.isa import Config, Format, MemoryType, Module, layouts_of
 
 from ..ir import Copy, Direction, Dma, DmaDim, LoweringError, Scope, Stmt, transform
 from ..lower import Lowered
@@ -25,13 +27,20 @@ def inject_dma(lowered: Lowered) -> Lowered:
     """Replace every Copy by a Dma (see the module docstring)."""
     from dataclasses import replace
 
-    return replace(lowered, body=transform(lowered.body, _copy_to_dma))
+    max_extent = max_dma_extent(lowered.cfg)
+    return replace(lowered, body=transform(lowered.body, lambda s: _copy_to_dma(s, max_extent)))
 
 
-def _copy_to_dma(stmt: Stmt) -> Stmt:
+def max_dma_extent(cfg: Config) -> int:
+    """The most rows (``y_size``) or elements per row (``x_size``) one DMA instruction moves."""
+    mem = layouts_of(cfg)[Format.MEM]
+    return min(mem.field("y_size").high, mem.field("x_size").high)
+
+
+def _copy_to_dma(stmt: Stmt, max_extent: int) -> Stmt:
     if not isinstance(stmt, Copy):
         return stmt
-    merged = merge_dims(stmt)
+    merged = merge_dims(stmt, max_extent)
     for dim in merged[:-2]:
         if dim.valid[0] != 0:
             raise LoweringError("inject_dma", f"{stmt.stage}: padding on an outer axis cannot be "
@@ -51,11 +60,9 @@ def _copy_to_dma(stmt: Stmt) -> Stmt:
                merged)
 
 
-_MAX_EXTENT = (1 << 16) - 1
-
-
-def merge_dims(stmt: Copy) -> tuple[DmaDim, ...]:
-    """The copy's axes, innermost first merged while the inner block covers whole axes."""
+def merge_dims(stmt: Copy, max_extent: int) -> tuple[DmaDim, ...]:
+    """The copy's axes, innermost first merged while the inner block covers whole axes and
+    the merged extent stays within ``max_extent``."""
     sizes = stmt.tensor.shape[:-2]
     strides = [1] * len(sizes)
     for d in range(len(sizes) - 2, -1, -1):
@@ -64,7 +71,7 @@ def merge_dims(stmt: Copy) -> tuple[DmaDim, ...]:
     units, full = 1, False
     for d in range(len(sizes) - 1, -1, -1):
         extent, offset, size = stmt.shape[d], stmt.source_offset[d], sizes[d]
-        if out and full and offset == 0 and extent * out[0].extent <= _MAX_EXTENT:
+        if out and full and offset == 0 and extent * out[0].extent <= max_extent:
             head = out[0]
             start: Expr = BinOp("*", stmt.start[d], Const(units))
             out[0] = DmaDim(extent * head.extent, head.stride, start, (0, size * units))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from openvta.isa import AluOp
+from openvta.isa import AluOp, Field, Format, layouts_of
 
 from ..affine import Affine
 from ..ir import Block, Buffer, Elementwise, LoweringError, MicroOp, Stmt, UopInsn, UopKind, UopLoopSpec, transform
@@ -25,22 +25,22 @@ __all__ = ["lower_alu"]
 _OPS = {"+": AluOp.ADD, "-": AluOp.ADD, "*": AluOp.MUL, ">>": AluOp.SHR, "<<": AluOp.SHR,
         "min": AluOp.MIN, "max": AluOp.MAX}
 _COMMUTATIVE = {"+", "*", "min", "max"}
-_IMM = (-(1 << 15), (1 << 15) - 1)
 
 
 def lower_alu(lowered: Lowered) -> Lowered:
-    return replace(lowered, body=transform(lowered.body, _lower))
+    imm = layouts_of(lowered.cfg)[Format.ALU].field("imm")
+    return replace(lowered, body=transform(lowered.body, lambda s: _lower(s, imm)))
 
 
 def _fail(stage: str, message: str) -> LoweringError:
     return LoweringError("lower_alu", f"{stage}: {message}")
 
 
-def _lower(stmt: Stmt) -> Stmt:
+def _lower(stmt: Stmt, imm: Field) -> Stmt:
     if not isinstance(stmt, Elementwise):
         return stmt
     ops: list[tuple[AluOp, int | None, tuple[Buffer, Affine] | None]] = []
-    _collect(stmt, stmt.body, ops)
+    _collect(stmt, stmt.body, ops, imm)
     loop_vars = [v for v, _ in stmt.loops]
     dst_buffer, dst = stmt.dst
     insns: list[Stmt] = []
@@ -55,12 +55,12 @@ def _lower(stmt: Stmt) -> Stmt:
     return Block(tuple(insns))
 
 
-def _collect(stmt: Elementwise, expr: Expr, ops: list) -> None:
+def _collect(stmt: Elementwise, expr: Expr, ops: list, imm: Field) -> None:
     """Append the ALU operations of ``expr`` (innermost first); the chain ends at the in-place read."""
     if isinstance(expr, Cast):
         if expr.dtype != "int32":
             raise _fail(stmt.stage, "only the output may cast to int8")
-        return _collect(stmt, expr.value, ops)
+        return _collect(stmt, expr.value, ops, imm)
     if isinstance(expr, Read):
         operand = stmt.operands.get(expr.tensor)
         if operand is None or operand != stmt.dst:
@@ -73,15 +73,16 @@ def _collect(stmt: Elementwise, expr: Expr, ops: list) -> None:
     chain, other = expr.a, expr.b
     if _is_leaf_operand(stmt, chain) and expr.op in _COMMUTATIVE:
         chain, other = other, chain
-    _collect(stmt, chain, ops)
+    _collect(stmt, chain, ops, imm)
     if isinstance(other, Const):
         value = other.value
         if expr.op == "-":
             value = -value
         elif expr.op == "<<":
             value = -value
-        if not _IMM[0] <= value <= _IMM[1]:
-            raise _fail(stmt.stage, f"immediate {value} does not fit the ALU's 16-bit signed field")
+        if not imm.low <= value <= imm.high:
+            raise _fail(stmt.stage, f"immediate {value} does not fit the ALU's {imm.width}-bit "
+                        f"signed {imm.name} field ({imm.low}..{imm.high})")
         ops.append((_OPS[expr.op], value, None))
         return None
     if expr.op in ("-", "<<"):
