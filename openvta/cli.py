@@ -1,7 +1,9 @@
 """The ``openvta`` command line.
 
-    openvta run PROGRAM.npz [--backend functional|cycle|rtl|board] [-o RESULT.npz] [--no-race-check]
-                [--trace TRACE.json] [--timeline TIMELINE.png] [--max-cycles N]
+    openvta run PROGRAM.npz [--backend functional|cycle|rtl|board] [-o RESULT.npz] [--quiet]
+                [--no-race-check] [--trace TRACE.json] [--timeline TIMELINE.png]
+                [--max-cycles N] [--waves RUN.vcd] [--port PORT] [--baud N]
+    openvta read RESULT.npz SYMBOL [-o ARRAY.npy] [--packed] [--program PROGRAM.npz]
     openvta disasm PROGRAM.npz [--uops]
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
     openvta compile conv2d --layer resnet18.C5 ... -o PROG.npz
@@ -12,7 +14,9 @@
     openvta config [PRESET]
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
-and the message on stderr; a bad command line exits with status 2.
+and the message on stderr; a bad command line exits with status 2; Ctrl-C exits with
+status 130. Output folders are created as needed. Long work shows a live progress
+line on a terminal (never in a pipe, never with ``--quiet``).
 """
 
 from __future__ import annotations
@@ -21,68 +25,100 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from openvta.hw.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
-from openvta.runtime import BackendError, Device, ProgramError, backends, load_program
+from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
+
+from .progress import ProgressDisplay
 
 __all__ = ["main"]
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
+    from openvta import __version__
+
     parser = argparse.ArgumentParser(prog="openvta", description=__doc__.split("\n")[1].strip())
+    parser.add_argument("--version", action="version", version=f"openvta {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a program file on a back end")
     run.add_argument("program", help="program file (.npz)")
-    run.add_argument("--backend", default="functional", help=f"one of {', '.join(backends())}")
+    run.add_argument("--backend", default="functional",
+                     help=f"where to run it: {', '.join(backends())} (default functional)")
     run.add_argument("-o", "--output", help="write the result file (.npz) here")
     run.add_argument("--no-race-check", action="store_true",
-                     help="functional back end: skip the token race checker (faster)")
+                     help="functional and cycle back ends: skip the token race checker (faster)")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run.add_argument("--trace", help="cycle back end: write a Chrome/Perfetto trace (JSON) here")
     run.add_argument("--timeline", help="cycle back end: write a timeline figure (PNG) here")
-    run.add_argument("--max-cycles", type=int, help="cycle and rtl back ends: stop past this many cycles")
+    run.add_argument("--max-cycles", type=_positive_int,
+                     help="cycle and rtl back ends: stop past this many cycles")
     run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
-    run.add_argument("--baud", type=int, default=115200, help="board back end: serial speed")
+    run.add_argument("--baud", type=_positive_int, default=115200,
+                     help="board back end: serial speed (default 115200)")
+    read = sub.add_parser("read", help="write or print a tensor of a result file")
+    read.add_argument("result", help="result file (.npz) written by run -o")
+    read.add_argument("symbol", help="the tensor to read, e.g. out")
+    read.add_argument("-o", "--output", help="write it as a NumPy .npy file here (default: print it)")
+    read.add_argument("--packed", action="store_true",
+                      help="keep the packed DRAM layout (default: the logical NCHW/OIHW/NC array)")
     dis = sub.add_parser("disasm", help="print a program's instructions as assembly")
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
-    comp = sub.add_parser("compile", help="compile a benchmark operator with random operands")
-    comp.add_argument("operator", choices=["conv2d", "dense"])
-    comp.add_argument("--layer", help="a ResNet-18 layer of WORKLOADS.md, e.g. resnet18.C5")
-    for flag in ("--hw", "--ci", "--co", "--kernel", "--batch", "--in", "--out"):
-        comp.add_argument(flag, type=int)
-    comp.add_argument("--pad", type=int, default=0)
-    comp.add_argument("--stride", type=int, default=1)
-    comp.add_argument("--shift", type=int, default=8)
-    comp.add_argument("--vthreads", type=int, default=1)
-    comp.add_argument("--config", default="default", choices=sorted(PRESETS))
-    comp.add_argument("--seed", type=int, default=0)
-    comp.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
+    _compile_parser(sub)
     ver = sub.add_parser("verilog", help="export the accelerator's Verilog (module openvta_top)")
-    ver.add_argument("--config", default="default", choices=sorted(PRESETS))
+    ver.add_argument("--config", default="default", choices=sorted(PRESETS),
+                     help="preset configuration (default default)")
     ver.add_argument("-o", "--output", required=True, help="Verilog file to write")
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
+    _bitstream_parser(sub)
+    cfg = sub.add_parser("config", help="print a preset configuration as JSON")
+    cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS),
+                     help="the preset (default default)")
+    return parser
+
+
+def _bitstream_parser(sub: Any) -> None:
     bit = sub.add_parser("bitstream", help="build the SoC's FPGA bitstream with Yosys and nextpnr")
-    bit.add_argument("--board", required=True, choices=sorted(BOARDS))
-    bit.add_argument("--config", default="tiny", choices=sorted(PRESETS))
+    bit.add_argument("--board", required=True, choices=sorted(BOARDS), help="the FPGA board")
+    bit.add_argument("--config", default="tiny", choices=sorted(PRESETS),
+                     help="accelerator preset (default tiny)")
     bit.add_argument("-o", "--output", help="build directory (default build/BOARD-PRESET)")
-    bit.add_argument("--mem-kib", type=int, help="on-chip DRAM of the SoC in KiB (a power of two; "
-                     "default 4 on icebreaker, 64 on ulx3s-85f)")
-    bit.add_argument("--baud", type=int, default=115200, help="UART speed of the host bridge")
+    bit.add_argument("--mem-kib", type=_positive_int, help="on-chip DRAM of the SoC in KiB (a power "
+                     "of two; default 4 on icebreaker, 64 on ulx3s-85f)")
+    bit.add_argument("--baud", type=_positive_int, default=115200,
+                     help="UART speed of the host bridge (default 115200)")
     bit.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz "
                      "(default 24 on icebreaker, 50 on ulx3s-85f)")
     bit.add_argument("--link-test", action="store_true",
                      help="build the link-test image: UART bridge and memory, no accelerator")
     bit.add_argument("--timeout", type=float, default=7200.0,
-                     help="seconds each tool may run before the build is abandoned")
-    cfg = sub.add_parser("config", help="print a preset configuration as JSON")
-    cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS))
-    return parser
+                     help="seconds each tool may run before the build is abandoned (default 7200)")
+    bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
+
+
+def _output(path: str | None) -> Path | None:
+    """``path`` with its folder created (``-o nodir/x.npz`` makes ``nodir``)."""
+    if path is None:
+        return None
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"output {path} is a folder; give a file name")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -99,20 +135,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.waves:
         if args.backend != "rtl":
             raise ProgramError("--waves needs --backend rtl")
-        options["waves"] = args.waves
+        options["waves"] = str(_output(args.waves))
     if args.backend == "board":
         if not args.port:
             raise ProgramError("--backend board needs --port (the board's serial port)")
         options.update(port=args.port, baud=args.baud)
     elif args.port:
         raise ProgramError("--port needs --backend board")
-    result = Device(args.backend, **options).run(program)
-    if args.output:
-        result.save(args.output)
-    if args.trace:
-        result.report.write_trace(args.trace)
-    if args.timeline:
-        result.report.write_timeline(args.timeline, title=str(args.program))
+    paths = [_output(p) for p in (args.output, args.trace, args.timeline)]
+    with ProgressDisplay(f"{args.backend}", enabled=None if not args.quiet else False) as show:
+        result = Device(args.backend, progress=show, **options).run(program)
+    if paths[0]:
+        result.save(paths[0])
+    if paths[1]:
+        result.report.write_trace(paths[1])
+    if paths[2]:
+        result.report.write_timeline(paths[2], title=str(args.program))
     if not args.quiet:
         print(f"ran {program.insn_count} instructions on the {args.backend} back end")
         if hasattr(result.report, "format"):
@@ -125,6 +163,25 @@ def _run(args: argparse.Namespace) -> int:
                            ("timeline", args.timeline)):
             if path:
                 print(f"{what} written to {path}")
+    return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    from openvta.compiler.layout import unpack_by_layout
+
+    result = load_result(args.result)
+    array = result.read(args.symbol)
+    symbol = result.symbols[args.symbol]
+    if not args.packed and symbol.layout and symbol.logical_shape is not None:
+        array = unpack_by_layout(array, symbol.layout, symbol.logical_shape)
+    out = _output(args.output)
+    if out is None:
+        with np.printoptions(threshold=sys.maxsize if array.size <= 4096 else 1000):
+            print(array)
+        return 0
+    with open(out, "wb") as handle:  # np.save would append .npy to another suffix
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+    print(f"{args.symbol}: {array.dtype}{list(array.shape)} written to {out}")
     return 0
 
 
@@ -150,6 +207,30 @@ def _disasm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_parser(sub: Any) -> None:
+    comp = sub.add_parser("compile", help="compile a benchmark operator with random operands")
+    comp.add_argument("operator", choices=["conv2d", "dense"], help="the operator")
+    comp.add_argument("--layer", help="conv2d: a ResNet-18 layer of docs/WORKLOADS.md, e.g. "
+                      "resnet18.C5 (fixes --hw, --ci, --co, --kernel, --pad, --stride)")
+    for flag, text in (("--hw", "conv2d: input height and width"),
+                       ("--ci", "conv2d: input channels"), ("--co", "conv2d: output channels"),
+                       ("--kernel", "conv2d: kernel height and width"),
+                       ("--batch", "dense: batch rows"), ("--in", "dense: input features"),
+                       ("--out", "dense: output features")):
+        comp.add_argument(flag, type=int, help=text)
+    comp.add_argument("--pad", type=int, help="conv2d: zero padding on each side (default 0)")
+    comp.add_argument("--stride", type=int, help="conv2d: stride (default 1)")
+    comp.add_argument("--shift", type=int, default=8,
+                      help="requantizing right shift of the accumulators (default 8)")
+    comp.add_argument("--vthreads", type=_positive_int, default=1,
+                      help="virtual threads for latency hiding (default 1)")
+    comp.add_argument("--config", default="default", choices=sorted(PRESETS),
+                      help="preset configuration (default default)")
+    comp.add_argument("--seed", type=int, default=0, help="seed of the random operands (default 0)")
+    comp.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
+    comp.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
 def _compile(args: argparse.Namespace) -> int:
     import time
 
@@ -157,6 +238,8 @@ def _compile(args: argparse.Namespace) -> int:
 
     common = {"config": args.config, "seed": args.seed, "shift": args.shift,
               "vthreads": args.vthreads}
+    shape = {"--hw": args.hw, "--ci": args.ci, "--co": args.co, "--kernel": args.kernel,
+             "--pad": args.pad, "--stride": args.stride}
     if args.operator == "dense":
         missing = [f for f, v in (("--batch", args.batch), ("--in", getattr(args, "in")),
                                   ("--out", args.out)) if v is None]
@@ -165,6 +248,10 @@ def _compile(args: argparse.Namespace) -> int:
         params = {"batch": args.batch, "in_features": getattr(args, "in"),
                   "out_features": args.out}
     elif args.layer:
+        given = [flag for flag, value in shape.items() if value is not None]
+        if given:
+            raise ValueError(f"--layer {args.layer} fixes the shape; give either --layer or "
+                             f"{', '.join(given)}, not both")
         params = {"layer": args.layer}
     else:
         missing = [f for f, v in (("--hw", args.hw), ("--ci", args.ci), ("--co", args.co),
@@ -172,22 +259,23 @@ def _compile(args: argparse.Namespace) -> int:
         if missing:
             raise ValueError(f"compile conv2d needs {', '.join(missing)} (or --layer)")
         params = {"hw": args.hw, "ci": args.ci, "co": args.co, "kernel": args.kernel,
-                  "pad": args.pad, "stride": args.stride}
+                  "pad": args.pad or 0, "stride": args.stride or 1}
+    out = _output(args.output)
     start = time.perf_counter()
     program = compile_operator(args.operator, **params, **common)
-    program.save(args.output)
-    print(f"compiled {args.operator} into {program.insn_count} instructions in "
-          f"{time.perf_counter() - start:.2f} s; program written to {args.output}")
+    program.save(out)  # type: ignore[arg-type]
+    if not args.quiet:
+        print(f"compiled {args.operator} into {program.insn_count} instructions in "
+              f"{time.perf_counter() - start:.2f} s; program written to {args.output}")
     return 0
 
 
 def _verilog(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from openvta.hw.export import export_verilog, lint
 
+    out = _output(args.output)
     text = export_verilog(PRESETS[args.config])
-    Path(args.output).write_text(text)
+    out.write_text(text)  # type: ignore[union-attr]
     print(f"wrote {len(text.splitlines())} lines of Verilog (module openvta_top, config "
           f"{args.config}) to {args.output}")
     if args.lint:
@@ -204,32 +292,44 @@ def _bitstream(args: argparse.Namespace) -> int:
 
     out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024
-    report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
-                             mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
-                             timeout_s=args.timeout, link_test=args.link_test)
+    with ProgressDisplay(f"bitstream for {args.board}", enabled=False if args.quiet else None,
+                         delay_s=0) as show:
+        def say(line: str) -> None:
+            if show.enabled:
+                show.line(line)
+            elif not args.quiet:
+                print(line, flush=True)
+
+        report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
+                                 mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
+                                 timeout_s=args.timeout, link_test=args.link_test, progress=say)
     res = report["resources"]
     print(json.dumps({"fmax_mhz": report["fmax_mhz"], "timing_met": report["timing_met"],
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))
     return 0
 
 
+def _config(args: argparse.Namespace) -> int:
+    print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
+    return 0
+
+
+_COMMANDS = {"run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
+             "verilog": _verilog, "bitstream": _bitstream, "config": _config}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "disasm":
-            return _disasm(args)
-        if args.command == "compile":
-            return _compile(args)
-        if args.command == "verilog":
-            return _verilog(args)
-        if args.command == "bitstream":
-            return _bitstream(args)
-        print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
-        return 0
+        return _COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("openvta: interrupted", file=sys.stderr)
+        return 130
     except (ProgramError, BackendError, ConfigError, ISAError, ValueError) as exc:
         print(f"openvta: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyError as exc:  # an unknown symbol: the message names the known ones
+        print(f"openvta: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:  # SimulationError and back-end failures
         print(f"openvta: error: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -239,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a folder that cannot be created, a full disk, no permission
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"openvta: error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

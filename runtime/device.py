@@ -11,9 +11,9 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .program import Program, Result
+from .program import Program, Progress, Result
 
-__all__ = ["Backend", "Device", "register_backend", "backends", "BackendError"]
+__all__ = ["Backend", "Device", "Progress", "register_backend", "backends", "BackendError"]
 
 
 class BackendError(RuntimeError):
@@ -79,7 +79,10 @@ class Device:
     backend :
         a registered back-end name (see :func:`backends`).
     options :
-        passed to the back end's factory.
+        passed to the back end's factory. Every built-in back end takes ``progress``: a
+        callable ``progress(what, done, total)`` told how far a long run is (``what`` is
+        ``"instructions"`` or ``"cycles"``, or a phase such as a Verilator build with
+        ``done = 0`` and ``total = None``); the command line draws it as a progress bar.
 
     Examples
     --------
@@ -97,4 +100,7 @@ class Device:
     def run(self, program: Program) -> Result:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
-        return self.backend.run(program)
+        result = self.backend.run(program)
+        if not result.symbols:
+            result.symbols = dict(program.symbols)
+        return result

@@ -13,7 +13,8 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from collections.abc import Callable
+from typing import Any, BinaryIO, Optional, Union
 
 import numpy as np
 
@@ -29,6 +30,7 @@ __all__ = [
     "Symbol",
     "load_program",
     "load_result",
+    "Progress",
     "DTYPES",
     "ROLES",
 ]
@@ -40,6 +42,10 @@ ROLES = ("input", "weight", "bias", "output", "scratch")
 _KEYS = ("format", "config", "dram", "insn_addr", "insn_count", "symbols")
 
 PathLike = Union[str, Path]
+
+#: ``progress(what, done, total)``: how far a long run is (``what`` is ``"instructions"``
+#: or ``"cycles"``, or a phase such as a Verilator build, with ``done = 0, total = None``).
+Progress = Callable[[str, int, Optional[int]], None]
 
 
 class ProgramError(ValueError):
@@ -242,12 +248,35 @@ def _savez(path: PathLike | BinaryIO, **entries: np.ndarray) -> None:
         np.savez(path, **entries)  # type: ignore[arg-type]
 
 
+def _check_declared_sizes(archive: np.lib.npyio.NpzFile, what: str) -> None:
+    """Reject an entry whose header declares more data than the archive holds for it.
+
+    A forged ``.npy`` header (a shape of 10**12 bytes in a file of a few kilobytes)
+    would otherwise make numpy allocate the declared size before noticing.
+    """
+    zipped = archive.zip
+    for info in zipped.infolist():
+        with zipped.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            held = info.file_size - member.tell()
+        declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if declared > held:
+            name = info.filename.removesuffix(".npy")
+            raise ProgramError(f"{what} file entry {name!r} declares {declared} bytes "
+                               f"({dtype}{list(shape)}) but holds only {held}")
+
+
 def _read_npz(path: PathLike | BinaryIO, what: str) -> dict[str, np.ndarray]:
     try:
         archive = np.load(path, allow_pickle=False)  # type: ignore[arg-type]
         if not isinstance(archive, np.lib.npyio.NpzFile):
             raise ProgramError(f"{what} file is not an npz archive (it holds a single array)")
         with archive:
+            _check_declared_sizes(archive, what)
             return {key: archive[key] for key in archive.files}
     except ProgramError:
         raise
@@ -292,11 +321,16 @@ def load_program(path: PathLike | BinaryIO) -> Program:
 
 @dataclass
 class Result:
-    """What a back end returns: the final DRAM image and the performance counters."""
+    """What a back end returns: the final DRAM image, the performance counters, the report.
+
+    ``symbols`` are the program's (:meth:`openvta.runtime.Device.run` fills them in), so
+    a result file read back on its own still knows where each tensor lies.
+    """
 
     dram: np.ndarray
     counters: dict[str, int]
     report: Any = None
+    symbols: dict[str, Symbol] = field(default_factory=dict)
 
     def save(self, path: PathLike | BinaryIO) -> None:
         """Write the result file to exactly ``path`` (or into a binary file object)."""
@@ -305,14 +339,34 @@ class Result:
             format=np.array(RESULT_FORMAT),
             dram=self.dram,
             counters=np.array(json.dumps({str(k): int(v) for k, v in self.counters.items()})),
+            symbols=np.array(json.dumps({k: s.to_json() for k, s in self.symbols.items()})),
         )
 
-    def read(self, program: Program, name: str) -> np.ndarray:
-        """Symbol ``name`` of ``program`` in this result's DRAM."""
-        return program.read(name, self.dram)
+    def read(self, name: str) -> np.ndarray:
+        """Symbol ``name`` in this result's DRAM, in its stored shape and layout.
+
+        Examples
+        --------
+        >>> from openvta.isa import preset
+        >>> from openvta.runtime import Device, ProgramBuilder
+        >>> b = ProgramBuilder(preset("tiny"))
+        >>> y = b.tensor("y", shape=(2,), dtype="int8", role="output")
+        >>> Device("functional").run(b.finish()).read("y")
+        array([0, 0], dtype=int8)
+        """
+        try:
+            symbol = self.symbols[name]
+        except KeyError:
+            known = ", ".join(sorted(self.symbols)) or "none"
+            raise KeyError(f"result has no symbol {name!r} (symbols: {known})") from None
+        if symbol.addr + symbol.nbytes > len(self.dram):
+            raise ProgramError(f"symbol {name!r} ({symbol.nbytes} bytes at {symbol.addr}) lies "
+                               f"outside the result's DRAM image ({len(self.dram)} bytes)")
+        return _read_array(self.dram, symbol)
 
 
 def load_result(path: PathLike | BinaryIO) -> Result:
+    """Read a result file (:meth:`Result.save`); a malformed one raises :class:`ProgramError`."""
     entries = _read_npz(path, "result")
     _check_format(entries, RESULT_FORMAT, "result")
     for key in ("dram", "counters"):
@@ -326,7 +380,16 @@ def load_result(path: PathLike | BinaryIO) -> Result:
         isinstance(v, int) and not isinstance(v, bool) for v in counters.values()
     ):
         raise ProgramError("result counters must be a JSON object of name → integer")
-    return Result(dram=entries["dram"], counters=counters)
+    symbols: dict[str, Symbol] = {}
+    if "symbols" in entries:  # result files written before symbols were kept have none
+        try:
+            raw = json.loads(_string(entries, "symbols"))
+        except json.JSONDecodeError as exc:
+            raise ProgramError(f"result symbols are not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ProgramError("result symbols must be a JSON object of name → symbol")
+        symbols = {name: Symbol.from_json(name, v) for name, v in raw.items()}
+    return Result(dram=entries["dram"], counters=counters, symbols=symbols)
 
 
 def program_bytes(program: Program) -> bytes:

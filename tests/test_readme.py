@@ -1,32 +1,109 @@
-"""The README's runnable Python examples run, in order, and print what the README says."""
+"""Every example of the README and of docs/ runs exactly as written, in a scratch folder.
+
+```python blocks run in order in one namespace per page, and every ``print(...)  # value``
+comment is what that line prints. ```sh blocks run line by line with bash, in the same
+scratch folder, where ``.venv`` is this environment (so ``.venv/bin/openvta`` is the
+installed command, as after ``make``). ```text blocks are synopses and formats, not run.
+The few commands that cannot run here are listed in ``NOT_RUN`` with the reason, and the
+list is checked against the pages so it cannot go stale.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parent.parent / "README.md"
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)  # indented in list items too
+
+#: commands of the pages that are not run here, and why
+NOT_RUN = {
+    "make test": "it is this test suite",
+    "openvta bitstream --board ulx3s-85f": "the same ECP5 build as make bitstream-ecp5",
+    "--port /dev/ttyUSB0": "needs an FPGA board on a serial port",
+}
 
 
-def _examples() -> list[str]:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    return [b for b in blocks if "vta_config.json" not in b]  # that one needs a user's file
+def _fenced(page: Path) -> list[tuple[str, str]]:
+    return [(lang, textwrap.dedent(body)) for _, lang, body in FENCE.findall(page.read_text())]
 
 
-@pytest.mark.xdist_group("yowasp")  # an example builds a bitstream (tests/hw/test_bitstream.py)
-def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def _blocks(page: Path, language: str) -> list[str]:
+    return [body for lang, body in _fenced(page) if lang == language]
+
+
+def _commands(page: Path) -> list[str]:
+    lines = [line.split(" #")[0].strip() for block in _blocks(page, "sh")
+             for line in block.splitlines()]
+    return [line for line in lines if line]
+
+
+def _skipped(command: str) -> bool:
+    return any(marker in command for marker in NOT_RUN)
+
+
+def test_every_fenced_block_says_what_it_is() -> None:
+    for page in PAGES:
+        for lang, body in _fenced(page):
+            assert lang in ("python", "sh", "text", "json"), \
+                f"{page.name}: a ``` block without python/sh/text:\n{body[:200]}"
+
+
+def test_the_not_run_list_is_current() -> None:
+    commands = [c for page in PAGES for c in _commands(page)]
+    for marker in NOT_RUN:
+        assert any(marker in c for c in commands), f"NOT_RUN lists {marker!r}, no page has it"
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    return tmp_path
+
+
+def _run_python(page: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(scratch)
     namespace: dict[str, object] = {}
     expected: list[str] = []
     printed = io.StringIO()
-    for index, code in enumerate(_examples()):
+    for index, code in enumerate(_blocks(page, "python")):
         with contextlib.redirect_stdout(printed):
-            exec(compile(code, f"README example {index}", "exec"), namespace)
-        # every "print(...)  # value" comment in an example is what it prints
+            exec(compile(code, f"{page.name} example {index}", "exec"), namespace)
         expected += [m.group(1).strip() for m in re.finditer(r"print\(.*\)\s+#\s*(.*)", code)]
     assert printed.getvalue().splitlines() == expected
-    assert (tmp_path / "trace.json").exists() and (tmp_path / "timeline.png").exists()
+
+
+def _run_shell(page: Path, scratch: Path) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    for command in _commands(page):
+        if _skipped(command):
+            continue
+        cwd = ROOT if command.startswith("make ") else scratch
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, f"{page.name}: `{command}` failed:\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("yowasp")  # the README builds a bitstream (tests/hw/test_bitstream.py)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_python_examples_run_as_written(page: Path, scratch: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _run_python(page, scratch, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.rtl
+@pytest.mark.xdist_group("yowasp")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_shell_examples_run_as_written(page: Path, scratch: Path) -> None:
+    _run_shell(page, scratch)

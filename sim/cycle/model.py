@@ -31,7 +31,7 @@ from openvta.isa import (
     TokenQueue,
     timing_for,
 )
-from openvta.runtime.program import Program, Result
+from openvta.runtime.program import Program, Progress, Result
 
 from ..errors import DeadlockError, MemoryAccessError, SimulationError
 from ..functional.machine import Machine
@@ -44,6 +44,7 @@ __all__ = ["CycleModel", "CycleBackend", "CycleLimitError", "simulate_cycles"]
 
 #: Default bound on simulated cycles; a program needing more is stopped with an error.
 DEFAULT_MAX_CYCLES = 10**10
+_PROGRESS_STEPS = 4096  # SimPy events between two progress reports
 
 
 class CycleLimitError(SimulationError):
@@ -91,7 +92,10 @@ class CycleModel:
     check_races :
         run the race checker on this model's schedule.
     max_cycles :
-        stop with :class:`CycleLimitError` past this many cycles.
+        stop with :class:`CycleLimitError` past this many cycles (a positive integer).
+    progress :
+        called as ``progress("cycles", now, None)`` as simulated time goes on
+        (:data:`openvta.runtime.Progress`).
     """
 
     def __init__(
@@ -101,10 +105,14 @@ class CycleModel:
         *,
         check_races: bool = True,
         max_cycles: int = DEFAULT_MAX_CYCLES,
+        progress: Progress | None = None,
     ) -> None:
+        if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
+            raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
         self.cfg = cfg = program.config
         self.timing = timing or timing_for(cfg)
         self.max_cycles = max_cycles
+        self.progress = progress
         self.machine = Machine(program, check_races=check_races)
         self.env = env = simpy.Environment()
         t = self.timing
@@ -280,6 +288,7 @@ class CycleModel:
         env.process(self._route())
         for module in Module:
             env.process(self._module(module))
+        steps = 0
         while not self.done.triggered:
             upcoming = env.peek()
             if upcoming == float("inf"):
@@ -290,6 +299,9 @@ class CycleModel:
                     + self._states()
                 )
             env.step()
+            steps += 1
+            if self.progress is not None and not steps % _PROGRESS_STEPS:
+                self.progress("cycles", int(env.now), None)
         return build_report(self)
 
     def result(self) -> Result:
@@ -318,9 +330,12 @@ class CycleBackend:
     """The ``cycle`` back end of :class:`openvta.runtime.Device`."""
 
     def __init__(self, timing: Timing | None = None, check_races: bool = True,
-                 max_cycles: int = DEFAULT_MAX_CYCLES) -> None:
+                 max_cycles: int = DEFAULT_MAX_CYCLES, progress: Progress | None = None) -> None:
+        if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
+            raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
         self.timing = timing
-        self.options = {"check_races": check_races, "max_cycles": max_cycles}
+        self.options: dict[str, Any] = {"check_races": check_races, "max_cycles": max_cycles,
+                                        "progress": progress}
 
     def run(self, program: Program) -> Result:
         return simulate_cycles(program, self.timing, **self.options)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Module, TokenQueue
-from openvta.runtime.program import Program, Result
+from openvta.runtime.program import Program, Progress, Result
 
 from ..errors import DeadlockError
 from .machine import Machine
@@ -35,6 +35,9 @@ class FunctionalSimulator:
         the program to run (its DRAM image is copied, not modified).
     check_races :
         check every shared access against the token order (see :mod:`.races`).
+    progress :
+        called as ``progress("instructions", executed, total)`` as the run goes on
+        (:data:`openvta.runtime.Progress`).
 
     Raises
     ------
@@ -42,8 +45,10 @@ class FunctionalSimulator:
         from :meth:`run`, each naming the instruction and the state involved.
     """
 
-    def __init__(self, program: Program, *, check_races: bool = True) -> None:
+    def __init__(self, program: Program, *, check_races: bool = True,
+                 progress: Progress | None = None) -> None:
         self.machine = Machine(program, check_races=check_races)
+        self.progress = progress
         self.cfg = program.config
         self.tokens: dict[TokenQueue, deque[np.ndarray]] = {q: deque() for q in TokenQueue}
         self.commands: dict[Module, deque[int]] = {m: deque() for m in Module}
@@ -56,13 +61,18 @@ class FunctionalSimulator:
 
     def run(self) -> Result:
         machine = self.machine
+        total = len(machine.insns)
+        executed = 0
         while not machine.finished:
-            progress = self._fetch()
+            moved = self._fetch()
             for module in Module:
                 while not machine.finished and self._step(module):
-                    progress = True
-            if not progress and not machine.finished:
+                    moved = True
+                    executed += 1
+            if not moved and not machine.finished:
                 raise DeadlockError(self._deadlock_report())
+            if self.progress is not None:
+                self.progress("instructions", executed, total)
         return machine.result()
 
     def _fetch(self) -> bool:
@@ -124,18 +134,20 @@ class FunctionalSimulator:
         return "\n".join(lines)
 
 
-def run(program: Program, *, check_races: bool = True) -> Result:
+def run(program: Program, *, check_races: bool = True, progress: Progress | None = None) -> Result:
     """Run ``program`` on the functional simulator and return the final DRAM and counters."""
-    return FunctionalSimulator(program, check_races=check_races).run()
+    return FunctionalSimulator(program, check_races=check_races, progress=progress).run()
 
 
 class FunctionalBackend:
     """The ``functional`` back end of :class:`openvta.runtime.Device`."""
 
-    def __init__(self, check_races: bool = True, **options: Any) -> None:
+    def __init__(self, check_races: bool = True, progress: Progress | None = None,
+                 **options: Any) -> None:
         if options:
             raise TypeError(f"the functional back end takes no options {sorted(options)}")
         self.check_races = check_races
+        self.progress = progress
 
     def run(self, program: Program) -> Result:
-        return run(program, check_races=self.check_races)
+        return run(program, check_races=self.check_races, progress=self.progress)

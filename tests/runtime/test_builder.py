@@ -174,7 +174,7 @@ def test_loads_and_stores_move_the_data(tiny: Config) -> None:
     b.store_2d(10, dst, y_size=1, x_size=6)
     program = b.finish()
     result = Device("functional").run(program)
-    np.testing.assert_array_equal(result.read(program, "dst"), data.astype(np.int8))
+    np.testing.assert_array_equal(result.read("dst"), data.astype(np.int8))
     np.testing.assert_array_equal(program.read("dst"), np.zeros((6, 1, 4)))
 
 
@@ -362,7 +362,7 @@ def test_uop_buffer_wraps_when_full(tiny: Config) -> None:
         for uop in kernel.uops:
             expected[uop.dst_idx] += imm
     result = Device("functional").run(program)
-    np.testing.assert_array_equal(result.read(program, "out"), expected.astype(np.int8))
+    np.testing.assert_array_equal(result.read("out"), expected.astype(np.int8))
 
 
 def test_kernel_filling_the_buffer(tiny: Config) -> None:

@@ -314,7 +314,7 @@ def test_result_round_trip(tmp_path: Path) -> None:
     np.testing.assert_array_equal(loaded.dram, dram)
     assert loaded.counters == counters
     with np.load(tmp_path / "res.npz") as archive:
-        assert sorted(archive.files) == ["counters", "dram", "format"]
+        assert sorted(archive.files) == ["counters", "dram", "format", "symbols"]
         assert str(archive["format"]) == "openvta-result/1" == RESULT_FORMAT
 
 
@@ -325,7 +325,7 @@ def test_result_of_a_run_round_trips(tiny: Config, make_gemm: Any, tmp_path: Pat
     loaded = load_result(tmp_path / "res.npz")
     np.testing.assert_array_equal(loaded.dram, result.dram)
     assert loaded.counters == result.counters
-    np.testing.assert_array_equal(loaded.read(program, "C"), result.read(program, "C"))
+    np.testing.assert_array_equal(loaded.read("C"), result.read("C"))
 
 
 def test_load_result_rejects_a_program_file(tiny: Config, tmp_path: Path) -> None:
@@ -420,8 +420,13 @@ def test_read_from_another_image(tiny: Config) -> None:
     other[sym.addr : sym.addr + 12] = 0xFF
     np.testing.assert_array_equal(program.read("A", other), np.full((3, 4), -1))
     np.testing.assert_array_equal(program.read("A"), np.arange(-6, 6).reshape(3, 4))
-    result = Result(other, {})
-    np.testing.assert_array_equal(result.read(program, "A"), np.full((3, 4), -1))
+    result = Result(other, {}, symbols=program.symbols)
+    np.testing.assert_array_equal(result.read("A"), np.full((3, 4), -1))
+    with pytest.raises(KeyError, match=r"result has no symbol 'nope' \(symbols: A, B, C\)"):
+        result.read("nope")
+    with pytest.raises(ProgramError, match=r"^symbol 'A' \(12 bytes at \d+\) lies outside the "
+                       r"result's DRAM image \(4 bytes\)$"):
+        Result(other[:4], {}, symbols=program.symbols).read("A")
 
 
 def test_write_with_a_wrong_shape(tiny: Config) -> None:
@@ -458,3 +463,32 @@ def test_save_writes_exactly_the_given_path(tiny: Config, tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.bin", "result"]
     _assert_same_program(load_program(tmp_path / "prog.bin"), program)
     assert load_result(tmp_path / "result").counters == {"x": 1}
+
+
+def test_a_forged_array_header_is_refused_before_allocating(tiny: Config, tmp_path: Path) -> None:
+    """A header declaring 10**12 bytes in a file of a few kilobytes: one line, no allocation."""
+    import re
+    import zipfile
+
+    _sample_program(tiny).save(tmp_path / "p.npz")
+    with zipfile.ZipFile(tmp_path / "p.npz") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    raw = entries["dram.npy"]
+    end = raw.index(b"\n") + 1
+    header = re.sub(rb"'shape': \(\d+,\)", b"'shape': (1000000000000,)", raw[:end - 1])
+    entries["dram.npy"] = header.ljust(end - 1, b" ") + b"\n" + raw[end:]
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    with pytest.raises(ProgramError, match=r"^program file entry 'dram' declares 1000000000000 "
+                       r"bytes \(uint8\[1000000000000\]\) but holds only \d+$"):
+        load_program(tmp_path / "bad.npz")
+
+
+def test_result_files_without_symbols_still_load(tmp_path: Path) -> None:
+    np.savez(tmp_path / "old.npz", format=np.array(RESULT_FORMAT), dram=np.zeros(4, np.uint8),
+             counters=np.array("{}"))
+    loaded = load_result(tmp_path / "old.npz")
+    assert loaded.symbols == {}
+    with pytest.raises(KeyError, match=r"result has no symbol 'out' \(symbols: none\)"):
+        loaded.read("out")
