@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m openvta.demo
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n 2 -q
 
@@ -33,6 +33,9 @@ bitstream-ice40: $(STAMP)
 
 bench-fpga: $(STAMP)
 	$(BIN)/python benchmarks/fpga.py --json build/bench/figures.json
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy

@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 
@@ -45,7 +45,7 @@ PathLike = Union[str, Path]
 
 #: ``progress(what, done, total)``: how far a long run is (``what`` is ``"instructions"``
 #: or ``"cycles"``, or a phase such as a Verilator build, with ``done = 0, total = None``).
-Progress = Callable[[str, int, Optional[int]], None]
+Progress = Callable[[str, int, int | None], None]
 
 
 class ProgramError(ValueError):

@@ -149,10 +149,10 @@ def test_progress_waits_before_showing() -> None:
 
 def test_backends_report_progress_in_order() -> None:
     program = openvta.compile("conv2d", layer="resnet18.C11", config="default", seed=0)
-    for backend, what in (("functional", "instructions"), ("cycle", "cycles")):
+    for backend, what, total in (("functional", "instructions", program.insn_count),
+                                 ("cycle", "cycles", None)):
         calls: list[tuple[str, int, int | None]] = []
-        Device(backend, progress=lambda *call: calls.append(call)).run(program)
-        assert calls and {c[0] for c in calls} == {what}
+        Device(backend, progress=lambda *c, into=calls: into.append(c)).run(program)
+        assert calls and {c[0] for c in calls} == {what} and {c[2] for c in calls} == {total}
         done = [c[1] for c in calls]
         assert done == sorted(done) and done[-1] > 0
-    assert calls[-1][2] is None
