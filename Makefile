@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-fpga bitstream-ecp5 bitstream-ice40 lint typecheck clean
+.PHONY: demo test notebooks bench bench-fpga bitstream-ecp5 bitstream-ice40 lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ bitstream-ice40: $(STAMP)
 
 bench-fpga: $(STAMP)
 	$(BIN)/python benchmarks/fpga.py --json build/bench/figures.json
+
+# Execute the notebooks in place, so they are committed with their outputs.
+notebooks: $(STAMP)
+	$(BIN)/python notebooks/execute.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -26,6 +26,18 @@ def _execute(name: str, workdir: Path) -> str:
     return "\n".join(text) + f"\n[{images} images]"
 
 
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_committed_with_outputs(path: Path) -> None:
+    """They read without running: every code cell was executed, figures are saved."""
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code and all(cell.execution_count for cell in code), \
+        f"{path.name} is committed unexecuted: run `make notebooks`"
+    outputs = [out for cell in code for out in cell.get("outputs", [])]
+    assert not [out for out in outputs if out.get("output_type") == "error"]
+    assert any("image/png" in out.get("data", {}) for out in outputs)
+
+
 def test_latency_hiding(tmp_path: Path) -> None:
     out = _execute("latency_hiding.ipynb", tmp_path)
     assert "utilization rises with latency hiding: True" in out
