@@ -11,7 +11,7 @@ from enum import Enum
 
 __all__ = [
     "Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC", "HW_COUNTERS", "COUNTER_BASE",
-    "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT",
+    "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REGISTER_DOC",
 ]
 
 
@@ -114,9 +114,22 @@ CYCLE_COUNTERS = tuple(c for c in Counter if c.value.endswith("cycles"))
 #: AXI4-Lite register block.
 HW_COUNTERS = tuple(Counter)
 COUNTER_BASE = 0x100
+#: Bits of each hardware counter (two registers).
+COUNTER_WIDTH = 64
+
+#: Bits of every register of the AXI4-Lite register block.
+REG_WIDTH = 32
 
 #: AXI4-Lite register map (byte offsets of 32-bit registers).
 REG_CONTROL = 0x00  # write bit 0 = 1: start (reads 1 while running)
 REG_STATUS = 0x04  # bit 0: done (FINISH executed); cleared by start
 REG_INSN_ADDR = 0x08  # byte address of the first instruction
 REG_INSN_COUNT = 0x0C  # number of instructions
+
+#: Access and meaning of each register above, by name (the docs' register table).
+REGISTER_DOC: dict[str, tuple[str, str]] = {
+    "REG_CONTROL": ("R/W", "write bit 0 = 1: start; reads bit 0 = 1 while running"),
+    "REG_STATUS": ("R", "bit 0: done (FINISH executed since the last start)"),
+    "REG_INSN_ADDR": ("R/W", "byte address of the first instruction"),
+    "REG_INSN_COUNT": ("R/W", "number of instructions"),
+}

@@ -33,7 +33,7 @@ from typing import Any
 
 from . import counters
 from .config import ISA_KEYS, MACHINE_KEYS, PRESETS
-from .counters import COUNTER_BASE, COUNTER_DOC, CYCLE_COUNTERS, HW_COUNTERS, Counter
+from .counters import COUNTER_BASE, COUNTER_DOC, CYCLE_COUNTERS, HW_COUNTERS, REGISTER_DOC, Counter
 from .encoding import Format, Layout, layouts_of
 from .enums import AluOp, MemoryType, Opcode, TokenQueue, module_of
 from .instructions import decode
@@ -201,12 +201,6 @@ _GUARD_DOC = {
 }
 
 #: Access and meaning of each AXI4-Lite register constant of :mod:`openvta.isa.counters`.
-REGISTER_DOC: dict[str, tuple[str, str]] = {
-    "REG_CONTROL": ("R/W", "write bit 0 = 1: start; reads bit 0 = 1 while running"),
-    "REG_STATUS": ("R", "bit 0: done (FINISH executed since the last start)"),
-    "REG_INSN_ADDR": ("R/W", "byte address of the first instruction"),
-    "REG_INSN_COUNT": ("R/W", "number of instructions"),
-}
 
 
 # -- the tables ------------------------------------------------------------------------------
