@@ -1,1 +1,1 @@
-"""The graph level (issue [2/5]): being built."""
+"""Model frontends: ONNX (``onnx.import_onnx``)."""

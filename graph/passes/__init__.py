@@ -1,1 +1,1 @@
-"""The graph level (issue [2/5]): being built."""
+"""Graph passes, one per file, each a pure function ``(graph, ...) -> graph``."""

@@ -1,0 +1,225 @@
+"""The ONNX frontend: a float32 ONNX model (opset 13 or newer) → a typed :class:`Graph`.
+
+The model is checked before anything is converted, each problem one line naming what
+is wrong: an unreadable or non-ONNX file, an opset older than 13, an already quantized
+model, an unsupported op, a non-float32 input, an input dimension other than the first
+that is not fixed.  Nodes are then converted one by one (``onnx_ops``), each output
+typed through the op registry as it is made; ``Constant`` nodes become constants.
+
+Examples
+--------
+>>> from onnx import TensorProto, helper
+>>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+>>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+>>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+...                           "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+>>> print(import_onnx(model).dump())
+graph g
+  input x: float32[N,4]
+  y: float32[N,4] = Relu(x)  # Relu_0
+  output y
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, OpError
+from ..ir import Attrs, DType, Graph, Node, TensorType
+from ..passes.infer_shapes import infer_node
+from ..registry import ONNX_OPS
+from .onnx_ops import CONVERTERS, OnnxNode
+
+__all__ = ["import_onnx", "SUPPORTED_OPS", "MIN_OPSET"]
+
+MIN_OPSET = 13
+SUPPORTED_OPS = tuple(sorted([op.value for op in ONNX_OPS] + ["Constant"]))
+_QUANTIZED = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+    "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd", "QLinearMul", "QGemm",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax"})
+_ONNX_OPS = {op.value: op for op in ONNX_OPS}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _load(model: Any) -> Any:
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model must be a path or an onnx.ModelProto, not {type(model).__name__}")
+    path = Path(model)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ModelError(f"model file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ModelError(f"model file {str(path)!r} cannot be read: {_one_line(exc)}") from None
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError, and RuntimeError from the C++ parser
+        raise ModelError(f"model file {str(path)!r} is not an ONNX model "
+                         f"(truncated or another format: {_one_line(exc)})") from None
+    if proto.ir_version == 0 or not proto.HasField("graph"):
+        raise ModelError(f"model file {str(path)!r} is not an ONNX model (no IR version or graph)")
+    return proto
+
+
+def _check_model(proto: Any) -> None:
+    versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise ModelError("model must import the default ONNX opset, not none")
+    if versions[0] < MIN_OPSET:
+        raise ModelError(f"model opset must be {MIN_OPSET} or newer, not {versions[0]}")
+    names = _node_names(proto)
+    for node, name in zip(proto.graph.node, names):
+        if node.op_type in _QUANTIZED:
+            raise ModelError(f"model is already quantized ({node.op_type} in node {name!r}); "
+                             "import of quantized models comes in issue [3/5]")
+    for node, name in zip(proto.graph.node, names):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
+            op_type = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") \
+                else node.op_type
+            raise ModelError(f"node {name!r} ({op_type}) is not supported; supported: "
+                             f"{', '.join(SUPPORTED_OPS)}")
+
+
+def _node_names(proto: Any) -> list[str]:
+    names: list[str] = []
+    for index, node in enumerate(proto.graph.node):
+        name = node.name or f"{node.op_type}_{index}"
+        names.append(name if name not in names else f"{name}_{index}")
+    return names
+
+
+def _input_type(value: Any) -> TensorType:
+    from onnx import TensorProto
+
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise ModelError(f"input {value.name!r} must be a tensor, not a {kind}")
+    elem = value.type.tensor_type.elem_type
+    if elem != TensorProto.FLOAT:
+        raise ModelError(f"input {value.name!r} must be float32, not "
+                         f"{TensorProto.DataType.Name(elem).lower()}")
+    if not value.type.tensor_type.HasField("shape"):
+        raise ModelError(f"input {value.name!r} must have a shape, not none")
+    shape: list[int | str] = []
+    for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            shape.append(int(dim.dim_value))
+        elif axis == 0:
+            shape.append(dim.dim_param or "N")
+        else:
+            raise ModelError(f"input {value.name!r} dimension {axis} must be a fixed size, "
+                             f"not {dim.dim_param or 'unknown'!r} (only the batch may vary)")
+    return TensorType(tuple(shape), DType.FLOAT32)
+
+
+def _constant_array(name: str, array: np.ndarray) -> np.ndarray:
+    # bool scalars are flags that converters read (Dropout's training_mode), never kept
+    if array.dtype in (np.float32, np.int64) or (array.dtype == np.bool_ and array.size == 1):
+        return np.ascontiguousarray(array)
+    raise ModelError(f"constant {name!r} must be float32 (or int64 for shapes), not {array.dtype}")
+
+
+def _constant_types(constants: dict[str, np.ndarray]) -> dict[str, TensorType]:
+    return {k: TensorType(a.shape, DType.of(a.dtype)) for k, a in constants.items()
+            if a.dtype != np.bool_}
+
+
+def _constant_node(node: Any, name: str) -> np.ndarray:
+    from onnx import helper, numpy_helper
+
+    if len(node.attribute) != 1:
+        raise ModelError(f"node {name!r} (Constant) must have one value attribute")
+    attr = node.attribute[0]
+    value = helper.get_attribute_value(attr)
+    if attr.name == "value":
+        return numpy_helper.to_array(value)
+    if attr.name in ("value_float", "value_floats"):
+        return np.asarray(value, dtype=np.float32)
+    if attr.name in ("value_int", "value_ints"):
+        return np.asarray(value, dtype=np.int64)
+    raise ModelError(f"node {name!r} (Constant) attribute {attr.name!r} is not supported")
+
+
+def _attributes(node: Any) -> dict[str, object]:
+    from onnx import helper
+
+    attrs: dict[str, object] = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        attrs[attr.name] = value.decode() if isinstance(value, bytes) else value
+    return attrs
+
+
+def _convert(node: Any, name: str, types: dict[str, TensorType],
+             constants: dict[str, np.ndarray]) -> Node:
+    for value in node.input:
+        if value and value not in types and value not in constants:
+            raise ModelError(f"node {name!r} ({node.op_type}) reads {value!r} before it is defined")
+    op = _ONNX_OPS[node.op_type]
+    view = OnnxNode(name, node.op_type, tuple(node.input), _attributes(node), types, constants)
+    if len([o for o in node.output if o]) != 1 or not node.output[0]:
+        raise view.fail(f"must have one output, not {list(node.output)!r}")
+    inputs, attrs = CONVERTERS[op](view)
+    for value in inputs:
+        if value in constants and constants[value].dtype == np.bool_:
+            raise view.fail(f"input {value!r} must be float32 (or int64 for shapes), not bool")
+    converted = Node(name, op, inputs, (node.output[0],), Attrs(attrs))
+    try:
+        types[node.output[0]] = infer_node(converted, types)
+    except OpError as exc:
+        raise view.fail(str(exc)) from None
+    return converted
+
+
+def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
+    """Import a float32 ONNX model (a path or an ``onnx.ModelProto``) as a verified graph.
+
+    Raises
+    ------
+    ModelError
+        one line naming what cannot be imported (module docstring).
+    TypeError
+        for a ``model`` that is neither a path nor a ``ModelProto``.
+    """
+    from onnx import numpy_helper
+
+    proto = _load(model)
+    _check_model(proto)
+    g = proto.graph
+    constants = {init.name: _constant_array(init.name, numpy_helper.to_array(init))
+                 for init in g.initializer}
+    inputs = [v for v in g.input if v.name not in constants]
+    types = {v.name: _input_type(v) for v in inputs}
+    types.update(_constant_types(constants))
+    nodes = []
+    for node, name in zip(g.node, _node_names(proto)):
+        if node.op_type == "Constant":
+            array = _constant_array(node.output[0], _constant_node(node, name))
+            constants[node.output[0]] = array
+            types.update(_constant_types({node.output[0]: array}))
+            continue
+        nodes.append(_convert(node, name, types, constants))
+    outputs = tuple(v.name for v in g.output)
+    for name in outputs:
+        if name not in types:
+            raise ModelError(f"model output {name!r} is never computed")
+    used = {v for n in nodes for v in n.inputs} | set(outputs)
+    unused = {k for k in constants if k not in used}
+    graph = Graph(g.name or "model", tuple(v.name for v in inputs), outputs, tuple(nodes),
+                  {k: a for k, a in constants.items() if k not in unused},
+                  {k: t for k, t in types.items() if k not in unused})
+    return graph.verify()

@@ -1,0 +1,213 @@
+"""ONNX node → graph node: per op, the attributes it accepts and how they normalize.
+
+Every converter receives the node's attributes (as Python values), its non-empty
+inputs and the types and constants known so far, and returns the node's inputs and
+normalized attributes (see ``graph/ops``): Conv and pooling get explicit ``pads`` (no
+``auto_pad``), Clip's bounds and Reshape's shape become attributes.  Anything it does
+not support is a :class:`ModelError` naming the node, the attribute and the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+from ..ir import Op, TensorType
+
+__all__ = ["Converter", "CONVERTERS", "OnnxNode"]
+
+
+@dataclass(frozen=True)
+class OnnxNode:
+    """What a converter sees of an ONNX node."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]  # "" for an omitted optional input
+    attrs: Mapping[str, object]
+    types: Mapping[str, TensorType]
+    constants: Mapping[str, np.ndarray]
+
+    def fail(self, message: str) -> ModelError:
+        return ModelError(f"node {self.name!r} ({self.op_type}) {message}")
+
+    def present(self) -> tuple[str, ...]:
+        """The inputs up to the last given one (trailing omitted inputs dropped)."""
+        names = list(self.inputs)
+        while names and not names[-1]:
+            names.pop()
+        if "" in names:
+            raise self.fail("omits an input before a given one; this op needs them in order")
+        return tuple(names)
+
+    def constant(self, index: int, what: str) -> np.ndarray | None:
+        if index >= len(self.inputs) or not self.inputs[index]:
+            return None
+        if self.inputs[index] not in self.constants:
+            raise self.fail(f"{what} must be a constant (an initializer)")
+        return self.constants[self.inputs[index]]
+
+    def spatial(self, index: int) -> tuple[int, int]:
+        shape = self.types[self.inputs[index]].shape
+        if len(shape) != 4:
+            raise self.fail(f"input must be 4-D NCHW, not {len(shape)}-D {shape!r}")
+        height, width = shape[2], shape[3]
+        assert isinstance(height, int) and isinstance(width, int)  # only the batch is symbolic
+        return height, width
+
+
+Attrs = dict[str, object]
+Converter = Callable[[OnnxNode], tuple[tuple[str, ...], Attrs]]
+
+
+def _only(node: OnnxNode, allowed: Sequence[str]) -> None:
+    for key in node.attrs:
+        if key not in allowed:
+            supported = ", ".join(allowed) if allowed else "none"
+            raise node.fail(f"attribute {key!r} is not supported; supported: {supported}")
+
+
+def _ints(node: OnnxNode, key: str, default: Sequence[int], length: int) -> tuple[int, ...]:
+    value = node.attrs.get(key, default)
+    if not isinstance(value, (list, tuple)) or len(value) != length \
+            or not all(isinstance(v, int) for v in value):
+        raise node.fail(f"attribute {key} must be {length} integers, not {value!r}")
+    return tuple(value)
+
+
+def _ones(node: OnnxNode, key: str) -> None:
+    value = node.attrs.get(key)
+    if value is not None and any(v != 1 for v in value):  # type: ignore[attr-defined]
+        raise node.fail(f"attribute {key} must be all 1, not {list(value)!r}")  # type: ignore[call-overload]
+
+
+def _zero(node: OnnxNode, key: str) -> None:
+    if node.attrs.get(key, 0) != 0:
+        raise node.fail(f"attribute {key} must be 0, not {node.attrs[key]!r}")
+
+
+def _pads(node: OnnxNode, kernel: tuple[int, int], strides: tuple[int, int]) -> tuple[int, ...]:
+    mode = node.attrs.get("auto_pad", "NOTSET")
+    if mode == "NOTSET":
+        return _ints(node, "pads", (0, 0, 0, 0), 4)
+    if mode == "VALID":
+        return (0, 0, 0, 0)
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        raise node.fail(f"attribute auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, "
+                        f"not {mode!r}")
+    begin, end = [], []
+    for size, k, s in zip(node.spatial(0), kernel, strides):
+        total = max((-(-size // s) - 1) * s + k - size, 0)
+        small, large = total // 2, total - total // 2
+        first = small if mode == "SAME_UPPER" else large
+        begin.append(first)
+        end.append(total - first)
+    return (begin[0], begin[1], end[0], end[1])
+
+
+def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+    inputs = node.present()
+    channels = node.types[inputs[0]].shape[1]
+    weight = node.types[inputs[1]].shape
+    node.spatial(0)
+    if len(weight) != 4:
+        raise node.fail(f"weight must be 4-D OIHW, not {len(weight)}-D {weight!r}")
+    _ones(node, "dilations")
+    kernel = _ints(node, "kernel_shape", weight[2:], 2)  # type: ignore[arg-type]
+    if kernel != tuple(weight[2:]):
+        raise node.fail(f"attribute kernel_shape must match the weight's {weight[2:]!r}, not {kernel!r}")
+    group = node.attrs.get("group", 1)
+    if group != 1 and not (group == channels and weight[1] == 1):
+        raise node.fail(f"attribute group must be 1 or the {channels} input channels "
+                        f"(depthwise), not {group!r}")
+    strides = _ints(node, "strides", (1, 1), 2)
+    pads = _pads(node, kernel, strides)  # type: ignore[arg-type]
+    return inputs, {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
+
+
+def _pool(node: OnnxNode, average: bool) -> tuple[tuple[str, ...], Attrs]:
+    allowed = ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"]
+    allowed += ["count_include_pad"] if average else ["storage_order"]
+    _only(node, allowed)
+    node.spatial(0)
+    _zero(node, "ceil_mode")
+    _zero(node, "storage_order")
+    _ones(node, "dilations")
+    kernel = _ints(node, "kernel_shape", (), 2)
+    strides = _ints(node, "strides", (1, 1), 2)
+    attrs: Attrs = {"kernel_shape": kernel, "strides": strides,
+                    "pads": _pads(node, kernel, strides)}  # type: ignore[arg-type]
+    if average:
+        attrs["count_include_pad"] = node.attrs.get("count_include_pad", 0)
+    return node.present(), attrs
+
+
+def _gemm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("alpha", "beta", "transA", "transB"))
+    attrs = {key: node.attrs[key] for key in ("alpha", "beta", "transA", "transB") if key in node.attrs}
+    return node.present(), attrs
+
+
+def _clip(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ())
+    attrs: Attrs = {}
+    for index, key in ((1, "min"), (2, "max")):
+        bound = node.constant(index, key)
+        if bound is not None:
+            if bound.size != 1:
+                raise node.fail(f"{key} must be a scalar, not shape {bound.shape!r}")
+            attrs[key] = float(bound.reshape(()))
+    return (node.inputs[0],), attrs
+
+
+def _reshape(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("allowzero",))
+    _zero(node, "allowzero")
+    shape = node.constant(1, "shape")
+    if shape is None or shape.ndim != 1 or shape.dtype.kind not in "iu":
+        raise node.fail("shape must be a constant 1-D integer tensor")
+    return (node.inputs[0],), {"shape": tuple(int(v) for v in shape)}
+
+
+def _dropout(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("seed",))
+    training = node.constant(2, "training_mode")
+    if training is not None and bool(training.reshape(())):
+        raise node.fail("training_mode must be false (inference only)")
+    return (node.inputs[0],), {}
+
+
+def _batch_norm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("epsilon", "momentum", "training_mode"))
+    _zero(node, "training_mode")
+    return node.present(), {"epsilon": node.attrs.get("epsilon", 1e-5)}
+
+
+def _plain(*allowed: str) -> Converter:
+    def convert(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+        _only(node, allowed)
+        return node.present(), {k: node.attrs[k] for k in allowed if k in node.attrs}
+    return convert
+
+
+CONVERTERS: Mapping[Op, Converter] = {
+    Op.CONV: _conv,
+    Op.GEMM: _gemm,
+    Op.MATMUL: _plain(),
+    Op.RELU: _plain(),
+    Op.CLIP: _clip,
+    Op.ADD: _plain(),
+    Op.BATCH_NORM: _batch_norm,
+    Op.MAX_POOL: lambda node: _pool(node, average=False),
+    Op.AVERAGE_POOL: lambda node: _pool(node, average=True),
+    Op.GLOBAL_AVERAGE_POOL: _plain(),
+    Op.FLATTEN: _plain("axis"),
+    Op.RESHAPE: _reshape,
+    Op.IDENTITY: _plain(),
+    Op.DROPOUT: _dropout,
+    Op.SOFTMAX: _plain("axis"),
+}

@@ -1,0 +1,403 @@
+"""The graph IR: typed tensors, nodes and graphs, all frozen.
+
+A :class:`Graph` holds its nodes in topological order and every value in static single
+assignment form: each tensor name is defined once, by a graph input, a constant or one
+node output.  Every value carries a :class:`TensorType` (shape, dtype, optional
+quantization parameters); the first dimension may be symbolic (a string, the batch).
+Passes never mutate a graph: they build a new one (``dataclasses.replace``).
+
+Examples
+--------
+>>> t = TensorType(("N", 1, 8, 8), DType.FLOAT32)
+>>> str(t), t.nbytes(batch=2)
+('float32[N,1,8,8]', 512)
+>>> n = Node("r", Op.RELU, ("x",), ("y",))
+>>> g = Graph("tiny", ("x",), ("y",), (n,), {}, {"x": t, "y": t})
+>>> print(g.verify().dump())
+graph tiny
+  input x: float32[N,1,8,8]
+  y: float32[N,1,8,8] = Relu(x)  # r
+  output y
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Union
+
+import numpy as np
+
+__all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
+           "TensorType", "Placement", "Node", "MemoryPlan", "Graph", "Dim"]
+
+Dim = Union[int, str]
+
+
+class DType(enum.Enum):
+    """Element types of graph tensors."""
+
+    FLOAT32 = "float32"
+    INT8 = "int8"
+    INT32 = "int32"
+    INT64 = "int64"
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.value)
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    @property
+    def is_integer(self) -> bool:
+        return self is not DType.FLOAT32
+
+    @classmethod
+    def of(cls, dtype: np.dtype | type) -> DType:
+        """The DType of a numpy dtype (``ValueError`` for one the IR does not hold)."""
+        name = np.dtype(dtype).name
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"tensor dtype must be one of {', '.join(d.value for d in cls)}, "
+                             f"not {name!r}") from None
+
+
+class Op(enum.Enum):
+    """The enumerated op set: ONNX ops by their ONNX names, then the integer-graph ops."""
+
+    CONV = "Conv"
+    GEMM = "Gemm"
+    MATMUL = "MatMul"
+    RELU = "Relu"
+    CLIP = "Clip"
+    ADD = "Add"
+    BATCH_NORM = "BatchNormalization"
+    MAX_POOL = "MaxPool"
+    AVERAGE_POOL = "AveragePool"
+    GLOBAL_AVERAGE_POOL = "GlobalAveragePool"
+    FLATTEN = "Flatten"
+    RESHAPE = "Reshape"
+    IDENTITY = "Identity"
+    DROPOUT = "Dropout"
+    SOFTMAX = "Softmax"
+    QUANTIZE = "Quantize"
+    DEQUANTIZE = "Dequantize"
+    REQUANTIZE = "Requantize"
+
+
+class Device(enum.Enum):
+    """Where a node runs."""
+
+    ACCEL = "accel"
+    CPU = "cpu"
+
+
+class RequantMode(enum.Enum):
+    """Requantization schemes: shift only (VTA's) or a fixed-point multiply and shift."""
+
+    POW2 = "pow2"
+    FIXED = "fixed"
+
+
+AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], DType, RequantMode]
+
+
+def _attr_value(key: str, value: object) -> AttrValue:
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, (str, DType, RequantMode)):
+        return value
+    if isinstance(value, (tuple, list, np.ndarray)):
+        items = [_attr_value(key, v) for v in value]
+        if all(isinstance(v, int) for v in items) or all(isinstance(v, float) for v in items):
+            return tuple(items)  # type: ignore[return-value]
+    raise TypeError(f"attribute {key!r} must be a number, a string, an enum or a tuple of "
+                    f"numbers, not {value!r}")
+
+
+class Attrs(Mapping[str, AttrValue]):
+    """An immutable, hashable mapping of node attributes (sorted by key)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, object] | Iterable[tuple[str, object]] = ()) -> None:
+        pairs = dict(items)
+        self._items: tuple[tuple[str, AttrValue], ...] = tuple(
+            sorted((str(k), _attr_value(str(k), v)) for k, v in pairs.items()))
+
+    def __getitem__(self, key: str) -> AttrValue:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        return "Attrs({" + ", ".join(f"{k!r}: {v!r}" for k, v in self._items) + "})"
+
+    def replace(self, **changes: object) -> Attrs:
+        """A copy with ``changes`` applied (a value of ``None`` removes the key)."""
+        merged: dict[str, object] = dict(self._items)
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return Attrs(merged)
+
+    def text(self) -> str:
+        """``key=value`` pairs for the text dump."""
+        return " ".join(f"{k}={_show(v)}" for k, v in self._items)
+
+
+def _show(value: AttrValue) -> str:
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, tuple):
+        return "(" + ",".join(_show(v) for v in value) + ")"  # type: ignore[arg-type]
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """Symmetric quantization: ``real = scale * (q - zero_point)``, per tensor or per channel.
+
+    Members
+    -------
+    scale :
+        one positive scale, or one per channel along ``axis``.
+    zero_point :
+        0 for the symmetric int8 scheme used throughout.
+    axis :
+        the channel axis of per-channel scales (``None`` for one scale).
+    """
+
+    scale: tuple[float, ...]
+    zero_point: int = 0
+    axis: int | None = None
+
+    def __post_init__(self) -> None:
+        scale = tuple(float(s) for s in self.scale)
+        object.__setattr__(self, "scale", scale)
+        if not scale or not all(math.isfinite(s) and s > 0 for s in scale):
+            raise ValueError(f"quantization scale must be positive and finite, not {scale!r}")
+        if len(scale) > 1 and self.axis is None:
+            raise ValueError("per-channel quantization scales must name their axis, not None")
+
+    def array(self, ndim: int) -> np.ndarray:
+        """The scales as float64, shaped to broadcast over a tensor of ``ndim`` dimensions."""
+        values = np.asarray(self.scale, dtype=np.float64)
+        if self.axis is None:
+            return values.reshape(())
+        shape = [1] * ndim
+        shape[self.axis] = len(self.scale)
+        return values.reshape(shape)
+
+    def __str__(self) -> str:
+        if len(self.scale) == 1:
+            return f"scale={self.scale[0]:.6g}"
+        return f"scale[{len(self.scale)}]@axis{self.axis}"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A tensor's shape (ints, a string for the symbolic batch), dtype and quantization."""
+
+    shape: tuple[Dim, ...]
+    dtype: DType
+    quant: QuantParams | None = None
+
+    def __post_init__(self) -> None:
+        shape = tuple(d if isinstance(d, str) else int(d) for d in self.shape)
+        object.__setattr__(self, "shape", shape)
+        if any(isinstance(d, int) and d < 0 for d in shape):
+            raise ValueError(f"tensor shape must hold non-negative sizes, not {shape!r}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def concrete(self, batch: int = 1) -> tuple[int, ...]:
+        """The shape with every symbolic dimension set to ``batch``."""
+        return tuple(batch if isinstance(d, str) else d for d in self.shape)
+
+    def nbytes(self, batch: int = 1) -> int:
+        return math.prod(self.concrete(batch)) * self.dtype.itemsize
+
+    def with_quant(self, quant: QuantParams | None) -> TensorType:
+        return replace(self, quant=quant)
+
+    def __str__(self) -> str:
+        text = f"{self.dtype.value}[{','.join(str(d) for d in self.shape)}]"
+        return text + (f" {{{self.quant}}}" if self.quant else "")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a node runs and why."""
+
+    device: Device
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.device.value} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operation: ``outputs = op(inputs; attrs)``, with its placement and fused group."""
+
+    name: str
+    op: Op
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Attrs = field(default_factory=Attrs)
+    placement: Placement | None = None
+    group: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"node name must be a non-empty string, not {self.name!r}")
+        if not isinstance(self.op, Op):
+            raise TypeError(f"node {self.name!r} op must be an Op, not {self.op!r}")
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    @property
+    def label(self) -> str:
+        """``'name' (Op)``, how errors name a node."""
+        return f"{self.name!r} ({self.op.value})"
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One arena for the tensors passed between fused groups, reused by liveness.
+
+    Members
+    -------
+    offsets, sizes :
+        per planned tensor: its byte offset in the arena and its size in bytes.
+    arena_bytes :
+        the arena's size with reuse; ``no_reuse_bytes`` the size without (every tensor
+        its own aligned buffer).
+    batch, alignment :
+        the batch size the sizes are for, and the byte alignment of every offset.
+    """
+
+    offsets: Mapping[str, int]
+    sizes: Mapping[str, int]
+    arena_bytes: int
+    no_reuse_bytes: int
+    batch: int = 1
+    alignment: int = 64
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
+        object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A model: inputs, outputs, nodes in topological order, constants and value types."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    constants: Mapping[str, np.ndarray]
+    types: Mapping[str, TensorType]
+    memory: MemoryPlan | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        frozen = {}
+        for key, array in self.constants.items():
+            view = np.asarray(array).view()
+            view.flags.writeable = False
+            frozen[key] = view
+        object.__setattr__(self, "constants", MappingProxyType(frozen))
+        object.__setattr__(self, "types", MappingProxyType(dict(self.types)))
+
+    def replace(self, **changes: object) -> Graph:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def producers(self) -> dict[str, Node]:
+        """Value name → the node that defines it."""
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Value name → the nodes that read it, in order (a node reading twice counts once)."""
+        uses: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in dict.fromkeys(node.inputs):
+                uses.setdefault(name, []).append(node)
+        return uses
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"graph {self.name!r} has no node {name!r}")
+
+    def names(self) -> set[str]:
+        """Every node and value name in use (for making fresh names)."""
+        values = set(self.inputs) | set(self.constants) | set(self.types)
+        return values | {n.name for n in self.nodes} | {o for n in self.nodes for o in n.outputs}
+
+    def verify(self) -> Graph:
+        """Check the invariants (see :func:`openvta.graph.verify.verify_graph`); returns self."""
+        from .verify import verify_graph
+
+        verify_graph(self)
+        return self
+
+    def dump(self) -> str:
+        """The readable text form: constants, inputs, one line per node, outputs."""
+        lines = [f"graph {self.name}"]
+        for name, array in self.constants.items():
+            lines.append(f"  const {name}: {self.types.get(name, _array_type(array))}")
+        for name in self.inputs:
+            lines.append(f"  input {name}: {self.types.get(name, '?')}")
+        for node in self.nodes:
+            outs = ", ".join(f"{o}: {self.types.get(o, '?')}" for o in node.outputs)
+            attrs = f" {node.attrs.text()}" if node.attrs else ""
+            notes = [node.name]
+            if node.placement is not None:
+                notes.append(str(node.placement))
+            if node.group is not None:
+                notes.append(f"group {node.group}")
+            lines.append(f"  {outs} = {node.op.value}({', '.join(node.inputs)}){attrs}"
+                         f"  # {' · '.join(notes)}")
+        lines.append(f"  output {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.dump()
+
+
+def _array_type(array: np.ndarray) -> TensorType:
+    return TensorType(array.shape, DType.of(array.dtype))

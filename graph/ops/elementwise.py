@@ -1,0 +1,178 @@
+"""Element-wise and broadcast ops: Relu, Clip, Add, BatchNormalization, Identity, Dropout,
+and Softmax (opaque: it reduces along an axis, and runs on float data only).
+
+On the integer graph Relu keeps its dtype, Clip saturates to int8 (its bounds are int8
+values), and Add adds int32 tensors with 32-bit wrap-around, as the accelerator's ALU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import OpError
+from ..ir import Attrs, Dim, DType, Node, Op, TensorType
+from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, float_attr, int_attr,
+                   require_float, same_type, wrap_int32)
+
+if TYPE_CHECKING:
+    from openvta.isa import Config
+
+    from ..ir import Graph
+
+__all__ = ["DEFS", "broadcast_shape"]
+
+_INT8 = (-128, 127)
+
+
+def broadcast_shape(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """numpy's multidirectional broadcast of two shapes (a symbolic dim broadcasts with 1).
+
+    Examples
+    --------
+    >>> broadcast_shape(("N", 4, 1), (4, 3))
+    ('N', 4, 3)
+    """
+    out: list[Dim] = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise OpError(f"shapes {a!r} and {b!r} must broadcast, not clash at {x!r} and {y!r}")
+    return tuple(reversed(out))
+
+
+def _on_alu(what: str):  # noqa: ANN202 - a predicate factory
+    def predicate(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
+        dtype = graph.types[node.inputs[0]].dtype
+        if not dtype.is_integer:
+            return False, f"not quantized ({dtype.value} data)"
+        return True, what
+    return predicate
+
+
+def _relu(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.maximum(inputs[0], np.zeros((), inputs[0].dtype))
+
+
+def _clip_bounds(attrs: Attrs, integer: bool) -> tuple[float, float]:
+    if not integer:
+        return float_attr(attrs, "min", -np.inf), float_attr(attrs, "max", np.inf)
+    lo, hi = int_attr(attrs, "min", _INT8[0]), int_attr(attrs, "max", _INT8[1])
+    if not _INT8[0] <= lo <= hi <= _INT8[1]:
+        raise OpError(f"integer Clip bounds must lie within int8 in order, not ({lo}, {hi})")
+    return lo, hi
+
+
+def _clip_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    integer = inputs[0].dtype.is_integer
+    _clip_bounds(attrs, integer)
+    return TensorType(inputs[0].shape, DType.INT8 if integer else DType.FLOAT32)
+
+
+def _clip_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    lo, hi = _clip_bounds(attrs, False)
+    return np.minimum(np.maximum(inputs[0], np.float32(lo)), np.float32(hi))
+
+
+def _clip_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    lo, hi = _clip_bounds(attrs, True)
+    return np.clip(inputs[0], lo, hi).astype(np.int8)
+
+
+def _add_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    a, b = inputs
+    if a.dtype is not b.dtype or a.dtype not in (DType.FLOAT32, DType.INT32):
+        raise OpError(f"Add operands must be both float32 or both int32, not {a.dtype.value} "
+                      f"and {b.dtype.value}")
+    return TensorType(broadcast_shape(a.shape, b.shape), a.dtype)
+
+
+def _add_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return (inputs[0] + inputs[1]).astype(np.float32)
+
+
+def _add_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return wrap_int32(inputs[0].astype(np.int64) + inputs[1].astype(np.int64))
+
+
+def _add_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
+    a, b = (graph.types[name] for name in node.inputs)
+    if not a.dtype.is_integer:
+        return False, f"not quantized ({a.dtype.value} data)"
+    if a.shape != b.shape or any(name in graph.constants for name in node.inputs):
+        return False, "only an add of two same-shaped tensors runs on the ALU"
+    return True, "element-wise add on the ALU (ADD)"
+
+
+def _batch_norm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    for t in inputs:
+        require_float(t, Op.BATCH_NORM)
+    if data.ndim < 2:
+        raise OpError(f"BatchNormalization data must have a channel axis, not shape {data.shape!r}")
+    for which, t in zip(("scale", "B", "mean", "var"), inputs[1:]):
+        if t.shape != (data.shape[1],):
+            raise OpError(f"BatchNormalization {which} must have shape ({data.shape[1]},), "
+                          f"not {t.shape!r}")
+    return same_type(inputs, attrs)
+
+
+def _batch_norm_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, scale, bias, mean, var = (a.astype(np.float64) for a in inputs)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    gain = scale / np.sqrt(var + float_attr(attrs, "epsilon", 1e-5))
+    out = (x - mean.reshape(shape)) * gain.reshape(shape) + bias.reshape(shape)
+    return out.astype(np.float32)
+
+
+def _identity(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return inputs[0].copy()
+
+
+def _softmax_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(inputs[0], Op.SOFTMAX)
+    axis = int_attr(attrs, "axis", -1)
+    if not -inputs[0].ndim <= axis < inputs[0].ndim:
+        raise OpError(f"Softmax axis must lie within the {inputs[0].ndim} dimensions, not {axis}")
+    return same_type(inputs, attrs)
+
+
+def _softmax_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = inputs[0].astype(np.float64)
+    axis = int_attr(attrs, "axis", -1)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+
+
+_CLIP_EXAMPLES = (OnnxExample(((2, 3, 4),), constants={1: -0.5, 2: 0.75}),
+                  OnnxExample(((5, 4),), constants={2: 0.1}))
+DEFS = (
+    OpDef(Op.RELU, PatternKind.ELEMWISE, (1, 1), same_type, _relu, _relu,
+          accel_ok=_on_alu("ReLU on the ALU (MAX 0)"), scale_rule=ScaleRule.PRESERVE,
+          examples=(OnnxExample(((2, 3, 4, 5),)),)),
+    OpDef(Op.CLIP, PatternKind.ELEMWISE, (1, 1), _clip_infer, _clip_float, _clip_int,
+          accel_ok=_on_alu("clip on the ALU (MIN, MAX)"), scale_rule=ScaleRule.PRESERVE,
+          examples=_CLIP_EXAMPLES),
+    OpDef(Op.ADD, PatternKind.BROADCAST, (2, 2), _add_infer, _add_float, _add_int,
+          accel_ok=_add_accel, examples=(
+              OnnxExample(((2, 3, 4, 4), (2, 3, 4, 4))),
+              OnnxExample(((2, 3, 4, 4), (3, 1, 1))),
+              OnnxExample(((4, 5), (5,)), constants={1: (0.5, -1.0, 2.0, 0.0, 3.5)}),
+          )),
+    OpDef(Op.BATCH_NORM, PatternKind.BROADCAST, (5, 5), _batch_norm_infer, _batch_norm_float,
+          None, examples=(OnnxExample(((2, 3, 4, 4), (3,), (3,), (3,), (3,)),
+                                      {"epsilon": 1e-3}, positive=(4,)),)),
+    OpDef(Op.IDENTITY, PatternKind.ELEMWISE, (1, 1), same_type, _identity, _identity,
+          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),)),)),
+    OpDef(Op.DROPOUT, PatternKind.ELEMWISE, (1, 1), same_type, _identity, _identity,
+          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),), {"seed": 0}),)),
+    OpDef(Op.SOFTMAX, PatternKind.OPAQUE, (1, 1), _softmax_infer, _softmax_float, None,
+          examples=(OnnxExample(((3, 10),)), OnnxExample(((2, 3, 4),), {"axis": 1}))),
+)

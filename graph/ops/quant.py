@@ -1,0 +1,151 @@
+"""The integer graph's own ops: Quantize, Dequantize and Requantize.
+
+- ``Quantize`` (attribute ``scale``): float32 → int8, ``clip(rint(x / scale), -128, 127)``
+  with ``x / scale`` in float32 and ties to even, as ONNX ``QuantizeLinear``.
+- ``Dequantize`` (``scale``, per tensor or per channel along ``axis``): int → float32,
+  ``q * scale`` in float32, as ``DequantizeLinear``.
+- ``Requantize`` (``pre_shift``, ``multiplier``, ``post_shift``, ``axis``, ``out_dtype``,
+  ``mode``): one integer rescaling, exactly what the accelerator's ALU computes on int32::
+
+      x = acc >> pre_shift                  SHR (arithmetic, rounds toward -inf)
+      y = x * multiplier[c]                 MUL (per channel c along axis, or one value)
+      z = round_shift(y, post_shift[c])     SHR post-1, ADD 1, SHR 1 (round half up)
+      out = clip(z, -128, 127) for int8     MIN, MAX, then the low 8 bits
+
+  ``pow2`` (VTA's scheme) is the special case ``pre_shift = 0``, ``multiplier = 1``;
+  ``fixed`` uses a 15-bit multiplier and per-tensor shifts chosen so that no step
+  overflows int32 (``openvta.graph.quantization`` derives them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import OpError
+from ..ir import Attrs, DType, Op, TensorType
+from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr, wrap_int32
+from .elementwise import _on_alu
+from .kernels import round_shift
+
+__all__ = ["DEFS", "requantize", "quantize", "dequantize"]
+
+_INT8 = (-128, 127)
+
+
+def quantize(x: np.ndarray, scale: float) -> np.ndarray:
+    """float → int8: ``clip(rint(x / scale), -128, 127)`` computed in float32."""
+    q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale))
+    return np.clip(q, *_INT8).astype(np.int8)
+
+
+def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None) -> np.ndarray:
+    """int → float32: ``q * scale`` in float32 (``scale`` per channel along ``axis``)."""
+    values = np.asarray(scale, dtype=np.float32)
+    if len(values) > 1:
+        shape = [1] * q.ndim
+        shape[axis if axis is not None else 1] = len(values)
+        values = values.reshape(shape)
+    else:
+        values = values.reshape(())
+    return (q.astype(np.float32) * values).astype(np.float32)
+
+
+def _per_channel(values: tuple[int, ...], axis: int, ndim: int) -> np.ndarray:
+    array = np.asarray(values, dtype=np.int64)
+    if len(values) == 1:
+        return array.reshape(())
+    shape = [1] * ndim
+    shape[axis] = len(values)
+    return array.reshape(shape)
+
+
+def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
+               post_shift: tuple[int, ...], axis: int, out_dtype: DType) -> np.ndarray:
+    """The integer rescaling of the module docstring, every step wrapped to int32.
+
+    Examples
+    --------
+    >>> acc = np.array([[100, -100, 37]], dtype=np.int32)
+    >>> requantize(acc, 2, (20000,), (15,), 1, DType.INT8).tolist()  # x 20000 / 2**17
+    [[15, -15, 5]]
+    """
+    x = acc.astype(np.int64) >> pre_shift
+    y = wrap_int32(x * _per_channel(multiplier, axis, acc.ndim)).astype(np.int64)
+    z = wrap_int32(round_shift(y, _per_channel(post_shift, axis, acc.ndim))).astype(np.int64)
+    if out_dtype is DType.INT8:
+        return np.clip(z, *_INT8).astype(np.int8)
+    return z.astype(np.int32)
+
+
+def _quantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if inputs[0].dtype is not DType.FLOAT32:
+        raise OpError(f"Quantize input must be float32, not {inputs[0].dtype.value}")
+    if float_attr(attrs, "scale") <= 0:
+        raise OpError(f"Quantize scale must be positive, not {attrs['scale']!r}")
+    return TensorType(inputs[0].shape, DType.INT8)
+
+
+def _quantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return quantize(inputs[0], float_attr(attrs, "scale"))
+
+
+def _scales(attrs: Attrs) -> tuple[float, ...]:
+    value = attrs.get("scale")
+    if not isinstance(value, tuple) or not value or not all(isinstance(v, float) and v > 0
+                                                              for v in value):
+        raise OpError(f"attribute 'scale' must be a tuple of positive floats, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _channel_count(t: TensorType, count: int, axis: int, what: str) -> None:
+    if count != 1 and not (0 <= axis < t.ndim and t.shape[axis] == count):
+        raise OpError(f"{what} must hold 1 value or one per channel of axis {axis} of "
+                      f"{t.shape!r}, not {count}")
+
+
+def _dequantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if not inputs[0].dtype.is_integer:
+        raise OpError(f"Dequantize input must be an integer tensor, not {inputs[0].dtype.value}")
+    _channel_count(inputs[0], len(_scales(attrs)), int_attr(attrs, "axis", 1), "Dequantize scale")
+    return TensorType(inputs[0].shape, DType.FLOAT32)
+
+
+def _dequantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return dequantize(inputs[0], _scales(attrs), int_attr(attrs, "axis", 1))
+
+
+def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...], int, DType]:
+    out = attrs.get("out_dtype")
+    if out not in (DType.INT8, DType.INT32):
+        raise OpError(f"Requantize out_dtype must be int8 or int32, not {out!r}")
+    pre = int_attr(attrs, "pre_shift")
+    post = ints_attr(attrs, "post_shift")
+    if not 0 <= pre <= 31 or not all(-31 <= s <= 31 for s in post):
+        raise OpError(f"Requantize shifts must lie within the ALU's -31..31, not {pre}, {post}")
+    return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out  # type: ignore[return-value]
+
+
+def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    if data.dtype not in (DType.INT8, DType.INT32):
+        raise OpError(f"Requantize input must be int8 or int32, not {data.dtype.value}")
+    _, multiplier, post, axis, out = _requant_attrs(attrs)
+    _channel_count(data, len(multiplier), axis, "Requantize multiplier")
+    _channel_count(data, len(post), axis, "Requantize post_shift")
+    return TensorType(data.shape, out)
+
+
+def _requantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return requantize(inputs[0], *_requant_attrs(attrs))
+
+
+DEFS = (
+    OpDef(Op.QUANTIZE, PatternKind.ELEMWISE, (1, 1), _quantize_infer, _quantize, None,
+          accel_ok=cpu_only("float data is quantized on the CPU")),
+    OpDef(Op.DEQUANTIZE, PatternKind.ELEMWISE, (1, 1), _dequantize_infer, None, _dequantize,
+          accel_ok=cpu_only("float results are made on the CPU")),
+    OpDef(Op.REQUANTIZE, PatternKind.ELEMWISE, (1, 1), _requantize_infer, None, _requantize,
+          accel_ok=_on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")),
+)
