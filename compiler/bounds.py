@@ -259,5 +259,5 @@ def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) 
                 lo[d] = low if lo[d] is None else min(lo[d], low)  # type: ignore[type-var]
                 hi[d] = high if hi[d] is None else max(hi[d], high)  # type: ignore[type-var]
     consts = tuple(int(x) for x in lo)  # type: ignore[arg-type]
-    shape = tuple(int(h) - l + 1 for h, l in zip(hi, consts))  # type: ignore[arg-type]
+    shape = tuple(int(h) - c + 1 for h, c in zip(hi, consts))  # type: ignore[arg-type]
     return Region(tuple(starts), consts, shape)

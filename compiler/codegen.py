@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import product
+from math import prod
 
 import numpy as np
 
 from openvta.isa import Config, Format, Uop, layouts_of
-from openvta.runtime import Program, ProgramBuilder, Symbol, UopKernel, UopLoop
+from openvta.runtime import Program, ProgramBuilder, Progress, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
 from .affine import evaluate
 from .ir import Block, Dep, DepAction, Dma, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind
+from .limits import count_insns
 from .lower import Lowered
 from .te import Tensor, Var
 
@@ -26,8 +28,15 @@ __all__ = ["generate", "SymbolInfo"]
 SymbolInfo = Mapping[Tensor, tuple[str, str, np.ndarray | None]]  # role, layout, data
 
 
-def generate(lowered: Lowered, symbols: SymbolInfo) -> Program:
-    """Emit ``lowered`` (after every pass) into a program; ``symbols`` gives DRAM contents."""
+def generate(lowered: Lowered, symbols: SymbolInfo, *,
+             progress: Progress | None = None,
+             total: int | None = None) -> Program:
+    """Emit ``lowered`` (after every pass) into a program; ``symbols`` gives DRAM contents.
+
+    ``progress("codegen", done, total)`` is called about a thousand times at most, ``done``
+    counting instructions as :func:`~openvta.compiler.limits.count_insns` does (``total``:
+    its count, computed here when not given).
+    """
     builder = ProgramBuilder(lowered.cfg)
     tensors: dict[Tensor, Symbol] = {}
     for tensor in (*lowered.inputs, lowered.output):
@@ -42,14 +51,41 @@ def generate(lowered: Lowered, symbols: SymbolInfo) -> Program:
             tensors[tensor] = builder.tensor(tensor.name, data=data.astype(tensor.dtype),
                                              layout=layout, role=role)
     emitter = _Emitter(builder, tensors, lowered.cfg, lowered.slices)
+    if progress is not None:
+        emitter.ticker = _Ticker(progress, count_insns(lowered.body) if total is None else total)
     try:
         emitter.emit(lowered.body, {}, 0)
+        if emitter.ticker is not None:
+            emitter.ticker.finish()
         return builder.finish()
     except BuildError as exc:
         raise LoweringError("codegen", str(exc)) from None
 
 
+class _Ticker:
+    """Calls ``progress("codegen", done, total)`` about every ``total / 1000`` instructions."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.step = max(1, total // 1000)
+        self.done = self.reported = 0
+        progress("codegen", 0, total)
+
+    def tick(self, count: int) -> None:
+        self.done += count
+        if self.done - self.reported >= self.step:
+            self.finish()
+
+    def finish(self) -> None:
+        if self.done != self.reported:
+            self.progress("codegen", self.done, self.total)
+            self.reported = self.done
+
+
 class _Emitter:
+    ticker: _Ticker | None = None
+
     def __init__(self, builder: ProgramBuilder, tensors: dict[Tensor, Symbol], cfg: Config,
                  slices: dict[Scope, int]) -> None:
         self.slices = slices
@@ -113,6 +149,8 @@ class _Emitter:
                 self.builder.load_2d(stmt.memory_type, sram, symbol, offset=offset, y_size=rows,
                                      x_size=cols, x_stride=ydim.stride, y_pad_0=y0, y_pad_1=y1,
                                      x_pad_0=x0, x_pad_1=x1)
+        if self.ticker is not None:
+            self.ticker.tick(prod(d.extent for d in outer))
 
     def _uop(self, stmt: UopInsn, thread: int) -> None:
         dst_buf, src_buf, wgt_buf = stmt.buffers
@@ -128,4 +166,6 @@ class _Emitter:
         else:
             assert stmt.alu_op is not None
             self.builder.alu(kernel, stmt.alu_op, imm=stmt.imm)
+        if self.ticker is not None:
+            self.ticker.tick(1)
 

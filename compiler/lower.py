@@ -17,7 +17,8 @@ from openvta.isa import Config
 
 from .affine import Affine
 from .bounds import Region, StageBounds, infer_bounds, same, split_index, substitute
-from .ir import Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset, Scope, Stmt
+from .ir import (Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset,
+                 Scope, Stmt)
 from .schedule import Schedule, Stage, read_of
 from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, PlaceholderOp, Read, Reduce, Select, Tensor, Var
 
@@ -204,7 +205,7 @@ def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> tuple[Tensor, 
     if isinstance(body, Select) and not (isinstance(body.otherwise, Const) and body.otherwise.value == 0):
         raise LoweringError(_where(pad), "padding must be zero (DMA pads with zeros)")
     offsets = []
-    for index, axis, size in zip(inner.indices, op.axis, inner.tensor.shape):
+    for index, axis in zip(inner.indices, op.axis):
         parts = split_index(index, {axis.var})
         if parts is None or parts.outer is not None or parts.inner.coeff(axis.var) != 1:
             raise LoweringError(_where(pad), "padding must index its source as i - offset")

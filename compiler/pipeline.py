@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from openvta.isa import Config, Module, TokenQueue
-from openvta.runtime import Program
+from openvta.runtime import Program, Progress
 
 from .codegen import SymbolInfo, generate
 from .intrin import Intrinsic, gemm_intrinsic
 from .ir import (Copy, Dep, DepAction, Elementwise, Loop, LoopKind, LoweringError, Reduction, Reset, Stmt,
                  Threaded, UopInsn, walk)
 from .lower import Lowered, lower_schedule
+from .limits import MAX_INSNS, check_dram, check_insns, count_insns
 from .passes.fold_uop_loops import fold_uop_loops
 from .passes.inject_dma import inject_dma
 from .passes.inject_vthreads import inject_vthreads
@@ -23,7 +24,7 @@ from .passes.lower_alu import lower_alu
 from .passes.match_tensorize import match_tensorize
 from .schedule import Schedule
 
-__all__ = ["lower", "build", "PASSES"]
+__all__ = ["lower", "build", "PASSES", "Progress"]
 
 Pass = Callable[[Lowered, Intrinsic], Lowered]
 
@@ -83,17 +84,55 @@ def _token_balance(stmt: Stmt) -> dict[TokenQueue, int]:
     return total
 
 
-def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None) -> Lowered:
-    """Lower ``schedule`` and run every pass, checking invariants between them."""
+def _quiet(what: str, done: int, total: int | None) -> None:
+    pass
+
+
+def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None, *,
+          progress: Progress | None = None) -> Lowered:
+    """Lower ``schedule`` and run every pass, checking invariants between them.
+
+    ``progress(name, index, total)`` is called before lowering (``"lower_schedule"``, 0)
+    and before each pass of :data:`PASSES` (its name, 1, 2, …), ``total`` being
+    ``len(PASSES) + 1``.
+    """
+    report = progress or _quiet
+    total = len(PASSES) + 1
+    report("lower_schedule", 0, total)
     ir = lower_schedule(schedule, cfg)
     intrinsic = intrinsic or gemm_intrinsic(cfg)
-    for name, run in PASSES:
+    for index, (name, run) in enumerate(PASSES, start=1):
+        report(name, index, total)
         ir = run(ir, intrinsic)
         _check(name, ir)
     return ir
 
 
 def build(schedule: Schedule, cfg: Config, symbols: SymbolInfo | None = None,
-          intrinsic: Intrinsic | None = None) -> Program:
-    """Lower ``schedule`` and generate the program; ``symbols`` gives each tensor's role, layout, data."""
-    return generate(lower(schedule, cfg, intrinsic), symbols or {})
+          intrinsic: Intrinsic | None = None, *, progress: Progress | None = None,
+          max_insns: int | None = MAX_INSNS) -> Program:
+    """Lower ``schedule``, check the program's size, and generate it.
+
+    Parameters
+    ----------
+    symbols :
+        per tensor: its role, layout name and DRAM contents (or None: zeros).
+    progress :
+        ``progress(what, done, total)``: called with each pass's name before it runs (see
+        :func:`lower`), then during code generation with ``"codegen"``, the instructions
+        emitted so far and the total :func:`~openvta.compiler.limits.count_insns` expects
+        (at most about a thousand calls; the last has ``done == total``).
+    max_insns :
+        refuse a program of more instructions than this (None: no bound).
+
+    Raises
+    ------
+    LoweringError
+        from a pass, or (``"check size"``) when the tensors and instructions do not fit
+        the DRAM address space or the instructions exceed ``max_insns``.
+    """
+    ir = lower(schedule, cfg, intrinsic, progress=progress)
+    insns = count_insns(ir.body)
+    check_dram("check size", cfg, [(t.name, t.shape, t.dtype) for t in (*ir.inputs, ir.output)], insns)
+    check_insns(insns, max_insns)
+    return generate(ir, symbols or {}, progress=progress, total=insns)

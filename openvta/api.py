@@ -10,47 +10,63 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from openvta.compiler.layout import pack_by_layout, unpack_by_layout
-from openvta.compiler.ops.common import Operator
-from openvta.compiler.ops.conv2d import conv2d
-from openvta.compiler.ops.dense import dense, elementwise
-from openvta.compiler.workloads import Conv2dWorkload, DenseWorkload, random_inputs, workload
-from openvta.isa import Config, preset
-from openvta.runtime import Device, Program
+from openvta.compiler.limits import MAX_INSNS
+from openvta.compiler.ops import OPERATORS, operator_spec
+from openvta.compiler.ops.common import Operator, as_operand
+from openvta.compiler.pipeline import Progress
+from openvta.isa import Config
+from openvta.runtime import Device, Program, load_program
 
-__all__ = ["compile", "simulate", "operator", "Simulated", "OPERATORS"]
-
-OPERATORS = {"conv2d": conv2d, "dense": dense, "elementwise": elementwise}
+__all__ = ["compile", "simulate", "operator", "random_operands", "Simulated", "OPERATORS"]
 
 
-def _config(config: str | Config) -> Config:
-    return config if isinstance(config, Config) else preset(config)
+def operator(name: str, *, config: str | Config = "default", layer: str | None = None,
+             **params: Any) -> Operator:
+    """The scheduled operator ``name`` of the registry (``conv2d``, ``dense``, ``elementwise``).
+
+    Parameters
+    ----------
+    name :
+        a key of :data:`OPERATORS` (``openvta.compiler.ops.REGISTRY``).
+    config :
+        a preset name or a :class:`~openvta.isa.Config`.
+    layer :
+        a named shape of the operator: ``"resnet18.C5"`` (conv2d, WORKLOADS.md's ResNet-18
+        layers) or ``"dense_128x128x128"`` (dense).  A layer fixes the shape parameters
+        (conv2d: ``n``, ``ci``, ``co``, ``hw``, ``kernel``, ``pad``, ``stride``), so giving
+        one of them too is an error; schedule and requantization parameters (``vthreads``,
+        ``shift``, …) may be given with it.
+    params :
+        the operator's parameters (``openvta.compiler.ops.REGISTRY[name].params``).
+
+    Raises
+    ------
+    ValueError
+        for an unknown operator or layer, a shape parameter given with ``layer``, or a
+        parameter outside its range (``"conv2d shift must be an integer in 0..31 or None,
+        not 99"``).
+    TypeError
+        for a parameter the operator does not have, or a required one missing.
+    """
+    return operator_spec(name).operator(config, layer=layer, **params)
 
 
-def operator(name: str, *, config: str | Config = "default", **params: Any) -> Operator:
-    """The scheduled operator ``name`` (``conv2d``, ``dense``, ``elementwise``), or a ResNet-18
-    layer given as ``layer="resnet18.C5"`` with ``name="conv2d"``."""
-    cfg = _config(config)
-    layer = params.pop("layer", None)
-    if layer is not None:
-        wl = workload(layer)
-        params = {"ci": wl.in_channels, "co": wl.out_channels, "hw": wl.hw, "kernel": wl.kernel,
-                  "pad": wl.pad, "stride": wl.stride, "n": wl.batch, **params}
-        name = "conv2d"
-    try:
-        factory = OPERATORS[name]
-    except KeyError:
-        raise ValueError(f"operator must be one of {', '.join(OPERATORS)}, not {name!r}") from None
-    return factory(cfg, **params)  # type: ignore[operator]
+def random_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
+    """Random logical inputs for ``op`` drawn with ``seed`` (its registry entry's generator)."""
+    return operator_spec(op.name).random_operands(op, seed)
 
 
-def compile(op: str | Operator, *, inputs: Mapping[str, np.ndarray] | None = None,  # noqa: A001
-            seed: int | None = None, **params: Any) -> Program:
+def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None,  # noqa: A001
+            seed: int | None = None, progress: Progress | None = None,
+            max_insns: int | None = MAX_INSNS, **params: Any) -> Program:
     """Compile an operator into a program file's contents.
 
     Parameters
@@ -58,31 +74,40 @@ def compile(op: str | Operator, *, inputs: Mapping[str, np.ndarray] | None = Non
     op :
         an :class:`Operator`, or a name for :func:`operator` (with its ``params``).
     inputs :
-        logical input arrays by symbol name (``data``, ``weight``, ``bias``).
+        logical input arrays by symbol name (``data``, ``weight``, ``bias``); integers
+        that fit each symbol's dtype (int8, int32).  Inputs not given are zeros.
     seed :
         without ``inputs``: embed random benchmark operands drawn with this seed
         (int8 data and weights, int32 bias in [-2**14, 2**14), as WORKLOADS.md).
+    progress, max_insns :
+        as :func:`openvta.compiler.pipeline.build`: ``progress(what, done, total)`` before
+        each pass and during code generation; the most instructions allowed.
+
+    Raises
+    ------
+    TypeError
+        for ``params`` given with an :class:`Operator`, and as :func:`operator`.
+    ValueError
+        as :func:`operator`, for inputs that do not fit (see ``Operator.build``), and
+        (``LoweringError``) for a program too large for DRAM or ``max_insns``.
     """
-    operator_ = op if isinstance(op, Operator) else operator(op, **params)
-    if inputs is None and seed is not None:
-        inputs = _random(operator_, seed)
-    return operator_.build(dict(inputs or {}))
-
-
-def _random(op: Operator, seed: int) -> dict[str, np.ndarray]:
-    shapes = op.logical_shapes
-    if op.name == "conv2d":
-        n, ci, hw, _ = shapes["data"]
-        co, _, k, _ = shapes["weight"]
-        wl: Conv2dWorkload | DenseWorkload = Conv2dWorkload("custom", hw, ci, co, k, 0, 1, n)
-    elif op.name == "dense":
-        wl = DenseWorkload(shapes["data"][0], shapes["data"][1], shapes["weight"][0])
+    if isinstance(op, Operator):
+        if params:
+            raise TypeError(f"compile takes operator parameters with an operator name, not with "
+                            f"an Operator ({', '.join(params)})")
+        operator_ = op
     else:
-        rng = np.random.default_rng(seed)
-        return {name: rng.integers(-(1 << 20), 1 << 20, shape, dtype=np.int32)
-                for name, shape in shapes.items() if name != "out"}
-    arrays = random_inputs(wl, seed)
-    return {name: arrays[name] for name in op.inputs}
+        operator_ = operator(op, **params)
+    if inputs is None and seed is not None:
+        inputs = random_operands(operator_, seed)
+    return operator_.build(inputs, progress=progress, max_insns=max_insns)
+
+
+class NoSuchOutputError(KeyError):
+    """An output name that the program does not have; the message names those it has."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class Simulated(Mapping[str, np.ndarray]):
@@ -94,7 +119,11 @@ class Simulated(Mapping[str, np.ndarray]):
         self.report = report
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.outputs[name]
+        try:
+            return self.outputs[name]
+        except KeyError:
+            raise NoSuchOutputError(f"the program has no output {name!r}; its outputs: "
+                                    f"{', '.join(self.outputs) or 'none'}") from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.outputs)
@@ -103,18 +132,31 @@ class Simulated(Mapping[str, np.ndarray]):
         return len(self.outputs)
 
 
-def simulate(program: Program, inputs: Mapping[str, np.ndarray] | None = None, *,
-             backend: str = "functional", **options: Any) -> Simulated:
-    """Run ``program`` (with ``inputs`` written into its DRAM first) and unpack its outputs."""
+def simulate(program: Program | str | os.PathLike[str], inputs: Mapping[str, ArrayLike] | None = None,
+             *, backend: str = "functional", **options: Any) -> Simulated:
+    """Run ``program`` (with ``inputs`` written into its DRAM first) and unpack its outputs.
+
+    Parameters
+    ----------
+    program :
+        a :class:`~openvta.runtime.Program`, or the path of a program file.
+    inputs :
+        logical arrays by symbol name, integers that fit each symbol's dtype.
+
+    Raises
+    ------
+    ValueError, TypeError
+        for an input of another shape, of non-integers or of values outside its dtype.
+    """
+    if not isinstance(program, Program):
+        program = load_program(program)
     program = Program(program.config, program.dram.copy(), program.insn_addr, program.insn_count,
                       dict(program.symbols))
     for name, array in (inputs or {}).items():
         symbol = program.symbol(name)
-        value = np.asarray(array)
-        if symbol.logical_shape is not None and symbol.layout:
-            if value.shape != symbol.logical_shape:
-                raise ValueError(f"input {name!r} must have shape {symbol.logical_shape}, "
-                                 f"not {value.shape}")
+        shaped = symbol.logical_shape is not None and bool(symbol.layout)
+        value = as_operand(name, array, symbol.logical_shape if shaped else None, symbol.dtype)
+        if shaped:
             value = pack_by_layout(value, symbol.layout, program.config)
         program.write(name, value)
     result = Device(backend, **options).run(program)

@@ -7,19 +7,31 @@ accumulator by the ALU, then stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from openvta.isa import Config
+from openvta.isa import Config, Format, layouts_of
 from openvta.runtime import Program
 
 from .. import te
-from ..pipeline import build
+from ..limits import MAX_INSNS, check_dram
+from ..pipeline import Progress, build
 from ..schedule import Schedule, Stage
+from ..workloads import BIAS_BITS
 
-__all__ = ["Operator", "requantize_tail", "schedule_tail", "divisors", "reference_tail"]
+__all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "as_operand", "benchmark_operands", "check_tensors", "divisors",
+           "reference_tail", "requantize_tail", "schedule_tail"]
+
+# The memory and ALU fields below have the same widths in every configuration (ISA.md §2).
+_MEM = layouts_of(Config())[Format.MEM]
+#: The most zero rows or columns one DMA adds on a side (the pad fields of LOAD).
+MAX_PAD = min(_MEM.field(name).high for name in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
+#: The ALU's immediate field: clip bounds become MIN and MAX immediates.
+IMM_FIELD = layouts_of(Config())[Format.ALU].field("imm")
 
 
 @dataclass
@@ -38,8 +50,11 @@ class Operator:
         logical numpy inputs (NCHW, OIHW, (O,)) → packed arrays, per symbol.
     unpack :
         the packed output → the logical output.
-    reference :
-        logical inputs → the expected logical output, computed with numpy.
+    reference_fn :
+        ``reference_fn(inputs, params)``: the registry's numpy reference of the operator
+        (see :meth:`reference`).
+    params :
+        the factory's parameters, every one (defaults included), by name.
     """
 
     name: str
@@ -51,34 +66,108 @@ class Operator:
     roles: dict[str, str]
     pack: Callable[[str, np.ndarray], np.ndarray]
     unpack: Callable[[np.ndarray], np.ndarray]
-    reference: Callable[[dict[str, np.ndarray]], np.ndarray]
+    reference_fn: Callable[[Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
     logical_shapes: dict[str, tuple[int, ...]]
     ops: int
+    params: dict[str, Any] = field(default_factory=dict)
     plan: object = None
     notes: dict[str, object] = field(default_factory=dict)
 
-    def build(self, inputs: dict[str, np.ndarray] | None = None) -> Program:
-        """The program, with ``inputs`` (logical arrays, by symbol name) in its DRAM image."""
+    def operands(self, inputs: Mapping[str, ArrayLike] | None) -> dict[str, np.ndarray]:
+        """``inputs`` checked and converted: known names, logical shapes, integers that fit
+        each symbol's dtype (array-likes such as lists are accepted).
+
+        Raises
+        ------
+        ValueError
+            naming an unknown input, a wrong shape, or values outside the dtype's range.
+        TypeError
+            for a non-integer array (floats are refused even when integral).
+        """
         inputs = inputs or {}
         unknown = set(inputs) - set(self.inputs)
         if unknown:
             raise ValueError(f"{self.name} has no input {sorted(unknown)[0]!r} "
                              f"(inputs: {', '.join(self.inputs)})")
+        return {name: as_operand(name, inputs[name], self.logical_shapes[name], self.inputs[name].dtype)
+                for name in self.inputs if name in inputs}
+
+    def reference(self, inputs: Mapping[str, ArrayLike]) -> np.ndarray:
+        """The expected logical output for ``inputs`` (missing ones are zeros, as in :meth:`build`)."""
+        arrays = self.operands(inputs)
+        for name, tensor in self.inputs.items():
+            if name not in arrays:
+                arrays[name] = np.zeros(self.logical_shapes[name], tensor.dtype)
+        return self.reference_fn(arrays, self.params)
+
+    def build(self, inputs: Mapping[str, ArrayLike] | None = None, *,
+              progress: Progress | None = None, max_insns: int | None = MAX_INSNS) -> Program:
+        """The program, with ``inputs`` (logical arrays, by symbol name) in its DRAM image.
+
+        Inputs not given are zeros.  ``progress`` and ``max_insns`` are those of
+        :func:`~openvta.compiler.pipeline.build`.
+        """
+        arrays = self.operands(inputs)
         symbols = {}
         for name, tensor in self.inputs.items():
-            data = None
-            if name in inputs:
-                array = np.asarray(inputs[name])
-                if array.shape != self.logical_shapes[name]:
-                    raise ValueError(f"input {name!r} must have shape {self.logical_shapes[name]}, "
-                                     f"not {array.shape}")
-                data = self.pack(name, array)
+            data = self.pack(name, arrays[name]) if name in arrays else None
             symbols[tensor] = (self.roles[name], self.layouts[name], data)
         symbols[self.output] = ("output", self.layouts["out"], None)
-        program = build(self.schedule, self.cfg, symbols)
+        program = build(self.schedule, self.cfg, symbols, progress=progress, max_insns=max_insns)
         for name, shape in self.logical_shapes.items():
             program.symbols[name] = program.symbols[name].with_logical_shape(shape)
         return program
+
+
+def as_operand(name: str, value: ArrayLike, shape: tuple[int, ...] | None, dtype: str) -> np.ndarray:
+    """``value`` as an array of ``dtype`` after checking that it holds integers that fit it.
+
+    Raises
+    ------
+    TypeError
+        if ``value`` is not an array of integers.
+    ValueError
+        for a shape other than ``shape`` (unless None), or values outside ``dtype``'s range:
+        ``"input 'data' holds values in [-1280, 1270], outside int8's [-128, 127]"``.
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:  # a ragged nesting of lists
+        raise ValueError(f"input {name!r} must be a rectangular array of integers ({exc})") from None
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"input {name!r} must be an array of integers, not of {array.dtype}")
+    if shape is not None and array.shape != shape:
+        raise ValueError(f"input {name!r} must have shape {shape}, not {array.shape}")
+    info = np.iinfo(dtype)
+    if array.size:
+        low, high = int(array.min()), int(array.max())
+        if low < info.min or high > info.max:
+            raise ValueError(f"input {name!r} holds values in [{low}, {high}], outside {dtype}'s "
+                             f"[{info.min}, {info.max}]")
+    return array.astype(dtype)
+
+
+def check_tensors(owner: str, cfg: Config, tensors: Sequence[te.Tensor]) -> None:
+    """Refuse, before any planning, an operator whose tensors cannot fit the DRAM address space."""
+    check_dram(owner, cfg, [(t.name, t.shape, t.dtype) for t in tensors])
+
+
+def benchmark_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
+    """Random operands as WORKLOADS.md's benchmarks draw them, from ``default_rng(seed)``.
+
+    int8 inputs uniform in [-128, 128), int32 inputs (the bias) in [-2**14, 2**14), drawn
+    in input order (``data``, ``weight``, ``bias``): the operands of
+    :func:`~openvta.compiler.workloads.random_inputs` for the same shapes and seed.
+    """
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, tensor in op.inputs.items():
+        shape = op.logical_shapes[name]
+        if tensor.dtype == "int8":
+            out[name] = rng.integers(-128, 128, shape, dtype=np.int8)
+        else:
+            out[name] = rng.integers(-(1 << BIAS_BITS), 1 << BIAS_BITS, shape, dtype=np.int32)
+    return out
 
 
 def requantize_tail(

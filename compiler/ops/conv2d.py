@@ -14,20 +14,26 @@ picks the largest tiles whose buffers fit the configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from openvta.isa import Config
+from openvta.isa.config import MAX_SHR_AMOUNT
 
 from .. import reference, te
 from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import bias_layout, data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
-from .common import Operator, divisors, reference_tail, requantize_tail, schedule_tail
+from ..workloads import workload
+from .common import IMM_FIELD, MAX_PAD, Operator, check_tensors, divisors, reference_tail, \
+    requantize_tail, schedule_tail
+from .params import Param, check_params, describe_params
 
-__all__ = ["Conv2dPlan", "plan_conv2d", "conv2d"]
+__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "plan_conv2d"]
 
 
 @dataclass(frozen=True)
@@ -89,20 +95,34 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
            stride: int = 1, shift: int | None = 8, bias: bool = True,
            clip: tuple[int, int] | None = (0, 127), vthreads: int = 1,
            plan: Conv2dPlan | None = None) -> Operator:
-    """The fused conv2d layer (see the module docstring) with its default schedule."""
-    for name, value in (("n", n), ("ci", ci), ("co", co), ("hw", hw), ("kernel", kernel),
-                        ("stride", stride), ("vthreads", vthreads)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"conv2d {name} must be a positive integer, not {value!r}")
-    if pad < 0 or hw + 2 * pad < kernel:
-        raise ValueError(f"conv2d pad must be >= 0 and leave room for the kernel, not {pad!r}")
+    """The fused conv2d layer (see the module docstring) with its default schedule.
+
+    The parameters are described in :data:`CONV2D_PARAMS` (``openvta compile conv2d --help``).
+
+    Raises
+    ------
+    ValueError
+        for a parameter outside its range (``"conv2d shift must be an integer in 0..31 or
+        None, not 99"``), a kernel larger than the padded input, a pad not smaller than the
+        kernel, or tensors that cannot fit the DRAM address space.
+    LoweringError
+        when no tiling fits the buffers with ``vthreads`` threads.
+    """
+    params = check_params(CONV2D_PARAMS, "conv2d", locals())
+    if kernel > hw + 2 * pad:
+        raise ValueError(f"conv2d kernel must fit the padded input (hw + 2*pad = {hw} + 2*{pad} = "
+                         f"{hw + 2 * pad}), not {kernel}")
+    if pad >= kernel:
+        raise ValueError(f"conv2d pad must be less than the kernel ({kernel}), not {pad}")
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, ci_t, co_t = -(-n // b), -(-ci // bi), -(-co // bo)
     oh = (hw + 2 * pad - kernel) // stride + 1
-    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads)
     data = te.placeholder((n_t, ci_t, hw, hw, b, bi), "int8", "data")
     weight = te.placeholder((co_t, ci_t, kernel, kernel, bo, bi), "int8", "weight")
     bias_t = te.placeholder((co_t, b, bo), "int32", "bias") if bias else None
+    check_tensors("conv2d", cfg, [data, weight, *([bias_t] if bias_t else []),
+                                  te.placeholder((n_t, co_t, oh, oh, b, bo), "int8", "out")])
+    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads)
     padded = data
     if pad:
         size = hw + 2 * pad
@@ -161,14 +181,47 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         layouts["bias"] = bias_layout(cfg)
         shapes["bias"] = (co,)
 
-    def reference_fn(arrays: dict[str, np.ndarray]) -> np.ndarray:
-        result = reference.conv2d_nchw(arrays["data"], arrays["weight"], stride, pad)
-        return reference_tail(result, shift, arrays.get("bias"), clip)
-
     return Operator(
         name="conv2d", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
         roles={"data": "input", "weight": "weight", "bias": "bias"},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
-        unpack=lambda packed: unpack_data(packed, n, co), reference=reference_fn,
-        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, plan=plan)
+        unpack=lambda packed: unpack_data(packed, n, co), reference_fn=conv2d_reference,
+        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, params=params,
+        plan=plan)
+
+
+def conv2d_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
+    """numpy: the fused conv2d layer on logical ``data``, ``weight`` (and ``bias``) arrays."""
+    result = reference.conv2d_nchw(inputs["data"], inputs["weight"], params["stride"], params["pad"])
+    bias = inputs.get("bias") if params["bias"] else None
+    return reference_tail(result, params["shift"], bias, params["clip"])
+
+
+def conv2d_layer(name: str) -> dict[str, int]:
+    """The shape parameters of the ResNet-18 layer ``name`` (``"resnet18.C5"`` or ``"C5"``)."""
+    wl = workload(name)
+    return {"n": wl.batch, "ci": wl.in_channels, "co": wl.out_channels, "hw": wl.hw,
+            "kernel": wl.kernel, "pad": wl.pad, "stride": wl.stride}
+
+
+#: The parameters of :func:`conv2d` (defaults and types from its signature).
+CONV2D_PARAMS = describe_params(
+    conv2d,
+    Param("n", "batch size N of the data (NCHW)", low=1, flag="batch", shape=True, sample=(1, 2)),
+    Param("ci", "input channels C", low=1, shape=True, sample=(1, 24)),
+    Param("co", "output channels (filters)", low=1, shape=True, sample=(1, 24)),
+    Param("hw", "height = width of the data", low=1, shape=True, sample=(1, 12)),
+    Param("kernel", "kernel height = width", low=1, shape=True, sample=(1, 5)),
+    Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD,
+          shape=True, sample=(0, 3)),
+    Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 3)),
+    Param("shift", "arithmetic right shift of the accumulators before the bias add "
+          "(None: no shift)", low=0, high=MAX_SHR_AMOUNT, sample=(0, MAX_SHR_AMOUNT)),
+    Param("bias", "add a per-channel int32 bias (input 'bias') after the shift", cli=False),
+    Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
+          low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+    Param("vthreads", "virtual threads (latency hiding): they split the output channels or rows",
+          low=1, sample=(1, 3)),
+    Param("plan", "tile sizes (a Conv2dPlan) instead of plan_conv2d's choice", cli=False),
+)
 

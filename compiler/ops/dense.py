@@ -1,18 +1,19 @@
-"""dense (a fully connected layer) on packed layouts, and element-wise requantization.
+"""dense (a fully connected layer) on packed layouts, with the requantizing tail.
 
-``dense``: ``out = clip((data · weightᵀ >> shift) + bias, 0, 127)`` as int8, data
-``NC{B}n{BI}c`` (``[N][I]`` in inp tiles), weight ``OI{BO}o{BI}i``, out
-``NC{B}n{BO}c``.  ``elementwise``: the same tail alone on an int32 tensor loaded into
-the accumulator (``shift``, ``bias``, ``clip`` or ``relu`` — each optional).
+``out = clip((data · weightᵀ >> shift) + bias, 0, 127)`` as int8, data ``NC{B}n{BI}c``
+(``[N][I]`` in inp tiles), weight ``OI{BO}o{BI}i``, out ``NC{B}n{BO}c``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from openvta.isa import Config
+from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import unpack_out
 
 from .. import reference, te
@@ -20,9 +21,12 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
-from .common import Operator, divisors, reference_tail, requantize_tail, schedule_tail
+from ..workloads import DENSE, UnknownWorkloadError
+from .common import IMM_FIELD, Operator, check_tensors, divisors, reference_tail, requantize_tail, \
+    schedule_tail
+from .params import Param, check_params, describe_params
 
-__all__ = ["DensePlan", "plan_dense", "dense", "elementwise"]
+__all__ = ["DENSE_PARAMS", "DensePlan", "dense", "dense_layer", "dense_reference", "plan_dense"]
 
 
 @dataclass(frozen=True)
@@ -61,17 +65,26 @@ def _formats(cfg: Config) -> dict[str, str]:
 def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift: int | None = 8,
           bias: bool = True, clip: tuple[int, int] | None = (0, 127), vthreads: int = 1,
           plan: DensePlan | None = None) -> Operator:
-    """The dense layer (see the module docstring) with its default schedule."""
-    for name, value in (("batch", batch), ("in_features", in_features),
-                        ("out_features", out_features), ("vthreads", vthreads)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"dense {name} must be a positive integer, not {value!r}")
+    """The dense layer (see the module docstring) with its default schedule.
+
+    The parameters are described in :data:`DENSE_PARAMS` (``openvta compile dense --help``).
+
+    Raises
+    ------
+    ValueError
+        for a parameter outside its range, or tensors that cannot fit the DRAM address space.
+    LoweringError
+        when ``vthreads`` does not divide the output blocks or no tiling fits the buffers.
+    """
+    params = check_params(DENSE_PARAMS, "dense", locals())
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, i_t, o_t = -(-batch // b), -(-in_features // bi), -(-out_features // bo)
-    plan = plan or plan_dense(cfg, n_t, i_t, o_t, vthreads)
     data = te.placeholder((n_t, i_t, b, bi), "int8", "data")
     weight = te.placeholder((o_t, i_t, bo, bi), "int8", "weight")
     bias_t = te.placeholder((o_t, b, bo), "int32", "bias") if bias else None
+    check_tensors("dense", cfg, [data, weight, *([bias_t] if bias_t else []),
+                                 te.placeholder((n_t, o_t, b, bo), "int8", "out")])
+    plan = plan or plan_dense(cfg, n_t, i_t, o_t, vthreads)
     ko, k = te.reduce_axis(i_t, "ko"), te.reduce_axis(bi, "k")
     acc = te.compute((n_t, o_t, b, bo), lambda i, o, j, m: te.sum(
         data[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]),
@@ -111,67 +124,42 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
         inputs["bias"] = bias_t
         shapes["bias"] = (out_features,)
 
-    def reference_fn(arrays: dict[str, np.ndarray]) -> np.ndarray:
-        value = reference.dense(arrays["data"], arrays["weight"])
-        return reference_tail(value, shift, arrays.get("bias"), clip)
-
     return Operator(
         name="dense", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
         roles={"data": "input", "weight": "weight", "bias": "bias"},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
-        unpack=lambda packed: unpack_out(packed, batch, out_features), reference=reference_fn,
-        logical_shapes=shapes, ops=2 * batch * in_features * out_features, plan=plan)
+        unpack=lambda packed: unpack_out(packed, batch, out_features), reference_fn=dense_reference,
+        logical_shapes=shapes, ops=2 * batch * in_features * out_features, params=params, plan=plan)
 
 
-def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = None,
-                bias: bool = False, clip: tuple[int, int] | None = None, relu: bool = False,
-                vthreads: int = 1, block: int = 0) -> Operator:
-    """Requantize an int32 ``[batch][channels]`` tensor: shift, bias add, clip or relu, int8."""
-    b, bo = cfg.BATCH, cfg.BLOCK_OUT
-    n_t, c_t = -(-batch // b), -(-channels // bo)
-    if relu:
-        clip = (0, 127) if clip is None else clip
-    block = block or max(d for d in divisors(c_t) if vthreads * (n_t * d + d) <= cfg.acc_depth)
-    if c_t % (block * vthreads):
-        raise LoweringError("elementwise", f"{vthreads} virtual threads must divide the "
-                            f"{c_t // block} channel tiles")
-    if shift is None and not bias and clip is None:
-        raise LoweringError("elementwise", "nothing to compute: give a shift, a bias, clip or relu")
-    data = te.placeholder((n_t, c_t, b, bo), "int32", "data")
-    bias_t = te.placeholder((c_t, b, bo), "int32", "bias") if bias else None
-    stages, out = requantize_tail(data, shift, bias_t, lambda i, c, j, m: (c, j, m), clip)
-    s = create_schedule(out)
-    i, c, j, m = s[out].axis
-    c_o, c_i = s[out].split(c, factor=block)
-    s[out].reorder(c_o, i, c_i, j, m)
-    if vthreads > 1:
-        thread, _ = s[out].split(c_o, nparts=vthreads)
-        s[out].vthread(thread)
-    at = s[out].leaf[s[out].leaf.index(i) - 1]
-    cached = s.cache_read(data, "acc", [stages[0]])
-    s[cached].compute_at(s[out], at)
-    schedule_tail(s, out, stages, at)
-    if bias_t is not None:
-        bcached = s.cache_read(bias_t, "acc", [t for t in stages if t.name == "bias_add"])
-        s[bcached].compute_at(s[out], at)
-    layouts = {"data": f"NC{b}n{bo}c", "bias": f"C{b}n{bo}c", "out": f"NC{b}n{bo}c"}
-    inputs = {"data": data} | ({"bias": bias_t} if bias_t is not None else {})
-    shapes: dict[str, tuple[int, ...]] = {"data": (batch, channels), "out": (batch, channels)}
-    if bias_t is not None:
-        shapes["bias"] = (channels,)
-    return Operator(
-        name="elementwise", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "bias": "bias"},
-        pack=lambda name, array: _pack_acc(array, name, cfg),
-        unpack=lambda packed: unpack_out(packed, batch, channels),
-        reference=lambda arrays: reference_tail(arrays["data"], shift, arrays.get("bias"), clip),
-        logical_shapes=shapes, ops=0)
+def dense_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
+    """numpy: the dense layer on logical ``data`` ``(N, I)``, ``weight`` ``(O, I)`` (and ``bias``)."""
+    value = reference.dense(inputs["data"], inputs["weight"])
+    bias = inputs.get("bias") if params["bias"] else None
+    return reference_tail(value, params["shift"], bias, params["clip"])
 
 
-def _pack_acc(array: np.ndarray, name: str, cfg: Config) -> np.ndarray:
-    from openvta.runtime import pack_acc
+def dense_layer(name: str) -> dict[str, int]:
+    """The shape of WORKLOADS.md's dense layer ``name``, e.g. ``"dense_128x128x128"``."""
+    for wl in DENSE:
+        if wl.name == name:
+            return {"batch": wl.batch, "in_features": wl.in_features, "out_features": wl.out_features}
+    raise UnknownWorkloadError(f"dense layer must be one of {', '.join(w.name for w in DENSE)}, "
+                               f"not {name!r}")
 
-    from ..layout import pack_bias
 
-    return pack_bias(array, cfg) if name == "bias" else pack_acc(array, cfg)
-
+#: The parameters of :func:`dense` (defaults and types from its signature).
+DENSE_PARAMS = describe_params(
+    dense,
+    Param("batch", "batch size N (rows of the data)", low=1, shape=True, sample=(1, 6)),
+    Param("in_features", "input features I", low=1, flag="in", shape=True, sample=(1, 40)),
+    Param("out_features", "output features O", low=1, flag="out", shape=True, sample=(1, 40)),
+    Param("shift", "arithmetic right shift of the accumulators before the bias add "
+          "(None: no shift)", low=0, high=MAX_SHR_AMOUNT, sample=(0, MAX_SHR_AMOUNT)),
+    Param("bias", "add a per-feature int32 bias (input 'bias') after the shift", cli=False),
+    Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
+          low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+    Param("vthreads", "virtual threads (latency hiding): they split the output blocks",
+          low=1, sample=(1, 3)),
+    Param("plan", "tile sizes (a DensePlan) instead of plan_dense's choice", cli=False),
+)

@@ -201,3 +201,32 @@ def test_inlined_element_wise_stages_and_cache_write_and_unroll() -> None:
     got = program.read("out", result.dram)
     acc_ref = np.einsum("ikjx,okmx->iojm", d.astype(np.int64), w.astype(np.int64))
     np.testing.assert_array_equal(got, np.maximum((acc_ref >> 3) + 5, 0).astype(np.int32).astype(np.int8))
+
+
+def test_an_immediate_outside_the_alu_field_names_the_field() -> None:
+    data = te.placeholder((1, 1, TINY.BATCH, TINY.BLOCK_OUT), "int32", "data")
+    add = te.compute(data.shape, lambda *i: data(*i) + 40000, "add")
+    out = te.compute(data.shape, lambda *i: add(*i).astype("int8"), "out")
+    s = create_schedule(out)
+    c = s[out].axis[1]
+    cached = s.cache_read(data, "acc", [add])
+    for stage in (s[cached], s[add]):
+        stage.set_scope("acc")
+        stage.compute_at(s[out], c)
+    with pytest.raises(LoweringError, match=r"^lower_alu: add: immediate 40000 does not fit the ALU's "
+                                            r"16-bit signed imm field \(-32768\.\.32767\)$"):
+        build(s, TINY)
+
+
+def test_padding_beyond_the_dma_pad_fields_names_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """conv2d refuses pad > 15 up front; without that check code generation still would."""
+    from dataclasses import replace
+
+    from openvta.compiler.ops import conv2d as conv2d_module
+
+    unbounded = tuple(replace(p, high=None) if p.name == "pad" else p for p in conv2d_module.CONV2D_PARAMS)
+    monkeypatch.setattr(conv2d_module, "CONV2D_PARAMS", unbounded)
+    op = conv2d(preset("small"), ci=8, co=8, hw=2, kernel=17, pad=16)
+    with pytest.raises(LoweringError, match=r"^codegen: data_pad\.inp: padding of 16 exceeds the DMA's "
+                                            r"15-element y_pad_0 field \(4 bits\)$"):
+        op.build()

@@ -1,0 +1,137 @@
+"""Element-wise requantization of int32 accumulators: shift, bias add, clip or relu, int8.
+
+``out = clip((data >> shift) + bias, low, high)`` as int8 on an int32 ``[batch][channels]``
+tensor loaded into the accumulator (``NC{B}n{BO}c``); each step is optional.  It is the
+tail of :mod:`.conv2d` and :mod:`.dense` on its own, computed in place by the ALU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from openvta.isa import Config
+from openvta.isa.config import MAX_SHR_AMOUNT
+from openvta.runtime import pack_acc, unpack_out
+
+from .. import te
+from ..ir import LoweringError
+from ..layout import pack_bias
+from ..schedule import create_schedule
+from .common import IMM_FIELD, Operator, check_tensors, divisors, reference_tail, requantize_tail, \
+    schedule_tail
+from .params import Param, check_params, describe_params
+
+__all__ = ["ELEMENTWISE_PARAMS", "elementwise", "elementwise_operands", "elementwise_reference"]
+
+#: ``relu`` is a clip to int8's non-negative half (ReLU, then saturation to int8).
+RELU_CLIP = (0, int(np.iinfo(np.int8).max))
+
+
+def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = None,
+                bias: bool = False, clip: tuple[int, int] | None = None, relu: bool = False,
+                vthreads: int = 1, block: int = 0) -> Operator:
+    """Requantize an int32 ``[batch][channels]`` tensor (see the module docstring).
+
+    The parameters are described in :data:`ELEMENTWISE_PARAMS`.
+
+    Raises
+    ------
+    ValueError
+        for a parameter outside its range, both ``relu`` and ``clip``, nothing to compute,
+        or tensors that cannot fit the DRAM address space.
+    LoweringError
+        when the virtual threads do not divide the channel tiles or a tile does not fit.
+    """
+    params = check_params(ELEMENTWISE_PARAMS, "elementwise", locals())
+    if relu and clip is not None:
+        raise ValueError(f"elementwise takes relu (a clip to {RELU_CLIP}) or clip, not both")
+    clip = _clip(params)
+    if shift is None and not bias and clip is None:
+        raise ValueError("elementwise has nothing to compute: give a shift, a bias, clip or relu")
+    b, bo = cfg.BATCH, cfg.BLOCK_OUT
+    n_t, c_t = -(-batch // b), -(-channels // bo)
+    data = te.placeholder((n_t, c_t, b, bo), "int32", "data")
+    bias_t = te.placeholder((c_t, b, bo), "int32", "bias") if bias else None
+    check_tensors("elementwise", cfg, [data, *([bias_t] if bias_t else []),
+                                       te.placeholder((n_t, c_t, b, bo), "int8", "out")])
+    block = block or _block(cfg, n_t, c_t, vthreads)
+    if c_t % (block * vthreads):
+        raise LoweringError("elementwise", f"{vthreads} virtual threads must divide the "
+                            f"{c_t // block} channel tiles")
+    stages, out = requantize_tail(data, shift, bias_t, lambda i, c, j, m: (c, j, m), clip)
+    s = create_schedule(out)
+    i, c, j, m = s[out].axis
+    c_o, c_i = s[out].split(c, factor=block)
+    s[out].reorder(c_o, i, c_i, j, m)
+    if vthreads > 1:
+        thread, _ = s[out].split(c_o, nparts=vthreads)
+        s[out].vthread(thread)
+    at = s[out].leaf[s[out].leaf.index(i) - 1]
+    cached = s.cache_read(data, "acc", [stages[0]])
+    s[cached].compute_at(s[out], at)
+    schedule_tail(s, out, stages, at)
+    if bias_t is not None:
+        bcached = s.cache_read(bias_t, "acc", [t for t in stages if t.name == "bias_add"])
+        s[bcached].compute_at(s[out], at)
+    layouts = {"data": f"NC{b}n{bo}c", "bias": f"C{b}n{bo}c", "out": f"NC{b}n{bo}c"}
+    inputs = {"data": data} | ({"bias": bias_t} if bias_t is not None else {})
+    shapes: dict[str, tuple[int, ...]] = {"data": (batch, channels), "out": (batch, channels)}
+    if bias_t is not None:
+        shapes["bias"] = (channels,)
+    return Operator(
+        name="elementwise", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
+        roles={"data": "input", "bias": "bias"},
+        pack=lambda name, array: pack_bias(array, cfg) if name == "bias" else pack_acc(array, cfg),
+        unpack=lambda packed: unpack_out(packed, batch, channels),
+        reference_fn=elementwise_reference, logical_shapes=shapes, ops=0, params=params)
+
+
+def _clip(params: Mapping[str, Any]) -> tuple[int, int] | None:
+    return RELU_CLIP if params["relu"] else params["clip"]
+
+
+def _block(cfg: Config, n_t: int, c_t: int, vthreads: int) -> int:
+    """The most channel tiles per step whose accumulator tiles fit and that the threads divide."""
+    if c_t % vthreads:
+        raise LoweringError("elementwise", f"{vthreads} virtual threads must divide the {c_t} "
+                            "channel tiles")
+    fits = [d for d in divisors(c_t) if vthreads * (n_t * d + d) <= cfg.acc_depth
+            and (c_t // d) % vthreads == 0]
+    if not fits:
+        raise LoweringError("elementwise", f"{vthreads} × {n_t + 1} accumulator tiles (the batch "
+                            f"tiles and a bias tile of one channel tile) exceed the {cfg.acc_depth} "
+                            "the accumulator holds")
+    return max(fits)
+
+
+def elementwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
+    """numpy: the requantization of the int32 ``data`` (and ``bias``)."""
+    bias = inputs.get("bias") if params["bias"] else None
+    return reference_tail(inputs["data"], params["shift"], bias, _clip(params))
+
+
+def elementwise_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
+    """Random int32 accumulators and bias in [-2**20, 2**20) from ``default_rng(seed)``: wide
+    enough that a shift of 8 and a clip to int8 both matter."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.integers(-(1 << 20), 1 << 20, op.logical_shapes[name], dtype=np.int32)
+            for name in op.inputs}
+
+
+#: The parameters of :func:`elementwise` (defaults and types from its signature).
+ELEMENTWISE_PARAMS = describe_params(
+    elementwise,
+    Param("batch", "batch size N (rows)", low=1, shape=True, sample=(1, 6)),
+    Param("channels", "channels C (columns)", low=1, shape=True, sample=(1, 40)),
+    Param("shift", "arithmetic right shift (None: no shift)", low=0, high=MAX_SHR_AMOUNT,
+          sample=(0, MAX_SHR_AMOUNT)),
+    Param("bias", "add a per-channel int32 bias (input 'bias') after the shift"),
+    Param("clip", "clip to [low, high] before the int8 cast (None: wrap to int8)",
+          low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+    Param("relu", f"clip to {RELU_CLIP} (ReLU saturated to int8) instead of clip"),
+    Param("vthreads", "virtual threads: they split the channel tiles", low=1, sample=(1, 3)),
+    Param("block", "channel tiles per step (0: the most that fit)", low=0),
+)
