@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from openvta.compiler.ops.common import as_operand
 from openvta.isa import AluOp, Config, MemoryType, Module, Uop
+from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import (
     BuildError,
     Program,
@@ -79,9 +81,18 @@ def build_blocked_gemm(
     """Build the program computing ``C`` from ``A`` (``[M][K]``) and ``W`` (``[N][K]``).
 
     Symbols: ``A`` and ``W`` as packed tiles (inputs), ``C`` as packed out tiles (output).
+
+    Raises
+    ------
+    ValueError
+        for ``vthreads`` below 1, a ``shift`` outside ``0..31`` (what SHR does; numpy would
+        disagree), matrices of values outside int8 or of different reduction sizes.
     """
     if vthreads < 1:
         raise ValueError(f"vthreads must be at least 1, not {vthreads!r}")
+    if shift is not None and (not isinstance(shift, int) or not 0 <= shift <= MAX_SHR_AMOUNT):
+        raise ValueError(f"shift must be an integer in 0..{MAX_SHR_AMOUNT} or None, not {shift!r}")
+    a, w = as_operand("A", a, None, "int8"), as_operand("W", w, None, "int8")
     (m, k), (n, k2) = a.shape, w.shape
     if k != k2:
         raise ValueError(f"A is {m}×{k} and W is {n}×{k2}: the reduction sizes differ")

@@ -77,6 +77,22 @@ def test_blocks_that_do_not_fit_are_refused() -> None:
         build_blocked_gemm(cfg, a, w, vthreads=0)
     with pytest.raises(ValueError, match=r"^A is 8×8 and W is 8×7: the reduction sizes differ$"):
         build_blocked_gemm(cfg, a, w[:, :7])
+    for shift in (32, -1, 99):
+        with pytest.raises(ValueError, match=rf"^shift must be an integer in 0\.\.31 or None, not {shift}$"):
+            build_blocked_gemm(cfg, a, w, shift=shift)
+    a[0, :2] = (-128, 127)
+    with pytest.raises(ValueError, match=r"^input 'A' holds values in \[-1280, 1270\], outside int8's "
+                                         r"\[-128, 127\]$"):
+        build_blocked_gemm(cfg, a.astype(np.int32) * 10, w)
+
+
+def test_the_largest_shift_agrees_with_numpy() -> None:
+    cfg = preset("tiny")
+    a, w = _matrices(4, 4, 64, seed=3)
+    a[:], w[:] = -128, 127  # every accumulator at -2**20: the shift's sign bits matter
+    program = build_blocked_gemm(cfg, a, w, shift=31)
+    np.testing.assert_array_equal(read_gemm_output(program, run(program).dram, 4, 4),
+                                  reference_gemm(a, w, 31))
 
 
 def test_token_pattern_of_two_threads_follows_isa_example() -> None:
