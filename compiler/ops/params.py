@@ -146,12 +146,11 @@ def _is_int(value: object) -> bool:
 
 def _kind(hint: object) -> tuple[type, bool]:
     """(kind, optional) of a type hint such as ``int | None`` or ``tuple[int, int]``."""
-    args = typing.get_args(hint) if isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union \
-        else (hint,)
-    optional = type(None) in args
+    union = isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union
+    args = typing.get_args(hint) if union else (hint,)
     rest = [a for a in args if a is not type(None)]
-    base = typing.get_origin(rest[0]) or rest[0] if len(rest) == 1 else object
-    return (base if base in (int, bool, tuple) else object), optional  # type: ignore[return-value]
+    base = (typing.get_origin(rest[0]) or rest[0]) if len(rest) == 1 else object
+    return (base if base in (int, bool, tuple) else object), type(None) in args  # type: ignore[return-value]
 
 
 def describe_params(factory: Callable[..., object], *params: Param) -> tuple[Param, ...]:
