@@ -49,9 +49,11 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     from openvta import __version__
 
-    parser = argparse.ArgumentParser(prog="openvta", description=__doc__.split("\n")[1].strip())
+    parser = argparse.ArgumentParser(prog="openvta", description="openvta: compile, simulate and build a "
+                                     "VTA-style deep-learning accelerator")
     parser.add_argument("--version", action="version", version=f"openvta {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="what to do (openvta COMMAND --help says more)")
     run = sub.add_parser("run", help="run a program file on a back end")
     run.add_argument("program", help="program file (.npz)")
     run.add_argument("--backend", default="functional",
@@ -208,64 +210,71 @@ def _disasm(args: argparse.Namespace) -> int:
 
 
 def _compile_parser(sub: Any) -> None:
-    comp = sub.add_parser("compile", help="compile a benchmark operator with random operands")
-    comp.add_argument("operator", choices=["conv2d", "dense"], help="the operator")
-    comp.add_argument("--layer", help="conv2d: a ResNet-18 layer of docs/WORKLOADS.md, e.g. "
-                      "resnet18.C5 (fixes --hw, --ci, --co, --kernel, --pad, --stride)")
-    for flag, text in (("--hw", "conv2d: input height and width"),
-                       ("--ci", "conv2d: input channels"), ("--co", "conv2d: output channels"),
-                       ("--kernel", "conv2d: kernel height and width"),
-                       ("--batch", "dense: batch rows"), ("--in", "dense: input features"),
-                       ("--out", "dense: output features")):
-        comp.add_argument(flag, type=int, help=text)
-    comp.add_argument("--pad", type=int, help="conv2d: zero padding on each side (default 0)")
-    comp.add_argument("--stride", type=int, help="conv2d: stride (default 1)")
-    comp.add_argument("--shift", type=int, default=8,
-                      help="requantizing right shift of the accumulators (default 8)")
-    comp.add_argument("--vthreads", type=_positive_int, default=1,
-                      help="virtual threads for latency hiding (default 1)")
-    comp.add_argument("--config", default="default", choices=sorted(PRESETS),
-                      help="preset configuration (default default)")
-    comp.add_argument("--seed", type=int, default=0, help="seed of the random operands (default 0)")
-    comp.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
-    comp.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    from openvta.compiler.ops import REGISTRY
+
+    comp = sub.add_parser("compile", help="compile an operator with random operands into a program")
+    ops = comp.add_subparsers(dest="operator", required=True, metavar="OPERATOR",
+                              help=", ".join(REGISTRY))
+    for spec in REGISTRY.values():
+        op = ops.add_parser(spec.name, help=spec.summary, description=spec.summary)
+        if spec.layers:
+            op.add_argument("--layer", choices=spec.layers, metavar="LAYER",
+                            help=f"a named layer of docs/WORKLOADS.md ({', '.join(spec.layers)}); "
+                                 f"fixes {', '.join(spec.param(n).option for n in spec.shape_params)}")
+        for param in spec.params:
+            if param.cli:
+                op.add_argument(param.option, dest=param.name, default=None, help=_param_help(param),
+                                **_param_type(param))
+        op.add_argument("--config", default="default", choices=sorted(PRESETS),
+                        help="preset configuration (default default)")
+        op.add_argument("--seed", type=int, default=0, help="seed of the random operands (default 0)")
+        op.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
+        op.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def _param_help(param: Any) -> str:
+    default = "" if param.required else f"; default {param.default}"
+    return f"{param.help} ({param.constraint}{default})"
+
+
+def _param_type(param: Any) -> dict[str, Any]:
+    if param.kind is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if param.kind is tuple:
+        return {"type": int, "nargs": 2, "metavar": ("LOW", "HIGH")}
+    return {"type": int}
 
 
 def _compile(args: argparse.Namespace) -> int:
     import time
 
     from openvta.api import compile as compile_operator
+    from openvta.compiler.ops import REGISTRY
 
-    common = {"config": args.config, "seed": args.seed, "shift": args.shift,
-              "vthreads": args.vthreads}
-    shape = {"--hw": args.hw, "--ci": args.ci, "--co": args.co, "--kernel": args.kernel,
-             "--pad": args.pad, "--stride": args.stride}
-    if args.operator == "dense":
-        missing = [f for f, v in (("--batch", args.batch), ("--in", getattr(args, "in")),
-                                  ("--out", args.out)) if v is None]
-        if missing:
-            raise ValueError(f"compile dense needs {', '.join(missing)}")
-        params = {"batch": args.batch, "in_features": getattr(args, "in"),
-                  "out_features": args.out}
-    elif args.layer:
-        given = [flag for flag, value in shape.items() if value is not None]
-        if given:
-            raise ValueError(f"--layer {args.layer} fixes the shape; give either --layer or "
-                             f"{', '.join(given)}, not both")
-        params = {"layer": args.layer}
+    spec = REGISTRY[args.operator]
+    given = {p.name: getattr(args, p.name) for p in spec.params
+             if p.cli and getattr(args, p.name) is not None}
+    layer = getattr(args, "layer", None)
+    if layer is not None:
+        fixed = [spec.param(n).option for n in spec.shape_params if n in given]
+        if fixed:
+            raise ValueError(f"--layer {layer} fixes the shape; give either --layer or "
+                             f"{', '.join(fixed)}, not both")
+        given["layer"] = layer
     else:
-        missing = [f for f, v in (("--hw", args.hw), ("--ci", args.ci), ("--co", args.co),
-                                  ("--kernel", args.kernel)) if v is None]
+        missing = [p.option for p in spec.params if p.cli and p.required and p.name not in given]
         if missing:
-            raise ValueError(f"compile conv2d needs {', '.join(missing)} (or --layer)")
-        params = {"hw": args.hw, "ci": args.ci, "co": args.co, "kernel": args.kernel,
-                  "pad": args.pad or 0, "stride": args.stride or 1}
+            alternative = " (or --layer)" if spec.layers else ""
+            raise ValueError(f"compile {spec.name} needs {', '.join(missing)}{alternative}")
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()}
     out = _output(args.output)
     start = time.perf_counter()
-    program = compile_operator(args.operator, **params, **common)
+    with ProgressDisplay(f"compile {spec.name}", enabled=False if args.quiet else None) as show:
+        program = compile_operator(spec.name, config=args.config, seed=args.seed, progress=show,
+                                   **given)
     program.save(out)  # type: ignore[arg-type]
     if not args.quiet:
-        print(f"compiled {args.operator} into {program.insn_count} instructions in "
+        print(f"compiled {spec.name} into {program.insn_count} instructions in "
               f"{time.perf_counter() - start:.2f} s; program written to {args.output}")
     return 0
 

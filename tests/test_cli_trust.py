@@ -31,14 +31,26 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"openvta {openvta.__version__}\n"
 
 
+def _all_commands(parser: argparse.ArgumentParser, prefix: str) -> dict[str, argparse.ArgumentParser]:
+    found = {prefix: parser}
+    if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+        for name, sub in _subparsers(parser).items():
+            found.update(_all_commands(sub, f"{prefix} {name}"))
+    return found
+
+
 def test_every_option_of_every_subcommand_has_a_help_line() -> None:
-    commands = _subparsers(_parser())
-    assert {"run", "read", "disasm", "compile", "verilog", "bitstream", "config"} <= set(commands)
+    from openvta.compiler.ops import REGISTRY
+
+    commands = _all_commands(_parser(), "openvta")
+    expected = {"run", "read", "disasm", "compile", "verilog", "bitstream", "config"}
+    assert {f"openvta {c}" for c in expected} <= set(commands)
+    assert {f"openvta compile {name}" for name in REGISTRY} <= set(commands)
     for name, sub in commands.items():
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            assert action.help, f"openvta {name} {'/'.join(action.option_strings) or action.dest}"
+            assert action.help, f"{name} {'/'.join(action.option_strings) or action.dest}"
 
 
 @pytest.fixture
@@ -96,7 +108,7 @@ def test_layer_and_shape_flags_conflict(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["compile", "conv2d", "--layer", "resnet18.C5", "--hw", "8", "--ci", "8",
                  "-o", str(tmp_path / "x.npz")]) == 1
     assert capsys.readouterr().err == ("openvta: error: --layer resnet18.C5 fixes the shape; give "
-                                       "either --layer or --hw, --ci, not both\n")
+                                       "either --layer or --ci, --hw, not both\n")
     assert not (tmp_path / "x.npz").exists()
 
 

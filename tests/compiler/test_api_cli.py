@@ -76,5 +76,8 @@ def test_cli_compile_dense_layer_and_errors(tmp_path, capsys) -> None:
     assert main(["compile", "conv2d", "--hw", "8", "-o", str(tmp_path / "x.npz")]) == 1
     assert capsys.readouterr().err == ("openvta: error: compile conv2d needs --ci, --co, --kernel "
                                        "(or --layer)\n")
-    assert main(["compile", "conv2d", "--layer", "resnet18.C99", "-o", str(tmp_path / "y.npz")]) == 1
-    assert "workload must be one of C1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["compile", "conv2d", "--layer", "resnet18.C99", "-o", str(tmp_path / "y.npz")])
+    assert exit_.value.code == 2
+    assert "argument --layer: invalid choice: 'resnet18.C99' (choose from 'resnet18.C1'," \
+        in capsys.readouterr().err
