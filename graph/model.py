@@ -1,0 +1,165 @@
+"""The compiled model: its integer and float graphs, references, summary and model file.
+
+A :class:`CompiledModel` holds the integer graph (partitioned, fused, memory-planned)
+and the simplified float graph it was quantized from.  ``reference`` runs the integer
+graph on the CPU through the registry's integer references (outputs dequantized to
+float32); ``float_reference`` runs the float graph through openvta's own float kernels;
+``run`` will dispatch the accelerator groups to ``openvta.runtime.Device`` — for now
+it runs models whose every node is placed on the CPU, and says so otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from openvta.isa import Config, ConfigError
+
+from .errors import ExecutionError, ModelError
+from .execute import execute
+from .feeds import Feed, as_feeds
+from .ir import Device, Graph, RequantMode
+from .serialize import graph_from_json, graph_to_json, read_archive, write_archive
+from .summary import NodeSummary, summarize, summary_text
+
+__all__ = ["CompiledModel", "ModelOutputs", "ModelReport", "KernelReport", "load_model"]
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """One fused group as run: its name, where it ran and its cycles (0 on the CPU)."""
+
+    name: str
+    placement: Device
+    cycles: int = 0
+    utilization: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """Whole-model cycles and one entry per fused group."""
+
+    cycles: int
+    kernels: tuple[KernelReport, ...]
+
+
+@dataclass(frozen=True)
+class ModelOutputs(Mapping[str, np.ndarray]):
+    """Float32 outputs by graph output name, with the run's report."""
+
+    outputs: Mapping[str, np.ndarray]
+    report: ModelReport = field(default_factory=lambda: ModelReport(0, ()))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.outputs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.outputs)
+
+    def __len__(self) -> int:
+        return len(self.outputs)
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledModel:
+    """An int8 model ready to run (see the module docstring)."""
+
+    graph: Graph
+    float_graph: Graph
+    config: Config
+    mode: RequantMode
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.graph.inputs
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self.graph.outputs
+
+    def reference(self, x: Feed) -> dict[str, np.ndarray]:
+        """The integer model on the CPU (numpy only); float32 outputs by name."""
+        return execute(self.graph, as_feeds(self.graph, x))
+
+    def float_reference(self, x: Feed) -> dict[str, np.ndarray]:
+        """The float model through openvta's numpy float kernels; outputs by name."""
+        return execute(self.float_graph, as_feeds(self.float_graph, x))
+
+    def accelerator_groups(self) -> list[int]:
+        """The fused groups placed on the accelerator, in execution order."""
+        return sorted({n.group for n in self.graph.nodes  # type: ignore[misc]
+                       if n.placement is not None and n.placement.device is Device.ACCEL})
+
+    def run(self, x: Feed, backend: str = "functional") -> ModelOutputs:
+        """Run on ``backend``: today, models placed wholly on the CPU.
+
+        Raises
+        ------
+        ExecutionError
+            when a fused group is placed on the accelerator: lowering groups to
+            accelerator programs is not built yet.
+        ValueError
+            for an unknown back end or inputs of the wrong shape or dtype.
+        """
+        from openvta.runtime import backends
+
+        if backend not in backends():
+            raise ValueError(f"backend must be one of {', '.join(backends())}, not {backend!r}")
+        groups = self.accelerator_groups()
+        if groups:
+            first = next(n for n in self.graph.nodes if n.group == groups[0])
+            raise ExecutionError(
+                f"running accelerator kernels is not implemented yet: {len(groups)} fused "
+                f"group(s) are placed on the accelerator (the first holds node {first.label}); "
+                "compile with cpu_ops naming their ops, or use reference()")
+        outputs = self.reference(x)
+        kernels = tuple(KernelReport(f"group {g}", Device.CPU)
+                        for g in sorted({n.group for n in self.graph.nodes}))  # type: ignore[type-var]
+        return ModelOutputs(outputs, ModelReport(0, kernels))
+
+    def nodes(self) -> list[NodeSummary]:
+        """One row per node: op, placement and why, fused group, MACs, bytes."""
+        return summarize(self.graph)
+
+    def summary(self) -> str:
+        """The per-node table (see :meth:`nodes`) under a one-line model header."""
+        return summary_text(self.graph, f"{self.mode.value}, config {self.config.name}")
+
+    def save(self, path: str | Path | BinaryIO) -> None:
+        """Write the model file (plain data, see ``openvta.graph.serialize``)."""
+        int_json, int_arrays = graph_to_json(self.graph, "int")
+        float_json, float_arrays = graph_to_json(self.float_graph, "float")
+        header = {"config": self.config.to_dict(), "mode": self.mode.value,
+                  "graphs": {"int": int_json, "float": float_json}}
+        write_archive(str(path) if isinstance(path, Path) else path, header,
+                      {**int_arrays, **float_arrays})
+
+
+def load_model(path: str | Path | BinaryIO) -> CompiledModel:
+    """Read a model file written by :meth:`CompiledModel.save`.
+
+    Raises
+    ------
+    ModelError
+        one line naming what is wrong with a corrupt or foreign file.
+    """
+    source = str(path) if isinstance(path, Path) else path
+    header, arrays = read_archive(source)
+    what = f"model file {source!r}" if isinstance(source, str) else "model file"
+    try:
+        config = Config.from_dict(header["config"])
+        mode = RequantMode(header["mode"])
+        graphs = header["graphs"]
+        int_graph = graph_from_json(graphs["int"], arrays, f"{what} integer graph")
+        float_graph = graph_from_json(graphs["float"], arrays, f"{what} float graph")
+    except KeyError as exc:
+        raise ModelError(f"{what} header lacks {exc.args[0]!r}") from None
+    except (ConfigError, ValueError, TypeError) as exc:
+        if isinstance(exc, ModelError):
+            raise
+        raise ModelError(f"{what} header is malformed: {exc}") from None
+    return CompiledModel(int_graph, float_graph, config, mode)

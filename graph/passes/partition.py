@@ -1,0 +1,76 @@
+"""Pass: partition — place every node on the accelerator or the CPU, with the reason.
+
+In graph order, each node is placed by:
+
+1. ``cpu_ops``: an op type the user forces to the CPU goes there ("forced");
+2. the registry's ``accel_ok(node, graph, cfg)`` predicate: its answer and reason;
+3. an element-wise or broadcast op the accelerator could run goes there only if one of
+   its inputs comes from a node on the accelerator: alone it would cost a round trip to
+   DRAM for a few ALU instructions, so it stays on the CPU.
+
+Placement never changes the numbers: an accelerator kernel computes exactly its nodes'
+integer references.
+
+Preconditions: a typed graph (the quantized one: on a float graph every predicate says
+no).  Postconditions: every node has a ``Placement``; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+
+from openvta.isa import Config
+
+from ..ir import Device, Graph, Node, Op, Placement
+from ..ops.base import PatternKind
+from ..registry import ONNX_OPS, op_def
+
+__all__ = ["partition", "parse_cpu_ops"]
+
+
+def parse_cpu_ops(cpu_ops: Collection[str | Op]) -> frozenset[Op]:
+    """ONNX op type names (or :class:`Op` members) → the set of ops forced to the CPU.
+
+    Raises
+    ------
+    ValueError
+        for an entry that names no supported op.
+    """
+    if isinstance(cpu_ops, str):
+        raise ValueError(f"cpu_ops must be a collection of op types, not the string {cpu_ops!r}")
+    names = {op.value: op for op in ONNX_OPS}
+    chosen = set()
+    for entry in cpu_ops:
+        if isinstance(entry, Op):
+            chosen.add(entry)
+        elif isinstance(entry, str) and entry in names:
+            chosen.add(names[entry])
+        else:
+            raise ValueError(f"cpu_ops entries must be op types ({', '.join(sorted(names))}), "
+                             f"not {entry!r}")
+    return frozenset(chosen)
+
+
+def _place(node: Node, graph: Graph, cfg: Config, forced: frozenset[Op],
+           placed: dict[str, Placement], producers: dict[str, Node]) -> Placement:
+    if node.op in forced:
+        return Placement(Device.CPU, f"{node.op.value} forced to the CPU by cpu_ops")
+    ok, reason = op_def(node.op).accel_ok(node, graph, cfg)
+    if not ok:
+        return Placement(Device.CPU, reason)
+    if op_def(node.op).kind <= PatternKind.BROADCAST:
+        sources = [producers[v] for v in node.inputs if v in producers]
+        if not any(placed[p.name].device is Device.ACCEL for p in sources):
+            return Placement(Device.CPU, "element-wise op with no accelerator node before it")
+    return Placement(Device.ACCEL, reason)
+
+
+def partition(graph: Graph, cfg: Config, cpu_ops: Collection[str | Op] = ()) -> Graph:
+    """``graph`` with a placement on every node (module docstring)."""
+    forced = parse_cpu_ops(cpu_ops)
+    placed: dict[str, Placement] = {}
+    producers = graph.producers()
+    for node in graph.nodes:
+        placed[node.name] = _place(node, graph, cfg, forced, placed, producers)
+    return graph.replace(nodes=tuple(replace(n, placement=placed[n.name]) for n in graph.nodes))

@@ -1,0 +1,178 @@
+"""Pass: simplify a float graph before quantization.
+
+In order: remove Identity and Dropout (inference-time no-ops); fold constants (a node
+whose inputs are all constants becomes a constant); fold a BatchNormalization into the
+Conv before it (when the Conv's output feeds only it and every parameter is constant);
+put dense layers in one canonical form — a MatMul of a 2-D tensor by a constant matrix
+becomes a Gemm, followed by a constant bias Add it absorbs, and a Gemm with constant
+weights gets ``transB=1`` (weights stored ``(out, in)``, like the accelerator's dense)
+with ``alpha`` and ``beta`` folded into its constants; then drop what nobody reads.
+
+Preconditions: a float graph (no integer-graph ops) with types.
+Postconditions: the same function (up to float rounding of folded constants), no
+Identity or Dropout except one that copies a graph input or constant to an output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import OpError, PassError
+from ..ir import DType, Graph, Node, Op, TensorType
+from ..registry import INTERNAL_OPS, op_def
+from ..rewrite import fresh, prune, rename_values
+from .infer_shapes import infer_shapes
+
+__all__ = ["simplify"]
+
+_PASS = "simplify"
+
+
+def _check_float(graph: Graph) -> None:
+    for node in graph.nodes:
+        if node.op in INTERNAL_OPS or any(graph.types[v].dtype is not DType.FLOAT32
+                                          and v not in graph.constants for v in node.inputs):
+            raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; simplify "
+                                   "runs on the float graph")
+
+
+def _remove_identities(graph: Graph) -> Graph:
+    producers, outputs = graph.producers(), set(graph.outputs)
+    mapping: dict[str, str] = {}
+    kept: list[Node] = []
+    for node in graph.nodes:
+        if node.op not in (Op.IDENTITY, Op.DROPOUT):
+            kept.append(node)
+            continue
+        src, dst = rename_values((node,), mapping)[0].inputs[0], node.outputs[0]
+        if dst not in outputs:
+            mapping[dst] = src
+        elif src in producers and src not in outputs:
+            mapping[src] = dst  # the producer writes the graph output's name directly
+        else:
+            kept.append(node)  # copies a graph input, constant or output: keep the copy
+    return graph.replace(nodes=rename_values(tuple(kept), mapping))
+
+
+def _fold_constants(graph: Graph) -> Graph:
+    constants, types = dict(graph.constants), dict(graph.types)
+    kept: list[Node] = []
+    for node in graph.nodes:
+        if not node.inputs or not all(v in constants for v in node.inputs):
+            kept.append(node)
+            continue
+        try:
+            kernel = op_def(node.op).kernel(types[node.inputs[0]].dtype)
+            value = kernel([constants[v] for v in node.inputs], node.attrs)
+        except OpError as exc:
+            raise PassError(_PASS, f"node {node.label} cannot be folded: {exc}") from None
+        constants[node.outputs[0]] = value
+        types[node.outputs[0]] = TensorType(value.shape, DType.of(value.dtype))
+    return graph.replace(nodes=tuple(kept), constants=constants, types=types)
+
+
+def _batch_norm_source(graph: Graph, bn: Node) -> Node | None:
+    """The Conv ``bn`` can be folded into, if any."""
+    conv = graph.producers().get(bn.inputs[0])
+    if conv is None or conv.op is not Op.CONV or bn.inputs[0] in graph.outputs:
+        return None
+    if [n.name for n in graph.consumers()[bn.inputs[0]]] != [bn.name]:
+        return None
+    if not all(v in graph.constants for v in conv.inputs[1:] + bn.inputs[1:]):
+        return None
+    return conv
+
+
+def _fold_batch_norms(graph: Graph) -> Graph:
+    constants, used = dict(graph.constants), graph.names()
+    replaced: dict[str, Node] = {}
+    removed: set[str] = set()
+    for bn in (n for n in graph.nodes if n.op is Op.BATCH_NORM):
+        conv = _batch_norm_source(graph, bn)
+        if conv is None:
+            continue
+        scale, beta, mean, var = (constants[v].astype(np.float64) for v in bn.inputs[1:])
+        gain = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))  # type: ignore[arg-type]
+        weight = constants[conv.inputs[1]].astype(np.float64)
+        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 \
+            else np.zeros(weight.shape[0])
+        names = [fresh(f"{conv.name}.weight", used), ""]
+        used.add(names[0])
+        names[1] = fresh(f"{conv.name}.bias", used)
+        used.add(names[1])
+        constants[names[0]] = (weight * gain.reshape(-1, 1, 1, 1)).astype(np.float32)
+        constants[names[1]] = ((bias - mean) * gain + beta).astype(np.float32)
+        replaced[conv.name] = replace(conv, inputs=(conv.inputs[0], *names),
+                                      outputs=bn.outputs)
+        removed.add(bn.name)
+    nodes = tuple(replaced.get(n.name, n) for n in graph.nodes if n.name not in removed)
+    return graph.replace(nodes=nodes, constants=constants)
+
+
+def _gemm_form(graph: Graph, node: Node, constants: dict[str, np.ndarray],
+               used: set[str]) -> Node:
+    """``node`` (MatMul or Gemm with constant 2-D weights) as Gemm with ``transB=1``."""
+    weight = constants[node.inputs[1]].astype(np.float64)
+    attrs = dict(node.attrs)
+    if node.op is Op.GEMM and not attrs.get("transB", 0):
+        weight = weight.T
+    elif node.op is Op.MATMUL:
+        weight = weight.T
+    weight = weight * float(attrs.pop("alpha", 1.0))  # type: ignore[arg-type]
+    inputs = [node.inputs[0], fresh(f"{node.name}.weight", used)]
+    used.add(inputs[1])
+    constants[inputs[1]] = weight.astype(np.float32)
+    if len(node.inputs) > 2 and node.inputs[2] in constants:
+        bias = constants[node.inputs[2]] * float(attrs.pop("beta", 1.0))  # type: ignore[arg-type]
+        if bias.size == weight.shape[0] and bias.ndim <= 2:
+            bias = bias.reshape(-1)
+        inputs.append(fresh(f"{node.name}.bias", used))
+        used.add(inputs[2])
+        constants[inputs[2]] = bias.astype(np.float32)
+    elif len(node.inputs) > 2:
+        inputs.append(node.inputs[2])
+    attrs["transB"] = 1
+    return replace(node, op=Op.GEMM, inputs=tuple(inputs), attrs=attrs)  # type: ignore[arg-type]
+
+
+def _bias_add(graph: Graph, node: Node) -> tuple[Node, str] | None:
+    """The Add of a constant ``(out,)`` bias right after MatMul ``node``, and the bias name."""
+    users = graph.consumers().get(node.outputs[0], [])
+    if len(users) != 1 or users[0].op is not Op.ADD or node.outputs[0] in graph.outputs:
+        return None
+    add = users[0]
+    other = add.inputs[1] if add.inputs[0] == node.outputs[0] else add.inputs[0]
+    out_features = graph.types[node.outputs[0]].shape[-1]
+    if other not in graph.constants or graph.constants[other].shape not in ((out_features,),
+                                                                            (1, out_features)):
+        return None
+    return add, other
+
+
+def _canonical_dense(graph: Graph) -> Graph:
+    constants, used = dict(graph.constants), graph.names()
+    nodes: dict[str, Node] = {n.name: n for n in graph.nodes}
+    for node in graph.nodes:
+        if node.op not in (Op.MATMUL, Op.GEMM) or node.inputs[1] not in constants \
+                or graph.types[node.inputs[0]].ndim != 2 or constants[node.inputs[1]].ndim != 2:
+            continue
+        if node.op is Op.MATMUL:
+            found = _bias_add(graph, node)
+            if found is not None:
+                add, bias = found
+                node = replace(node, inputs=(*node.inputs, bias), outputs=add.outputs)
+                del nodes[add.name]
+        nodes[node.name] = _gemm_form(graph, node, constants, used)
+    return graph.replace(nodes=tuple(nodes.values()), constants=constants)
+
+
+def simplify(graph: Graph) -> Graph:
+    """The simplified graph (see the module docstring)."""
+    _check_float(graph)
+    graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
+    graph = _fold_constants(graph)  # all-constant nodes → constants
+    graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
+    graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
+    return infer_shapes(prune(graph))

@@ -1,0 +1,120 @@
+"""The graph pipeline: a float model in, a compiled int8 model out, one pass per line.
+
+Read :data:`PASSES` top to bottom: each entry is one pass, a pure function of the graph
+and the :class:`CompileOptions`, and the graph is verified after every one of them.
+``compile_model`` is the user's entry point (``openvta.compile_model`` will forward to
+it): a path, an ``onnx.ModelProto`` or a :class:`Graph`, and calibration samples.
+
+Not yet here: layout packing at region edges and lowering the accelerator groups
+through the compiler's operator registry (issue [2/5], next step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openvta.isa import Config, preset
+
+from .errors import GraphError, PassError
+from .feeds import Feed, calibration_batches
+from .frontends.onnx import import_onnx
+from .ir import Graph, Op, RequantMode
+from .model import CompiledModel
+from .passes.calibrate import calibrate
+from .passes.fuse import fuse
+from .passes.infer_shapes import infer_shapes
+from .passes.partition import parse_cpu_ops, partition
+from .passes.plan_memory import plan_memory
+from .passes.quantize import quantize
+from .passes.simplify import simplify
+
+__all__ = ["CompileOptions", "PASSES", "run_pipeline", "compile_model", "FLOAT_STAGE"]
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What the passes are configured with (no global state)."""
+
+    cfg: Config
+    mode: RequantMode
+    cpu_ops: frozenset[Op]
+    calibration: tuple[Mapping[str, np.ndarray], ...]
+
+
+Pass = Callable[[Graph, CompileOptions], Graph]
+
+PASSES: list[tuple[str, Pass]] = [
+    ("infer shapes", lambda g, o: infer_shapes(g)),  # every value typed from the inputs
+    ("simplify", lambda g, o: simplify(g)),  # no Identity/Dropout, BN folded, constants folded
+    ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode)),  # int8 scale per activation
+    ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
+    ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops)),  # accel or CPU, and why
+    ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
+    ("plan memory", lambda g, o: plan_memory(g, alignment=o.cfg.max_elem_bytes)),  # one arena
+]
+FLOAT_STAGE = "simplify"  # the float model the integer one is quantized from
+
+
+def run_pipeline(graph: Graph, options: CompileOptions) -> dict[str, Graph]:
+    """Every pass in order, verifying between them; the graph after each pass, by name."""
+    stages = {}
+    for name, step in PASSES:
+        graph = step(graph, options)
+        try:
+            graph.verify()
+        except GraphError as exc:
+            raise PassError(name, f"left an invalid graph: {exc}") from None
+        stages[name] = graph
+    return stages
+
+
+def _mode(quantize: str | RequantMode) -> RequantMode:
+    if isinstance(quantize, RequantMode):
+        return quantize
+    try:
+        return RequantMode(quantize)
+    except ValueError:
+        raise ValueError(f"quantize must be one of {', '.join(m.value for m in RequantMode)}, "
+                         f"not {quantize!r}") from None
+
+
+def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarray]], *,
+                  config: str | Config = "default", quantize: str | RequantMode = "fixed",
+                  cpu_ops: Collection[str | Op] = ()) -> CompiledModel:
+    """Import, quantize, partition, fuse and plan a float model.
+
+    Parameters
+    ----------
+    model :
+        a path to an ONNX file, an ``onnx.ModelProto`` (float32, opset 13 or newer) or a
+        :class:`Graph`.
+    calibration :
+        for a single-input model an array holding a batch of samples (any batch size), or
+        a mapping ``{input_name: array}``, or an iterable of such mappings.
+    config :
+        the accelerator configuration (a preset name or a ``Config``).
+    quantize :
+        ``"fixed"`` (a 15-bit multiplier and rounding shifts) or ``"pow2"`` (shifts only).
+    cpu_ops :
+        op types (``"Conv"``, ``"Gemm"``, …) forced to the CPU.
+
+    Raises
+    ------
+    ModelError
+        for a model that cannot be imported.
+    ValueError
+        for bad options or calibration data of the wrong shape or dtype.
+    PassError
+        for a pass that cannot do its work, naming the pass and the node.
+    """
+    cfg = config if isinstance(config, Config) else preset(config)
+    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), ())
+    graph = model if isinstance(model, Graph) else import_onnx(model)
+    options = CompileOptions(cfg, options.mode, options.cpu_ops,
+                             tuple(calibration_batches(graph, calibration)))
+    stages = run_pipeline(graph, options)
+    return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)

@@ -1,0 +1,136 @@
+"""Quantization arithmetic: scales, weight quantization, requantization parameters.
+
+Activations are int8, symmetric, one scale per tensor: ``scale = range / 127``.
+Weights are int8 in [-127, 127], one scale per output channel.  Biases are int32 in the
+accumulator's scale (``input scale × weight scale``).  Requantization turns an int32
+accumulator into the next tensor's scale with the integer steps of
+``openvta.graph.ops.quant.requantize``:
+
+- ``pow2``: every scale is a power of two, so each channel's multiplier
+  ``M = s_in · s_w / s_out`` is ``2**-k`` and requantization is a rounding shift by
+  ``k`` (VTA's scheme; a negative ``k`` shifts left).
+- ``fixed``: ``M ≈ m · 2**-(pre + post)`` with a 15-bit multiplier ``m < 2**15``.  The
+  pre-shift makes ``|acc >> pre| ≤ 2**16`` for every accumulator the weights allow
+  (``bound = 128 · Σ|w| + |bias|``), so ``x · m`` stays below ``2**31``: no step
+  overflows int32.  ``m`` fits the ALU's 16-bit signed immediate when per tensor.  The
+  quantize pass adds ``2**(pre-1)`` to the int32 bias, so the pre-shift rounds to
+  nearest too.
+
+Examples
+--------
+>>> fixed_requant(np.array([0.001]), bound=100_000)
+Requant(pre_shift=1, multiplier=(16777,), post_shift=(23,))
+>>> pow2_requant(np.array([0.25, 2.0]), bound=1000)
+Requant(pre_shift=0, multiplier=(1,), post_shift=(2, -1))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir import RequantMode
+
+__all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
+           "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for"]
+
+MULTIPLIER_BITS = 15  # m < 2**15: a 16-bit signed ALU immediate
+X_BITS = 16  # |acc >> pre| <= 2**16, so |x * m| < 2**31
+MAX_SHIFT = 31  # the ALU's SHR amount is a 6-bit signed value
+_TINY_RANGE = 1e-6
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Integer requantization parameters (``openvta.graph.ops.quant.requantize``)."""
+
+    pre_shift: int
+    multiplier: tuple[int, ...]
+    post_shift: tuple[int, ...]
+
+
+def choose_scale(value_range: float, mode: RequantMode) -> float:
+    """The int8 scale covering ``[-value_range, value_range]`` (a power of two for pow2).
+
+    >>> choose_scale(12.7, RequantMode.FIXED), choose_scale(12.7, RequantMode.POW2)
+    (0.09999999999999999, 0.125)
+    """
+    scale = max(float(value_range), _TINY_RANGE) / 127.0
+    if mode is RequantMode.POW2:
+        return 2.0 ** math.ceil(math.log2(scale))
+    return scale
+
+
+def quantize_weights(weight: np.ndarray, axis: int,
+                     mode: RequantMode) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights in [-127, 127] and their float64 scales, one per index of ``axis``."""
+    moved = np.moveaxis(weight.astype(np.float64), axis, 0)
+    peaks = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1)
+    scales = np.array([choose_scale(p, mode) for p in peaks])
+    shape = [1] * weight.ndim
+    shape[axis] = len(scales)
+    q = np.clip(np.rint(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales
+
+
+def pre_shift_for(bound: int) -> int:
+    """The smallest pre-shift with ``|acc + 2**(pre-1)| >> pre <= 2**X_BITS`` for ``|acc| <= bound``."""
+    pre = max(0, int(bound).bit_length() - X_BITS)
+    while bound + ((1 << pre) >> 1) >= 1 << (X_BITS + pre):
+        pre += 1
+    return pre
+
+
+def fixed_requant(multipliers: np.ndarray, bound: int) -> Requant:
+    """Per-channel 15-bit multipliers with per-tensor shifts (module docstring).
+
+    Raises
+    ------
+    ValueError
+        if a multiplier is too large for the ALU (``M`` of 2**15 or more after the shift).
+    """
+    multipliers = np.asarray(multipliers, dtype=np.float64)
+    pre = pre_shift_for(bound)
+    peak = float(multipliers.max())
+    if peak <= 0:
+        return Requant(pre, (0,) * len(multipliers), (0,))
+    total = math.floor(math.log2((2 ** MULTIPLIER_BITS - 1) / peak))
+    while round(peak * 2.0 ** total) >= 2 ** MULTIPLIER_BITS:
+        total -= 1
+    total = min(total, pre + MAX_SHIFT)
+    if total < pre:
+        raise ValueError(f"requantization multiplier must be below {2.0 ** (total - pre):.3g} "
+                         f"after a pre-shift of {pre}, not {peak:.6g}")
+    m = tuple(int(v) for v in np.rint(multipliers * 2.0 ** total))
+    return Requant(pre, m, (total - pre,))
+
+
+def pow2_requant(multipliers: np.ndarray, bound: int) -> Requant:
+    """One rounding shift per channel for power-of-two multipliers (module docstring).
+
+    Raises
+    ------
+    ValueError
+        if a multiplier is not a power of two, or a left shift could overflow int32.
+    """
+    exponents = np.log2(np.asarray(multipliers, dtype=np.float64))
+    shifts = -np.rint(exponents)
+    if not np.allclose(exponents, -shifts, atol=1e-9):
+        raise ValueError(f"pow2 multipliers must be powers of two, not {multipliers.tolist()!r}")
+    shifts = np.minimum(shifts, MAX_SHIFT).astype(np.int64)
+    left = int(-shifts.min())
+    if left > 0 and bound << left >= 2 ** 31:
+        raise ValueError(f"a left shift by {left} of accumulators up to {bound} must fit "
+                         "int32, and does not")
+    return Requant(0, (1,), tuple(int(s) for s in shifts))
+
+
+def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Requant:
+    """The requantization of ``mode`` for real ``multipliers`` and accumulators up to ``bound``."""
+    if bound >= 2 ** 31:
+        raise ValueError(f"accumulators up to {bound} must fit int32, and may not")
+    if mode is RequantMode.POW2:
+        return pow2_requant(multipliers, bound)
+    return fixed_requant(multipliers, bound)

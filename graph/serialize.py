@@ -1,0 +1,165 @@
+"""Graphs as plain data: a JSON header and numpy arrays, for the ``.ovta`` model file.
+
+The file is an npz archive (read with ``allow_pickle=False``: opening a model someone
+sent you never runs code) holding
+
+- ``format``: the string ``openvta-model/1``;
+- ``header``: JSON — ``{"config": {...}, "mode": "fixed", "graphs": {"float": G, "int": G}}``
+  where each graph ``G`` lists its inputs, outputs, nodes (op, inputs, outputs,
+  attributes, placement, group), value types and memory plan, and names the array entry
+  of each constant;
+- one array entry per constant, ``<graph>.c<index>``.
+
+Anything else — not an npz, another format string, malformed JSON, a missing array, a
+graph that does not verify — is a one-line :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .errors import GraphError, ModelError
+from .ir import (Attrs, AttrValue, Device, DType, Graph, MemoryPlan, Node, Op, Placement,
+                 QuantParams, RequantMode, TensorType)
+
+__all__ = ["MODEL_FORMAT", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
+
+MODEL_FORMAT = "openvta-model/1"
+_ENUMS: dict[str, type[DType] | type[RequantMode]] = {"dtype": DType, "requant_mode": RequantMode}
+
+
+def _attr_json(value: AttrValue) -> object:
+    if isinstance(value, DType):
+        return {"dtype": value.value}
+    if isinstance(value, RequantMode):
+        return {"requant_mode": value.value}
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _attr_value(value: object) -> object:
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, text),) = value.items()
+        if kind in _ENUMS:
+            return _ENUMS[kind](text)
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, (int, float, str)):
+        return value
+    raise ModelError(f"attribute value must be a number, string, list or enum, not {value!r}")
+
+
+def _type_json(t: TensorType) -> dict[str, object]:
+    quant = None if t.quant is None else {"scale": list(t.quant.scale),
+                                          "zero_point": t.quant.zero_point, "axis": t.quant.axis}
+    return {"shape": list(t.shape), "dtype": t.dtype.value, "quant": quant}
+
+
+def _type_value(data: Mapping[str, Any]) -> TensorType:
+    q = data["quant"]
+    quant = None if q is None else QuantParams(tuple(q["scale"]), q["zero_point"], q["axis"])
+    return TensorType(tuple(data["shape"]), DType(data["dtype"]), quant)
+
+
+def _node_json(node: Node) -> dict[str, object]:
+    placement = None if node.placement is None else {"device": node.placement.device.value,
+                                                     "reason": node.placement.reason}
+    return {"name": node.name, "op": node.op.value, "inputs": list(node.inputs),
+            "outputs": list(node.outputs), "attrs": {k: _attr_json(v) for k, v in node.attrs.items()},
+            "placement": placement, "group": node.group}
+
+
+def _node_value(data: Mapping[str, Any]) -> Node:
+    p = data["placement"]
+    placement = None if p is None else Placement(Device(p["device"]), str(p["reason"]))
+    attrs = Attrs({k: _attr_value(v) for k, v in data["attrs"].items()})
+    return Node(data["name"], Op(data["op"]), tuple(data["inputs"]), tuple(data["outputs"]), attrs,
+                placement, data["group"])
+
+
+def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[str, np.ndarray]]:
+    """The JSON description of ``graph`` and its constants as ``<prefix>.c<i>`` arrays."""
+    keys = {name: f"{prefix}.c{index}" for index, name in enumerate(graph.constants)}
+    memory = None
+    if graph.memory is not None:
+        m = graph.memory
+        memory = {"offsets": dict(m.offsets), "sizes": dict(m.sizes), "arena_bytes": m.arena_bytes,
+                  "no_reuse_bytes": m.no_reuse_bytes, "batch": m.batch, "alignment": m.alignment}
+    data: dict[str, object] = {"name": graph.name, "inputs": list(graph.inputs),
+                                 "outputs": list(graph.outputs),
+                                 "nodes": [_node_json(n) for n in graph.nodes], "constants": keys,
+                                 "types": {k: _type_json(t) for k, t in graph.types.items()},
+                                 "memory": memory}
+    return data, {keys[name]: np.asarray(array) for name, array in graph.constants.items()}
+
+
+def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], what: str) -> Graph:
+    """The graph described by ``data`` (one-line :class:`ModelError` if it is malformed)."""
+    try:
+        constants = {name: arrays[key] for name, key in data["constants"].items()}
+        memory = None if data["memory"] is None else MemoryPlan(**data["memory"])
+        graph = Graph(str(data["name"]), tuple(data["inputs"]), tuple(data["outputs"]),
+                      tuple(_node_value(n) for n in data["nodes"]), constants,
+                      {k: _type_value(t) for k, t in data["types"].items()}, memory)
+    except KeyError as exc:
+        raise ModelError(f"{what} lacks the entry {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(f"{what} is malformed: {_first_line(exc)}") from None
+    try:
+        return graph.verify()
+    except GraphError as exc:
+        raise ModelError(f"{what} holds an invalid graph: {exc}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def write_archive(path: str | BinaryIO, header: Mapping[str, object],
+                  arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``format``, the JSON ``header`` and ``arrays`` to exactly ``path``."""
+    entries = {"format": np.array(MODEL_FORMAT), "header": np.array(json.dumps(header)),
+               **arrays}
+    if isinstance(path, str):
+        with open(path, "wb") as handle:
+            np.savez(handle, **entries)  # type: ignore[arg-type]
+    else:
+        np.savez(path, **entries)  # type: ignore[arg-type]
+
+
+def read_archive(path: str | BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The JSON header and the arrays of a model file (one-line :class:`ModelError` if not one)."""
+    what = f"model file {path!r}" if isinstance(path, str) else "model file"
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ModelError(f"{what} is not an openvta model (a single numpy array)")
+        with archive:
+            entries = {key: archive[key] for key in archive.files}
+    except ModelError:
+        raise
+    except FileNotFoundError:
+        raise ModelError(f"{what} does not exist") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise ModelError(f"{what} is not an openvta model (not a readable npz archive: "
+                         f"{_first_line(exc)})") from None
+    found = entries.pop("format", None)
+    if found is None or found.ndim != 0 or str(found) != MODEL_FORMAT:
+        shown = None if found is None else str(found)
+        raise ModelError(f"{what} format must be {MODEL_FORMAT!r}, not {shown!r}")
+    try:
+        header = json.loads(str(entries.pop("header")))
+    except KeyError:
+        raise ModelError(f"{what} lacks its header") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{what} header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ModelError(f"{what} header must be a JSON object, not {type(header).__name__}")
+    return header, entries

@@ -1,0 +1,83 @@
+"""A per-node table of a compiled graph: op, placement and why, fused group, MACs, bytes.
+
+Sizes and MACs are per image (the symbolic batch set to 1).
+
+Examples
+--------
+>>> from openvta.graph.ir import DType, Graph, Node, Op, TensorType
+>>> t = TensorType(("N", 4), DType.FLOAT32)
+>>> g = Graph("g", ("x",), ("y",), (Node("r", Op.RELU, ("x",), ("y",)),), {}, {"x": t, "y": t})
+>>> print(summary_text(g, "float"))
+model g (float): 1 nodes in 0 fused groups, 0 on the accelerator; 0 MACs per image
+group  node  op    placement  MACs  out B  param B  reason
+    -  r     Relu  -             0     16        0  -
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import Device, Graph
+from .registry import op_def
+
+__all__ = ["NodeSummary", "summarize", "summary_text"]
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    """One row of the summary."""
+
+    name: str
+    op: str
+    device: Device | None
+    reason: str
+    group: int | None
+    macs: int
+    out_bytes: int
+    param_bytes: int
+
+
+def summarize(graph: Graph) -> list[NodeSummary]:
+    """One :class:`NodeSummary` per node, in graph order."""
+    rows = []
+    for node in graph.nodes:
+        inputs = [graph.types[v] for v in node.inputs]
+        output = graph.types[node.outputs[0]]
+        macs = op_def(node.op).macs(inputs, output, node.attrs)
+        params = sum(graph.types[v].nbytes() for v in node.inputs if v in graph.constants)
+        placement = node.placement
+        rows.append(NodeSummary(node.name, node.op.value,
+                                placement.device if placement else None,
+                                placement.reason if placement else "-", node.group, macs,
+                                output.nbytes(), params))
+    return rows
+
+
+def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
+    groups = {r.group for r in rows if r.group is not None}
+    accel = {r.group for r in rows if r.device is Device.ACCEL}
+    lines = [f"model {graph.name} ({detail}): {len(rows)} nodes in {len(groups)} fused groups, "
+             f"{len(accel)} on the accelerator; {sum(r.macs for r in rows):,} MACs per image"]
+    if graph.memory is not None:
+        m = graph.memory
+        lines.append(f"arena {m.arena_bytes:,} bytes with reuse, {m.no_reuse_bytes:,} without "
+                     f"({len(m.sizes)} tensors, batch {m.batch}, {m.alignment}-byte aligned)")
+    return lines
+
+
+def summary_text(graph: Graph, detail: str) -> str:
+    """The summary as text: a header, then one aligned row per node."""
+    rows = summarize(graph)
+    table = [("group", "node", "op", "placement", "MACs", "out B", "param B", "reason")]
+    for r in rows:
+        table.append(("-" if r.group is None else str(r.group), r.name, r.op,
+                      r.device.value if r.device else "-", f"{r.macs:,}", f"{r.out_bytes:,}",
+                      f"{r.param_bytes:,}", r.reason))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {0, 4, 5, 6}
+    lines = _header(graph, rows, detail)
+    for row in table:
+        cells = [cell.rjust(w) if i in right else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
