@@ -101,8 +101,9 @@ def fixed_requant(multipliers: np.ndarray, bound: int) -> Requant:
         total -= 1
     total = min(total, pre + MAX_SHIFT)
     if total < pre:
-        raise ValueError(f"requantization multiplier must be below {2.0 ** (total - pre):.3g} "
-                         f"after a pre-shift of {pre}, not {peak:.6g}")
+        limit = (2 ** MULTIPLIER_BITS - 1) / 2 ** pre
+        raise ValueError(f"requantization multiplier must be below {limit:.3g} after a "
+                         f"pre-shift of {pre}, not {peak:.6g}")
     m = tuple(int(v) for v in np.rint(multipliers * 2.0 ** total))
     return Requant(pre, m, (total - pre,))
 

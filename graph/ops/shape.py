@@ -43,7 +43,7 @@ def _flatten(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = inputs[0]
     axis = int_attr(attrs, "axis", 1)
     axis = axis if axis >= 0 else axis + x.ndim
-    return x.reshape(math.prod(x.shape[:axis]), -1).copy()
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:])).copy()
 
 
 def reshape_target(shape: tuple[Dim, ...], target: tuple[int, ...]) -> tuple[Dim, ...]:

@@ -32,8 +32,8 @@ _PASS = "simplify"
 
 def _check_float(graph: Graph) -> None:
     for node in graph.nodes:
-        if node.op in INTERNAL_OPS or any(graph.types[v].dtype is not DType.FLOAT32
-                                          and v not in graph.constants for v in node.inputs):
+        if node.op in INTERNAL_OPS or any(v not in graph.constants and graph.types[v].dtype
+                                          is not DType.FLOAT32 for v in node.inputs):
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; simplify "
                                    "runs on the float graph")
 
@@ -64,7 +64,7 @@ def _fold_constants(graph: Graph) -> Graph:
             kept.append(node)
             continue
         try:
-            kernel = op_def(node.op).kernel(types[node.inputs[0]].dtype)
+            kernel = op_def(node.op).kernel(DType.of(constants[node.inputs[0]].dtype))
             value = kernel([constants[v] for v in node.inputs], node.attrs)
         except OpError as exc:
             raise PassError(_PASS, f"node {node.label} cannot be folded: {exc}") from None

@@ -1,0 +1,175 @@
+"""compile_model and CompiledModel: options, input checks, run, summary, the .ovta file."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+from graphs import conv_relu_graph
+from onnx import helper
+from onnx_models import make_model
+
+from openvta.graph.errors import ExecutionError, ModelError
+from openvta.graph.ir import Device, RequantMode
+from openvta.graph.model import CompiledModel, load_model
+from openvta.graph.pipeline import PASSES, compile_model
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((6, 16, 6, 6)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def model() -> CompiledModel:
+    return compile_model(conv_relu_graph(), X, config="default", quantize="pow2")
+
+
+def _bytes(model: CompiledModel) -> bytes:
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return buffer.getvalue()
+
+
+def test_compile_model_runs_every_pass(model: CompiledModel) -> None:
+    assert [name for name, _ in PASSES] == ["infer shapes", "simplify", "calibrate", "quantize",
+                                            "partition", "fuse", "plan memory"]
+    assert model.mode is RequantMode.POW2 and model.config.name == "default"
+    assert model.graph.memory is not None and all(n.group is not None for n in model.graph.nodes)
+    out = model.reference(X[:3])
+    assert set(out) == {"y"} and out["y"].shape == (3, 4) and out["y"].dtype == np.float32
+    ref = model.float_reference(X[:3])["y"]
+    assert np.abs(out["y"] - ref).max() < 0.05 * np.abs(ref).max()
+
+
+def test_an_onnx_model_and_feeds_from_an_iterable() -> None:
+    node = helper.make_node("Relu", ["x"], ["y"])
+    batches = [np.array([[-4.0, 1.0, 0.0]]), np.array([[0.5, 2.5, -1.0]])]
+    m = compile_model(make_model([node], {"x": ["N", 3]}, ["y"]), ({"x": b} for b in batches))
+    x = np.array([[-1.0, 0.5, 2.0]], np.float64)  # float64 is accepted
+    scale = 2.5 / 127  # the input is read only by a ReLU: its positive range
+    np.testing.assert_allclose(m.reference({"x": x})["y"], [[0.0, 0.5, 2.0]], atol=scale / 2)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"quantize": "int4"}, r"^quantize must be one of pow2, fixed, not 'int4'$"),
+    ({"cpu_ops": ["Lstm"]}, r"^cpu_ops entries must be op types \(.*\), not 'Lstm'$"),
+    ({"calibration": X[:, :3]}, r"^input 'x' must have shape \(N, 16, 6, 6\), not \(6, 3, 6, 6\)$"),
+    ({"calibration": X.astype(np.int32)}, r"^input 'x' must hold floating-point values, not int32$"),
+    ({"calibration": X[:0]}, r"^calibration must hold at least one sample, not none$"),
+    ({"calibration": {"z": X}}, r"^calibration names must be the model's inputs \(x\), not 'z'$"),
+    ({"calibration": [X]}, r"^calibration must be an array or an iterable of mappings of input "
+                           r"name to array, not an iterable of ndarray$"),
+    ({"calibration": 3}, r"^calibration must be an array or an iterable of mappings of input "
+                         r"name to array, not int$"),
+    ({"config": "huge"}, r"."),
+])
+def test_compile_model_errors(kwargs: dict, message: str) -> None:
+    kwargs = {"calibration": X, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        compile_model(conv_relu_graph(), **kwargs)
+
+
+def test_inputs_are_checked_at_run_and_reference(model: CompiledModel) -> None:
+    with pytest.raises(ValueError, match=r"^input 'x' must have shape \(N, 16, 6, 6\), not "
+                                         r"\(16, 6, 6\)$"):
+        model.reference(X[0])
+    with pytest.raises(ValueError, match=r"^input must give every model input; 'x' is missing$"):
+        model.float_reference({})
+
+
+def test_run_is_for_cpu_placements_today(model: CompiledModel) -> None:
+    assert model.accelerator_groups()
+    with pytest.raises(ExecutionError, match=r"^running accelerator kernels is not implemented "
+                                             r"yet: 2 fused group\(s\) are placed on the "
+                                             r"accelerator \(the first holds node 'conv' \(Conv\)\); "
+                                             r"compile with cpu_ops naming their ops, or use "
+                                             r"reference\(\)$"):
+        model.run(X)
+    with pytest.raises(ValueError, match=r"^backend must be one of .*functional.*, not 'gpu'$"):
+        model.run(X, backend="gpu")
+    cpu = compile_model(conv_relu_graph(), X, cpu_ops=["Conv", "Gemm"])
+    out = cpu.run(X, backend="cycle")
+    assert np.array_equal(out["y"], cpu.reference(X)["y"])
+    assert out.report.cycles == 0 and {k.placement for k in out.report.kernels} == {Device.CPU}
+
+
+def test_summary_lists_every_node(model: CompiledModel) -> None:
+    text = model.summary()
+    lines = text.splitlines()
+    assert lines[0] == ("model conv_relu (pow2, config default): 8 nodes in 5 fused groups, "
+                        "2 on the accelerator; 85,248 MACs per image")
+    assert lines[1].startswith("arena ") and lines[2].split() == [
+        "group", "node", "op", "placement", "MACs", "out", "B", "param", "B", "reason"]
+    conv = next(line for line in lines if " conv " in line)
+    assert conv.split()[:7] == ["1", "conv", "Conv", "accel", "82,944", "2,304", "2,368"]
+    assert [r.name for r in model.nodes()] == [n.name for n in model.graph.nodes]
+
+
+def test_the_model_file_round_trips(model: CompiledModel, tmp_path) -> None:
+    path = tmp_path / "m.ovta"
+    model.save(path)
+    loaded = load_model(path)
+    assert loaded.mode is model.mode and loaded.config == model.config
+    assert loaded.graph.dump() == model.graph.dump()
+    assert loaded.float_graph.dump() == model.float_graph.dump()
+    assert loaded.graph.memory == model.graph.memory
+    assert np.array_equal(loaded.reference(X)["y"], model.reference(X)["y"])
+    with zipfile.ZipFile(path) as archive:  # plain data: no pickled objects anywhere
+        assert all(name.endswith(".npy") for name in archive.namelist())
+
+
+def _rewrite(data: bytes, change) -> bytes:
+    entries = dict(np.load(io.BytesIO(data), allow_pickle=False))
+    change(entries)
+    out = io.BytesIO()
+    np.savez(out, **entries)
+    return out.getvalue()
+
+
+def _header(entries: dict, edit) -> None:
+    header = json.loads(str(entries["header"]))
+    edit(header)
+    entries["header"] = np.array(json.dumps(header))
+
+
+@pytest.mark.parametrize(("corrupt", "message"), [
+    (lambda d: d[: len(d) // 2], r"^model file '.*' is not an openvta model \(not a readable npz "
+                                 r"archive: .*\)$"),
+    (lambda d: b"hello", r"^model file '.*' is not an openvta model \(not a readable npz archive"),
+    (lambda d: _rewrite(d, lambda e: e.update(format=np.array("openvta-program/1"))),
+     r"^model file '.*' format must be 'openvta-model/1', not 'openvta-program/1'$"),
+    (lambda d: _rewrite(d, lambda e: e.pop("format")),
+     r"^model file '.*' format must be 'openvta-model/1', not None$"),
+    (lambda d: _rewrite(d, lambda e: e.update(header=np.array("{not json"))),
+     r"^model file '.*' header is not valid JSON: .*$"),
+    (lambda d: _rewrite(d, lambda e: e.pop("int.c0")),
+     r"^model file '.*' integer graph lacks the entry 'int\.c0'$"),
+    (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h.pop("mode"))),
+     r"^model file '.*' header lacks 'mode'$"),
+    (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h["graphs"]["int"]["nodes"].reverse())),
+     r"^model file '.*' integer graph holds an invalid graph: node .* reads .* before it is "
+     r"defined$"),
+    (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h["graphs"]["int"]["nodes"][1].update(
+        op="Lstm"))), r"^model file '.*' integer graph is malformed: 'Lstm' is not a valid Op$"),
+    (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h["config"].update(LOG_BATCH=99))),
+     r"^model file '.*' header is malformed: .*$"),
+])
+def test_a_corrupt_or_foreign_model_file_is_a_one_line_error(model: CompiledModel, tmp_path,
+                                                              corrupt, message: str) -> None:
+    path = tmp_path / "bad.ovta"
+    path.write_bytes(corrupt(_bytes(model)))
+    with pytest.raises(ModelError, match=message) as info:
+        load_model(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_program_file_or_a_single_array_is_not_a_model(tmp_path) -> None:
+    single = tmp_path / "one.npy"
+    np.save(single, np.zeros(3))
+    with pytest.raises(ModelError, match=r"^model file '.*one\.npy' is not an openvta model "
+                                         r"\(a single numpy array\)$"):
+        load_model(single)
+    with pytest.raises(ModelError, match=r"^model file '.*nothing\.ovta' does not exist$"):
+        load_model(tmp_path / "nothing.ovta")

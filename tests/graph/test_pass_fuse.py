@@ -1,0 +1,100 @@
+"""fuse: groups decided by pattern kinds, residual adds, demotion, ordering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphs import build, conv_relu_graph, node, residual_graph
+
+from openvta.graph.errors import PassError
+from openvta.graph.ir import Device, Graph, Op, RequantMode
+from openvta.graph.ops.base import PatternKind as K
+from openvta.graph.passes.calibrate import calibrate
+from openvta.graph.passes.fuse import fusable, fuse
+from openvta.graph.passes.partition import partition
+from openvta.graph.passes.quantize import quantize
+from openvta.graph.registry import op_def
+from openvta.isa import preset
+
+CFG = preset("default")
+
+
+def _compiled(g: Graph, shape: tuple[int, ...], cpu_ops: tuple[str, ...] = ()) -> Graph:
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    q = quantize(calibrate(g, [{"x": x}], RequantMode.FIXED), RequantMode.FIXED)
+    return fuse(partition(q, CFG, cpu_ops)).verify()
+
+
+def _groups(g: Graph) -> list[list[str]]:
+    groups: dict[int, list[str]] = {}
+    for n in g.nodes:
+        groups.setdefault(n.group, []).append(n.name)  # type: ignore[arg-type]
+    return [groups[k] for k in sorted(groups)]
+
+
+def _check_invariants(g: Graph) -> None:
+    seen: list[int] = []
+    for n in g.nodes:
+        if not seen or seen[-1] != n.group:
+            assert n.group not in seen, "a group's nodes must be contiguous"
+            seen.append(n.group)  # type: ignore[arg-type]
+    assert seen == sorted(seen)
+    for gid in seen:
+        members = [n for n in g.nodes if n.group == gid]
+        devices = {n.placement.device for n in members}  # type: ignore[union-attr]
+        assert len(devices) == 1
+        if devices == {Device.ACCEL}:
+            anchors = [n for n in members if op_def(n.op).kind is K.OUT_ELEMWISE_FUSABLE]
+            assert len(anchors) == 1
+
+
+@pytest.mark.parametrize(("group", "node", "ok"), [
+    (K.OUT_ELEMWISE_FUSABLE, K.ELEMWISE, True), (K.OUT_ELEMWISE_FUSABLE, K.BROADCAST, True),
+    (K.OUT_ELEMWISE_FUSABLE, K.INJECTIVE, False), (K.OUT_ELEMWISE_FUSABLE, K.OUT_ELEMWISE_FUSABLE, False),
+    (K.ELEMWISE, K.INJECTIVE, True), (K.INJECTIVE, K.REDUCTION, True), (K.REDUCTION, K.ELEMWISE, True),
+    (K.REDUCTION, K.INJECTIVE, False), (K.OPAQUE, K.ELEMWISE, False), (K.ELEMWISE, K.OPAQUE, False),
+])
+def test_fusion_rules_by_kind(group: K, node: K, ok: bool) -> None:
+    assert fusable(group, node) is ok
+
+
+def test_conv_takes_its_requantize_and_relu() -> None:
+    g = _compiled(conv_relu_graph(), (2, 16, 6, 6))
+    assert _groups(g) == [["x.quantize"], ["conv", "conv.requantize", "relu"], ["flat"],
+                          ["fc", "fc.requantize"], ["y.dequantize"]]
+    _check_invariants(g)
+
+
+def test_residual_add_joins_the_conv_group_with_both_requantizations() -> None:
+    g = _compiled(residual_graph(), (2, 16, 4, 4))
+    groups = _groups(g)
+    assert ["conv2", "conv2.requantize", "add.in0.requantize", "add.in1.requantize", "add",
+            "add.saturate", "relu2"] in [sorted(grp, key=[n.name for n in g.nodes].index)
+                                         for grp in groups]
+    assert all(n.placement.device is Device.ACCEL for n in g.nodes if n.name.startswith("add"))  # type: ignore[union-attr]
+    _check_invariants(g)
+
+
+def test_cpu_nodes_fuse_by_the_same_rules() -> None:
+    g = _compiled(conv_relu_graph(), (2, 16, 6, 6), cpu_ops=("Conv", "Gemm"))
+    assert _groups(g) == [["x.quantize"], ["conv", "conv.requantize", "relu"], ["flat"],
+                          ["fc", "fc.requantize", "y.dequantize"]]
+    _check_invariants(g)
+
+
+def test_an_accelerator_tail_without_an_anchor_moves_to_the_cpu() -> None:
+    w = np.random.default_rng(1).standard_normal((16, 16, 1, 1)).astype(np.float32)
+    g = build([node("conv", Op.CONV, ("x", "w"), "c"), node("r1", Op.RELU, ("c",), "a"),
+               node("r2", Op.CLIP, ("c",), "b", min=0.0, max=1.0), node("add", Op.ADD, ("a", "b"), "y")],
+              {"x": ("N", 16, 2, 2)}, ("y",), {"w": w})
+    fused = _compiled(g, (2, 16, 2, 2))
+    r1 = fused.node("r1")
+    assert r1.placement.device is Device.CPU  # type: ignore[union-attr]
+    assert r1.placement.reason == "no conv or dense in its fused group to run with"  # type: ignore[union-attr]
+    _check_invariants(fused)
+
+
+def test_fuse_needs_placements() -> None:
+    with pytest.raises(PassError, match=r"^fuse: node 'conv' \(Conv\) has no placement; run "
+                                        r"partition first$"):
+        fuse(conv_relu_graph())

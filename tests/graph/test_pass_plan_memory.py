@@ -1,0 +1,73 @@
+"""plan memory: buffers at group boundaries, liveness, greedy offsets that never collide."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphs import conv_relu_graph, residual_graph
+from hypothesis import given
+from hypothesis import strategies as st
+
+from openvta.graph.errors import PassError
+from openvta.graph.ir import Graph, RequantMode
+from openvta.graph.passes.calibrate import calibrate
+from openvta.graph.passes.fuse import fuse
+from openvta.graph.passes.partition import partition
+from openvta.graph.passes.plan_memory import Buffer, assign_offsets, buffers_of, plan_memory
+from openvta.graph.passes.quantize import quantize
+from openvta.isa import preset
+
+
+def _fused(g: Graph, shape: tuple[int, ...]) -> Graph:
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    q = quantize(calibrate(g, [{"x": x}], RequantMode.FIXED), RequantMode.FIXED)
+    return fuse(partition(q, preset("default")))
+
+
+def _no_collisions(buffers: list[Buffer], offsets: dict[str, int]) -> None:
+    for i, a in enumerate(buffers):
+        for b in buffers[i + 1:]:
+            if a.start <= b.end and b.start <= a.end:
+                assert offsets[a.name] + a.size <= offsets[b.name] or \
+                    offsets[b.name] + b.size <= offsets[a.name], (a, b)
+
+
+def test_buffers_are_the_tensors_between_groups() -> None:
+    g = _fused(conv_relu_graph(), (2, 16, 6, 6))
+    buffers = {b.name: b for b in buffers_of(g, batch=2)}
+    assert set(buffers) == {"x", "x.q", "r.q", "f.q", "y.q", "y"}
+    assert buffers["x"] == Buffer("x", 2 * 16 * 36 * 4, -1, 0)
+    assert buffers["r.q"] == Buffer("r.q", 2 * 16 * 36, 1, 2)
+    assert buffers["y"].end == 5  # graph outputs live to the end
+
+
+@pytest.mark.parametrize("make", [conv_relu_graph, residual_graph])
+def test_the_arena_reuses_memory_without_collisions(make) -> None:
+    g = make()
+    fused = _fused(g, (2,) + tuple(g.types["x"].shape[1:]))  # type: ignore[arg-type]
+    planned = plan_memory(fused, alignment=64).verify()
+    plan = planned.memory
+    assert plan is not None and plan.arena_bytes <= plan.no_reuse_bytes
+    assert all(offset % 64 == 0 for offset in plan.offsets.values())
+    _no_collisions(buffers_of(fused), dict(plan.offsets))
+    assert planned.nodes == fused.nodes
+
+
+@given(st.lists(st.tuples(st.integers(1, 500), st.integers(-1, 6), st.integers(0, 4)),
+                min_size=1, max_size=12), st.sampled_from([1, 16, 64]))
+def test_greedy_offsets_never_collide(specs, alignment: int) -> None:
+    buffers = [Buffer(f"t{i}", size, start, start + length)
+               for i, (size, start, length) in enumerate(specs)]
+    offsets = assign_offsets(buffers, alignment)
+    assert set(offsets) == {b.name for b in buffers}
+    assert all(v % alignment == 0 for v in offsets.values())
+    _no_collisions(buffers, offsets)
+
+
+def test_plan_memory_errors() -> None:
+    with pytest.raises(PassError, match=r"^plan memory: node 'conv' \(Conv\) has no fused group; "
+                                        r"run fuse first$"):
+        plan_memory(conv_relu_graph())
+    with pytest.raises(ValueError, match=r"^plan_memory needs a positive batch and a power-of-two "
+                                         r"alignment, not 1 and 48$"):
+        plan_memory(conv_relu_graph(), alignment=48)

@@ -1,0 +1,128 @@
+"""Random small models of supported ops: openvta's float reference against onnxruntime, and
+the integer model's numbers independent of placement."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+from onnx_models import make_model, run_onnxruntime
+
+from openvta.graph.execute import execute
+from openvta.graph.frontends.onnx import import_onnx
+from openvta.graph.pipeline import compile_model
+
+
+class _Builder:
+    """Draws a chain of 4-D ops with random attributes, then a dense head."""
+
+    def __init__(self, data: st.DataObject, rng: np.random.Generator) -> None:
+        self.data, self.rng = data, rng
+        self.nodes: list = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.shape = (2, data.draw(st.integers(1, 4)), data.draw(st.integers(3, 7)),
+                      data.draw(st.integers(3, 7)))
+        self.value, self.history = "x", [("x", self.shape)]
+
+    def const(self, shape: tuple[int, ...], positive: bool = False) -> str:
+        name = f"k{len(self.inits)}"
+        value = self.rng.standard_normal(shape).astype(np.float32)
+        self.inits[name] = np.abs(value) + 0.5 if positive else value
+        return name
+
+    def add(self, op: str, inputs: list[str], shape: tuple[int, ...], **attrs: object) -> None:
+        out = f"t{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{len(self.nodes)}", **attrs))
+        self.value, self.shape = out, shape
+        self.history.append((out, shape))
+
+    def conv(self) -> None:
+        n, c, h, w = self.shape
+        k = self.data.draw(st.sampled_from([1, 3]))
+        s = self.data.draw(st.sampled_from([1, 2]))
+        p = self.data.draw(st.integers(0, k // 2))
+        if min(h, w) + 2 * p < k:
+            k, p = 1, 0
+        o = self.data.draw(st.integers(1, 6))
+        group = c if self.data.draw(st.booleans()) and o == c else 1
+        w_name = self.const((o, c // group, k, k))
+        inputs = [self.value, w_name] + ([self.const((o,))] if self.data.draw(st.booleans()) else [])
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        self.add("Conv", inputs, (n, o, oh, ow), kernel_shape=[k, k], strides=[s, s],
+                 pads=[p, p, p, p], group=group)
+
+    def step(self) -> None:
+        n, c, h, w = self.shape
+        kind = self.data.draw(st.sampled_from(["conv", "relu", "clip", "add_const", "residual",
+                                               "bn", "maxpool", "avgpool", "identity"]))
+        if kind == "conv":
+            self.conv()
+        elif kind == "relu":
+            self.add("Relu", [self.value], self.shape)
+        elif kind == "clip":
+            self.inits[f"lo{len(self.nodes)}"] = np.array(-0.5, np.float32)
+            self.inits[f"hi{len(self.nodes)}"] = np.array(1.5, np.float32)
+            self.add("Clip", [self.value, f"lo{len(self.nodes)}", f"hi{len(self.nodes)}"], self.shape)
+        elif kind == "add_const":
+            self.add("Add", [self.value, self.const((c, 1, 1))], self.shape)
+        elif kind == "residual":
+            same = [v for v, shape in self.history if shape == self.shape]
+            self.add("Add", [self.value, self.data.draw(st.sampled_from(same))], self.shape)
+        elif kind == "bn":
+            self.add("BatchNormalization", [self.value, self.const((c,)), self.const((c,)),
+                                            self.const((c,)), self.const((c,), positive=True)],
+                     self.shape)
+        elif kind == "maxpool" and h >= 2 and w >= 2:
+            self.add("MaxPool", [self.value], (n, c, h // 2, w // 2), kernel_shape=[2, 2],
+                     strides=[2, 2])
+        elif kind == "avgpool":
+            self.add("AveragePool", [self.value], self.shape, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        else:
+            self.add("Identity" if kind == "identity" else "Relu", [self.value], self.shape)
+
+    def head(self) -> None:
+        n, c, h, w = self.shape
+        if self.data.draw(st.booleans()):
+            self.add("GlobalAveragePool", [self.value], (n, c, 1, 1))
+            features = c
+        else:
+            features = c * h * w
+        self.add("Flatten", [self.value], (n, features))
+        self.add("Gemm", [self.value, self.const((3, features)), self.const((3,))], (n, 3), transB=1)
+        if self.data.draw(st.booleans()):
+            self.add("Softmax", [self.value], (n, 3))
+
+
+def _random_model(data: st.DataObject):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    b = _Builder(data, rng)
+    for _ in range(data.draw(st.integers(1, 5))):
+        b.step()
+    b.head()
+    model = make_model(b.nodes, {"x": ["N", *b.history[0][1][1:]]}, [b.value], b.inits)
+    x = rng.standard_normal(b.history[0][1]).astype(np.float32)
+    return model, x, b.value
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_float_reference_matches_onnxruntime(data) -> None:
+    model, x, out = _random_model(data)
+    (expected,) = run_onnxruntime(model, {"x": x})
+    got = execute(import_onnx(model), {"x": x})[out]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5 * (1 + np.abs(expected).max()))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_integer_outputs_do_not_depend_on_placement(data) -> None:
+    model, x, out = _random_model(data)
+    forced = data.draw(st.lists(st.sampled_from(["Conv", "Gemm", "Relu", "Clip", "Add"]),
+                                unique=True))
+    mode = data.draw(st.sampled_from(["fixed", "pow2"]))
+    default = compile_model(model, x, quantize=mode, config="tiny")
+    other = compile_model(model, x, quantize=mode, config="tiny", cpu_ops=forced)
+    got, expected = other.reference(x)[out], default.reference(x)[out]
+    assert got.shape == x.shape[:1] + (3,) and np.isfinite(got).all()
+    assert np.array_equal(got, expected)
