@@ -1,7 +1,9 @@
 """The graph level: a model's graph IR, op registry, ONNX frontend, passes and executor.
 
-``import_onnx`` reads a float32 ONNX model into a :class:`Graph`; ``execute`` runs a
-graph through the registry's numpy references.
+``compile_model`` takes a float32 ONNX model and calibration samples to an int8
+:class:`CompiledModel` (``reference``, ``float_reference``, ``summary``, ``save``);
+``load_model`` reads it back.  ``import_onnx`` reads a model into a :class:`Graph`;
+``execute`` runs a graph through the registry's numpy references.
 """
 
 from .errors import ExecutionError, GraphError, ModelError, OpError, PassError
@@ -9,12 +11,15 @@ from .execute import execute
 from .frontends.onnx import import_onnx
 from .ir import (Attrs, Device, DType, Graph, MemoryPlan, Node, Op, Placement, QuantParams,
                  RequantMode, TensorType)
+from .model import CompiledModel, KernelReport, ModelOutputs, ModelReport, load_model
 from .ops.base import OpDef, PatternKind, ScaleRule
+from .pipeline import PASSES, CompileOptions, compile_model
 from .registry import REGISTRY, op_def
 
 __all__ = [
-    "Attrs", "Device", "DType", "ExecutionError", "Graph", "GraphError", "MemoryPlan",
-    "ModelError", "Node", "Op", "OpDef", "OpError", "PassError", "PatternKind", "Placement",
-    "QuantParams", "REGISTRY", "RequantMode", "ScaleRule", "TensorType", "execute",
-    "import_onnx", "op_def",
+    "Attrs", "CompileOptions", "CompiledModel", "Device", "DType", "ExecutionError", "Graph",
+    "GraphError", "KernelReport", "MemoryPlan", "ModelError", "ModelOutputs", "ModelReport", "Node",
+    "Op", "OpDef", "OpError", "PASSES", "PassError", "PatternKind", "Placement", "QuantParams",
+    "REGISTRY", "RequantMode", "ScaleRule", "TensorType", "compile_model", "execute", "import_onnx",
+    "load_model", "op_def",
 ]

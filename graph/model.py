@@ -117,9 +117,14 @@ class CompiledModel:
                 f"group(s) are placed on the accelerator (the first holds node {first.label}); "
                 "compile with cpu_ops naming their ops, or use reference()")
         outputs = self.reference(x)
-        kernels = tuple(KernelReport(f"group {g}", Device.CPU)
-                        for g in sorted({n.group for n in self.graph.nodes}))  # type: ignore[type-var]
-        return ModelOutputs(outputs, ModelReport(0, kernels))
+        return ModelOutputs(outputs, ModelReport(0, tuple(self._kernels())))
+
+    def _kernels(self) -> list[KernelReport]:
+        """One report per fused group, named after its nodes: ``"conv1+requantize+relu1"``."""
+        groups: dict[int | None, list[str]] = {}
+        for node in self.graph.nodes:
+            groups.setdefault(node.group, []).append(node.name)
+        return [KernelReport("+".join(names), Device.CPU) for names in groups.values()]
 
     def nodes(self) -> list[NodeSummary]:
         """One row per node: op, placement and why, fused group, MACs, bytes."""

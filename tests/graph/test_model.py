@@ -93,6 +93,7 @@ def test_run_is_for_cpu_placements_today(model: CompiledModel) -> None:
     out = cpu.run(X, backend="cycle")
     assert np.array_equal(out["y"], cpu.reference(X)["y"])
     assert out.report.cycles == 0 and {k.placement for k in out.report.kernels} == {Device.CPU}
+    assert [k.name for k in out.report.kernels][:2] == ["x.quantize", "conv+conv.requantize+relu"]
 
 
 def test_summary_lists_every_node(model: CompiledModel) -> None:
