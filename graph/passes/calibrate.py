@@ -6,8 +6,9 @@ Each float value (graph inputs and node outputs) gets ``QuantParams`` on its typ
   gives its output its input's scale, so the integer op needs no rescaling;
 - every other value is scaled from its calibrated range (min/max over all samples):
   ``max(|min|, |max|)``, except that a value read only by ReLUs (or clips with a
-  non-negative lower bound) needs only its positive part — the negative part is
-  clamped to zero anyway — which doubles the resolution of the int8 code.
+  non-negative lower bound), and not a graph output, needs only its positive part —
+  the negative part is clamped to zero anyway — which doubles the resolution of the
+  int8 code.
 
 Scales are ``range / 127``, rounded up to a power of two in ``pow2`` mode.
 
@@ -95,8 +96,8 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
                 and types[producer.inputs[0]].quant is not None:
             quant = types[producer.inputs[0]].quant
         elif name in ranges:
-            quant = QuantParams((choose_scale(_range(name, ranges[name], users.get(name, [])),
-                                              mode),))
+            readers = users.get(name, []) if name not in graph.outputs else []
+            quant = QuantParams((choose_scale(_range(name, ranges[name], readers), mode),))
         else:
             raise PassError(_PASS, f"value {name!r} was never computed on the calibration data")
         types[name] = types[name].with_quant(quant)

@@ -174,3 +174,16 @@ def test_a_program_file_or_a_single_array_is_not_a_model(tmp_path) -> None:
         load_model(single)
     with pytest.raises(ModelError, match=r"^model file '.*nothing\.ovta' does not exist$"):
         load_model(tmp_path / "nothing.ovta")
+
+
+def test_a_two_input_model_takes_a_mapping() -> None:
+    node = helper.make_node("Add", ["a", "b"], ["y"])
+    feeds = {"a": RNG.standard_normal((4, 3)), "b": RNG.standard_normal((4, 3))}
+    m = compile_model(make_model([node], {"a": ["N", 3], "b": ["N", 3]}, ["y"]), feeds)
+    out = m.reference(feeds)["y"]
+    np.testing.assert_allclose(out, feeds["a"] + feeds["b"], atol=0.05)
+    with pytest.raises(ValueError, match=r"^input must be a mapping of input name to array for a "
+                                         r"model with 2 inputs \(a, b\), not an array$"):
+        m.reference(feeds["a"])
+    with pytest.raises(ValueError, match=r"^input arrays must share one batch size, not \[2, 4\]$"):
+        m.reference({"a": feeds["a"], "b": feeds["b"][:2]})

@@ -52,6 +52,12 @@ def test_clip_with_a_nonnegative_floor_counts_as_positive_only() -> None:
     assert _scale(c, "x") == pytest.approx(0.5 / 127) and _scale(c, "y") == _scale(c, "x")
 
 
+def test_a_graph_output_keeps_its_negative_range_even_when_a_relu_reads_it() -> None:
+    g = build([node("relu", Op.RELU, ("x",), "y")], {"x": (3,)}, ("x", "y"))
+    c = calibrate(g, [{"x": np.array([-4.0, 1.0, 2.0], np.float32)}], RequantMode.FIXED)
+    assert _scale(c, "x") == pytest.approx(4 / 127)
+
+
 def test_calibrate_errors() -> None:
     g = conv_relu_graph()
     with pytest.raises(PassError, match=r"^calibrate: needs at least one calibration feed, not none$"):
