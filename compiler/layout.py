@@ -285,8 +285,18 @@ def unpack_by_layout(packed: np.ndarray, layout: str, logical_shape: tuple[int, 
 
 
 def pack_by_layout(array: np.ndarray, layout: str, cfg: Config) -> np.ndarray:
-    """Pack a logical array into the layout named ``layout``."""
-    kind, _, _ = _parse(layout)
+    """Pack a logical array into the layout named ``layout`` (keeping its dtype; a 2-D int8
+    matrix goes through :func:`pack_matrix_data` or :func:`pack_matrix_weight`).
+
+    >>> from openvta.isa import preset
+    >>> pack_by_layout(np.array([[70000, -1]], np.int32), "NC1n4c", preset("tiny")).tolist()
+    [[[[70000, -1, 0, 0]]]]
+    """
+    kind, rows, cols = _parse(layout)
+    array = np.asarray(array)
+    if kind == "NC" and array.dtype != np.int8:  # an int32 tensor operand of a dense epilogue
+        _check_ndim(array, 2, "data", "(N, C)")
+        return _block2(array, rows, cols)
     packers = {"NCHW": pack_data, "OIHW": pack_kernel, "NC": pack_matrix_data,
                "OI": pack_matrix_weight, "C": pack_bias}
     return packers[kind](array, cfg)

@@ -3,7 +3,8 @@
 The schedule must have the shape every accelerator program has (as in VTA): one
 output tensor in DRAM; accumulator-scope stages attached at one loop ``A`` of the
 output (a tensorized reduction, element-wise stages computed in place, caches of
-bias-like operands); input and weight caches attached at ``A`` or at a reduction
+bias-like and whole-tensor operands — a stage reading only such a tile-shaped cache
+updates that cache in place); input and weight caches attached at ``A`` or at a reduction
 loop of the reduction stage.  The output's loops down to ``A`` become host loops (one
 set of instructions per iteration), the loops inside become DMA regions and micro-op
 loops.  Anything else is refused with a :class:`LoweringError` that says why.
@@ -166,7 +167,8 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
                                                                   bounds[s].region.shape[:-2])
     located: dict[Tensor, tuple[Buffer, Region]] = {s.tensor: (cache_buffers[s.tensor], bounds[s].region)
                                                     for s in caches}
-    located.update({s.tensor: (acc, bounds[s].region) for s in computes})
+    for s in reversed(computes):  # producers first: a stage's home follows its inputs'
+        located[s.tensor] = (_home(schedule, s, located, acc), bounds[s].region)
     stmts: list[Stmt] = [_copy(schedule, s, cache_buffers[s.tensor], bounds[s]) for s in caches]
     for s in reversed(computes):  # producers first
         if s in reductions:
@@ -176,6 +178,19 @@ def _body_at_a(schedule: Schedule, out: Stage, at_a: list[Stage], bounds: dict[S
             stmts.append(_elementwise(schedule, s, bounds[s], located, out))
     stmts.append(_store(schedule, out, bounds[out], tile, acc, computes))
     return Block(tuple(stmts))
+
+
+def _home(schedule: Schedule, stage: Stage, located: dict[Tensor, tuple[Buffer, Region]],
+          acc: Buffer) -> Buffer:
+    """The buffer a computing stage updates in place: the output's accumulator tile, unless it
+    reads tiles of exactly one other accumulator buffer of the tile's shape and not the
+    accumulator tile (a stage on a whole-tensor operand's copy, e.g. a residual input)."""
+    op = stage.op
+    if not isinstance(op, ComputeOp) or isinstance(op.body, Reduce):
+        return acc
+    homes = {located[r.tensor][0] for r in _reads(_redirect(schedule, stage, op.body)) if r.tensor in located}
+    tiles = {b for b in homes if b.scope == Scope.ACC and b.shape == acc.shape}
+    return tiles.pop() if len(tiles) == 1 and acc not in tiles else acc
 
 
 def _copy_source(schedule: Schedule, stage: Stage) -> tuple[Tensor, tuple[int, ...]] | None:

@@ -1,8 +1,10 @@
-"""What every operator shares: the compiled-operator record and the requantizing tail.
+"""What every operator shares: the compiled-operator record and the epilogue's operands.
 
-Every benchmark operator ends the same way (WORKLOADS.md): ``>> shift``, ``+ bias``,
-``clip(0, 127)``, cast to int8 — element-wise stages computed in place in the
-accumulator by the ALU, then stored.
+Every operator ends the same way: an :class:`~openvta.compiler.epilogue.Epilogue` of
+ALU stages computed in place in the accumulator, then the int8 output is stored.  The
+benchmark operators' ``>> shift``, ``+ bias``, ``clip(0, 127)`` (WORKLOADS.md) is the
+epilogue of their ``shift``, ``bias`` and ``clip`` parameters (:func:`operator_epilogue`),
+followed by the stages of their ``epilogue`` parameter.
 """
 
 from __future__ import annotations
@@ -18,20 +20,20 @@ from openvta.isa import Config, Format, layouts_of
 from openvta.runtime import Program
 
 from .. import te
+from ..epilogue import IMM_FIELD, ChannelOperand, Epilogue
+from ..layout import bias_layout
 from ..limits import MAX_INSNS, check_dram
 from ..pipeline import Progress, build
-from ..schedule import Schedule, Stage
+from ..schedule import Schedule
 from ..workloads import BIAS_BITS
 
 __all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "as_operand", "benchmark_operands", "check_tensors", "divisors",
-           "reference_tail", "requantize_tail", "schedule_tail"]
+           "epilogue_operands", "operator_epilogue"]
 
-# The memory and ALU fields below have the same widths in every configuration (ISA.md §2).
+# The memory fields below have the same widths in every configuration (ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
 #: The most zero rows or columns one DMA adds on a side (the pad fields of LOAD).
 MAX_PAD = min(_MEM.field(name).high for name in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
-#: The ALU's immediate field: clip bounds become MIN and MAX immediates.
-IMM_FIELD = layouts_of(Config())[Format.ALU].field("imm")
 
 
 @dataclass
@@ -55,6 +57,8 @@ class Operator:
         (see :meth:`reference`).
     params :
         the factory's parameters, every one (defaults included), by name.
+    epilogue :
+        the whole epilogue the output is computed with (parameters and ``epilogue``).
     """
 
     name: str
@@ -72,6 +76,7 @@ class Operator:
     params: dict[str, Any] = field(default_factory=dict)
     plan: object = None
     notes: dict[str, object] = field(default_factory=dict)
+    epilogue: Epilogue = field(default_factory=Epilogue)
 
     def operands(self, inputs: Mapping[str, ArrayLike] | None) -> dict[str, np.ndarray]:
         """``inputs`` checked and converted: known names, logical shapes, integers that fit
@@ -170,54 +175,35 @@ def benchmark_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def requantize_tail(
-    acc: te.Tensor, shift: int | None, bias: te.Tensor | None,
-    bias_index: Callable[..., tuple[te.Expr, ...]], clip: tuple[int, int] | None,
-) -> tuple[list[te.Tensor], te.Tensor]:
-    """``clip((acc >> shift) + bias, lo, hi)`` as int8: the element-wise stages and the output."""
-    stages: list[te.Tensor] = []
-    current = acc
-    if shift is not None:
-        prev = current
-        current = te.compute(acc.shape, lambda *i: prev(*i) >> shift, "shift")
-        stages.append(current)
-    if bias is not None:
-        prev = current
-        current = te.compute(acc.shape, lambda *i: prev(*i) + bias[bias_index(*i)], "bias_add")
-        stages.append(current)
-    if clip is not None:
-        prev = current
-        current = te.compute(acc.shape, lambda *i: te.clip(prev(*i), clip[0], clip[1]), "clip")
-        stages.append(current)
-    last = current
-    out = te.compute(acc.shape, lambda *i: last(*i).astype("int8"), "out")
-    return stages, out
+def operator_epilogue(owner: str, shift: int | None, bias: bool, clip: tuple[int, int] | None,
+                      epilogue: Epilogue | None) -> Epilogue:
+    """The whole epilogue of an operator: ``shift``, ``bias`` (channel operand ``bias``) and
+    ``clip`` as stages (:meth:`Epilogue.from_params`), then ``epilogue``'s stages.
+
+    Raises
+    ------
+    ValueError
+        ``"<owner> epilogue operand name 'bias' must name one operand, …"`` when a name of
+        ``epilogue`` stands for another operand than the same name of the parameters.
+    """
+    try:
+        return Epilogue.from_params(shift, "bias" if bias else None, clip) + (epilogue or Epilogue())
+    except ValueError as exc:
+        raise ValueError(f"{owner} {exc}") from None
 
 
-def schedule_tail(s: Schedule, out: te.Tensor, stages: list[te.Tensor], at: object) -> list[Stage]:
-    """Put the element-wise stages in the accumulator, computed at the output's loop ``at``."""
-    placed = []
-    for tensor in stages:
-        stage = s[tensor]
-        stage.set_scope("acc")
-        stage.compute_at(s[out], at)  # type: ignore[arg-type]
-        stage.pragma(stage.leaf[0], "alu")
-        placed.append(stage)
-    return placed
-
-
-def reference_tail(acc: np.ndarray, shift: int | None, bias: np.ndarray | None,
-                   clip: tuple[int, int] | None) -> np.ndarray:
-    """numpy: the requantizing tail on int32 accumulators with channels on axis 1."""
-    value = acc.astype(np.int64)
-    if shift is not None:
-        value = value >> shift
-    if bias is not None:
-        per_channel = bias.astype(np.int64).reshape((1, -1) + (1,) * (value.ndim - 2))
-        value = (value + per_channel).astype(np.int32).astype(np.int64)  # 32-bit wrap-around
-    if clip is not None:
-        value = np.clip(value, clip[0], clip[1])
-    return value.astype(np.int32).astype(np.int8)
+def epilogue_operands(cfg: Config, epilogue: Epilogue, channels: int, out_shape: tuple[int, ...],
+                      out_layout: str) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[int, ...]]]:
+    """Layouts, roles and logical shapes of ``epilogue``'s operands: a channel operand is a
+    ``bias`` of ``(channels,)`` in ``C{B}n{BO}c``, a tensor operand an ``input`` of the
+    output's shape and layout."""
+    layouts, roles, shapes = {}, {}, {}
+    for name, operand in epilogue.operands().items():
+        channel = isinstance(operand, ChannelOperand)
+        layouts[name] = bias_layout(cfg) if channel else out_layout
+        roles[name] = "bias" if channel else "input"
+        shapes[name] = (channels,) if channel else out_shape
+    return layouts, roles, shapes
 
 
 def divisors(n: int) -> list[int]:

@@ -1,9 +1,10 @@
-"""conv2d on packed layouts, with the requantizing tail, and its default schedule.
+"""conv2d on packed layouts, with its epilogue, and its default schedule.
 
 ``out = clip((conv2d(data, weight) >> shift) + bias, 0, 127)`` as int8 (WORKLOADS.md),
-data ``NCHW{B}n{BI}c``, kernel ``OIHW{BO}o{BI}i``, bias ``C{B}n{BO}c``, out
-``NCHW{B}n{BO}c``.  Padding is a zero-padding stage inlined into the input cache, so
-the DMA pads rows and columns itself.
+then the stages of ``epilogue`` (an :class:`~openvta.compiler.epilogue.Epilogue`)
+before the cast; data ``NCHW{B}n{BI}c``, kernel ``OIHW{BO}o{BI}i``, bias and channel
+operands ``C{B}n{BO}c``, out and tensor operands ``NCHW{B}n{BO}c``.  Padding is a
+zero-padding stage inlined into the input cache, so the DMA pads rows and columns itself.
 
 The default schedule tiles the output into ``(cob channel blocks) × (yb rows) ×
 (xb columns)`` tiles, one set of instructions per tile; the reduction over input
@@ -24,14 +25,15 @@ from openvta.isa import Config
 from openvta.isa.config import MAX_SHR_AMOUNT
 
 from .. import reference, te
+from ..epilogue import Epilogue, apply_epilogue
 from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
-from ..layout import bias_layout, data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
+from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import workload
-from .common import IMM_FIELD, MAX_PAD, Operator, check_tensors, divisors, reference_tail, \
-    requantize_tail, schedule_tail
+from .common import IMM_FIELD, MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
 from .params import Param, check_params, describe_params
+from .tail import build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "plan_conv2d"]
 
@@ -49,9 +51,15 @@ class Conv2dPlan:
 
 
 def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,
-                stride: int, vthreads: int = 1) -> Conv2dPlan:
-    """The tiling that fits ``cfg``'s buffers with the most work per tile."""
+                stride: int, vthreads: int = 1, *, epilogue: Epilogue | None = None) -> Conv2dPlan:
+    """The tiling that fits ``cfg``'s buffers with the most work per tile.
+
+    The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
+    channel block per channel operand (at least one: room for a bias when ``epilogue`` is
+    None).
+    """
     ci_t, co_t = -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT)
+    tiles, vectors = _acc_operands(epilogue)
     oh = (hw + 2 * pad - kernel) // stride + 1
     best = None
     for cob in divisors(co_t):
@@ -65,7 +73,7 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                         rows, cols = (yb - 1) * stride + kernel, (xb - 1) * stride + kernel
                         inp = icb * rows * cols * n
                         wgt = cob * icb * kernel * kernel
-                        acc = cob * yb * xb * n + cob
+                        acc = cob * yb * xb * n * tiles + cob * vectors
                         if inp * vthreads > cfg.inp_depth or wgt * vthreads > cfg.wgt_depth \
                                 or acc * vthreads > cfg.acc_depth:
                             continue
@@ -82,6 +90,13 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
     return best[1]
 
 
+def _acc_operands(epilogue: Epilogue | None) -> tuple[int, int]:
+    """(output-shaped tiles, channel vectors) an epilogue keeps in the accumulator per tile."""
+    if epilogue is None:
+        return 1, 1
+    return 1 + len(epilogue.tensor_operands), max(1, len(epilogue.channel_operands))
+
+
 def _uops(cob: int, yb: int, xb: int, icb: int, kernel: int) -> int:
     """Micro-ops of the kernel after folding its two largest loops (rows and columns)."""
     loops = sorted([cob, yb, xb, icb, kernel, kernel], reverse=True)
@@ -93,8 +108,8 @@ def _uops(cob: int, yb: int, xb: int, icb: int, kernel: int) -> int:
 
 def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, pad: int = 0,
            stride: int = 1, shift: int | None = 8, bias: bool = True,
-           clip: tuple[int, int] | None = (0, 127), vthreads: int = 1,
-           plan: Conv2dPlan | None = None) -> Operator:
+           clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
+           vthreads: int = 1, plan: Conv2dPlan | None = None) -> Operator:
     """The fused conv2d layer (see the module docstring) with its default schedule.
 
     The parameters are described in :data:`CONV2D_PARAMS` (``openvta compile conv2d --help``).
@@ -104,7 +119,8 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     ValueError
         for a parameter outside its range (``"conv2d shift must be an integer in 0..31 or
         None, not 99"``), a kernel larger than the padded input, a pad not smaller than the
-        kernel, or tensors that cannot fit the DRAM address space.
+        kernel, an epilogue operand name that means two operands, or tensors that cannot
+        fit the DRAM address space.
     LoweringError
         when no tiling fits the buffers with ``vthreads`` threads.
     """
@@ -114,15 +130,16 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
                          f"{hw + 2 * pad}), not {kernel}")
     if pad >= kernel:
         raise ValueError(f"conv2d pad must be less than the kernel ({kernel}), not {pad}")
+    full = operator_epilogue("conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, ci_t, co_t = -(-n // b), -(-ci // bi), -(-co // bo)
     oh = (hw + 2 * pad - kernel) // stride + 1
     data = te.placeholder((n_t, ci_t, hw, hw, b, bi), "int8", "data")
     weight = te.placeholder((co_t, ci_t, kernel, kernel, bo, bi), "int8", "weight")
-    bias_t = te.placeholder((co_t, b, bo), "int32", "bias") if bias else None
-    check_tensors("conv2d", cfg, [data, weight, *([bias_t] if bias_t else []),
-                                  te.placeholder((n_t, co_t, oh, oh, b, bo), "int8", "out")])
-    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads)
+    out_shape = (n_t, co_t, oh, oh, b, bo)
+    check_tensors("conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (co_t, b, bo)),
+                                  te.placeholder(out_shape, "int8", "out")])
+    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads, epilogue=full)
     padded = data
     if pad:
         size = hw + 2 * pad
@@ -141,7 +158,8 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
             padded[i, ic, y * stride + kh, x * stride + kw, j, k].astype("int32")
             * weight[o, ic, kh, kw, m, k].astype("int32"), axis=[ic, kh, kw, k]),
         "conv")
-    stages, out = requantize_tail(acc, shift, bias_t, lambda i, o, y, x, j, m: (o, j, m), clip)
+    tail = build_tail(acc, full, lambda i, o, y, x, j, m: (o, j, m), (co_t, b, bo))
+    out = tail.out
     s = create_schedule(out)
     i, o, y, x, j, m = s[out].axis
     o_o, o_i = s[out].split(o, factor=plan.cob)
@@ -155,15 +173,11 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     s[out].pragma(o_i, "dma_copy")
     s[acc].set_scope("acc")
     s[acc].compute_at(s[out], x_o)
-    schedule_tail(s, out, stages, x_o)
     cached = s.cache_read(padded, "inp", [acc])
     wcached = s.cache_read(weight, "wgt", [acc])
     if pad:
         s[padded].compute_inline()
-    if bias_t is not None:
-        bcached = s.cache_read(bias_t, "acc", [t for t in stages if t.name == "bias_add"])
-        s[bcached].compute_at(s[out], x_o)
-        s[bcached].pragma(s[bcached].leaf[0], "dma_copy")
+    schedule_tail(s, tail, x_o)
     ci_, co_, yc, xc, jc, mc = s[acc].axis
     ic_, kh_, kw_, k_ = s[acc].reduce_axis
     ic_o, ic_i = s[acc].split(ic_, factor=plan.icb)
@@ -172,29 +186,25 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         s[cache].compute_at(s[acc], ic_o)
         s[cache].pragma(s[cache].leaf[0], "dma_copy")
     s[acc].tensorize(jc, gemm_intrinsic(cfg))
-    inputs = {"data": data, "weight": weight}
-    layouts = {"data": data_layout(cfg), "weight": kernel_layout(cfg), "out": out_layout(cfg)}
+    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, co, (n, co, oh, oh), out_layout(cfg))
+    inputs = {"data": data, "weight": weight, **tail.operands}
+    layouts = {"data": data_layout(cfg), "weight": kernel_layout(cfg), "out": out_layout(cfg), **extra_layouts}
     shapes: dict[str, tuple[int, ...]] = {"data": (n, ci, hw, hw), "weight": (co, ci, kernel, kernel),
-                                          "out": (n, co, oh, oh)}
-    if bias_t is not None:
-        inputs["bias"] = bias_t
-        layouts["bias"] = bias_layout(cfg)
-        shapes["bias"] = (co,)
-
+                                          "out": (n, co, oh, oh), **extra_shapes}
     return Operator(
         name="conv2d", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "weight": "weight", "bias": "bias"},
+        roles={"data": "input", "weight": "weight", **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, co), reference_fn=conv2d_reference,
         logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, params=params,
-        plan=plan)
+        plan=plan, epilogue=full)
 
 
 def conv2d_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
     """numpy: the fused conv2d layer on logical ``data``, ``weight`` (and ``bias``) arrays."""
     result = reference.conv2d_nchw(inputs["data"], inputs["weight"], params["stride"], params["pad"])
-    bias = inputs.get("bias") if params["bias"] else None
-    return reference_tail(result, params["shift"], bias, params["clip"])
+    epilogue = operator_epilogue("conv2d", params["shift"], params["bias"], params["clip"], params["epilogue"])
+    return apply_epilogue(result, epilogue, inputs)
 
 
 def conv2d_layer(name: str) -> dict[str, int]:
@@ -220,6 +230,8 @@ CONV2D_PARAMS = describe_params(
     Param("bias", "add a per-channel int32 bias (input 'bias') after the shift", cli=False),
     Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
           low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+    Param("epilogue", "ALU stages (an Epilogue) after shift, bias and clip, before the int8 cast",
+          cli=False),
     Param("vthreads", "virtual threads (latency hiding): they split the output channels or rows",
           low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a Conv2dPlan) instead of plan_conv2d's choice", cli=False),

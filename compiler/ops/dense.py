@@ -1,7 +1,9 @@
-"""dense (a fully connected layer) on packed layouts, with the requantizing tail.
+"""dense (a fully connected layer) on packed layouts, with its epilogue.
 
-``out = clip((data · weightᵀ >> shift) + bias, 0, 127)`` as int8, data ``NC{B}n{BI}c``
-(``[N][I]`` in inp tiles), weight ``OI{BO}o{BI}i``, out ``NC{B}n{BO}c``.
+``out = clip((data · weightᵀ >> shift) + bias, 0, 127)`` as int8, then the stages of
+``epilogue`` (:class:`~openvta.compiler.epilogue.Epilogue`) before the cast; data
+``NC{B}n{BI}c`` (``[N][I]`` in inp tiles), weight ``OI{BO}o{BI}i``, bias and channel
+operands ``C{B}n{BO}c``, out and tensor operands ``NC{B}n{BO}c``.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import unpack_out
 
 from .. import reference, te
+from ..epilogue import Epilogue, apply_epilogue
 from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
-from .common import IMM_FIELD, Operator, check_tensors, divisors, reference_tail, requantize_tail, \
-    schedule_tail
+from .common import IMM_FIELD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
 from .params import Param, check_params, describe_params
+from .tail import build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["DENSE_PARAMS", "DensePlan", "dense", "dense_layer", "dense_reference", "plan_dense"]
 
@@ -37,7 +40,15 @@ class DensePlan:
     vthreads: int
 
 
-def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1) -> DensePlan:
+def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
+               epilogue: Epilogue | None = None) -> DensePlan:
+    """The tiling that fits ``cfg``'s buffers with the most work per tile.
+
+    The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
+    block per channel operand (at least one: room for a bias when ``epilogue`` is None).
+    """
+    tiles = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
+    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
     best = None
     for nb in divisors(n_t):
         for ob in divisors(o_t):
@@ -45,7 +56,8 @@ def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1) -> 
                 continue
             for kb in divisors(i_t):
                 if vthreads * nb * kb > cfg.inp_depth or vthreads * ob * kb > cfg.wgt_depth \
-                        or vthreads * (nb * ob + ob) > cfg.acc_depth or min(nb, ob) > cfg.uop_depth:
+                        or vthreads * (nb * ob * tiles + ob * vectors) > cfg.acc_depth \
+                        or min(nb, ob) > cfg.uop_depth:
                     continue
                 score = (nb * ob, kb)
                 if best is None or score > best[0]:
@@ -63,8 +75,8 @@ def _formats(cfg: Config) -> dict[str, str]:
 
 
 def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift: int | None = 8,
-          bias: bool = True, clip: tuple[int, int] | None = (0, 127), vthreads: int = 1,
-          plan: DensePlan | None = None) -> Operator:
+          bias: bool = True, clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
+          vthreads: int = 1, plan: DensePlan | None = None) -> Operator:
     """The dense layer (see the module docstring) with its default schedule.
 
     The parameters are described in :data:`DENSE_PARAMS` (``openvta compile dense --help``).
@@ -72,24 +84,27 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
     Raises
     ------
     ValueError
-        for a parameter outside its range, or tensors that cannot fit the DRAM address space.
+        for a parameter outside its range, an epilogue operand name that means two operands,
+        or tensors that cannot fit the DRAM address space.
     LoweringError
         when ``vthreads`` does not divide the output blocks or no tiling fits the buffers.
     """
     params = check_params(DENSE_PARAMS, "dense", locals())
+    full = operator_epilogue("dense", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, i_t, o_t = -(-batch // b), -(-in_features // bi), -(-out_features // bo)
     data = te.placeholder((n_t, i_t, b, bi), "int8", "data")
     weight = te.placeholder((o_t, i_t, bo, bi), "int8", "weight")
-    bias_t = te.placeholder((o_t, b, bo), "int32", "bias") if bias else None
-    check_tensors("dense", cfg, [data, weight, *([bias_t] if bias_t else []),
-                                 te.placeholder((n_t, o_t, b, bo), "int8", "out")])
-    plan = plan or plan_dense(cfg, n_t, i_t, o_t, vthreads)
+    out_shape = (n_t, o_t, b, bo)
+    check_tensors("dense", cfg, [data, weight, *operand_placeholders(full, out_shape, (o_t, b, bo)),
+                                 te.placeholder(out_shape, "int8", "out")])
+    plan = plan or plan_dense(cfg, n_t, i_t, o_t, vthreads, epilogue=full)
     ko, k = te.reduce_axis(i_t, "ko"), te.reduce_axis(bi, "k")
     acc = te.compute((n_t, o_t, b, bo), lambda i, o, j, m: te.sum(
         data[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]),
         "dense")
-    stages, out = requantize_tail(acc, shift, bias_t, lambda i, o, j, m: (o, j, m), clip)
+    tail = build_tail(acc, full, lambda i, o, j, m: (o, j, m), (o_t, b, bo))
+    out = tail.out
     s = create_schedule(out)
     i, o, j, m = s[out].axis
     i_o, i_i = s[out].split(i, factor=plan.nb)
@@ -102,10 +117,7 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
     s[out].pragma(i_i, "dma_copy")
     s[acc].set_scope("acc")
     s[acc].compute_at(s[out], o_o)
-    schedule_tail(s, out, stages, o_o)
-    if bias_t is not None:
-        cached = s.cache_read(bias_t, "acc", [t for t in stages if t.name == "bias_add"])
-        s[cached].compute_at(s[out], o_o)
+    schedule_tail(s, tail, o_o)
     dcache, wcache = s.cache_read(data, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
     ia, oa, ja, ma = s[acc].axis
     ko_, k_ = s[acc].reduce_axis
@@ -115,28 +127,28 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
         s[cache].compute_at(s[acc], ko_o)
         s[cache].pragma(s[cache].leaf[0], "dma_copy")
     s[acc].tensorize(ja, gemm_intrinsic(cfg))
-    layouts = _formats(cfg)
-    inputs = {"data": data, "weight": weight}
+    formats = _formats(cfg)
+    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, out_features,
+                                                                 (batch, out_features), formats["out"])
+    layouts = {name: formats[name] for name in ("data", "weight", "out")} | extra_layouts
+    inputs = {"data": data, "weight": weight, **tail.operands}
     shapes: dict[str, tuple[int, ...]] = {"data": (batch, in_features),
                                           "weight": (out_features, in_features),
-                                          "out": (batch, out_features)}
-    if bias_t is not None:
-        inputs["bias"] = bias_t
-        shapes["bias"] = (out_features,)
-
+                                          "out": (batch, out_features), **extra_shapes}
     return Operator(
         name="dense", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "weight": "weight", "bias": "bias"},
+        roles={"data": "input", "weight": "weight", **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_out(packed, batch, out_features), reference_fn=dense_reference,
-        logical_shapes=shapes, ops=2 * batch * in_features * out_features, params=params, plan=plan)
+        logical_shapes=shapes, ops=2 * batch * in_features * out_features, params=params, plan=plan,
+        epilogue=full)
 
 
 def dense_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
     """numpy: the dense layer on logical ``data`` ``(N, I)``, ``weight`` ``(O, I)`` (and ``bias``)."""
     value = reference.dense(inputs["data"], inputs["weight"])
-    bias = inputs.get("bias") if params["bias"] else None
-    return reference_tail(value, params["shift"], bias, params["clip"])
+    epilogue = operator_epilogue("dense", params["shift"], params["bias"], params["clip"], params["epilogue"])
+    return apply_epilogue(value, epilogue, inputs)
 
 
 def dense_layer(name: str) -> dict[str, int]:
@@ -159,6 +171,8 @@ DENSE_PARAMS = describe_params(
     Param("bias", "add a per-feature int32 bias (input 'bias') after the shift", cli=False),
     Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
           low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+    Param("epilogue", "ALU stages (an Epilogue) after shift, bias and clip, before the int8 cast",
+          cli=False),
     Param("vthreads", "virtual threads (latency hiding): they split the output blocks",
           low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a DensePlan) instead of plan_dense's choice", cli=False),

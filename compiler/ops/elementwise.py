@@ -17,12 +17,13 @@ from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import pack_acc, unpack_out
 
 from .. import te
+from ..epilogue import Epilogue, apply_epilogue
 from ..ir import LoweringError
 from ..layout import pack_bias
 from ..schedule import create_schedule
-from .common import IMM_FIELD, Operator, check_tensors, divisors, reference_tail, requantize_tail, \
-    schedule_tail
+from .common import IMM_FIELD, Operator, check_tensors, divisors
 from .params import Param, check_params, describe_params
+from .tail import build_tail, schedule_tail
 
 __all__ = ["ELEMENTWISE_PARAMS", "elementwise", "elementwise_operands", "elementwise_reference"]
 
@@ -61,7 +62,9 @@ def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = N
     if c_t % (block * vthreads):
         raise LoweringError("elementwise", f"{vthreads} virtual threads must divide the "
                             f"{c_t // block} channel tiles")
-    stages, out = requantize_tail(data, shift, bias_t, lambda i, c, j, m: (c, j, m), clip)
+    epilogue = Epilogue.from_params(shift, "bias" if bias else None, clip)
+    tail = build_tail(data, epilogue, lambda i, c, j, m: (c, j, m), (c_t, b, bo))
+    out = tail.out
     s = create_schedule(out)
     i, c, j, m = s[out].axis
     c_o, c_i = s[out].split(c, factor=block)
@@ -70,14 +73,11 @@ def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = N
         thread, _ = s[out].split(c_o, nparts=vthreads)
         s[out].vthread(thread)
     at = s[out].leaf[s[out].leaf.index(i) - 1]
-    cached = s.cache_read(data, "acc", [stages[0]])
+    cached = s.cache_read(data, "acc", [tail.stages[0]])
     s[cached].compute_at(s[out], at)
-    schedule_tail(s, out, stages, at)
-    if bias_t is not None:
-        bcached = s.cache_read(bias_t, "acc", [t for t in stages if t.name == "bias_add"])
-        s[bcached].compute_at(s[out], at)
+    schedule_tail(s, tail, at)
     layouts = {"data": f"NC{b}n{bo}c", "bias": f"C{b}n{bo}c", "out": f"NC{b}n{bo}c"}
-    inputs = {"data": data} | ({"bias": bias_t} if bias_t is not None else {})
+    inputs = {"data": data, **tail.operands}
     shapes: dict[str, tuple[int, ...]] = {"data": (batch, channels), "out": (batch, channels)}
     if bias_t is not None:
         shapes["bias"] = (channels,)
@@ -86,7 +86,8 @@ def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = N
         roles={"data": "input", "bias": "bias"},
         pack=lambda name, array: pack_bias(array, cfg) if name == "bias" else pack_acc(array, cfg),
         unpack=lambda packed: unpack_out(packed, batch, channels),
-        reference_fn=elementwise_reference, logical_shapes=shapes, ops=0, params=params)
+        reference_fn=elementwise_reference, logical_shapes=shapes, ops=0, params=params,
+        epilogue=epilogue)
 
 
 def _clip(params: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -109,8 +110,8 @@ def _block(cfg: Config, n_t: int, c_t: int, vthreads: int) -> int:
 
 def elementwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
     """numpy: the requantization of the int32 ``data`` (and ``bias``)."""
-    bias = inputs.get("bias") if params["bias"] else None
-    return reference_tail(inputs["data"], params["shift"], bias, _clip(params))
+    epilogue = Epilogue.from_params(params["shift"], "bias" if params["bias"] else None, _clip(params))
+    return apply_epilogue(inputs["data"], epilogue, inputs)
 
 
 def elementwise_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:

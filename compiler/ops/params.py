@@ -66,7 +66,8 @@ class Param:
     default, kind, optional :
         filled from the factory's signature by :func:`describe_params`: the default
         (:data:`REQUIRED` if none), the type (``int``, ``bool``, ``tuple`` for a pair of
-        integers, ``object`` for anything else) and whether None is accepted.
+        integers, a class such as ``Epilogue`` whose instances are accepted, ``object`` for
+        anything else) and whether None is accepted.
     """
 
     name: str
@@ -99,8 +100,11 @@ class Param:
             text = f"a pair (low, high) of {self._integers()} with low <= high"
         elif self.kind is int:
             text = self._integer()
-        else:
+        elif self.kind is object:
             text = "any value"
+        else:
+            name = self.kind.__name__
+            text = f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
         return f"{text} or None" if self.optional else text
 
     def _integer(self) -> str:
@@ -129,7 +133,7 @@ class Param:
         if self.kind is tuple:
             return isinstance(value, (tuple, list)) and len(value) == 2 \
                 and all(_is_int(v) and self._in_range(v) for v in value) and value[0] <= value[1]
-        return True
+        return isinstance(value, self.kind)
 
     def _in_range(self, value: int) -> bool:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
@@ -150,7 +154,7 @@ def _kind(hint: object) -> tuple[type, bool]:
     args = typing.get_args(hint) if union else (hint,)
     rest = [a for a in args if a is not type(None)]
     base = (typing.get_origin(rest[0]) or rest[0]) if len(rest) == 1 else object
-    return (base if base in (int, bool, tuple) else object), type(None) in args  # type: ignore[return-value]
+    return (base if isinstance(base, type) else object), type(None) in args
 
 
 def describe_params(factory: Callable[..., object], *params: Param) -> tuple[Param, ...]:

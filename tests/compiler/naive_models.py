@@ -108,3 +108,59 @@ def requantize(acc: np.ndarray, shift: int, bias: np.ndarray | None,
             value = wrap32(value + int(bias[index[1]]))
         out[index] = min(max(value, lo), hi)
     return out
+
+
+# -- epilogues (ISA.md §3's ALU, one lane at a time) -----------------------------------------
+
+
+def alu(op: str, a: int, b: int) -> int:
+    """One ALU lane from ISA.md §3's text: ``op`` is the operation's name."""
+    if op == "MIN":
+        return min(a, b)
+    if op == "MAX":
+        return max(a, b)
+    if op == "ADD":
+        return wrap32(a + b)
+    if op == "MUL":
+        return wrap32(a * b)
+    amount = b & 0x3F
+    amount = amount - 64 if amount >= 32 else amount  # the signed low 6 bits
+    return wrap32(a >> amount if amount >= 0 else a << -amount)
+
+
+def _stages(value: int, stages: tuple, operands: dict, index: tuple[int, ...]) -> int:
+    for stage in stages:
+        operand = stage.operand
+        if isinstance(operand, int):
+            b = operand
+        elif hasattr(operand, "stages"):  # a whole tensor, with its own stages
+            b = _stages(int(operands[operand.name][index]), operand.stages, operands, index)
+        else:  # one value per channel (axis 1)
+            b = int(operands[operand.name][index[1]])
+        value = alu(stage.op.name, value, b)
+    return value
+
+
+def epilogue(acc: np.ndarray, stages: tuple, operands: dict) -> np.ndarray:
+    """An epilogue's stages per element of int32 ``acc`` (channels on axis 1), then int8."""
+    out = np.zeros(acc.shape, dtype=np.int8)
+    for index in np.ndindex(*acc.shape):
+        value = _stages(int(acc[index]), stages, operands, index)
+        out[index] = ((value & 0xFF) ^ 0x80) - 0x80
+    return out
+
+
+def graph_requantize(acc: np.ndarray, pre: int, multiplier: tuple[int, ...], post: tuple[int, ...],
+                     clip: tuple[int, int] | None) -> np.ndarray:
+    """The graph level's requantization per element: ``x = acc >> pre``, ``y = wrap32(x * m[c])``,
+    ``z = ((y >> (s-1)) + 1) >> 1`` for ``s >= 1`` (``y`` for 0, ``wrap32(y << -s)`` below),
+    then ``clip`` if given; int64 out."""
+    out = np.zeros(acc.shape, dtype=np.int64)
+    for index in np.ndindex(*acc.shape):
+        c = index[1]
+        m = multiplier[c if len(multiplier) > 1 else 0]
+        s = post[c if len(post) > 1 else 0]
+        y = wrap32((int(acc[index]) >> pre) * m)
+        z = ((y >> (s - 1)) + 1) >> 1 if s >= 1 else wrap32(y << -s)
+        out[index] = z if clip is None else min(max(z, clip[0]), clip[1])
+    return out

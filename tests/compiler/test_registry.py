@@ -1,9 +1,10 @@
 """The same tests for every registered operator: adding an operator to the registry adds them.
 
 For each :class:`~openvta.compiler.ops.OperatorSpec`: random parameter sets (from each
-parameter's ``sample`` range) either are refused when the operator is declared, with a
-message naming it, or compile and match the numpy reference exactly on the functional
-simulator (race checker on) and the cycle model; every parameter's range is enforced
+parameter's ``sample`` range; random epilogues for an ``Epilogue`` parameter) either are
+refused when the operator is declared, with a message naming it, or compile and match
+the numpy reference exactly on the functional simulator (race checker on) and the cycle
+model; every parameter's range is enforced
 with its message; one small case runs on the RTL.
 """
 
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 
 import openvta
 import openvta.compiler
+from epilogue_strategies import epilogues
+from openvta.compiler.epilogue import Epilogue
 from openvta.compiler.ops import REGISTRY, OperatorSpec, Param
 from openvta.compiler.ops.params import describe_params
 from openvta.compiler.workloads import random_inputs
@@ -32,6 +35,8 @@ def _value(param: Param) -> st.SearchStrategy:
     """Values of ``param`` for the tests: its sample range, None where accepted."""
     if param.kind is bool:
         values: st.SearchStrategy = st.booleans()
+    elif param.kind is Epilogue:
+        values = epilogues()
     elif param.sample is None:
         return st.just(param.default)
     elif param.kind is tuple:
@@ -44,7 +49,8 @@ def _value(param: Param) -> st.SearchStrategy:
 @st.composite
 def _case(draw: st.DrawFn, spec: OperatorSpec) -> tuple[str, dict]:
     config = draw(st.sampled_from(["tiny", "small", "default"]))
-    return config, {p.name: draw(_value(p)) for p in spec.params if p.sample is not None or p.kind is bool}
+    return config, {p.name: draw(_value(p)) for p in spec.params
+                    if p.sample is not None or p.kind in (bool, Epilogue)}
 
 
 def _check_against_reference(spec: OperatorSpec, op: openvta.compiler.Operator, seed: int) -> None:
@@ -94,6 +100,8 @@ def _bad_values(param: Param) -> list[object]:
         if param.high is not None:
             bad.append((0, param.high + 1))
         return bad
+    if param.kind not in (int, object):  # a class: anything else is refused
+        return ["SHR 1", 3]
     if param.kind is int:
         bad = [1.5, "8", True]
         if param.low is not None:

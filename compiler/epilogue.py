@@ -1,0 +1,294 @@
+"""Epilogues: the ALU stages applied to an int32 accumulator tile before it is stored.
+
+A conv2d or dense operator ends with an :class:`Epilogue`: a tuple of :class:`AluStage`
+applied in order, in place, to every int32 accumulator element, then the output cast to
+int8 (the low 8 bits, which is what the out buffer holds and STORE writes, ISA.md §3).
+Each stage is one ALU operation (:class:`~openvta.isa.AluOp`) whose second operand is
+
+- an **immediate** ``int`` (the ALU's 16-bit signed ``imm`` field; a SHR amount must be in
+  −32…31, the signed 6 bits the ALU reads);
+- a :class:`ChannelOperand`: a per-output-channel int32 vector, a DRAM symbol (logical
+  shape ``(channels,)``, layout ``C{B}n{BO}c``) loaded into the accumulator like a bias
+  and broadcast over batch and space — a bias ADD, per-channel MUL multipliers, SHR
+  amounts, MIN/MAX bounds;
+- a :class:`TensorOperand`: a whole tensor of the output's logical shape and packed
+  layout, int8 (LOAD ACC_8BIT, sign-extended) or int32 (LOAD ACC) — a residual ADD.  Its
+  own ``stages`` (immediates or per-channel operands) are applied to it first, in its own
+  accumulator tile, so a residual input can be requantized before it is added.
+
+The operators' ``shift``, ``bias`` and ``clip`` parameters are the epilogue
+``SHR shift, ADD bias, MIN high, MAX low`` (:meth:`Epilogue.from_params`).
+
+:func:`apply_epilogue` is the numpy reference: it runs the stages with the ALU's lane
+semantics (:func:`alu_lanes`: MIN and MAX signed, ADD and MUL wrapping at 32 bits, SHR
+arithmetic by the signed low 6 bits of B, left when negative).
+
+Examples
+--------
+>>> import numpy as np
+>>> from openvta.isa import AluOp
+>>> epi = Epilogue((AluStage(AluOp.MUL, ChannelOperand("scale")), AluStage(AluOp.SHR, 2),
+...                 AluStage(AluOp.ADD, TensorOperand("skip")), AluStage(AluOp.MAX, 0)))
+>>> [name for name in epi.operands()]
+['scale', 'skip']
+>>> acc = np.array([[10, -20], [30, 40]], dtype=np.int32)          # (N, C)
+>>> operands = {"scale": np.array([4, -1], np.int32), "skip": np.full((2, 2), 3, np.int8)}
+>>> apply_epilogue(acc, epi, operands).tolist()
+[[13, 8], [33, 0]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from openvta.isa import AluOp, Config, Format, layouts_of
+from openvta.isa.config import MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
+
+__all__ = ["AluStage", "ChannelOperand", "Epilogue", "IMM_FIELD", "Operand", "SHR_RANGE", "TensorOperand",
+           "alu_lanes", "apply_epilogue", "apply_stages"]
+
+#: The ALU's immediate field (the same width in every configuration, ISA.md §2).
+IMM_FIELD = layouts_of(Config())[Format.ALU].field("imm")
+#: The SHR amounts the ALU reads from B: its low SHR_AMOUNT_WIDTH bits, signed (ISA.md §3).
+SHR_RANGE = (-(1 << (SHR_AMOUNT_WIDTH - 1)), MAX_SHR_AMOUNT)
+#: The dtypes a whole-tensor operand may have, and how it is loaded.
+TENSOR_DTYPES = ("int8", "int32")
+
+_SHR_MASK = (1 << SHR_AMOUNT_WIDTH) - 1
+_SHR_SIGN = 1 << (SHR_AMOUNT_WIDTH - 1)
+_SYMBOL_NAMES = ("data", "weight", "out")
+
+
+def _check_name(name: object, what: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier() or name in _SYMBOL_NAMES:
+        raise ValueError(f"{what} name must be an identifier other than {', '.join(_SYMBOL_NAMES)}, "
+                         f"not {name!r}")
+
+
+@dataclass(frozen=True)
+class ChannelOperand:
+    """A per-output-channel int32 vector: the DRAM symbol ``name``, logical shape ``(channels,)``."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "a channel operand's")
+
+
+@dataclass(frozen=True)
+class TensorOperand:
+    """A whole tensor of the output's logical shape: the DRAM symbol ``name``.
+
+    Parameters
+    ----------
+    name :
+        the symbol.
+    dtype :
+        ``"int8"`` (loaded with LOAD ACC_8BIT, sign-extended) or ``"int32"`` (LOAD ACC).
+    stages :
+        stages applied to the loaded tensor before it is used (immediate or per-channel
+        operands only), e.g. the requantization of a residual input.
+    """
+
+    name: str
+    dtype: str = "int8"
+    stages: tuple[AluStage, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "a tensor operand's")
+        if self.dtype not in TENSOR_DTYPES:
+            raise ValueError(f"tensor operand {self.name!r} dtype must be one of "
+                             f"{', '.join(TENSOR_DTYPES)}, not {self.dtype!r}")
+        object.__setattr__(self, "stages", _stage_tuple(self.stages, f"tensor operand {self.name!r} stages"))
+        for stage in self.stages:
+            if isinstance(stage.operand, TensorOperand):
+                raise ValueError(f"tensor operand {self.name!r} stages must take immediates or channel "
+                                 f"operands, not the tensor {stage.operand.name!r}")
+
+
+Operand = Union[int, ChannelOperand, TensorOperand]
+
+
+@dataclass(frozen=True)
+class AluStage:
+    """One ALU operation on the accumulator: ``acc = op(acc, operand)`` in every lane."""
+
+    op: AluOp
+    operand: Operand
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "op", AluOp(self.op))
+        except ValueError:
+            raise ValueError(f"an ALU stage op must be one of {', '.join(o.name for o in AluOp)}, "
+                             f"not {self.op!r}") from None
+        value = self.operand
+        if isinstance(value, (ChannelOperand, TensorOperand)):
+            return
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"an ALU stage operand must be an int, a ChannelOperand or a TensorOperand, "
+                             f"not {value!r}")
+        low, high = SHR_RANGE if self.op is AluOp.SHR else (IMM_FIELD.low, IMM_FIELD.high)
+        if not low <= value <= high:
+            what = "a SHR amount" if self.op is AluOp.SHR else f"an {self.op.name} immediate"
+            raise ValueError(f"{what} must be in {low}..{high}, not {value!r}")
+        object.__setattr__(self, "operand", int(value))
+
+
+def _stage_tuple(stages: object, what: str) -> tuple[AluStage, ...]:
+    if not isinstance(stages, (tuple, list)) or not all(isinstance(s, AluStage) for s in stages):
+        raise ValueError(f"{what} must be a sequence of AluStage, not {stages!r}")
+    return tuple(stages)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The ALU stages applied, in order, to the accumulator before the int8 output cast."""
+
+    stages: tuple[AluStage, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", _stage_tuple(self.stages, "epilogue stages"))
+        self.operands()  # checks that every name means one operand
+
+    @classmethod
+    def from_params(cls, shift: int | None, bias: str | None, clip: tuple[int, int] | None) -> Epilogue:
+        """``clip((acc >> shift) + bias, low, high)``: SHR, ADD (channel operand ``bias``), MIN, MAX.
+
+        >>> Epilogue.from_params(8, "bias", (0, 127)).describe()
+        'SHR 8, ADD bias[c], MIN 127, MAX 0'
+        """
+        stages = []
+        if shift is not None:
+            stages.append(AluStage(AluOp.SHR, shift))
+        if bias is not None:
+            stages.append(AluStage(AluOp.ADD, ChannelOperand(bias)))
+        if clip is not None:
+            stages += [AluStage(AluOp.MIN, clip[1]), AluStage(AluOp.MAX, clip[0])]
+        return cls(tuple(stages))
+
+    def __add__(self, other: Epilogue) -> Epilogue:
+        """The stages of ``self``, then those of ``other``."""
+        if not isinstance(other, Epilogue):
+            return NotImplemented
+        return Epilogue(self.stages + other.stages)
+
+    def operands(self) -> dict[str, ChannelOperand | TensorOperand]:
+        """Every DRAM operand by symbol name, in order of first use (tensor stages' operands
+        before their tensor).
+
+        Raises
+        ------
+        ValueError
+            if one name stands for two different operands.
+        """
+        found: dict[str, ChannelOperand | TensorOperand] = {}
+        for operand in _walk_operands(self.stages):
+            known = found.setdefault(operand.name, operand)
+            if known != operand:
+                raise ValueError(f"epilogue operand name {operand.name!r} must name one operand, not "
+                                 f"both {known!r} and {operand!r}")
+        return found
+
+    @property
+    def channel_operands(self) -> tuple[ChannelOperand, ...]:
+        return tuple(o for o in self.operands().values() if isinstance(o, ChannelOperand))
+
+    @property
+    def tensor_operands(self) -> tuple[TensorOperand, ...]:
+        return tuple(o for o in self.operands().values() if isinstance(o, TensorOperand))
+
+    def describe(self) -> str:
+        """One line: ``"SHR 8, ADD bias[c], MIN 127, MAX 0"``."""
+        return ", ".join(_describe(stage) for stage in self.stages) or "(none)"
+
+
+def _walk_operands(stages: tuple[AluStage, ...]) -> list[ChannelOperand | TensorOperand]:
+    out: list[ChannelOperand | TensorOperand] = []
+    for stage in stages:
+        if isinstance(stage.operand, TensorOperand):
+            out += _walk_operands(stage.operand.stages)
+        if isinstance(stage.operand, (ChannelOperand, TensorOperand)):
+            out.append(stage.operand)
+    return out
+
+
+def _describe(stage: AluStage) -> str:
+    operand = stage.operand
+    if isinstance(operand, ChannelOperand):
+        text = f"{operand.name}[c]"
+    elif isinstance(operand, TensorOperand):
+        inner = f" ({', '.join(_describe(s) for s in operand.stages)})" if operand.stages else ""
+        text = f"{operand.name}:{operand.dtype}{inner}"
+    else:
+        text = str(operand)
+    return f"{stage.op.name} {text}"
+
+
+# -- the numpy reference -----------------------------------------------------------------------
+
+
+def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    s = ((b & _SHR_MASK) ^ _SHR_SIGN) - _SHR_SIGN  # the signed low 6 bits of B
+    return np.where(s >= 0, a >> np.clip(s, 0, 63), a << np.clip(-s, 0, 63))
+
+
+_LANES: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    AluOp.MIN: np.minimum, AluOp.MAX: np.maximum, AluOp.ADD: np.add, AluOp.SHR: _shr,
+          AluOp.MUL: np.multiply}
+
+
+def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """``op`` on int32 lanes as the ALU computes it (ISA.md §3); int64 in, int64 holding int32 out.
+
+    >>> alu_lanes(AluOp.SHR, np.array([-7, 3]), np.array([1, -2])).tolist()
+    [-4, 12]
+    >>> alu_lanes(AluOp.MUL, np.array([2**30]), 4).tolist()
+    [0]
+    """
+    result = _LANES[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
+    return result.astype(np.int32).astype(np.int64)
+
+
+def _operand_value(operand: Operand, operands: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray | int:
+    if isinstance(operand, int):
+        return operand
+    if operand.name not in operands:
+        raise ValueError(f"epilogue operand {operand.name!r} must be given, and is not "
+                         f"(given: {', '.join(operands) or 'none'})")
+    array = np.asarray(operands[operand.name]).astype(np.int64)
+    if isinstance(operand, ChannelOperand):
+        if array.shape != (shape[1],):
+            raise ValueError(f"channel operand {operand.name!r} must have shape {(shape[1],)}, "
+                             f"not {array.shape}")
+        return array.reshape((1, -1) + (1,) * (len(shape) - 2))
+    if array.shape != shape:
+        raise ValueError(f"tensor operand {operand.name!r} must have shape {shape}, not {array.shape}")
+    return apply_stages(array.astype(operand.dtype).astype(np.int64), operand.stages, operands)
+
+
+def apply_stages(value: np.ndarray, stages: tuple[AluStage, ...],
+                 operands: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``stages`` on int32 values (channels on axis 1) as the ALU runs them; int64 out."""
+    value = np.asarray(value).astype(np.int32).astype(np.int64)
+    for stage in stages:
+        value = alu_lanes(stage.op, value, _operand_value(stage.operand, operands, value.shape))
+    return value
+
+
+def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, operands: Mapping[str, np.ndarray]) -> np.ndarray:
+    """numpy: ``epilogue`` on the int32 accumulators ``acc`` (channels on axis 1), as int8.
+
+    ``operands`` holds each operand's logical array by name: ``(channels,)`` for a channel
+    operand, ``acc.shape`` for a tensor operand.
+
+    Raises
+    ------
+    ValueError
+        for a missing operand or one of the wrong shape.
+    """
+    return apply_stages(acc, epilogue.stages, operands).astype(np.int32).astype(np.int8)
