@@ -3,7 +3,8 @@
 ``te`` says what to compute, ``create_schedule`` and the :class:`Stage` primitives say
 how, :func:`lower` runs the pass pipeline and :func:`build` emits the program.  An
 operator ends with an :class:`Epilogue` of ALU stages (:mod:`.epilogue`;
-:func:`requantize_stages` writes the graph level's requantization as one).
+:func:`requantize_stages` writes the graph level's requantization as one), and
+:func:`build_program` puts several operators in one program (:mod:`.program`).
 """
 
 from . import te
@@ -17,11 +18,13 @@ from .ops.conv2d import conv2d, plan_conv2d
 from .ops.dense import dense, plan_dense
 from .ops.elementwise import elementwise
 from .pipeline import PASSES, Progress, build, lower
+from .program import Kernel, ProgramTensor, build_program, program_reference
 from .requantize import requantize_stages
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 
 __all__ = [
     "AluStage", "ChannelOperand", "Epilogue", "TensorOperand", "apply_epilogue", "requantize_stages",
+    "Kernel", "ProgramTensor", "build_program", "program_reference",
     "Intrinsic", "LoweringError", "OPERATORS", "Operator", "OperatorSpec", "PASSES", "Param",
     "Progress", "REGISTRY", "Schedule", "ScheduleError", "Stage", "build", "create_schedule",
     "gemm_intrinsic", "lower", "operator_spec", "plan_conv2d", "plan_dense", "te",

@@ -23,7 +23,7 @@ from .limits import count_insns
 from .lower import Lowered
 from .te import Tensor, Var
 
-__all__ = ["generate", "SymbolInfo"]
+__all__ = ["Ticker", "emit", "generate", "SymbolInfo"]
 
 SymbolInfo = Mapping[Tensor, tuple[str, str, np.ndarray | None]]  # role, layout, data
 
@@ -50,19 +50,35 @@ def generate(lowered: Lowered, symbols: SymbolInfo, *,
                 raise ValueError(f"{tensor.name} must have shape {tensor.shape}, not {data.shape}")
             tensors[tensor] = builder.tensor(tensor.name, data=data.astype(tensor.dtype),
                                              layout=layout, role=role)
-    emitter = _Emitter(builder, tensors, lowered.cfg, lowered.slices)
-    if progress is not None:
-        emitter.ticker = _Ticker(progress, count_insns(lowered.body) if total is None else total)
+    ticker = None if progress is None else \
+        Ticker(progress, count_insns(lowered.body) if total is None else total)
     try:
-        emitter.emit(lowered.body, {}, 0)
-        if emitter.ticker is not None:
-            emitter.ticker.finish()
+        emit(builder, lowered, tensors, ticker)
+        if ticker is not None:
+            ticker.finish()
         return builder.finish()
     except BuildError as exc:
         raise LoweringError("codegen", str(exc)) from None
 
 
-class _Ticker:
+def emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Symbol],
+         ticker: Ticker | None = None) -> None:
+    """Emit ``lowered``'s instructions into ``builder``, each tensor at its DRAM symbol.
+
+    The caller declares the tensors and finishes the program (several kernels can share
+    one builder, with :meth:`~openvta.runtime.ProgramBuilder.barrier` between them).
+
+    Raises
+    ------
+    BuildError
+        from the builder (an instruction that does not encode, a region past a tensor).
+    """
+    emitter = _Emitter(builder, dict(tensors), lowered.cfg, lowered.slices)
+    emitter.ticker = ticker
+    emitter.emit(lowered.body, {}, 0)
+
+
+class Ticker:
     """Calls ``progress("codegen", done, total)`` about every ``total / 1000`` instructions."""
 
     def __init__(self, progress: Progress, total: int) -> None:
@@ -84,7 +100,7 @@ class _Ticker:
 
 
 class _Emitter:
-    ticker: _Ticker | None = None
+    ticker: Ticker | None = None
 
     def __init__(self, builder: ProgramBuilder, tensors: dict[Tensor, Symbol], cfg: Config,
                  slices: dict[Scope, int]) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "bias_layout", "data_layout", "kernel_layout", "out_layout",
     "pack_bias", "pack_data", "pack_kernel", "pack_matrix_data", "pack_matrix_weight",
     "unpack_data", "unpack_kernel", "unpack_matrix", "pack_by_layout", "unpack_by_layout",
+    "packed_shape",
 ]
 
 _INT32 = np.iinfo(np.int32)
@@ -282,6 +283,29 @@ def unpack_by_layout(packed: np.ndarray, layout: str, logical_shape: tuple[int, 
     if kind in ("NC", "OI"):
         return unpack_matrix(packed, logical_shape[0], logical_shape[1])
     return packed[:, 0, :].reshape(-1)[: logical_shape[0]]
+
+
+def packed_shape(layout: str, logical_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of a logical tensor packed into ``layout``.
+
+    Raises
+    ------
+    ValueError
+        for a layout that is not a packed one, or a shape of another rank than the layout's.
+
+    Examples
+    --------
+    >>> packed_shape("NCHW1n16c", (1, 20, 5, 5)), packed_shape("C1n16c", (20,))
+    ((1, 2, 5, 5, 1, 16), (2, 1, 16))
+    """
+    kind, outer, inner = _parse(layout)
+    if len(logical_shape) != len(kind):
+        raise ValueError(f"a {layout} tensor must have {len(kind)} dimensions ({kind}), not shape "
+                         f"{tuple(logical_shape)!r}")
+    if kind == "C":
+        return (ceil_div(logical_shape[0], inner), outer, inner)
+    first, second, *rest = logical_shape
+    return (ceil_div(first, outer), ceil_div(second, inner), *rest, outer, inner)
 
 
 def pack_by_layout(array: np.ndarray, layout: str, cfg: Config) -> np.ndarray:

@@ -6,8 +6,14 @@ buffer (caching the resident ones), lays out DRAM, and places dependency tokens:
 * ``dep_pop(src, dst)`` marks a pop on the *next* instruction of ``dst``;
 * ``dep_push(src, dst)`` sets the push flag on the previous instruction of ``src``,
   or emits a sync instruction (``x_size = 0``) when that one already pushes;
+* ``barrier()`` orders every instruction so far, on every module, before every
+  instruction after it (several kernels in one stream);
 * ``finish()`` drains every token queue, orders the last load and store
   instructions before FINISH with tokens, and returns the :class:`Program`.
+
+Tensors are laid out one after another, or at a byte address the caller chose
+(``tensor(..., addr=...)``: a memory planner reusing buffers); the micro-ops and the
+instructions go after the last tensor.
 """
 
 from __future__ import annotations
@@ -138,6 +144,7 @@ class ProgramBuilder:
         self._uop_resident: dict[tuple[Uop, ...], int] = {}
         self._uop_next = 0
         self._uop_fixups: list[tuple[int, int]] = []
+        self._placed_end = 0
         self._finished = False
 
     # -- DRAM tensors --------------------------------------------------------------
@@ -150,11 +157,27 @@ class ProgramBuilder:
         dtype: str | None = None,
         layout: str = "",
         role: str = "scratch",
+        addr: int | None = None,
     ) -> Symbol:
-        """Allocate a named DRAM tensor, from ``data`` or zero-filled of ``shape``/``dtype``."""
+        """Allocate a named DRAM tensor, from ``data`` or zero-filled of ``shape``/``dtype``.
+
+        ``addr`` places it at that byte address (a multiple of the configuration's DRAM
+        alignment) instead of after the previous tensor.  Placed tensors may overlap: the
+        caller says which tensors share memory (a planner reusing buffers by liveness);
+        their data is written in the order they are declared.
+
+        Examples
+        --------
+        >>> from openvta.isa import preset
+        >>> b = ProgramBuilder(preset("tiny"))
+        >>> b.tensor("x", shape=(64,), addr=32).addr, b.tensor("y", shape=(4,)).addr
+        (32, 96)
+        """
         self._check_open()
         if name.startswith("__"):
             raise BuildError(f"tensor names starting with '__' are reserved, not {name!r}")
+        if name in self.symbols:
+            raise BuildError(f"a DRAM segment named {name!r} already exists")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         if data is not None:
@@ -171,16 +194,33 @@ class ProgramBuilder:
         if shape is None:
             raise ValueError(f"tensor {name!r} needs data or a shape")
         symbol = Symbol(0, tuple(int(d) for d in shape), dtype, layout, role)
-        try:
-            addr = self._alloc.alloc(symbol.nbytes, name)
-        except ValueError as exc:
-            raise BuildError(str(exc)) from None
+        addr = self._allocate(name, symbol.nbytes, addr)
         symbol = Symbol(addr, symbol.shape, dtype, layout, role)
         self.symbols[name] = symbol
         if data is not None:
             le = np.asarray(data).astype(np.dtype(DTYPES[dtype]).newbyteorder("<"))
             self._data.append((addr, le.tobytes()))
         return symbol
+
+    def _allocate(self, name: str, nbytes: int, addr: int | None) -> int:
+        if addr is None:
+            self._reserve_placed()
+            try:
+                return self._alloc.alloc(nbytes, name)
+            except ValueError as exc:
+                raise BuildError(str(exc)) from None
+        align = self._alloc.align
+        if isinstance(addr, bool) or not isinstance(addr, (int, np.integer)) or addr < 0 or addr % align:
+            raise BuildError(f"tensor {name!r} addr must be a non-negative multiple of {align} bytes "
+                             f"(the DRAM alignment), not {addr!r}")
+        self._placed_end = max(self._placed_end, int(addr) + nbytes)
+        return int(addr)
+
+    def _reserve_placed(self) -> None:
+        """Let the bump allocator continue after every tensor placed at a chosen address."""
+        gap = self._placed_end - self._alloc.size
+        if gap > 0:
+            self._alloc.alloc(gap, f"__placed{len(self._alloc.segments)}__", align=1)
 
     def elem_addr(self, symbol: Symbol, memory_type: MemoryType, offset: int = 0) -> int:
         """``symbol``'s DRAM address in elements of ``memory_type``, plus ``offset``."""
@@ -433,6 +473,30 @@ class ProgramBuilder:
         """Tokens each queue will hold after the instructions so far (pushes − pops)."""
         return dict(self._tokens)
 
+    def barrier(self) -> None:
+        """Order every instruction emitted so far before every instruction emitted after.
+
+        Load and store each send compute a token, compute waits for both, then sends load
+        and store a token each, which they wait for before their next instruction: the
+        next load comes after the last store (read after write through DRAM), the next
+        store after the last load and compute (write after read), whatever the modules.
+
+        Raises
+        ------
+        BuildError
+            if a token queue holds tokens (they would be popped in place of the barrier's).
+        """
+        self._check_open()
+        held = [f"{queue.label} ({count:+d})" for queue, count in self._tokens.items() if count]
+        if held:
+            raise BuildError(f"a barrier needs every token queue empty, not {', '.join(held)}")
+        for module in (Module.LOAD, Module.STORE):
+            self.dep_push(module, Module.COMPUTE)
+            self.dep_pop(module, Module.COMPUTE)
+        for module in (Module.LOAD, Module.STORE):
+            self.dep_push(Module.COMPUTE, module)
+            self.dep_pop(Module.COMPUTE, module)
+
     # -- finish ------------------------------------------------------------------
     def finish(self) -> Program:
         """Drain the token queues, append FINISH, lay out DRAM and return the program."""
@@ -461,6 +525,7 @@ class ProgramBuilder:
         self._commit_pops(Module.COMPUTE)
 
     def _layout(self) -> Program:
+        self._reserve_placed()
         uop_addr = self._alloc.alloc(len(self._uop_segment) * UOP_BYTES, "__uops__")
         insn_addr = self._alloc.alloc(len(self.insns) * INSN_BYTES, "__insns__",
                                       align=max(INSN_BYTES, self._alloc.align))

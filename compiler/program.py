@@ -1,0 +1,275 @@
+"""Several kernels in one program: one instruction stream, one DRAM arena.
+
+The graph level lowers a region of consecutive accelerator kernels into one program, so
+that a layer's output stays in DRAM for the next layer (no host round trip).  Each
+:class:`Kernel` is a scheduled :class:`~openvta.compiler.ops.common.Operator` (conv2d or
+dense with its epilogue, from the registry) and a binding of its symbols (``data``,
+``weight``, ``bias``, epilogue operands, ``out``) to program tensors; each
+:class:`ProgramTensor` is declared once with the byte offset the caller's memory planner
+chose in the arena, its dtype, packed layout, logical shape, role and constant data.  A
+kernel's output in ``NCHW{B}n{BO}c`` is the next kernel's input in ``NCHW{B}n{BI}c``
+(the same bytes, as BLOCK_IN == BLOCK_OUT).
+
+:func:`build_program` checks the program (:mod:`.program_check`: bindings, who writes
+what before whom, no two live tensors sharing bytes), lowers every kernel, and emits
+them in the order given, with a barrier (:meth:`~openvta.runtime.ProgramBuilder.barrier`)
+between consecutive kernels: every instruction of kernel ``k`` happens before every
+instruction of kernel ``k + 1``, so a load reads what the previous kernel stored and a
+buffer may be reused as soon as its last reader is done.  :func:`program_reference` is
+the chained numpy reference.
+
+Examples
+--------
+>>> import numpy as np
+>>> import openvta
+>>> from openvta.compiler import conv2d
+>>> cfg = openvta.preset("tiny")
+>>> first = conv2d(cfg, ci=4, co=4, hw=4, kernel=3, pad=1, bias=False, shift=6)
+>>> second = conv2d(cfg, ci=4, co=4, hw=4, kernel=1, bias=False, shift=6)
+>>> rng = np.random.default_rng(0)
+>>> w1, w2 = (rng.integers(-128, 128, (4, 4, k, k), dtype=np.int8) for k in (3, 1))
+>>> act = dict(dtype="int8", layout="NCHW1n4c", shape=(1, 4, 4, 4))
+>>> tensors = [ProgramTensor("x", 0, role="input", **act),
+...            ProgramTensor("w1", 64, "int8", "OIHW4o4i", (4, 4, 3, 3), "weight", w1),
+...            ProgramTensor("w2", 208, "int8", "OIHW4o4i", (4, 4, 1, 1), "weight", w2),
+...            ProgramTensor("h", 224, **act),
+...            ProgramTensor("y", 0, role="output", **act)]      # x is dead by then: reuse it
+>>> kernels = [Kernel(first, {"data": "x", "weight": "w1", "out": "h"}),
+...            Kernel(second, {"data": "h", "weight": "w2", "out": "y"})]
+>>> program = build_program(kernels, cfg, tensors=tensors)
+>>> x = rng.integers(-128, 128, (1, 4, 4, 4), dtype=np.int8)
+>>> out = openvta.simulate(program, {"x": x}, backend="functional")["y"]
+>>> bool((out == program_reference(kernels, tensors, {"x": x})["y"]).all())
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from openvta.isa import INSN_BYTES, Config
+from openvta.runtime import Program, ProgramBuilder, Progress
+from openvta.runtime.builder import BuildError
+from openvta.runtime.program import ROLES
+
+from .codegen import Ticker, emit
+from .ir import LoweringError
+from .layout import pack_by_layout, packed_shape
+from .limits import DRAM_LIMIT_BYTES, MAX_INSNS, check_insns, count_insns, format_bytes
+from .lower import Lowered
+from .ops.common import Operator, as_operand
+from .pipeline import lower
+from .program_check import HOST_ROLES, check_program, label
+
+__all__ = ["Kernel", "ProgramTensor", "build_program", "program_reference", "TENSOR_DTYPES"]
+
+#: The dtypes a program tensor may have.
+TENSOR_DTYPES = ("int8", "int32")
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramTensor:
+    """A tensor of the program's DRAM arena.
+
+    Parameters
+    ----------
+    name :
+        its name in the program (a symbol of the program file).
+    offset :
+        its first byte in the arena, a multiple of the configuration's DRAM alignment.
+    dtype :
+        ``"int8"`` or ``"int32"``.
+    layout :
+        its packed layout (``NCHW1n16c``, ``OIHW16o16i``, ``C1n16c``, ``NC1n16c``…).
+    shape :
+        its logical shape (``NCHW``, ``OIHW``, ``(C,)``, ``(N, C)``).
+    role :
+        ``input``, ``weight`` or ``bias`` (supplied by the host: as ``data`` here, or
+        written before a run), ``output`` (read by the host after the run) or ``scratch``.
+    data :
+        constant logical contents (input, weight and bias tensors only).
+
+    Raises
+    ------
+    ValueError
+        for a field outside what it accepts, naming the tensor.
+    """
+
+    name: str
+    offset: int
+    dtype: str
+    layout: str
+    shape: tuple[int, ...]
+    role: str = "scratch"
+    data: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or self.name.startswith("__"):
+            raise ValueError(f"a tensor name must be a non-empty string not starting with '__', not {self.name!r}")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, (int, np.integer)) or self.offset < 0:
+            raise ValueError(f"tensor {self.name!r} offset must be a non-negative integer, not {self.offset!r}")
+        if self.dtype not in TENSOR_DTYPES:
+            raise ValueError(f"tensor {self.name!r} dtype must be one of {', '.join(TENSOR_DTYPES)}, "
+                             f"not {self.dtype!r}")
+        if self.role not in ROLES:
+            raise ValueError(f"tensor {self.name!r} role must be one of {', '.join(ROLES)}, not {self.role!r}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        try:
+            packed_shape(self.layout, self.shape)
+        except ValueError as exc:
+            raise ValueError(f"tensor {self.name!r}: {exc}") from None
+        if self.data is not None:
+            if self.role not in HOST_ROLES:
+                raise ValueError(f"tensor {self.name!r} has data, so its role must be one of "
+                                 f"{', '.join(HOST_ROLES)}, not {self.role!r}")
+            array = as_operand(self.name, self.data, self.shape, self.dtype)
+            array.flags.writeable = False
+            object.__setattr__(self, "data", array)
+
+    @property
+    def packed_shape(self) -> tuple[int, ...]:
+        return packed_shape(self.layout, self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.packed_shape)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """One operator of the program and the program tensor bound to each of its symbols.
+
+    Parameters
+    ----------
+    operator :
+        a scheduled operator (``openvta.operator(...)``, ``conv2d(cfg, ...)``…).
+    bind :
+        symbol (``data``, ``weight``, ``bias``, each epilogue operand, ``out``) → tensor name.
+    name :
+        for messages and progress; the operator's name if empty.
+    """
+
+    operator: Operator
+    bind: Mapping[str, str]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operator, Operator):
+            raise TypeError(f"a kernel's operator must be an Operator, not {type(self.operator).__name__}")
+        object.__setattr__(self, "bind", MappingProxyType(dict(self.bind)))
+        if not self.name:
+            object.__setattr__(self, "name", self.operator.name)
+
+
+def _quiet(what: str, done: int, total: int | None) -> None:
+    pass
+
+
+def build_program(kernels: Sequence[Kernel], cfg: Config, *, tensors: Sequence[ProgramTensor],
+                  progress: Progress | None = None, max_insns: int | None = MAX_INSNS) -> Program:
+    """One program running ``kernels`` in order on the tensors ``tensors`` (module docstring).
+
+    Parameters
+    ----------
+    progress :
+        ``progress(what, done, total)``: ``("lower <kernel>", k, len(kernels))`` before
+        lowering kernel ``k``, then ``("codegen", instructions, total)`` as
+        :func:`~openvta.compiler.pipeline.build` reports it.
+    max_insns :
+        refuse a program of more instructions than this (None: no bound).
+
+    Returns
+    -------
+    Program
+        every tensor is a symbol at its offset, with its layout, role and logical shape.
+
+    Raises
+    ------
+    LoweringError
+        ``"build_program: …"`` for bindings, dataflow or DRAM sharing (naming the kernel,
+        the symbol and the tensors), ``"build_program kernel k (conv2d): <pass>: …"`` when a
+        kernel does not lower, ``"check size: …"`` when the program does not fit.
+    """
+    kernels, tensors = list(kernels), list(tensors)
+    for tensor in tensors:
+        if not isinstance(tensor, ProgramTensor):
+            raise TypeError(f"tensors must be ProgramTensor, not {type(tensor).__name__}")
+    for kernel in kernels:
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernels must be Kernel, not {type(kernel).__name__}")
+    check_program(kernels, cfg, tensors)
+    report = progress or _quiet
+    irs = []
+    for index, kernel in enumerate(kernels):
+        report(f"lower {label(kernels, index)}", index, len(kernels))
+        try:
+            irs.append(lower(kernel.operator.schedule, cfg))
+        except LoweringError as exc:
+            raise LoweringError(f"build_program {label(kernels, index)}", str(exc)) from None
+    insns = sum(count_insns(ir.body) for ir in irs)
+    _check_size(tensors, insns)
+    check_insns(insns, max_insns)
+    return _generate(kernels, irs, cfg, tensors, Ticker(progress, insns) if progress else None)
+
+
+def _check_size(tensors: list[ProgramTensor], insns: int) -> None:
+    arena = max((t.offset + t.nbytes for t in tensors), default=0)
+    total = arena + insns * INSN_BYTES
+    if total > DRAM_LIMIT_BYTES:
+        raise LoweringError("check size", f"the program needs at least {total} bytes of DRAM (arena "
+                            f"{format_bytes(arena)}, instructions {format_bytes(insns * INSN_BYTES)}), more "
+                            f"than the {DRAM_LIMIT_BYTES} bytes DRAM addresses reach")
+
+
+def _generate(kernels: list[Kernel], irs: list[Lowered], cfg: Config, tensors: list[ProgramTensor],
+              ticker: Ticker | None) -> Program:
+    builder = ProgramBuilder(cfg)
+    for tensor in tensors:
+        if tensor.data is None:
+            builder.tensor(tensor.name, shape=tensor.packed_shape, dtype=tensor.dtype, layout=tensor.layout,
+                           role=tensor.role, addr=tensor.offset)
+        else:
+            packed = pack_by_layout(tensor.data, tensor.layout, cfg).astype(tensor.dtype)
+            builder.tensor(tensor.name, data=packed, layout=tensor.layout, role=tensor.role, addr=tensor.offset)
+    for index, (kernel, ir) in enumerate(zip(kernels, irs)):
+        op = kernel.operator
+        placed = {op.inputs[s]: builder.symbols[kernel.bind[s]] for s in op.inputs}
+        placed[op.output] = builder.symbols[kernel.bind["out"]]
+        try:
+            emit(builder, ir, placed, ticker)
+            if index + 1 < len(kernels):
+                builder.barrier()
+        except BuildError as exc:
+            raise LoweringError(f"codegen {label(kernels, index)}", str(exc)) from None
+    if ticker is not None:
+        ticker.finish()
+    program = builder.finish()
+    for tensor in tensors:
+        program.symbols[tensor.name] = program.symbols[tensor.name].with_logical_shape(tensor.shape)
+    return program
+
+
+def program_reference(kernels: Sequence[Kernel], tensors: Sequence[ProgramTensor],
+                      inputs: Mapping[str, ArrayLike] | None = None) -> dict[str, np.ndarray]:
+    """numpy: every kernel's reference in order, each reading what the earlier ones wrote.
+
+    ``inputs`` are logical arrays of host-supplied tensors without data (missing: zeros).
+    Returns every tensor's logical value by name (the constants and inputs included).
+    """
+    by_name = {t.name: t for t in tensors}
+    values: dict[str, np.ndarray] = {t.name: t.data for t in tensors if t.data is not None}
+    for name, value in (inputs or {}).items():
+        if name not in by_name:
+            raise ValueError(f"input {name!r} must be a declared tensor (tensors: {', '.join(by_name)})")
+        tensor = by_name[name]
+        values[name] = as_operand(name, value, tensor.shape, tensor.dtype)
+    for kernel in kernels:
+        op = kernel.operator
+        given = {s: values[kernel.bind[s]] for s in op.inputs if kernel.bind[s] in values}
+        values[kernel.bind["out"]] = op.reference(given)
+    return values
