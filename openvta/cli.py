@@ -12,6 +12,7 @@
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test]
     openvta config [PRESET]
+    openvta model compile|run|show ...   (see openvta/model_cli.py)
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
 and the message on stderr; a bad command line exits with status 2; Ctrl-C exits with
@@ -34,6 +35,7 @@ from openvta.hw.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
 
+from .model_cli import add_model_parser, run_model_command
 from .progress import ProgressDisplay
 
 __all__ = ["main"]
@@ -87,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
     _bitstream_parser(sub)
+    add_model_parser(sub)
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
     cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS),
                      help="the preset (default default)")
@@ -323,7 +326,11 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
+def _model(args: argparse.Namespace) -> int:
+    return run_model_command(args, _output)
+
+
+_COMMANDS = {"model": _model, "run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
              "verilog": _verilog, "bitstream": _bitstream, "config": _config}
 
 

@@ -1,0 +1,100 @@
+"""``openvta model``: compile an ONNX model, run it, show it.
+
+    openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
+                          [--quantize fixed|pow2] [--cpu-ops Conv,Gemm] -o MODEL.ovta
+    openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
+    openvta model show MODEL.ovta
+
+``CALIB.npz`` and ``X.npz`` hold one array per graph input, by name (any batch size);
+``Y.npz`` gets one float32 array per graph output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openvta.isa import PRESETS
+from openvta.runtime import ProgramError, backends
+
+__all__ = ["add_model_parser", "run_model_command"]
+
+
+def add_model_parser(sub: Any) -> None:
+    model = sub.add_parser("model", help="compile an ONNX model to int8, run it, show it")
+    verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB",
+                                 help="compile, run or show")
+    comp = verbs.add_parser("compile", help="quantize, partition and fuse a float ONNX model")
+    comp.add_argument("model", help="the float32 ONNX model (opset 13 or newer)")
+    comp.add_argument("--calibration", required=True,
+                      help="calibration samples: an .npz with one array per graph input")
+    comp.add_argument("--config", default="default", choices=sorted(PRESETS),
+                      help="accelerator preset (default default)")
+    comp.add_argument("--quantize", default="fixed", choices=("fixed", "pow2"),
+                      help="requantization: fixed (integer multiply and rounding shift) or pow2 "
+                           "(shifts only, VTA's); default fixed")
+    comp.add_argument("--cpu-ops", default="",
+                      help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
+    comp.add_argument("-o", "--output", required=True, help="the compiled model file (.ovta)")
+    run = verbs.add_parser("run", help="run a compiled model on a back end")
+    run.add_argument("model", help="the compiled model (.ovta)")
+    run.add_argument("--inputs", required=True, help="an .npz with one array per graph input")
+    run.add_argument("--backend", default="functional",
+                     help=f"where to run it: {', '.join(backends())} (default functional)")
+    run.add_argument("-o", "--output", help="write the outputs (.npz, one array per graph output)")
+    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    show = verbs.add_parser("show", help="print every node: op, placement and why, group, MACs")
+    show.add_argument("model", help="the compiled model (.ovta)")
+
+
+def _arrays(path: str, what: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                raise ProgramError(f"{what} file {path} must be an .npz of arrays by input name")
+            return {name: archive[name] for name in archive.files}
+    except FileNotFoundError:
+        raise ProgramError(f"{what} file {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, ProgramError):
+            raise
+        raise ProgramError(f"{what} file {path} is not a readable .npz: {exc}") from None
+
+
+def run_model_command(args: argparse.Namespace, output: Any) -> int:
+    """Run ``openvta model VERB``; ``output(path)`` makes an output path's folder."""
+    from openvta.graph.model import load_model
+    from openvta.graph.pipeline import compile_model
+
+    if args.verb == "compile":
+        calibration = _arrays(args.calibration, "calibration")
+        cpu_ops = [op.strip() for op in args.cpu_ops.split(",") if op.strip()]
+        out = output(args.output)
+        start = time.perf_counter()
+        model = compile_model(args.model, calibration, config=args.config,
+                              quantize=args.quantize, cpu_ops=cpu_ops)
+        model.save(out)
+        print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
+              f"{len(model.accelerator_groups())} accelerator kernels) in "
+              f"{time.perf_counter() - start:.2f} s; model written to {args.output}")
+        return 0
+    model = load_model(args.model)
+    if args.verb == "show":
+        print(model.summary())
+        return 0
+    outputs = model.run(_arrays(args.inputs, "inputs"), backend=args.backend)
+    out: Path | None = output(args.output)
+    if out is not None:
+        with open(out, "wb") as handle:
+            np.savez(handle, **dict(outputs))
+    if not args.quiet:
+        for name, value in outputs.items():
+            print(f"{name}: float32{list(value.shape)}")
+        print(f"cycles: {outputs.report.cycles}")
+        if out is not None:
+            print(f"outputs written to {args.output}")
+    return 0
