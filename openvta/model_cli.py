@@ -73,11 +73,11 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
     if args.verb == "compile":
         calibration = _arrays(args.calibration, "calibration")
         cpu_ops = [op.strip() for op in args.cpu_ops.split(",") if op.strip()]
-        out = output(args.output)
+        target = output(args.output)
         start = time.perf_counter()
         model = compile_model(args.model, calibration, config=args.config,
                               quantize=args.quantize, cpu_ops=cpu_ops)
-        model.save(out)
+        model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "
               f"{time.perf_counter() - start:.2f} s; model written to {args.output}")
