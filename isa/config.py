@@ -1,6 +1,6 @@
 """The accelerator configuration: VTA's log2 parameters and everything derived from them.
 
-A :class:`Config` holds the ISA keys of ``vta_config.json`` (ISA.md §1) plus the
+A :class:`Config` holds the ISA keys of ``vta_config.json`` (docs/ISA.md §1) plus the
 non-ISA keys that size the machine around the ISA (command and token queue depths,
 the memory bus width).  Every width and depth used anywhere in openvta is derived
 here, once.
@@ -39,7 +39,7 @@ ISA_KEYS = (
 #: Non-ISA keys that size the machine: queue depths in entries, bus width in bits.
 MACHINE_KEYS = ("CMD_QUEUE_DEPTH", "DEP_QUEUE_DEPTH", "LOG_BUS_WIDTH")
 
-# Widths fixed by ISA.md §2 for every configuration.
+# Widths fixed by docs/ISA.md §2 for every configuration.
 SRAM_BASE_WIDTH = 16
 LOOP_ITER_WIDTH = 14
 UOP_WIDTH = 32
@@ -47,7 +47,7 @@ INSN_WIDTH = 128
 INSN_BYTES = INSN_WIDTH // 8
 UOP_BYTES = UOP_WIDTH // 8
 #: ALU SHR reads the low SHR_AMOUNT_WIDTH bits of its second operand as a signed amount
-#: (ISA.md §3): an arithmetic right shift by 0..31, a left shift when negative.
+#: (docs/ISA.md §3): an arithmetic right shift by 0..31, a left shift when negative.
 SHR_AMOUNT_WIDTH = 6
 #: The largest right shift SHR performs: ``x >> s`` for ``s`` in ``0..MAX_SHR_AMOUNT``.
 MAX_SHR_AMOUNT = (1 << (SHR_AMOUNT_WIDTH - 1)) - 1
@@ -136,7 +136,7 @@ class Config:
         if clash:
             raise ConfigError(f"extras must not repeat the configuration keys {', '.join(clash)}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
-        # Building the layouts checks that every field fits its word (ISA.md §2).
+        # Building the layouts checks that every field fits its word (docs/ISA.md §2).
         from .encoding import layouts_of
 
         layouts_of(self)
@@ -265,7 +265,7 @@ class Config:
                 self.out_depth, self.acc_depth)
 
     def elem_bytes(self, memory_type: int) -> int:
-        """Bytes of one DRAM element of ``memory_type`` (ISA.md §4)."""
+        """Bytes of one DRAM element of ``memory_type`` (docs/ISA.md §4)."""
         return self._elem_bytes[memory_type]
 
     def buffer_depth(self, memory_type: int) -> int:

@@ -1,6 +1,6 @@
 """Bit layouts of instructions and micro-ops, derived from a :class:`Config`.
 
-ISA.md §2: fields are packed from bit 0 upward and a field never straddles bit 64
+docs/ISA.md §2: fields are packed from bit 0 upward and a field never straddles bit 64
 (it then starts at bit 64, the bits left in word 0 are zero padding).  This module
 computes every offset from the field widths; scalar and vectorized (numpy) packing
 share the same tables.
@@ -70,7 +70,7 @@ class Field:
 
 
 class Format:
-    """Names of the layouts (instruction formats) of ISA.md §2."""
+    """Names of the layouts (instruction formats) of docs/ISA.md §2."""
 
     MEM = "memory"
     GEMM = "gemm"

@@ -50,7 +50,7 @@ class Module(IntEnum):
 
 
 class TokenQueue(IntEnum):
-    """The four dependency-token queues of ISA.md §5."""
+    """The four dependency-token queues of docs/ISA.md §5."""
 
     LOAD_TO_COMPUTE = 0
     COMPUTE_TO_LOAD = 1
@@ -113,7 +113,7 @@ LOAD_MODULE_TYPES = (MemoryType.INP, MemoryType.WGT)
 
 
 def module_of(opcode: int, memory_type: int) -> Module:
-    """Where fetch routes an instruction (ISA.md §5).
+    """Where fetch routes an instruction (docs/ISA.md §5).
 
     STORE → store; LOAD of INP/WGT → load; everything else → compute.
     """

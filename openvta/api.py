@@ -39,7 +39,7 @@ def operator(name: str, *, config: str | Config = "default", layer: str | None =
     config :
         a preset name or a :class:`~openvta.isa.Config`.
     layer :
-        a named shape of the operator: ``"resnet18.C5"`` (conv2d, WORKLOADS.md's ResNet-18
+        a named shape of the operator: ``"resnet18.C5"`` (conv2d, docs/WORKLOADS.md's ResNet-18
         layers) or ``"dense_128x128x128"`` (dense).  A layer fixes the shape parameters
         (conv2d: ``n``, ``ci``, ``co``, ``hw``, ``kernel``, ``pad``, ``stride``), so giving
         one of them too is an error; schedule and requantization parameters (``vthreads``,
@@ -78,7 +78,7 @@ def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None
         that fit each symbol's dtype (int8, int32).  Inputs not given are zeros.
     seed :
         without ``inputs``: embed random benchmark operands drawn with this seed
-        (int8 data and weights, int32 bias in [-2**14, 2**14), as WORKLOADS.md).
+        (int8 data and weights, int32 bias in [-2**14, 2**14), as docs/WORKLOADS.md).
     progress, max_insns :
         as :func:`openvta.compiler.pipeline.build`: ``progress(what, done, total)`` before
         each pass and during code generation; the most instructions allowed.

@@ -5,7 +5,7 @@
 into blocks of ``mb × nb`` tiles, the reduction into blocks of ``kb`` tiles, and each
 virtual thread owns its own slice of the inp, wgt and acc buffers.  The threads'
 instructions are interleaved so that the load of one thread's next tiles overlaps the
-compute of another's (ISA.md §5), which is what the tokens below order:
+compute of another's (docs/ISA.md §5), which is what the tokens below order:
 
 * compute→load: thread ``t``'s inp/wgt slice may be overwritten (WAR), primed once
   per thread;

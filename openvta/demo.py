@@ -1,6 +1,6 @@
 """``make demo``: ResNet-18 on the default (VTA) configuration, with and without latency hiding.
 
-For each conv layer C2–C11 of WORKLOADS.md (full size, random int8 operands, int32
+For each conv layer C2–C11 of docs/WORKLOADS.md (full size, random int8 operands, int32
 bias): compile it with 1 and 2 virtual threads, run it on the functional simulator
 (race checker on) and the cycle model, check both outputs against numpy, and print
 cycles and GEMM utilization; then write the timelines of one layer to ``out/``.

@@ -1,7 +1,7 @@
 """DRAM layout: an allocator that honours element alignment, and tile packing helpers.
 
 Every buffer handed to the accelerator starts at a multiple of the largest element
-size of the configuration (ISA.md §4), so its address is a whole number of elements
+size of the configuration (docs/ISA.md §4), so its address is a whole number of elements
 of any memory type.
 """
 

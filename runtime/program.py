@@ -1,4 +1,4 @@
-"""The program file (PROGRAM.md): compile once, run on any back end.
+"""The program file (docs/PROGRAM.md): compile once, run on any back end.
 
 A :class:`Program` is a DRAM image, where its instructions start, how many there
 are, the configuration and named symbols.  It is saved as a NumPy ``.npz``

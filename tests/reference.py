@@ -1,4 +1,4 @@
-"""A deliberately naive model of ISA.md §3, for testing the simulators against.
+"""A deliberately naive model of docs/ISA.md §3, for testing the simulators against.
 
 It runs a program's instructions one by one in stream order (so it is only valid for
 programs whose token order agrees with the stream order, as the generators in
@@ -26,7 +26,7 @@ def _low8(value: int) -> int:
 
 
 def alu_reference(op: AluOp, a: int, b: int) -> int:
-    """One lane of the ALU, straight from ISA.md §3."""
+    """One lane of the ALU, straight from docs/ISA.md §3."""
     if op == AluOp.MIN:
         return min(a, b)
     if op == AluOp.MAX:

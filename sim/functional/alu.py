@@ -1,6 +1,6 @@
-"""The ALU's lane semantics (ISA.md §3) and its vectorized sequential execution.
+"""The ALU's lane semantics (docs/ISA.md §3) and its vectorized sequential execution.
 
-ISA.md has no hazard rule: a micro-op loop must give the result of executing its
+docs/ISA.md has no hazard rule: a micro-op loop must give the result of executing its
 micro-ops one after another, even when they read or write the same accumulator
 tile.  :func:`apply_alu` executes in *waves*: wave ``k`` holds the ``k``-th write
 to each destination, so destinations within a wave are distinct; it is exact when

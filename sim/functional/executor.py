@@ -1,4 +1,4 @@
-"""The golden executor: fetch, load, compute and store under the token rule (ISA.md §5).
+"""The golden executor: fetch, load, compute and store under the token rule (docs/ISA.md §5).
 
 There is no notion of time here.  Fetch routes instructions in program order into
 bounded command queues; each module runs the head of its queue once every token it

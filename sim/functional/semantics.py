@@ -1,4 +1,4 @@
-"""What each instruction does to the buffers and DRAM (ISA.md §3), vectorized.
+"""What each instruction does to the buffers and DRAM (docs/ISA.md §3), vectorized.
 
 This is the living definition of the ISA's arithmetic: the functional simulator runs
 it, and the cycle model calls the same functions at simulated time.  Each

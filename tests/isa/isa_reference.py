@@ -1,6 +1,6 @@
-"""A deliberately naive model of ISA.md §1–§2, written from the spec, not from ``isa/``.
+"""A deliberately naive model of docs/ISA.md §1–§2, written from the spec, not from ``isa/``.
 
-The default-configuration bit tables are typed in straight from ISA.md (``[hi:lo]``
+The default-configuration bit tables are typed in straight from docs/ISA.md (``[hi:lo]``
 per field, in table order): they are the contract the tests hold ``isa/`` to.  The
 configuration-dependent widths are the formulas of the same tables, and
 :func:`reference_pack` is the packing rule of §2 in its simplest form.
@@ -14,7 +14,7 @@ WORD_BITS = 64
 INSN_BITS = 128
 UOP_BITS = 32
 
-# -- ISA.md §2, default configuration: (field, hi, lo) -----------------------------
+# -- docs/ISA.md §2, default configuration: (field, hi, lo) -----------------------------
 HEADER_BITS = [
     ("opcode", 2, 0),
     ("pop_prev_dep", 3, 3),
@@ -67,14 +67,14 @@ UOP_BITS_TABLE = [
     ("wgt_idx", 31, 22),
 ]
 
-#: Padding bits of the default layouts (ISA.md §2: "[63:58] padding", "[63] padding").
+#: Padding bits of the default layouts (docs/ISA.md §2: "[63:58] padding", "[63] padding").
 MEM_PADDING_MASK = ((1 << 6) - 1) << 58
 LOOP_PADDING_MASK = 1 << 63
 
 SIGNED_FIELDS = {"imm"}
 DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
 
-#: ISA.md §2 enumerations.
+#: docs/ISA.md §2 enumerations.
 OPCODES = {"LOAD": 0, "STORE": 1, "GEMM": 2, "FINISH": 3, "ALU": 4}
 MEMORY_TYPES = {"UOP": 0, "WGT": 1, "INP": 2, "ACC": 3, "OUT": 4, "ACC_8BIT": 5}
 ALU_OPCODES = {"MIN": 0, "MAX": 1, "ADD": 2, "SHR": 3, "MUL": 4}
@@ -85,7 +85,7 @@ def as_offsets(table: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
     return [(name, lo, hi - lo + 1) for name, hi, lo in table]
 
 
-# -- ISA.md §1: derived depths ------------------------------------------------------
+# -- docs/ISA.md §1: derived depths ------------------------------------------------------
 def log_depths(params: Mapping[str, int]) -> dict[str, int]:
     """LOG_*_DEPTH from the raw log2 parameters (int8 inp/wgt/out, int32 acc, 4-byte uop)."""
     batch, block = 1 << params["LOG_BATCH"], 1 << params["LOG_BLOCK"]
@@ -103,7 +103,7 @@ def log_depths(params: Mapping[str, int]) -> dict[str, int]:
 
 
 def spec_widths(depths: Mapping[str, int]) -> dict[str, list[tuple[str, int]]]:
-    """Field order and widths of every layout, from the ISA.md §2 width column."""
+    """Field order and widths of every layout, from the docs/ISA.md §2 width column."""
     uop, acc = depths["LOG_UOP_DEPTH"], depths["LOG_ACC_DEPTH"]
     inp, wgt = depths["LOG_INP_DEPTH"], depths["LOG_WGT_DEPTH"]
     loops = {"uop_bgn": uop, "uop_end": uop + 1, "dst_factor_out": acc, "dst_factor_in": acc}

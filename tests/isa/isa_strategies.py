@@ -2,7 +2,7 @@
 
 Every field is drawn within the width its configuration's layout gives it
 (``layouts_of(cfg)``), never from re-typed constants; enumerated fields are drawn
-from the ISA's enums.  Dependency flags follow ISA.md §5: an instruction routed to the
+from the ISA's enums.  Dependency flags follow docs/ISA.md §5: an instruction routed to the
 load module sets no prev flag, a STORE sets no next flag.
 """
 
@@ -75,7 +75,7 @@ def alu_insns(cfg: Config) -> st.SearchStrategy[AluInsn]:
 
 
 def finish_insns(cfg: Config) -> st.SearchStrategy[FinishInsn]:
-    """FINISH: every field zero except the dependency flags (ISA.md §2)."""
+    """FINISH: every field zero except the dependency flags (docs/ISA.md §2)."""
     flags = st.fixed_dictionaries({name: st.booleans() for name in DEP_FLAGS})
     return flags.map(lambda v: FinishInsn(cfg=cfg, **v))
 
@@ -97,7 +97,7 @@ def valid_words(draw: st.DrawFn, cfg: Config) -> tuple[int, dict[str, int]]:
     """A 128-bit word of a valid instruction, packed by hand, and its field values.
 
     Packing is plain shifting at each field's offset; the offsets themselves are
-    checked against ISA.md in ``test_encoding.py``.
+    checked against docs/ISA.md in ``test_encoding.py``.
     """
     opcode = draw(st.sampled_from(list(Opcode)))
     fmt = {Opcode.LOAD: Format.MEM, Opcode.STORE: Format.MEM, Opcode.GEMM: Format.GEMM,

@@ -1,4 +1,4 @@
-"""Config (ISA.md §1): presets, derived widths and depths, JSON, validation errors."""
+"""Config (docs/ISA.md §1): presets, derived widths and depths, JSON, validation errors."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_presets_are_the_three_named_configs():
 
 
 def test_default_preset_is_vta_default_table():
-    # ISA.md §1 "default" column.
+    # docs/ISA.md §1 "default" column.
     expected = {
         "LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5, "LOG_BATCH": 0,
         "LOG_BLOCK": 4, "LOG_UOP_BUFF_SIZE": 15, "LOG_INP_BUFF_SIZE": 15,
@@ -64,7 +64,7 @@ def test_default_preset_is_vta_default_table():
 
 def test_default_derived_values():
     cfg = preset("default")
-    # ISA.md §1, the bracketed defaults.
+    # docs/ISA.md §1, the bracketed defaults.
     assert (cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT) == (1, 16, 16)
     assert (cfg.INP_WIDTH, cfg.WGT_WIDTH, cfg.ACC_WIDTH, cfg.OUT_WIDTH) == (8, 8, 32, 8)
     assert (cfg.inp_elem_bytes, cfg.wgt_elem_bytes, cfg.acc_elem_bytes,
@@ -78,7 +78,7 @@ def test_default_derived_values():
 
 def test_default_elem_bytes_per_memory_type():
     cfg = preset("default")
-    # ISA.md §4: UOP 4 B, WGT 256 B, INP 16 B, ACC 64 B, OUT 16 B, ACC_8BIT 16 B.
+    # docs/ISA.md §4: UOP 4 B, WGT 256 B, INP 16 B, ACC 64 B, OUT 16 B, ACC_8BIT 16 B.
     expected = {"UOP": 4, "WGT": 256, "INP": 16, "ACC": 64, "OUT": 16, "ACC_8BIT": 16}
     assert {m.name: cfg.elem_bytes(m) for m in MemoryType} == expected
     assert cfg.max_elem_bytes == 256

@@ -1,4 +1,4 @@
-"""Bit layouts (ISA.md §2): bit-exact tables, the straddle rule, known words, range errors."""
+"""Bit layouts (docs/ISA.md §2): bit-exact tables, the straddle rule, known words, range errors."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_format_names():
     assert set(layouts_of(preset("default"))) == set(FORMATS)
 
 
-# -- default configuration: bit-exact with the ISA.md tables ---------------------------
+# -- default configuration: bit-exact with the docs/ISA.md tables ---------------------------
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -80,7 +80,7 @@ def test_default_padding_bits(fmt, padding):
 @pytest.mark.parametrize("fmt", ("memory", "gemm", "alu"))
 def test_default_fields_walking_one(fmt):
     """Each field alone, set to 1 and then to all ones (the last enum member, -1 for imm),
-    lands at its ISA.md bits."""
+    lands at its docs/ISA.md bits."""
     cfg = preset("default")
     opcode = {"memory": Opcode.LOAD, "gemm": Opcode.GEMM, "alu": Opcode.ALU}[fmt]
     cls = {"memory": MemInsn, "gemm": GemmInsn, "alu": AluInsn}[fmt]
@@ -154,7 +154,7 @@ def test_layouts_are_cached_per_config():
     assert layouts_of(Config()) is layouts_of(preset("default"))
 
 
-# -- known words, by hand-shifting per ISA.md ---------------------------------------------
+# -- known words, by hand-shifting per docs/ISA.md ---------------------------------------------
 
 
 def test_known_load_word():
@@ -271,7 +271,7 @@ def test_uop_encode_out_of_range(uop, message):
 @pytest.mark.parametrize(
     ("insn", "message"),
     [
-        # ISA.md §2: memory_type 6-7, alu_opcode 5-7 and opcode 5-7 are not encodings.
+        # docs/ISA.md §2: memory_type 6-7, alu_opcode 5-7 and opcode 5-7 are not encodings.
         (MemInsn(cfg=Config(), memory_type=6), r"^.*\bmemory_type\b.*\b6\b"),
         (MemInsn(cfg=Config(), memory_type=7), r"^.*\bmemory_type\b.*\b7\b"),
         (AluInsn(cfg=Config(), alu_opcode=5), r"^.*\balu_opcode\b.*\b5\b"),

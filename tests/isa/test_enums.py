@@ -1,4 +1,4 @@
-"""Enumerations, token queues and routing (ISA.md §2, §5)."""
+"""Enumerations, token queues and routing (docs/ISA.md §2, §5)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from openvta.isa import (
 
 from isa_reference import ALU_OPCODES, MEMORY_TYPES, OPCODES
 
-# ISA.md §5: queue, pushed by (module, flag), popped by (module, flag).
+# docs/ISA.md §5: queue, pushed by (module, flag), popped by (module, flag).
 QUEUE_TABLE = [
     (TokenQueue.LOAD_TO_COMPUTE, Module.LOAD, "push_next_dep", Module.COMPUTE, "pop_prev_dep"),
     (TokenQueue.COMPUTE_TO_LOAD, Module.COMPUTE, "push_prev_dep", Module.LOAD, "pop_next_dep"),
@@ -72,7 +72,7 @@ def test_every_other_module_pair_has_no_queue():
             TokenQueue.between(producer, consumer)
 
 
-# ISA.md §5: a load-module instruction never sets prev flags, a store never sets next flags.
+# docs/ISA.md §5: a load-module instruction never sets prev flags, a store never sets next flags.
 NO_QUEUE = [
     (Module.LOAD, "pop_prev_dep", "prev"),
     (Module.LOAD, "push_prev_dep", "prev"),
@@ -100,7 +100,7 @@ def test_flags_without_a_queue(module, flag, side):
 
 
 def _spec_module(opcode: int, memory_type: int) -> Module:
-    # ISA.md §5: STORE → store; LOAD of INP/WGT → load; everything else → compute.
+    # docs/ISA.md §5: STORE → store; LOAD of INP/WGT → load; everything else → compute.
     if opcode == OPCODES["STORE"]:
         return Module.STORE
     if opcode == OPCODES["LOAD"] and memory_type in (MEMORY_TYPES["INP"], MEMORY_TYPES["WGT"]):

@@ -1,4 +1,4 @@
-"""Instruction objects (ISA.md §2): decode, encode round trips, micro-ops, streams, bytes."""
+"""Instruction objects (docs/ISA.md §2): decode, encode round trips, micro-ops, streams, bytes."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _as_int(row: np.ndarray) -> int:
     return int(row[0]) | int(row[1]) << 64
 
 
-# -- decode: objects named after ISA.md ---------------------------------------------------
+# -- decode: objects named after docs/ISA.md ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

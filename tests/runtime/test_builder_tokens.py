@@ -239,7 +239,7 @@ def test_empty_program(tiny: Config) -> None:
 
 
 def test_spec_drain_pattern_two_threads(tiny: Config) -> None:
-    """The two-virtual-thread example of ISA.md §5, including its drain."""
+    """The two-virtual-thread example of docs/ISA.md §5, including its drain."""
     b, x, _ = builder_with_tensors(tiny)
     kernels = [UopKernel((Uop(t, t, 0),)) for t in range(2)]
     b.dep_push(C, L)

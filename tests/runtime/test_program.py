@@ -1,4 +1,4 @@
-"""The program file (PROGRAM.md): round trips, and every malformed file rejected by name."""
+"""The program file (docs/PROGRAM.md): round trips, and every malformed file rejected by name."""
 
 from __future__ import annotations
 
