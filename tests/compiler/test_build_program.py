@@ -260,3 +260,23 @@ def test_program_reference_refuses_an_unknown_input() -> None:
     _, kernels, tensors = _chain()
     with pytest.raises(ValueError, match=re.escape("input 'q' must be a declared tensor (tensors: x, w, h, y)")):
         program_reference(kernels, list(tensors.values()), {"q": np.zeros(1)})
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_chain_with_a_residual_on_the_rtl() -> None:
+    cfg = preset("tiny")
+    rng = np.random.default_rng(1)
+    first = conv2d(cfg, ci=4, co=4, hw=4, kernel=3, pad=1, shift=8, clip=CLIP)
+    residual = Epilogue((AluStage(AluOp.ADD, TensorOperand("skip")), AluStage(AluOp.MIN, 127),
+                         AluStage(AluOp.MAX, -128)))
+    second = conv2d(cfg, ci=4, co=4, hw=4, kernel=1, shift=7, clip=None, epilogue=residual)
+    arena = Arena(cfg)
+    x, a = arena.add("x", first, "data", role="input"), arena.add("a", first, "out")
+    y = arena.add("y", second, "out", role="output")
+    kernels = [Kernel(first, {"data": x, "out": a, **arena.weights(first, "k0", rng)}),
+               Kernel(second, {"data": a, "skip": x, "out": y, **arena.weights(second, "k1", rng)})]
+    tensors = list(arena.tensors.values())
+    inputs = {"x": rng.integers(-128, 128, (1, 4, 4, 4), dtype=np.int8)}
+    result = openvta.simulate(build_program(kernels, cfg, tensors=tensors), inputs, backend="rtl")
+    np.testing.assert_array_equal(result["y"], program_reference(kernels, tensors, inputs)["y"])

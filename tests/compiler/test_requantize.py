@@ -155,3 +155,23 @@ def test_a_fused_residual_group_on_both_simulators(config: str) -> None:
     program = op.build(inputs)
     for backend in ("functional", "cycle"):
         np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], expected)
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_per_channel_requantization_and_a_requantized_residual_on_the_rtl() -> None:
+    cfg = preset("tiny")
+    rng = np.random.default_rng(5)
+    co = 6
+    own, vectors = requantize_stages(4, tuple(range(9000, 9000 + 6 * 700, 700)), (18, 17, 0, -1, 19, 16),
+                                     channels=co, clip=(-128, 127), prefix="own")
+    skip, skip_vectors = requantize_stages(0, (3, 5, 7, 9, 11, 13), (2, 3, 1, 0, -1, 4), channels=co,
+                                           clip=None, prefix="skipq")
+    epilogue = Epilogue(own + (AluStage(AluOp.ADD, TensorOperand("skip", "int8", skip)),
+                               AluStage(AluOp.MIN, 127), AluStage(AluOp.MAX, 0)))
+    op = conv2d(cfg, ci=5, co=co, hw=4, kernel=3, pad=1, shift=None, clip=None, epilogue=epilogue)
+    inputs = _conv_inputs(rng, 5, co, 4) | vectors | skip_vectors
+    inputs["skip"] = rng.integers(-128, 128, (1, co, 4, 4), dtype=np.int8)
+    expected = op.reference(inputs)
+    assert len(np.unique(expected)) > 10
+    np.testing.assert_array_equal(openvta.simulate(op.build(inputs), backend="rtl")["out"], expected)
