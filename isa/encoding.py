@@ -9,7 +9,7 @@ share the same tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -192,7 +192,7 @@ MEM_FIELDS = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def layouts_of(cfg: Config) -> dict[str, Layout]:
     """Every layout of ``cfg``: memory, GEMM (also FINISH), ALU and micro-op.
 
