@@ -18,13 +18,13 @@ from .ops.conv2d import conv2d, plan_conv2d
 from .ops.dense import dense, plan_dense
 from .ops.elementwise import elementwise
 from .pipeline import PASSES, Progress, build, lower
-from .program import Kernel, ProgramTensor, build_program, program_reference
+from .program import Kernel, ProgramTensor, build_program, build_program_starts, program_reference
 from .requantize import requantize_stages
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 
 __all__ = [
     "AluStage", "ChannelOperand", "Epilogue", "TensorOperand", "apply_epilogue", "requantize_stages",
-    "Kernel", "ProgramTensor", "build_program", "program_reference",
+    "Kernel", "ProgramTensor", "build_program", "build_program_starts", "program_reference",
     "Intrinsic", "LoweringError", "OPERATORS", "Operator", "OperatorSpec", "PASSES", "Param",
     "Progress", "REGISTRY", "Schedule", "ScheduleError", "Stage", "build", "create_schedule",
     "gemm_intrinsic", "lower", "operator_spec", "plan_conv2d", "plan_dense", "te",

@@ -66,7 +66,8 @@ from .ops.common import Operator, as_operand
 from .pipeline import lower
 from .program_check import HOST_ROLES, check_program, label
 
-__all__ = ["Kernel", "ProgramTensor", "build_program", "program_reference", "TENSOR_DTYPES"]
+__all__ = ["Kernel", "ProgramTensor", "build_program", "build_program_starts", "program_reference",
+           "TENSOR_DTYPES"]
 
 #: The dtypes a program tensor may have.
 TENSOR_DTYPES = ("int8", "int32")
@@ -195,6 +196,33 @@ def build_program(kernels: Sequence[Kernel], cfg: Config, *, tensors: Sequence[P
         the symbol and the tensors), ``"build_program kernel k (conv2d): <pass>: …"`` when a
         kernel does not lower, ``"check size: …"`` when the program does not fit.
     """
+    return build_program_starts(kernels, cfg, tensors=tensors, progress=progress, max_insns=max_insns)[0]
+
+
+def build_program_starts(kernels: Sequence[Kernel], cfg: Config, *, tensors: Sequence[ProgramTensor],
+                         progress: Progress | None = None, max_insns: int | None = MAX_INSNS
+                         ) -> tuple[Program, tuple[int, ...]]:
+    """:func:`build_program`, and the index of each kernel's first instruction.
+
+    Kernel ``k`` emits instructions ``starts[k]`` up to ``starts[k + 1] - 1`` (the barrier after
+    it included); the last kernel's run to the end of the program (the drained tokens and
+    FINISH included).  A caller cuts per-kernel figures from per-instruction ones with them
+    (the graph level's per-kernel cycles on the cycle model).
+
+    >>> import openvta
+    >>> from openvta.compiler import conv2d
+    >>> cfg = openvta.preset("tiny")
+    >>> op = conv2d(cfg, ci=4, co=4, hw=4, kernel=1, bias=False)
+    >>> act = dict(dtype="int8", layout="NCHW1n4c", shape=(1, 4, 4, 4))
+    >>> tensors = [ProgramTensor("x", 0, role="input", **act), ProgramTensor("h", 64, **act),
+    ...            ProgramTensor("y", 128, role="output", **act),
+    ...            ProgramTensor("w", 192, "int8", "OIHW4o4i", (4, 4, 1, 1), "weight")]
+    >>> kernels = [Kernel(op, {"data": "x", "weight": "w", "out": "h"}),
+    ...            Kernel(op, {"data": "h", "weight": "w", "out": "y"})]
+    >>> program, starts = build_program_starts(kernels, cfg, tensors=tensors)
+    >>> starts[0] == 0 and 0 < starts[1] < program.insn_count
+    True
+    """
     kernels, tensors = list(kernels), list(tensors)
     for tensor in tensors:
         if not isinstance(tensor, ProgramTensor):
@@ -227,7 +255,7 @@ def _check_size(tensors: list[ProgramTensor], insns: int) -> None:
 
 
 def _generate(kernels: list[Kernel], irs: list[Lowered], cfg: Config, tensors: list[ProgramTensor],
-              ticker: Ticker | None) -> Program:
+              ticker: Ticker | None) -> tuple[Program, tuple[int, ...]]:
     builder = ProgramBuilder(cfg)
     for tensor in tensors:
         if tensor.data is None:
@@ -236,7 +264,9 @@ def _generate(kernels: list[Kernel], irs: list[Lowered], cfg: Config, tensors: l
         else:
             packed = pack_by_layout(tensor.data, tensor.layout, cfg).astype(tensor.dtype)
             builder.tensor(tensor.name, data=packed, layout=tensor.layout, role=tensor.role, addr=tensor.offset)
+    starts = []
     for index, (kernel, ir) in enumerate(zip(kernels, irs)):
+        starts.append(len(builder.insns))
         op = kernel.operator
         placed = {op.inputs[s]: builder.symbols[kernel.bind[s]] for s in op.inputs}
         placed[op.output] = builder.symbols[kernel.bind["out"]]
@@ -251,7 +281,7 @@ def _generate(kernels: list[Kernel], irs: list[Lowered], cfg: Config, tensors: l
     program = builder.finish()
     for tensor in tensors:
         program.symbols[tensor.name] = program.symbols[tensor.name].with_logical_shape(tensor.shape)
-    return program
+    return program, tuple(starts)
 
 
 def program_reference(kernels: Sequence[Kernel], tensors: Sequence[ProgramTensor],
