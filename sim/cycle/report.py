@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +74,48 @@ class CycleReport:
 
         assert self.model is not None, "the report has no model to draw"
         write_timeline(self.model, path, title)
+
+    def span_cycles(self, starts: Sequence[int]) -> list[int]:
+        """Cycles per span of consecutive instructions, adding up to :attr:`cycles`.
+
+        Span ``k`` holds instructions ``starts[k]`` to ``starts[k + 1] - 1`` (the last one to
+        the end of the program); it is charged from the moment the previous span's last
+        load, compute or store instruction ends (cycle 0 for the first) to the moment its
+        own last one ends (the end of the run for the last span).  Fetch is not counted:
+        it runs ahead of the other modules.  When the spans are separated by barriers (the
+        kernels of one program, ``openvta.compiler.build_program_starts``), a span's cycles
+        are the time its kernel had the machine to itself.
+
+        Raises
+        ------
+        ValueError
+            unless ``starts`` begins at 0 and increases.
+
+        Examples
+        --------
+        >>> from openvta.blocked_gemm import build_blocked_gemm
+        >>> from openvta.isa import preset
+        >>> from openvta.sim.cycle import simulate_cycles
+        >>> import numpy as np
+        >>> a = np.ones((4, 8), np.int8); w = np.ones((8, 8), np.int8)
+        >>> report = simulate_cycles(build_blocked_gemm(preset("tiny"), a, w)).report
+        >>> halves = report.span_cycles([0, 10])
+        >>> sum(halves) == report.cycles and min(halves) > 0
+        True
+        """
+        bounds = [int(s) for s in starts]
+        if not bounds or bounds[0] != 0 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"span starts must begin at 0 and increase, not {list(starts)!r}")
+        assert self.model is not None, "the report has no model to cut into spans"
+        ends = [0] * len(bounds)
+        for record in self.model.records:
+            if record.module != "fetch":
+                span = bisect.bisect_right(bounds, record.index) - 1
+                ends[span] = max(ends[span], record.end)
+        ends[-1] = self.cycles
+        for k in range(1, len(ends)):
+            ends[k] = max(ends[k], ends[k - 1])  # a span with nothing to run costs nothing
+        return [end - begin for begin, end in zip([0, *ends], ends)]
 
     @property
     def utilization(self) -> float:
