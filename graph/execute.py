@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from .errors import ExecutionError, OpError
-from .ir import Graph
+from .ir import Graph, Node
 from .registry import op_def
 
-__all__ = ["execute", "Observer"]
+__all__ = ["execute", "run_node", "Observer"]
 
 Observer = Callable[[str, np.ndarray], None]
 
@@ -28,6 +28,22 @@ def _last_uses(graph: Graph) -> dict[str, int]:
         for name in node.inputs:
             last[name] = index
     return last
+
+
+def run_node(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``node``'s reference on its inputs in ``values`` (the integer one on integer inputs).
+
+    Raises
+    ------
+    ExecutionError
+        naming the node, when its kernel fails.
+    """
+    args = [values[name] for name in node.inputs]
+    try:
+        kernel = op_def(node.op).kernel(graph.types[node.inputs[0]].dtype)
+        return kernel(args, node.attrs)
+    except (OpError, ValueError) as exc:
+        raise ExecutionError(f"node {node.label} failed: {exc}") from None
 
 
 def execute(graph: Graph, feeds: Mapping[str, np.ndarray],
@@ -64,12 +80,7 @@ def execute(graph: Graph, feeds: Mapping[str, np.ndarray],
             observe(name, feeds[name])
     last, keep = _last_uses(graph), set(graph.outputs)
     for index, node in enumerate(graph.nodes):
-        args = [values[name] for name in node.inputs]
-        try:
-            kernel = op_def(node.op).kernel(graph.types[node.inputs[0]].dtype)
-            result = kernel(args, node.attrs)
-        except (OpError, ValueError) as exc:
-            raise ExecutionError(f"node {node.label} failed: {exc}") from None
+        result = run_node(graph, node, values)
         values[node.outputs[0]] = result
         if observe is not None:
             observe(node.outputs[0], result)

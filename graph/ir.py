@@ -27,9 +27,12 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .regions import Region
 
 __all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
            "TensorType", "Placement", "Node", "MemoryPlan", "Graph", "Dim"]
@@ -320,7 +323,11 @@ class MemoryPlan:
 
 @dataclass(frozen=True, eq=False)
 class Graph:
-    """A model: inputs, outputs, nodes in topological order, constants and value types."""
+    """A model: inputs, outputs, nodes in topological order, constants and value types.
+
+    After memory planning ``memory`` holds the plan of the host's buffers; from layout
+    packing on, ``regions`` the accelerator regions (:mod:`openvta.graph.regions`).
+    """
 
     name: str
     inputs: tuple[str, ...]
@@ -329,8 +336,10 @@ class Graph:
     constants: Mapping[str, np.ndarray]
     types: Mapping[str, TensorType]
     memory: MemoryPlan | None = None
+    regions: tuple[Region, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "regions", tuple(self.regions))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -393,6 +402,7 @@ class Graph:
             lines.append(f"  {outs} = {node.op.value}({', '.join(node.inputs)}){attrs}"
                          f"  # {' · '.join(notes)}")
         lines.append(f"  output {', '.join(self.outputs)}")
+        lines.extend(f"  {line}" for region in self.regions for line in region.describe())
         return "\n".join(lines)
 
     def __str__(self) -> str:

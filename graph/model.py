@@ -3,9 +3,10 @@
 A :class:`CompiledModel` holds the integer graph (partitioned, fused, memory-planned)
 and the simplified float graph it was quantized from.  ``reference`` runs the integer
 graph on the CPU through the registry's integer references (outputs dequantized to
-float32); ``float_reference`` runs the float graph through openvta's own float kernels;
-``run`` will dispatch the accelerator groups to ``openvta.runtime.Device`` — for now
-it runs models whose every node is placed on the CPU, and says so otherwise.
+float32); ``float_reference`` runs the float graph through openvta's own float kernels; ``run``
+runs the CPU groups the same way and each accelerator region's program on
+``openvta.runtime.Device`` (:mod:`openvta.graph.executor`), giving outputs equal to
+``reference`` bit for bit and a report of the cycles.
 """
 
 from __future__ import annotations
@@ -13,38 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from openvta.isa import Config, ConfigError
 
-from .errors import ExecutionError, ModelError
+from .errors import GraphError, ModelError
 from .execute import execute
+from .executor import KernelReport, ModelReport, run_graph
 from .feeds import Feed, as_feeds
 from .ir import Device, Graph, RequantMode
+from .regions import check_program
 from .serialize import graph_from_json, graph_to_json, read_archive, write_archive
 from .summary import NodeSummary, summarize, summary_text
 
 __all__ = ["CompiledModel", "ModelOutputs", "ModelReport", "KernelReport", "load_model"]
-
-
-@dataclass(frozen=True)
-class KernelReport:
-    """One fused group as run: its name, where it ran and its cycles (0 on the CPU)."""
-
-    name: str
-    placement: Device
-    cycles: int = 0
-    utilization: float | None = None
-
-
-@dataclass(frozen=True)
-class ModelReport:
-    """Whole-model cycles and one entry per fused group."""
-
-    cycles: int
-    kernels: tuple[KernelReport, ...]
 
 
 @dataclass(frozen=True)
@@ -94,37 +79,40 @@ class CompiledModel:
         return sorted({n.group for n in self.graph.nodes  # type: ignore[misc]
                        if n.placement is not None and n.placement.device is Device.ACCEL})
 
-    def run(self, x: Feed, backend: str = "functional") -> ModelOutputs:
-        """Run on ``backend``: today, models placed wholly on the CPU.
+    def run(self, x: Feed, backend: str = "functional", **device_options: Any) -> ModelOutputs:
+        """Run on ``backend``: the CPU groups in numpy, each accelerator region's program on
+        ``openvta.runtime.Device(backend, **device_options)``.
+
+        Parameters
+        ----------
+        x :
+            an array (single-input model) or ``{name: array}``, any batch size.
+        backend :
+            ``functional``, ``cycle``, ``rtl``, ``board`` or another registered back end.
+        device_options :
+            the back end's options (``max_cycles``, ``waves``, ``port``, …).
+
+        Returns
+        -------
+        ModelOutputs
+            float32 outputs by name, equal to :meth:`reference`'s, and ``report``: the
+            cycles of the whole run and per fused group (:mod:`openvta.graph.executor`).
 
         Raises
         ------
-        ExecutionError
-            when a fused group is placed on the accelerator: lowering groups to
-            accelerator programs is not built yet.
         ValueError
             for an unknown back end or inputs of the wrong shape or dtype.
+        ExecutionError
+            for a region without a program or a CPU node that fails.
         """
+        from openvta.runtime import Device as Target
         from openvta.runtime import backends
 
         if backend not in backends():
             raise ValueError(f"backend must be one of {', '.join(backends())}, not {backend!r}")
-        groups = self.accelerator_groups()
-        if groups:
-            first = next(n for n in self.graph.nodes if n.group == groups[0])
-            raise ExecutionError(
-                f"running accelerator kernels is not implemented yet: {len(groups)} fused "
-                f"group(s) are placed on the accelerator (the first holds node {first.label}); "
-                "compile with cpu_ops naming their ops, or use reference()")
-        outputs = self.reference(x)
-        return ModelOutputs(outputs, ModelReport(0, tuple(self._kernels())))
-
-    def _kernels(self) -> list[KernelReport]:
-        """One report per fused group, named after its nodes: ``"conv1+requantize+relu1"``."""
-        groups: dict[int | None, list[str]] = {}
-        for node in self.graph.nodes:
-            groups.setdefault(node.group, []).append(node.name)
-        return [KernelReport("+".join(names), Device.CPU) for names in groups.values()]
+        feeds = as_feeds(self.graph, x)
+        outputs, report = run_graph(self.graph, self.config, feeds, Target(backend, **device_options))
+        return ModelOutputs(outputs, report)
 
     def nodes(self) -> list[NodeSummary]:
         """One row per node: op, placement and why, fused group, MACs, bytes."""
@@ -161,8 +149,12 @@ def load_model(path: str | Path | BinaryIO) -> CompiledModel:
         graphs = header["graphs"]
         int_graph = graph_from_json(graphs["int"], arrays, f"{what} integer graph")
         float_graph = graph_from_json(graphs["float"], arrays, f"{what} float graph")
+        for region in int_graph.regions:
+            check_program(region, config)
     except KeyError as exc:
         raise ModelError(f"{what} header lacks {exc.args[0]!r}") from None
+    except GraphError as exc:
+        raise ModelError(f"{what} integer graph holds an invalid program: {exc}") from None
     except (ConfigError, ValueError, TypeError) as exc:
         if isinstance(exc, ModelError):
             raise

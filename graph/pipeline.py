@@ -5,8 +5,10 @@ and the :class:`CompileOptions`, and the graph is verified after every one of th
 ``compile_model`` is the user's entry point (``openvta.compile_model`` will forward to
 it): a path, an ``onnx.ModelProto`` or a :class:`Graph`, and calibration samples.
 
-Not yet here: layout packing at region edges and lowering the accelerator groups
-through the compiler's operator registry (issue [2/5], next step).
+After fusion, each accelerator group is matched to one compiler kernel (or moved to the
+CPU, with the reason), the runs of consecutive accelerator groups become regions with
+packed layouts at their edges, memory is planned for the host and for each region, and
+each region is lowered to one program, built here, at compile time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from .model import CompiledModel
 from .passes.calibrate import calibrate
 from .passes.fuse import fuse
 from .passes.infer_shapes import infer_shapes
+from .passes.lower import lower_regions
+from .passes.match_kernels import match_kernels
+from .passes.pack_layouts import pack_layouts
 from .passes.partition import parse_cpu_ops, partition
 from .passes.plan_memory import plan_memory
 from .passes.quantize import quantize
@@ -43,6 +48,7 @@ class CompileOptions:
     mode: RequantMode
     cpu_ops: frozenset[Op]
     calibration: tuple[Mapping[str, np.ndarray], ...]
+    cpu_nodes: frozenset[str] = frozenset()
 
 
 Pass = Callable[[Graph, CompileOptions], Graph]
@@ -52,9 +58,12 @@ PASSES: list[tuple[str, Pass]] = [
     ("simplify", lambda g, o: simplify(g)),  # no Identity/Dropout, BN folded, constants folded
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode)),  # int8 scale per activation
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
-    ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops)),  # accel or CPU, and why
+    ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
     ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
-    ("plan memory", lambda g, o: plan_memory(g, alignment=o.cfg.max_elem_bytes)),  # one arena
+    ("match kernels", lambda g, o: match_kernels(g, o.cfg)),  # one compiler kernel per accel group
+    ("pack layouts", lambda g, o: pack_layouts(g, o.cfg)),  # regions, packed only at their edges
+    ("plan memory", lambda g, o: plan_memory(g, alignment=o.cfg.max_elem_bytes)),  # the arenas
+    ("lower", lambda g, o: lower_regions(g, o.cfg)),  # one program per region
 ]
 FLOAT_STAGE = "simplify"  # the float model the integer one is quantized from
 
@@ -84,7 +93,8 @@ def _mode(quantize: str | RequantMode) -> RequantMode:
 
 def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarray]], *,
                   config: str | Config = "default", quantize: str | RequantMode = "fixed",
-                  cpu_ops: Collection[str | Op] = ()) -> CompiledModel:
+                  cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = ()
+                  ) -> CompiledModel:
     """Import, quantize, partition, fuse and plan a float model.
 
     Parameters
@@ -101,6 +111,9 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         ``"fixed"`` (a 15-bit multiplier and rounding shifts) or ``"pow2"`` (shifts only).
     cpu_ops :
         op types (``"Conv"``, ``"Gemm"``, …) forced to the CPU.
+    cpu_nodes :
+        node names (the ONNX model's, or the integer graph's such as ``"conv1.requantize"``)
+        forced to the CPU.
 
     Raises
     ------
@@ -112,9 +125,11 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         for a pass that cannot do its work, naming the pass and the node.
     """
     cfg = config if isinstance(config, Config) else preset(config)
-    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), ())
+    if isinstance(cpu_nodes, str):
+        raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
+    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes))
     graph = model if isinstance(model, Graph) else import_onnx(model)
     options = CompileOptions(cfg, options.mode, options.cpu_ops,
-                             tuple(calibration_batches(graph, calibration)))
+                             tuple(calibration_batches(graph, calibration)), options.cpu_nodes)
     stages = run_pipeline(graph, options)
     return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)

@@ -8,7 +8,10 @@ sent you never runs code) holding
   where each graph ``G`` lists its inputs, outputs, nodes (op, inputs, outputs,
   attributes, placement, group), value types and memory plan, and names the array entry
   of each constant;
-- one array entry per constant, ``<graph>.c<index>``.
+- one array entry per constant, ``<graph>.c<index>``;
+- one entry per accelerator region's program, ``<graph>.r<index>.program``: the program
+  file's own bytes (an npz, ``openvta.runtime.program_bytes``) as a uint8 array, read back
+  with ``Program.load`` and its checks — compiled once, at compile time, plain data too.
 
 Anything else — not an npz, another format string, malformed JSON, a missing array, a
 graph that does not verify — is a one-line :class:`ModelError`.
@@ -16,6 +19,7 @@ graph that does not verify — is a one-line :class:`ModelError`.
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from collections.abc import Mapping
@@ -23,9 +27,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from openvta.runtime import Program, ProgramError
+from openvta.runtime.program import program_bytes
+
 from .errors import GraphError, ModelError
 from .ir import (Attrs, AttrValue, Device, DType, Graph, MemoryPlan, Node, Op, Placement,
                  QuantParams, RequantMode, TensorType)
+from .regions import Region, RegionKernel, RegionTensor, Role
 
 __all__ = ["MODEL_FORMAT", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
 
@@ -83,6 +91,37 @@ def _node_value(data: Mapping[str, Any]) -> Node:
                 placement, data["group"])
 
 
+def _region_json(region: Region, key: str) -> dict[str, object]:
+    kernels = [{"name": k.name, "group": k.group, "operator": k.operator, "bind": dict(k.bind),
+                "epilogue": k.epilogue, "macs": k.macs} for k in region.kernels]
+    tensors = [{"name": t.name, "layout": t.layout, "shape": list(t.shape), "dtype": t.dtype.value,
+                "role": t.role.value, "value": t.value, "offset": t.offset} for t in region.tensors]
+    return {"index": region.index, "kernels": kernels, "tensors": tensors,
+            "arena_bytes": region.arena_bytes, "no_reuse_bytes": region.no_reuse_bytes,
+            "kernel_starts": list(region.kernel_starts),
+            "program": key if region.program is not None else None}
+
+
+def _region_value(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], what: str) -> Region:
+    kernels = tuple(RegionKernel(str(k["name"]), int(k["group"]), str(k["operator"]), dict(k["bind"]),
+                                 str(k["epilogue"]), int(k["macs"])) for k in data["kernels"])
+    tensors = tuple(RegionTensor(str(t["name"]), str(t["layout"]), tuple(t["shape"]), DType(t["dtype"]),
+                                 Role(t["role"]), t["value"], t["offset"]) for t in data["tensors"])
+    program = None
+    if data["program"] is not None:
+        blob = np.asarray(arrays[data["program"]])
+        if blob.dtype != np.uint8 or blob.ndim != 1:
+            raise ModelError(f"{what} region {data['index']} program must be a byte array, not "
+                             f"{blob.dtype}{list(blob.shape)}")
+        try:
+            program = Program.load(io.BytesIO(blob.tobytes()))
+        except ProgramError as exc:
+            raise ModelError(f"{what} region {data['index']} program is malformed: "
+                             f"{_first_line(exc)}") from None
+    return Region(int(data["index"]), kernels, tensors, int(data["arena_bytes"]),
+                  int(data["no_reuse_bytes"]), program, tuple(data["kernel_starts"]))
+
+
 def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[str, np.ndarray]]:
     """The JSON description of ``graph`` and its constants as ``<prefix>.c<i>`` arrays."""
     keys = {name: f"{prefix}.c{index}" for index, name in enumerate(graph.constants)}
@@ -96,7 +135,15 @@ def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[st
                                  "nodes": [_node_json(n) for n in graph.nodes], "constants": keys,
                                  "types": {k: _type_json(t) for k, t in graph.types.items()},
                                  "memory": memory}
-    return data, {keys[name]: np.asarray(array) for name, array in graph.constants.items()}
+    arrays = {keys[name]: np.asarray(array) for name, array in graph.constants.items()}
+    regions = []
+    for region in graph.regions:
+        key = f"{prefix}.r{region.index}.program"
+        regions.append(_region_json(region, key))
+        if region.program is not None:
+            arrays[key] = np.frombuffer(program_bytes(region.program), np.uint8)
+    data["regions"] = regions
+    return data, arrays
 
 
 def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], what: str) -> Graph:
@@ -104,11 +151,14 @@ def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], w
     try:
         constants = {name: arrays[key] for name, key in data["constants"].items()}
         memory = None if data["memory"] is None else MemoryPlan(**data["memory"])
+        regions = tuple(_region_value(r, arrays, what) for r in data["regions"])
         graph = Graph(str(data["name"]), tuple(data["inputs"]), tuple(data["outputs"]),
                       tuple(_node_value(n) for n in data["nodes"]), constants,
-                      {k: _type_value(t) for k, t in data["types"].items()}, memory)
+                      {k: _type_value(t) for k, t in data["types"].items()}, memory, regions)
     except KeyError as exc:
         raise ModelError(f"{what} lacks the entry {exc.args[0]!r}") from None
+    except ModelError:
+        raise
     except (TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"{what} is malformed: {_first_line(exc)}") from None
     try:

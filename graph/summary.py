@@ -62,6 +62,13 @@ def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
         m = graph.memory
         lines.append(f"arena {m.arena_bytes:,} bytes with reuse, {m.no_reuse_bytes:,} without "
                      f"({len(m.sizes)} tensors, batch {m.batch}, {m.alignment}-byte aligned)")
+    for r in graph.regions:
+        program = f"one program of {r.program.insn_count:,} instructions" if r.program else "no program"
+        count = len(r.kernels)
+        lines.append(f"region {r.index} (group{'s' if count > 1 else ''} "
+                     f"{', '.join(map(str, r.groups))}): {count} kernel{'s' if count > 1 else ''} in "
+                     f"{program}; accelerator arena {r.arena_bytes:,} bytes with reuse, "
+                     f"{r.no_reuse_bytes:,} without")
     return lines
 
 

@@ -9,13 +9,16 @@ A graph is valid when:
 - every value has a type, constants' types match their arrays, and each node's output
   type is what the registry infers from its input types and attributes (the recorded
   quantization parameters are not part of the comparison);
-- node names are unique and every graph output is defined.
+- node names are unique and every graph output is defined;
+- the accelerator regions, if any, run exactly the runs of consecutive accelerator groups
+  and name only values of the graph (``regions.check_regions``).
 """
 
 from __future__ import annotations
 
 from .errors import GraphError, OpError
 from .ir import DType, Graph, Node, TensorType
+from .regions import check_regions
 from .registry import op_def
 
 __all__ = ["verify_graph"]
@@ -90,3 +93,4 @@ def verify_graph(graph: Graph) -> None:
     for name in graph.outputs:
         if name not in defined:
             raise GraphError(f"graph {graph.name!r}: output {name!r} is never defined")
+    check_regions(graph)

@@ -9,7 +9,7 @@ weights (and an int32 bias) and yields the int32 accumulator, wrapped to 32 bits
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -107,12 +107,33 @@ def _conv_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
         return False, f"{channels} input channels fill less than half of a " \
                       f"{cfg.BLOCK_IN}-lane input block"
     # Imported here: the compiler's operator library is the authority on what fits.
-    from openvta.compiler import LoweringError, plan_conv2d
-    try:
-        plan_conv2d(cfg, 1, channels, out_ch, height, int(kh), pads[0], strides[0])
-    except LoweringError as exc:
-        return False, f"no conv2d tiling fits the buffers ({exc})"
+    from openvta.compiler import conv2d
+    why = _compiler_refuses("conv2d", lambda: conv2d(
+        cfg, n=cfg.BATCH, ci=channels, co=int(out_ch), hw=height, kernel=int(kh), pad=pads[0],
+        stride=strides[0], shift=None, clip=_INT8_CLIP))
+    if why:
+        return False, why
     return True, f"int8 conv2d {kh}x{kw}/{strides[0]}, {channels}->{out_ch} channels"
+
+
+_INT8_CLIP = (-128, 127)
+
+
+def _compiler_refuses(operator: str, factory: Callable[[], object]) -> str:
+    """Why the compiler's ``operator`` factory refuses the shape (planning included), or ''.
+
+    The factory is called with the epilogue of a requantized layer (a bias, a clip): the
+    smallest a kernel of the graph needs; a larger fused epilogue is checked again when
+    the group is matched to a kernel (``openvta.graph.kernel_match``).
+    """
+    from openvta.compiler import LoweringError
+    try:
+        factory()
+    except LoweringError as exc:
+        return f"no {operator} tiling fits the buffers ({exc})"
+    except ValueError as exc:
+        return f"the compiler's {operator} cannot take it: {exc}"
+    return ""
 
 
 def _conv_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -> int:
@@ -177,11 +198,12 @@ def _gemm_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
     if 2 * in_features < cfg.BLOCK_IN:
         return False, f"{in_features} input features fill less than half of a " \
                       f"{cfg.BLOCK_IN}-lane input block"
-    from openvta.compiler import LoweringError, plan_dense
-    try:
-        plan_dense(cfg, 1, -(-in_features // cfg.BLOCK_IN), -(-out_features // cfg.BLOCK_OUT))
-    except LoweringError as exc:
-        return False, f"no dense tiling fits the buffers ({exc})"
+    from openvta.compiler import dense
+    why = _compiler_refuses("dense", lambda: dense(
+        cfg, batch=cfg.BATCH, in_features=in_features, out_features=out_features, shift=None,
+        clip=_INT8_CLIP))
+    if why:
+        return False, why
     return True, f"int8 dense, {in_features}->{out_features} features"
 
 

@@ -2,7 +2,8 @@
 
 In graph order, each node is placed by:
 
-1. ``cpu_ops``: an op type the user forces to the CPU goes there ("forced");
+1. ``cpu_ops``, ``cpu_nodes``: an op type or a node the user forces to the CPU goes there
+   ("forced");
 2. the registry's ``accel_ok(node, graph, cfg)`` predicate: its answer and reason;
 3. an element-wise or broadcast op the accelerator could run goes there only if one of
    its inputs comes from a node on the accelerator: alone it would cost a round trip to
@@ -52,10 +53,12 @@ def parse_cpu_ops(cpu_ops: Collection[str | Op]) -> frozenset[Op]:
     return frozenset(chosen)
 
 
-def _place(node: Node, graph: Graph, cfg: Config, forced: frozenset[Op],
+def _place(node: Node, graph: Graph, cfg: Config, forced: tuple[frozenset[Op], frozenset[str]],
            placed: dict[str, Placement], producers: dict[str, Node]) -> Placement:
-    if node.op in forced:
+    if node.op in forced[0]:
         return Placement(Device.CPU, f"{node.op.value} forced to the CPU by cpu_ops")
+    if node.name in forced[1]:
+        return Placement(Device.CPU, "forced to the CPU by cpu_nodes")
     ok, reason = op_def(node.op).accel_ok(node, graph, cfg)
     if not ok:
         return Placement(Device.CPU, reason)
@@ -66,9 +69,22 @@ def _place(node: Node, graph: Graph, cfg: Config, forced: frozenset[Op],
     return Placement(Device.ACCEL, reason)
 
 
-def partition(graph: Graph, cfg: Config, cpu_ops: Collection[str | Op] = ()) -> Graph:
-    """``graph`` with a placement on every node (module docstring)."""
-    forced = parse_cpu_ops(cpu_ops)
+def partition(graph: Graph, cfg: Config, cpu_ops: Collection[str | Op] = (),
+              cpu_nodes: Collection[str] = ()) -> Graph:
+    """``graph`` with a placement on every node (module docstring).
+
+    Raises
+    ------
+    ValueError
+        for a ``cpu_ops`` entry that is no op type, or a ``cpu_nodes`` entry that names no
+        node of the graph.
+    """
+    names = sorted(n.name for n in graph.nodes)
+    unknown = sorted(set(cpu_nodes) - set(names))
+    if unknown:
+        raise ValueError(f"cpu_nodes entries must name nodes of the model ({', '.join(names)}), "
+                         f"not {unknown[0]!r}")
+    forced = (parse_cpu_ops(cpu_ops), frozenset(cpu_nodes))
     placed: dict[str, Placement] = {}
     producers = graph.producers()
     for node in graph.nodes:

@@ -1,4 +1,5 @@
-"""Pass: plan memory — one arena for the tensors passed between fused groups.
+"""Pass: plan memory — one arena for the tensors passed between fused groups, and one per
+accelerator region.
 
 A tensor needs a buffer when it crosses a group boundary: a graph input, or a group's
 result read by another group or returned as a graph output.  Values inside a group
@@ -12,18 +13,29 @@ at the lowest aligned offset that overlaps no live-at-the-same-time buffer alrea
 placed (TFLite's "greedy by size").  The plan records the arena's size and, for
 comparison, the size with no reuse (every buffer its own aligned slot).
 
+Values that stay inside an accelerator region (``scratch``) never reach the host and get no
+host buffer.  Each region gets its own arena, the DRAM of its program, planned the same
+greedy way over its tensors' packed sizes, with the liveness the compiler's program check
+uses (:meth:`~openvta.graph.regions.Region.live`: from the start for host-supplied tensors,
+or from the kernel that writes it, to its last reader or, for an output, to the end).  A
+constant may so share bytes with an activation written after its last reader: every run
+starts from the program's own image, so the constant is back for the next run.
+
 Preconditions: every node has a group (fuse); groups are numbered in execution order.
-Postconditions: ``graph.memory`` holds the plan; nothing else changes.
+Postconditions: ``graph.memory`` holds the host plan; every region tensor has its offset
+(a multiple of ``alignment``, which must be the configuration's DRAM alignment) and every
+region its arena sizes; nothing else changes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import PassError
 from ..ir import Graph, MemoryPlan
+from ..regions import Region, Role
 
-__all__ = ["plan_memory", "Buffer", "buffers_of", "assign_offsets"]
+__all__ = ["plan_memory", "plan_region", "Buffer", "buffers_of", "assign_offsets"]
 
 _PASS = "plan memory"
 
@@ -61,9 +73,10 @@ def buffers_of(graph: Graph, batch: int = 1) -> list[Buffer]:
             last[value] = max(last.get(value, -1), group)
             if group_of.get(value, -1) != group:
                 crossing.add(value)
+    inside = {t.value for r in graph.regions for t in r.tensors if t.role is Role.SCRATCH}
     return [Buffer(name, graph.types[name].nbytes(batch), group_of.get(name, -1),
                    last.get(name, group_of.get(name, -1)))
-            for name in sorted(crossing) if name not in graph.constants]
+            for name in sorted(crossing - inside) if name not in graph.constants]
 
 
 def assign_offsets(buffers: list[Buffer], alignment: int) -> dict[str, int]:
@@ -88,14 +101,32 @@ def assign_offsets(buffers: list[Buffer], alignment: int) -> dict[str, int]:
     return offsets
 
 
+def _arena(buffers: list[Buffer], alignment: int) -> tuple[dict[str, int], int, int]:
+    """Offsets, arena bytes with reuse and without."""
+    offsets = assign_offsets(buffers, alignment)
+    arena = max((_align(offsets[b.name] + b.size, alignment) for b in buffers), default=0)
+    return offsets, arena, sum(_align(b.size, alignment) for b in buffers)
+
+
+def plan_region(region: Region, alignment: int) -> Region:
+    """``region`` with its tensors' offsets and its arena sizes (module docstring)."""
+    live = region.live()
+    unused = [t.name for t in region.tensors if t.name not in live]
+    if unused:
+        raise PassError(_PASS, f"region {region.index} tensor {unused[0]!r} is used by no kernel")
+    buffers = [Buffer(t.name, t.nbytes, *live[t.name]) for t in region.tensors]
+    offsets, arena, no_reuse = _arena(buffers, alignment)
+    tensors = tuple(replace(t, offset=offsets[t.name]) for t in region.tensors)
+    return replace(region, tensors=tensors, arena_bytes=arena, no_reuse_bytes=no_reuse)
+
+
 def plan_memory(graph: Graph, batch: int = 1, alignment: int = 64) -> Graph:
-    """``graph`` with its arena plan for ``batch`` images (module docstring)."""
+    """``graph`` with its arena plans for ``batch`` images (module docstring)."""
     if batch < 1 or alignment < 1 or alignment & (alignment - 1):
         raise ValueError(f"plan_memory needs a positive batch and a power-of-two alignment, "
                          f"not {batch!r} and {alignment!r}")
     buffers = buffers_of(graph, batch)
-    offsets = assign_offsets(buffers, alignment)
+    offsets, arena, no_reuse = _arena(buffers, alignment)
     sizes = {b.name: b.size for b in buffers}
-    arena = max((_align(offsets[n] + s, alignment) for n, s in sizes.items()), default=0)
-    no_reuse = sum(_align(s, alignment) for s in sizes.values())
-    return graph.replace(memory=MemoryPlan(offsets, sizes, arena, no_reuse, batch, alignment))
+    return graph.replace(memory=MemoryPlan(offsets, sizes, arena, no_reuse, batch, alignment),
+                         regions=tuple(plan_region(r, alignment) for r in graph.regions))

@@ -34,7 +34,8 @@ def _bytes(model: CompiledModel) -> bytes:
 
 def test_compile_model_runs_every_pass(model: CompiledModel) -> None:
     assert [name for name, _ in PASSES] == ["infer shapes", "simplify", "calibrate", "quantize",
-                                            "partition", "fuse", "plan memory"]
+                                            "partition", "fuse", "match kernels", "pack layouts",
+                                            "plan memory", "lower"]
     assert model.mode is RequantMode.POW2 and model.config.name == "default"
     assert model.graph.memory is not None and all(n.group is not None for n in model.graph.nodes)
     out = model.reference(X[:3])
@@ -79,16 +80,37 @@ def test_inputs_are_checked_at_run_and_reference(model: CompiledModel) -> None:
         model.float_reference({})
 
 
-def test_run_is_for_cpu_placements_today(model: CompiledModel) -> None:
-    assert model.accelerator_groups()
-    with pytest.raises(ExecutionError, match=r"^running accelerator kernels is not implemented "
-                                             r"yet: 2 fused group\(s\) are placed on the "
-                                             r"accelerator \(the first holds node 'conv' \(Conv\)\); "
-                                             r"compile with cpu_ops naming their ops, or use "
-                                             r"reference\(\)$"):
-        model.run(X)
+def test_run_equals_the_reference_and_reports_cycles(model: CompiledModel) -> None:
+    assert model.accelerator_groups() == [1, 3]
+    expected = model.reference(X)["y"]
+    out = model.run(X, backend="functional")
+    assert np.array_equal(out["y"], expected) and out["y"].dtype == np.float32
+    assert out.report.cycles == 0 and all(k.utilization is None for k in out.report.kernels)
+    timed = model.run(X, backend="cycle", max_cycles=10 ** 7)
+    assert np.array_equal(timed["y"], expected)
+    accel = [k for k in timed.report.kernels if k.placement is Device.ACCEL]
+    assert [k.name for k in accel] == ["conv+conv.requantize+relu", "fc+fc.requantize"]
+    assert timed.report.cycles == sum(k.cycles for k in accel) and min(k.cycles for k in accel) > 0
+    assert all(0 < k.utilization <= 1 for k in accel)  # type: ignore[operator]
+    assert np.array_equal(model.run(X[:0])["y"], expected[:0])  # an empty batch runs nothing
+
+
+def test_run_errors(model: CompiledModel) -> None:
     with pytest.raises(ValueError, match=r"^backend must be one of .*functional.*, not 'gpu'$"):
         model.run(X, backend="gpu")
+    with pytest.raises(ValueError, match=r"^input 'x' must have shape \(N, 16, 6, 6\), not "
+                                         r"\(2, 16, 5, 5\)$"):
+        model.run(X[:2, :, :5, :5])
+    with pytest.raises(TypeError, match=r"^the functional back end takes no options \['speed'\]$"):
+        model.run(X, speed=2)
+    stale = CompiledModel(model.graph.replace(regions=()), model.float_graph, model.config, model.mode)
+    with pytest.raises(ExecutionError, match=r"^node 'conv' \(Conv\) is placed on the accelerator "
+                                             r"but no region program runs it; compile the model "
+                                             r"again$"):
+        stale.run(X)
+
+
+def test_a_model_on_the_cpu_runs_without_cycles() -> None:
     cpu = compile_model(conv_relu_graph(), X, cpu_ops=["Conv", "Gemm"])
     out = cpu.run(X, backend="cycle")
     assert np.array_equal(out["y"], cpu.reference(X)["y"])
@@ -101,8 +123,14 @@ def test_summary_lists_every_node(model: CompiledModel) -> None:
     lines = text.splitlines()
     assert lines[0] == ("model conv_relu (pow2, config default): 8 nodes in 5 fused groups, "
                         "2 on the accelerator; 85,248 MACs per image")
-    assert lines[1].startswith("arena ") and lines[2].split() == [
+    assert lines[1].startswith("arena ") and lines[4].split() == [
         "group", "node", "op", "placement", "MACs", "out", "B", "param", "B", "reason"]
+    assert lines[2].startswith("region 0 (group 1): 1 kernel in one program of ")
+    fc = model.graph.regions[1]
+    assert fc.program is not None
+    assert lines[3] == (f"region 1 (group 3): 1 kernel in one program of {fc.program.insn_count} "
+                        f"instructions; accelerator arena {fc.arena_bytes:,} bytes with reuse, "
+                        f"{fc.no_reuse_bytes:,} without")
     conv = next(line for line in lines if " conv " in line)
     assert conv.split()[:7] == ["1", "conv", "Conv", "accel", "82,944", "2,304", "2,368"]
     assert [r.name for r in model.nodes()] == [n.name for n in model.graph.nodes]

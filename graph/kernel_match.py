@@ -1,0 +1,288 @@
+"""A fused accelerator group as one compiler kernel: conv2d or dense with an epilogue.
+
+An accelerator group is an anchor (Conv or Gemm) and the element-wise nodes fusion gave
+it.  It runs as one operator of the compiler's registry when its nodes form a chain from
+the anchor to the group's one output, each link an ALU stage on the int32 accumulator:
+
+- the anchor's bias: ``ADD bias[c]`` (the operator's ``bias``);
+- ``Requantize``: :func:`~openvta.compiler.requantize_stages` (``SHR``, ``MUL``, the
+  rounding ``SHR``/``ADD``/``SHR``, ``MIN``/``MAX`` to int8), per tensor as immediates,
+  per channel as channel vectors;
+- ``Relu``: ``MAX 0``; ``Clip``: ``MIN high, MAX low``;
+- ``Add`` of the chain's value and another operand: a
+  :class:`~openvta.compiler.TensorOperand` loaded from the value outside the group the
+  other operand starts from (int8 or int32), with the group's ``Requantize``/``Relu``/
+  ``Clip`` nodes on the way as its own stages — the residual add with the requantization
+  of its input.
+
+Consecutive ``MIN`` (``MAX``) immediates merge into one (``MIN 127, MAX -128, MAX 0`` is
+``MIN 127, MAX 0``), which changes no value.
+
+Exactly, or not at all: every stage computes what the node's integer reference computes,
+wrapping at 32 bits like it.  The one difference, ``round_shift(2**31 - 1, 1)`` (the
+ALU's ``ADD 1`` wraps), is excluded by bounding every value along the chain (an int8
+input is at most 128 in magnitude, an accumulator ``128 * sum|w| + |bias|``); where the
+bound does not exclude it, the Requantize is refused.  The group's result must be int8:
+STORE writes only the int8 out buffer.  What cannot be matched is a :class:`Mismatch`
+naming the nodes to move to the CPU and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from openvta.compiler import AluStage, Epilogue, Operator, TensorOperand, conv2d, dense, requantize_stages
+from openvta.isa import AluOp, Config
+
+from .ir import DType, Graph, Node, Op
+from .ops.base import PatternKind, float_attr, int_attr, ints_attr
+from .registry import op_def
+from .rewrite import fresh
+
+__all__ = ["KernelMatch", "Mismatch", "match_group", "INT32_LIMIT"]
+
+INT32_LIMIT = 2 ** 31
+_INT8_LIMIT = 128
+_MERGEABLE = {AluOp.MIN: min, AluOp.MAX: max}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why a group is not one kernel, and the nodes that must go to the CPU for it."""
+
+    nodes: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class KernelMatch:
+    """A group as a compiler operator.
+
+    Members
+    -------
+    group, name :
+        the fused group and its node names joined by ``+``.
+    operator :
+        ``conv2d`` or ``dense``.
+    params :
+        the factory's shape parameters (for ``cfg.BATCH`` samples) and ``bias``.
+    epilogue :
+        the stages after the bias add.
+    bind :
+        operator symbol → graph value or constant, or (channel vectors) a fresh name.
+    vectors :
+        fresh name → the int32 ``(channels,)`` contents of each channel vector.
+    macs :
+        the anchor's multiply-accumulates per sample.
+    adds :
+        the Add nodes of the chain (residual adds), in order.
+    """
+
+    group: int
+    name: str
+    operator: str
+    params: Mapping[str, int | bool]
+    epilogue: Epilogue
+    bind: Mapping[str, str]
+    vectors: Mapping[str, np.ndarray]
+    macs: int
+    adds: tuple[str, ...] = ()
+
+    def build(self, cfg: Config) -> Operator:
+        """The scheduled operator (``LoweringError`` or ``ValueError`` if the compiler refuses)."""
+        factory = conv2d if self.operator == "conv2d" else dense
+        return factory(cfg, **self.params, shift=None, clip=None,  # type: ignore[arg-type]
+                       epilogue=self.epilogue)
+
+
+class _Chain:
+    """The stages of one group under construction (local to one match)."""
+
+    def __init__(self, graph: Graph, nodes: Sequence[Node], anchor: Node) -> None:
+        self.graph, self.anchor = graph, anchor
+        self.members = {n.name: n for n in nodes}
+        self.producers, self.consumers = graph.producers(), graph.consumers()
+        self.used: set[str] = {anchor.name}
+        self.adds: list[str] = []
+        self.bind: dict[str, str] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.taken = graph.names()
+        self.channels = int(graph.constants[anchor.inputs[1]].shape[0])
+
+    def inside(self, value: str) -> list[Node]:
+        return [n for n in self.consumers.get(value, []) if n.name in self.members]
+
+    def vector_names(self, vectors: Mapping[str, np.ndarray]) -> None:
+        for symbol, array in vectors.items():
+            name = fresh(f"{self.anchor.name}.{symbol}", self.taken)
+            self.taken.add(name)
+            self.bind[symbol] = name
+            self.vectors[name] = array
+
+    def stages(self, node: Node, limit: int, tag: str) -> tuple[list[AluStage], int] | Mismatch:
+        """The stages of a Requantize, Relu or Clip node on values up to ``limit``."""
+        if node.op is Op.RELU:
+            return [AluStage(AluOp.MAX, 0)], limit
+        if node.op is Op.CLIP:
+            low, high = int_attr(node.attrs, "min", -128), int_attr(node.attrs, "max", 127)
+            return [AluStage(AluOp.MIN, high), AluStage(AluOp.MAX, low)], max(abs(low), abs(high))
+        if node.op is Op.REQUANTIZE:
+            return self.requantize(node, limit, tag)
+        return Mismatch((node.name,), f"{node.op.value} has no ALU stage in a fused kernel")
+
+    def requantize(self, node: Node, limit: int, tag: str) -> tuple[list[AluStage], int] | Mismatch:
+        pre, mult = int_attr(node.attrs, "pre_shift"), ints_attr(node.attrs, "multiplier")
+        post, out = ints_attr(node.attrs, "post_shift"), node.attrs["out_dtype"]
+        if max(len(mult), len(post)) > 1 and int_attr(node.attrs, "axis", 1) != 1:
+            return Mismatch((node.name,), "a per-channel requantization along another axis than "
+                                          "the channels")
+        y_limit = -(-limit // (1 << pre)) * max(abs(m) for m in mult)
+        if 1 in post and y_limit >= INT32_LIMIT - 1:
+            return Mismatch((node.name,), "its rounding shift by 1 could see 2**31 - 1, where the "
+                                          "ALU's ADD 1 wraps and the reference does not")
+        try:
+            stages, vectors = requantize_stages(pre, mult, post, channels=self.channels, prefix=tag,
+                                                clip=(-128, 127) if out is DType.INT8 else None)
+        except ValueError as exc:
+            return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
+        self.vector_names(vectors)
+        return list(stages), _INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post)
+
+
+def _shifted(limit: int, post: tuple[int, ...]) -> int:
+    worst = max((limit >> s) + 1 if s >= 1 else limit << -s for s in post)
+    return min(worst, INT32_LIMIT)
+
+
+def _anchor(graph: Graph, anchor: Node, cfg: Config) -> tuple[str, dict[str, int | bool]] | Mismatch:
+    data = graph.types[anchor.inputs[0]].shape
+    weight = graph.constants[anchor.inputs[1]].shape
+    bias = len(anchor.inputs) > 2
+    if anchor.op is Op.CONV:
+        pads, strides = ints_attr(anchor.attrs, "pads", 4, (0,) * 4), ints_attr(anchor.attrs, "strides", 2, (1, 1))
+        return "conv2d", {"n": cfg.BATCH, "ci": int(data[1]), "co": int(weight[0]), "hw": int(data[2]),
+                          "kernel": int(weight[2]), "pad": pads[0], "stride": strides[0], "bias": bias}
+    if anchor.op is Op.GEMM and all(float_attr(anchor.attrs, k, 1.0) == 1.0 for k in ("alpha", "beta")):
+        if not bias or graph.types[anchor.inputs[2]].shape == (weight[0],):
+            return "dense", {"batch": cfg.BATCH, "in_features": int(weight[1]),
+                             "out_features": int(weight[0]), "bias": bias}
+    return Mismatch((anchor.name,), f"{anchor.op.value} in this form has no compiler operator")
+
+
+def _accumulator_limit(graph: Graph, anchor: Node) -> int:
+    weight = graph.constants[anchor.inputs[1]].astype(np.int64)
+    sums = np.abs(weight.reshape(weight.shape[0], -1)).sum(axis=1) * _INT8_LIMIT
+    if len(anchor.inputs) > 2:
+        sums = sums + np.abs(graph.constants[anchor.inputs[2]].astype(np.int64))
+    return min(int(sums.max()), INT32_LIMIT)
+
+
+def _operand(chain: _Chain, add: Node, other: str, count: int) -> tuple[AluStage, int] | Mismatch:
+    """The ADD stage of ``add`` taking ``other``: a tensor operand with its own stages."""
+    side: list[Node] = []
+    while other in chain.producers and chain.producers[other].name in chain.members:
+        node = chain.producers[other]
+        if node.op not in (Op.REQUANTIZE, Op.RELU, Op.CLIP) or len(chain.inside(other)) != 1:
+            return Mismatch((add.name,), f"its operand {other!r} comes from {node.label}, which a "
+                                         "tensor operand's stages cannot compute")
+        side.append(node)
+        other = node.inputs[0]
+    dtype = chain.graph.types[other].dtype
+    if dtype not in (DType.INT8, DType.INT32) or other in chain.graph.constants:
+        return Mismatch((add.name,), f"its operand {other!r} must be an int8 or int32 activation")
+    limit = _INT8_LIMIT if dtype is DType.INT8 else INT32_LIMIT
+    stages: list[AluStage] = []
+    for index, node in enumerate(reversed(side)):
+        found = chain.stages(node, limit, f"res{count}_rq{index}")
+        if isinstance(found, Mismatch):
+            return found
+        stages += found[0]
+        limit = found[1]
+        chain.used.add(node.name)
+    symbol = f"res{count}"
+    chain.bind[symbol] = other
+    operand = TensorOperand(symbol, dtype.value, tuple(_merged(stages)))
+    return AluStage(AluOp.ADD, operand), limit
+
+
+def _merged(stages: list[AluStage]) -> list[AluStage]:
+    out: list[AluStage] = []
+    for stage in stages:
+        last = out[-1] if out else None
+        if last is not None and last.op is stage.op and stage.op in _MERGEABLE \
+                and isinstance(last.operand, int) and isinstance(stage.operand, int):
+            out[-1] = AluStage(stage.op, _MERGEABLE[stage.op](last.operand, stage.operand))
+        else:
+            out.append(stage)
+    return out
+
+
+def _walk(chain: _Chain, limit: int) -> tuple[list[AluStage], Node] | Mismatch:
+    """The main chain from the anchor: its stages and its last node."""
+    stages: list[AluStage] = []
+    last, value = chain.anchor, chain.anchor.outputs[0]
+    while True:
+        readers = chain.inside(value)
+        if not readers:
+            return stages, last
+        node = readers[0]
+        if len(readers) > 1 or (node.op is Op.ADD and node.inputs[0] == node.inputs[1]):
+            return Mismatch(tuple(chain.members), f"value {value!r} is read twice in the group; a "
+                                                  "kernel is one chain of stages")
+        if node.op is Op.ADD:
+            other = node.inputs[1] if node.inputs[0] == value else node.inputs[0]
+            found = _operand(chain, node, other, len(chain.adds))
+            chain.adds.append(node.name)
+            if isinstance(found, Mismatch):
+                return found
+            stages.append(found[0])
+            limit = min(limit + found[1], INT32_LIMIT)
+        else:
+            more = chain.stages(node, limit, f"rq{len(chain.used)}")
+            if isinstance(more, Mismatch):
+                return more
+            stages += more[0]
+            limit = more[1]
+        chain.used.add(node.name)
+        last, value = node, node.outputs[0]
+
+
+def match_group(graph: Graph, nodes: Sequence[Node], cfg: Config) -> KernelMatch | Mismatch:
+    """The kernel of accelerator group ``nodes`` (module docstring), or why there is none."""
+    anchors = [n for n in nodes if op_def(n.op).kind is PatternKind.OUT_ELEMWISE_FUSABLE]
+    if len(anchors) != 1:
+        return Mismatch(tuple(n.name for n in nodes), f"a kernel needs one conv or dense, not "
+                                                      f"{len(anchors)}")
+    anchor = anchors[0]
+    found = _anchor(graph, anchor, cfg)
+    if isinstance(found, Mismatch):
+        return found
+    operator, params = found
+    chain = _Chain(graph, nodes, anchor)
+    walked = _walk(chain, _accumulator_limit(graph, anchor))
+    if isinstance(walked, Mismatch):
+        return walked
+    stages, last = walked
+    stray = [n.name for n in nodes if n.name not in chain.used]
+    if stray:
+        return Mismatch(tuple(stray), "not on the kernel's chain of stages")
+    if last is anchor:
+        return Mismatch((anchor.name,), "its int32 accumulator cannot leave the accelerator (STORE "
+                                        "writes int8) and no Requantize follows it in its group")
+    if graph.types[last.outputs[0]].dtype is not DType.INT8:
+        return Mismatch((last.name,), "its int32 result cannot leave the accelerator (STORE writes "
+                                      "int8)")
+    bind = {"data": anchor.inputs[0], "weight": anchor.inputs[1], **chain.bind,
+            "out": last.outputs[0]}
+    if params["bias"]:
+        bind["bias"] = anchor.inputs[2]
+    macs = op_def(anchor.op).macs([graph.types[v] for v in anchor.inputs],
+                                  graph.types[anchor.outputs[0]], anchor.attrs)
+    return KernelMatch(nodes[0].group if nodes[0].group is not None else -1,
+                       "+".join(n.name for n in nodes), operator, MappingProxyType(params),
+                       Epilogue(tuple(_merged(stages))), MappingProxyType(bind),
+                       MappingProxyType(chain.vectors), macs, tuple(chain.adds))

@@ -1,0 +1,101 @@
+"""Pass: match kernels — every accelerator group becomes one compiler kernel, or leaves.
+
+Each fused group placed on the accelerator is matched to a compiler operator with an
+epilogue (:func:`openvta.graph.kernel_match.match_group`), and the compiler builds and
+lowers that operator, fused epilogue included: its planner is the authority on whether
+the tiles and the epilogue's accumulator operands fit the buffers.  Whatever fails moves
+to the CPU with the reason in its placement:
+
+- the nodes a :class:`~openvta.graph.kernel_match.Mismatch` names (a stage that cannot be
+  computed exactly, an int32 result, a node off the chain);
+- for an operator the compiler refuses, the group's last residual Add (its tensor operand
+  takes accumulator room), or the whole group when it has none.
+
+The graph is then fused again (:func:`~openvta.graph.passes.fuse.fuse`) and matched again,
+until every accelerator group matches: a node moved to the CPU may leave an element-wise
+tail without its anchor, or an anchor without its requantization, and those follow.  Each
+round moves at least one node, so the pass ends.
+
+Preconditions: a fused graph (every node has a placement and a group).
+Postconditions: every accelerator group is one kernel that the compiler builds and lowers
+for ``cfg``; groups are renumbered by fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from openvta.compiler import LoweringError, lower
+from openvta.isa import Config
+
+from ..errors import PassError
+from ..ir import Device, Graph, Node, Placement
+from ..kernel_match import KernelMatch, Mismatch, match_group
+from .fuse import fuse
+
+__all__ = ["match_kernels", "accelerator_groups", "group_kernels"]
+
+_PASS = "match kernels"
+
+
+def accelerator_groups(graph: Graph) -> dict[int, list[Node]]:
+    """Fused group → its nodes, for the groups placed on the accelerator, in group order."""
+    groups: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        if node.group is None or node.placement is None:
+            raise PassError(_PASS, f"node {node.label} has no group or placement; run fuse first")
+        if node.placement.device is Device.ACCEL:
+            groups.setdefault(node.group, []).append(node)
+    return dict(sorted(groups.items()))
+
+
+def _compiler_refuses(match: KernelMatch, cfg: Config) -> str:
+    try:
+        lower(match.build(cfg).schedule, cfg)
+    except LoweringError as exc:
+        return f"the fused {match.operator} ({match.epilogue.describe()}) does not lower: {exc}"
+    except ValueError as exc:  # a parameter or the DRAM address space (ScheduleError too)
+        return f"the compiler's {match.operator} refuses the fused kernel: {exc}"
+    return ""
+
+
+def _failures(graph: Graph, cfg: Config) -> dict[str, str]:
+    """Node name → why it moves to the CPU (empty when every group is a kernel)."""
+    moves: dict[str, str] = {}
+    for nodes in accelerator_groups(graph).values():
+        found = match_group(graph, nodes, cfg)
+        if isinstance(found, Mismatch):
+            moves.update(dict.fromkeys(found.nodes, found.reason))
+            continue
+        why = _compiler_refuses(found, cfg)
+        if why:
+            names = found.adds[-1:] or tuple(n.name for n in nodes)
+            moves.update(dict.fromkeys(names, why))
+    return moves
+
+
+def group_kernels(graph: Graph, cfg: Config) -> dict[int, KernelMatch]:
+    """Accelerator group → its kernel, for a graph after this pass (``PassError`` otherwise)."""
+    kernels = {}
+    for group, nodes in accelerator_groups(graph).items():
+        found = match_group(graph, nodes, cfg)
+        if isinstance(found, Mismatch):
+            raise PassError(_PASS, f"group {group} ({nodes[0].label}, …) is not one kernel: "
+                                   f"{found.reason}; run match kernels first")
+        kernels[group] = found
+    return kernels
+
+
+def _moved(nodes: Sequence[Node], moves: dict[str, str]) -> tuple[Node, ...]:
+    return tuple(replace(n, placement=Placement(Device.CPU, moves[n.name])) if n.name in moves else n
+                 for n in nodes)
+
+
+def match_kernels(graph: Graph, cfg: Config) -> Graph:
+    """``graph`` with every accelerator group one compiler kernel (module docstring)."""
+    while True:
+        moves = _failures(graph, cfg)
+        if not moves:
+            return graph
+        graph = fuse(graph.replace(nodes=_moved(graph.nodes, moves)))
