@@ -84,7 +84,7 @@ def main() -> int:
     print(f"  float, openvta reference    {float_top1:.2%}")
     for mode, model in models.items():
         top1 = _top1(model.reference(x_test)["logits"], y_test)
-        print(f"  int8 {mode:<6} reference    {top1:.2%}   ({(top1 - float_top1) * 100:+.2f} points;"
+        print(f"  int8 {mode:<6} reference      {top1:.2%}   ({(top1 - float_top1) * 100:+.2f} points;"
               " target within 1.0)")
     plan = fixed.graph.memory
     if plan is not None:

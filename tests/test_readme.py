@@ -3,7 +3,7 @@
 ```python blocks run in order in one namespace per page, and every ``print(...)  # value``
 comment is what that line prints. ```sh blocks run line by line with bash, in the same
 scratch folder, where ``.venv`` is this environment (so ``.venv/bin/openvta`` is the
-installed command, as after ``make``). ```text blocks are synopses and formats, not run.
+installed command, as after ``make``) and ``examples`` the repository's, as in a clone. ```text blocks are synopses and formats, not run.
 The few commands that cannot run here are listed in ``NOT_RUN`` with the reason, and the
 list is checked against the pages so it cannot go stale.
 """
@@ -67,6 +67,7 @@ def test_the_not_run_list_is_current() -> None:
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     (tmp_path / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     return tmp_path
 
 
