@@ -15,8 +15,9 @@ the anchor to the group's one output, each link an ALU stage on the int32 accumu
   ``Clip`` nodes on the way as its own stages — the residual add with the requantization
   of its input.
 
-Consecutive ``MIN`` (``MAX``) immediates merge into one (``MIN 127, MAX -128, MAX 0`` is
-``MIN 127, MAX 0``), which changes no value.
+A run of ``MIN``/``MAX`` immediates is one clamp and is emitted as at most ``MIN high, MAX
+low`` (``MIN 127, MAX -128, MAX 0`` is ``MIN 127, MAX 0``): the same values, fewer ALU
+instructions.
 
 Exactly, or not at all: every stage computes what the node's integer reference computes,
 wrapping at 32 bits like it.  The one difference, ``round_shift(2**31 - 1, 1)`` (the
@@ -47,7 +48,7 @@ __all__ = ["KernelMatch", "Mismatch", "match_group", "INT32_LIMIT"]
 
 INT32_LIMIT = 2 ** 31
 _INT8_LIMIT = 128
-_MERGEABLE = {AluOp.MIN: min, AluOp.MAX: max}
+_CLAMPS = (AluOp.MIN, AluOp.MAX)
 
 
 @dataclass(frozen=True)
@@ -209,16 +210,34 @@ def _operand(chain: _Chain, add: Node, other: str, count: int) -> tuple[AluStage
     return AluStage(AluOp.ADD, operand), limit
 
 
-def _merged(stages: list[AluStage]) -> list[AluStage]:
-    out: list[AluStage] = []
-    for stage in stages:
-        last = out[-1] if out else None
-        if last is not None and last.op is stage.op and stage.op in _MERGEABLE \
-                and isinstance(last.operand, int) and isinstance(stage.operand, int):
-            out[-1] = AluStage(stage.op, _MERGEABLE[stage.op](last.operand, stage.operand))
+def _clamp(run: list[AluStage]) -> list[AluStage]:
+    """A run of MIN/MAX immediates as ``MIN high, MAX low``.
+
+    The run computes ``min(max(x, low), high)`` with ``low <= high`` at every step:
+    ``MIN c`` makes ``(min(low, c), min(high, c))``, ``MAX c`` ``(max(low, c), max(high, c))``.
+    """
+    low, high = None, None
+    for stage in run:
+        c = int(stage.operand)  # type: ignore[arg-type]
+        if stage.op is AluOp.MIN:
+            low, high = (None if low is None else min(low, c)), (c if high is None else min(high, c))
         else:
-            out.append(stage)
-    return out
+            low, high = (c if low is None else max(low, c)), (None if high is None else max(high, c))
+    return ([AluStage(AluOp.MIN, high)] if high is not None else []) + \
+        ([AluStage(AluOp.MAX, low)] if low is not None else [])
+
+
+def _merged(stages: list[AluStage]) -> list[AluStage]:
+    """``stages`` with every run of MIN/MAX immediates as one clamp (module docstring)."""
+    out: list[AluStage] = []
+    run: list[AluStage] = []
+    for stage in stages:
+        if stage.op in _CLAMPS and isinstance(stage.operand, int):
+            run.append(stage)
+            continue
+        out += _clamp(run) + [stage]
+        run = []
+    return out + _clamp(run)
 
 
 def _walk(chain: _Chain, limit: int) -> tuple[list[AluStage], Node] | Mismatch:

@@ -54,7 +54,8 @@ def _compiler_refuses(match: KernelMatch, cfg: Config) -> str:
     try:
         lower(match.build(cfg).schedule, cfg)
     except LoweringError as exc:
-        return f"the fused {match.operator} ({match.epilogue.describe()}) does not lower: {exc}"
+        bias = "bias, then " if match.params["bias"] else ""
+        return f"the fused {match.operator} ({bias}{match.epilogue.describe()}) does not lower: {exc}"
     except ValueError as exc:  # a parameter or the DRAM address space (ScheduleError too)
         return f"the compiler's {match.operator} refuses the fused kernel: {exc}"
     return ""

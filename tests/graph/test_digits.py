@@ -4,7 +4,6 @@ the training script's hand-written passes are right and its export is the model 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -60,12 +59,6 @@ def test_int8_accuracy_is_within_a_point_of_float(split, compiled) -> None:
     for mode, model in compiled.items():
         accuracy = _accuracy(model.reference(x_test)["logits"], y_test)
         assert accuracy >= float_accuracy - 0.01, (mode, accuracy, float_accuracy)
-
-
-def test_compiles_in_well_under_five_seconds(split) -> None:
-    started = time.perf_counter()
-    compile_model(MODEL, split[0][:256])
-    assert time.perf_counter() - started < 5.0
 
 
 def test_the_model_file_round_trips_and_cpu_runs_equal_the_reference(split, compiled, tmp_path) -> None:

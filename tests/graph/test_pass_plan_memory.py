@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from graphs import conv_relu_graph, residual_graph
@@ -13,9 +15,11 @@ from openvta.graph.ir import Graph, RequantMode
 from openvta.graph.passes.calibrate import calibrate
 from openvta.graph.passes.fuse import fuse
 from openvta.graph.passes.partition import partition
-from openvta.graph.passes.plan_memory import Buffer, assign_offsets, buffers_of, plan_memory
+from openvta.graph.passes.plan_memory import (Buffer, assign_offsets, buffers_of, plan_memory,
+                                              plan_region)
 from openvta.graph.passes.quantize import quantize
-from openvta.isa import preset
+from openvta.graph.pipeline import compile_model
+from openvta.isa import Config, preset
 
 
 def _fused(g: Graph, shape: tuple[int, ...]) -> Graph:
@@ -71,3 +75,39 @@ def test_plan_memory_errors() -> None:
     with pytest.raises(ValueError, match=r"^plan_memory needs a positive batch and a power-of-two "
                                          r"alignment, not 1 and 48$"):
         plan_memory(conv_relu_graph(), alignment=48)
+
+
+def _region_graph(cfg: Config, make=residual_graph) -> Graph:
+    g = make()
+    x = np.random.default_rng(0).standard_normal((2,) + tuple(g.types["x"].shape[1:])).astype(np.float32)  # type: ignore[arg-type]
+    return compile_model(g, x, config=cfg).graph
+
+
+def test_each_region_gets_an_arena_by_the_compilers_liveness(cfg: Config) -> None:
+    g = _region_graph(cfg)
+    (region,) = g.regions
+    live = region.live()
+    assert live["x.q"] == (0, 0) and live["a.q"] == (0, 2) and live["r1.q"] == (1, 2)
+    assert live["y.q"] == (2, 2) and live["conv2.weight.q"] == (0, 2)
+    buffers = [Buffer(t.name, t.nbytes, *live[t.name]) for t in region.tensors]
+    offsets = {t.name: t.offset for t in region.tensors}
+    assert all(o is not None and o % cfg.max_elem_bytes == 0 for o in offsets.values())
+    _no_collisions(buffers, offsets)  # type: ignore[arg-type]
+    ends = [o + t.nbytes for t, o in zip(region.tensors, offsets.values())]  # type: ignore[operator]
+    assert max(ends) <= region.arena_bytes < region.no_reuse_bytes  # three kernels: bytes are reused
+    assert region.no_reuse_bytes == sum(-(-t.nbytes // cfg.max_elem_bytes) * cfg.max_elem_bytes
+                                        for t in region.tensors)
+
+
+def test_values_inside_a_region_get_no_host_buffer() -> None:
+    g = _region_graph(preset("default"))
+    assert g.memory is not None
+    assert {"a.q", "r1.q"}.isdisjoint(g.memory.sizes) and {"x.q", "y.q"} <= set(g.memory.sizes)
+
+
+def test_a_region_tensor_no_kernel_uses_is_an_error() -> None:
+    (region,) = _region_graph(preset("tiny")).regions
+    stray = replace(region.tensor("a.q"), name="stray")  # scratch that no kernel writes
+    with pytest.raises(PassError, match=r"^plan memory: region 0 tensor 'stray' is used by no "
+                                        r"kernel$"):
+        plan_region(replace(region, tensors=region.tensors + (stray,)), 16)

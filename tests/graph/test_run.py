@@ -1,0 +1,179 @@
+"""CompiledModel.run: the digits CNN and a residual block on every preset and back end, equal to
+model.reference bit for bit, with the cycle report; random placements; the model file keeps
+the programs; every error is one line."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graphs import residual_graph
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openvta.graph.errors import ExecutionError, ModelError
+from openvta.graph.executor import apportion
+from openvta.graph.ir import Device
+from openvta.graph.model import CompiledModel, ModelOutputs, load_model
+from openvta.graph.pipeline import compile_model
+
+DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits"
+sys.path.insert(0, str(DIGITS))
+from digits_data import load_split  # noqa: E402
+
+MODEL = DIGITS / "digits.onnx"
+PRESETS = ("tiny", "small", "default")
+
+
+@pytest.fixture(scope="module")
+def split() -> tuple[np.ndarray, ...]:
+    return load_split()
+
+
+@pytest.fixture(scope="module")
+def digits(split) -> dict[str, CompiledModel]:
+    return {name: compile_model(MODEL, split[0], config=name) for name in PRESETS}
+
+
+def _check(out: ModelOutputs, expected: dict[str, np.ndarray], timed: bool) -> None:
+    assert set(out) == set(expected)
+    for name, value in expected.items():
+        assert out[name].dtype == np.float32 and np.array_equal(out[name], value), name
+    accel = [k for k in out.report.kernels if k.placement is Device.ACCEL]
+    assert accel and out.report.cycles == sum(k.cycles for k in accel)
+    if timed:
+        assert min(k.cycles for k in accel) > 0
+        assert all(0 < k.utilization <= 1 for k in accel)  # type: ignore[operator]
+    else:
+        assert out.report.cycles == 0 and all(k.utilization is None for k in accel)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("backend", ["functional", "cycle"])
+def test_digits_run_equals_the_reference(digits, split, preset: str, backend: str) -> None:
+    model, x = digits[preset], split[2][:30]
+    assert [k.operator for r in model.graph.regions for k in r.kernels] == ["conv2d", "dense"]
+    out = model.run(x, backend=backend)
+    _check(out, model.reference(x), backend == "cycle")
+    names = [k.name for k in out.report.kernels if k.placement is Device.ACCEL]
+    assert names == ["conv2+conv2.requantize+relu2", "fc+fc.requantize"]
+
+
+def test_pow2_and_batches_of_any_size(split) -> None:
+    model = compile_model(MODEL, split[0][:128], config="tiny", quantize="pow2")
+    for count in (0, 1, 5):
+        x = split[2][:count]
+        _check(model.run(x, backend="cycle"), model.reference(x), count > 0)
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_digits_on_the_rtl(digits, split) -> None:
+    model, x = digits["tiny"], split[2][:3]
+    out = model.run(x, backend="rtl")
+    _check(out, model.reference(x), True)
+    modelled = model.run(x, backend="cycle").report.cycles
+    assert abs(out.report.cycles - modelled) <= 0.1 * modelled  # the model is calibrated on it
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_residual_block_runs_as_one_program(preset: str) -> None:
+    x = np.random.default_rng(2).standard_normal((5, 16, 4, 4)).astype(np.float32)
+    for mode in ("fixed", "pow2"):
+        model = compile_model(residual_graph(), x, config=preset, quantize=mode)
+        assert len(model.graph.regions) == 1 and len(model.graph.regions[0].kernels) == 3
+        out = model.run(x, backend="cycle")
+        _check(out, model.reference(x), True)
+        assert len(np.unique(out["y"])) > 10  # not saturated: the numbers matter
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_placements_of_accelerator_nodes_give_identical_outputs(digits, split, data) -> None:
+    base = digits["small"]
+    capable = [n.name for n in base.graph.nodes if n.placement.device is Device.ACCEL]  # type: ignore[union-attr]
+    forced = data.draw(st.lists(st.sampled_from(capable), unique=True))
+    model = compile_model(MODEL, split[0], config="small", cpu_nodes=forced)
+    x = split[2][:4]
+    expected = base.reference(x)
+    assert np.array_equal(model.reference(x)["logits"], expected["logits"])
+    assert np.array_equal(model.run(x)["logits"], expected["logits"])
+
+
+@given(st.integers(0, 10 ** 6), st.lists(st.integers(0, 10 ** 4), min_size=1, max_size=6))
+def test_apportion_adds_up_and_follows_the_weights(total: int, weights: list[int]) -> None:
+    shares = apportion(total, weights)
+    assert sum(shares) == total and min(shares) >= 0
+    if sum(weights):
+        assert all(abs(s - total * w / sum(weights)) < 1 for s, w in zip(shares, weights))
+
+
+def test_run_errors(digits, split) -> None:
+    model = digits["tiny"]
+    with pytest.raises(ValueError, match=r"^backend must be one of .*cycle.*, not 'fpga'$"):
+        model.run(split[2][:2], backend="fpga")
+    with pytest.raises(ValueError, match=r"^input 'image' must have shape \(N, 1, 8, 8\), not "
+                                         r"\(2, 1, 7, 7\)$"):
+        model.run(np.zeros((2, 1, 7, 7), np.float32))
+    with pytest.raises(ValueError, match=r"^input 'image' must hold floating-point values, not int8$"):
+        model.run(np.zeros((2, 1, 8, 8), np.int8))
+    with pytest.raises(ValueError, match=r"^input names must be the model's inputs \(image\), not "
+                                         r"'x'$"):
+        model.run({"x": split[2][:2]})
+    with pytest.raises(ValueError, match=r"^max_cycles must be a positive integer, not 0$"):
+        model.run(split[2][:2], backend="cycle", max_cycles=0)
+    region = model.graph.regions[0]
+    broken = CompiledModel(model.graph.replace(regions=(replace(region, program=None),
+                                                        model.graph.regions[1])),
+                           model.float_graph, model.config, model.mode)
+    with pytest.raises(ExecutionError, match=r"^region 0 has no program; compile the model again$"):
+        broken.run(split[2][:2])
+
+
+def _saved(model: CompiledModel) -> dict[str, np.ndarray]:
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return dict(np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False))
+
+
+def _load(entries: dict[str, np.ndarray]) -> CompiledModel:
+    buffer = io.BytesIO()
+    np.savez(buffer, **entries)
+    buffer.seek(0)
+    return load_model(buffer)
+
+
+def test_the_model_file_keeps_the_programs(digits, split) -> None:
+    model, x = digits["tiny"], split[2][:6]
+    entries = _saved(model)
+    assert {k for k in entries if k.endswith(".program")} == {"int.r0.program", "int.r1.program"}
+    loaded = _load(entries)
+    assert loaded.graph.dump() == model.graph.dump()
+    assert np.array_equal(loaded.run(x, backend="cycle")["logits"], model.reference(x)["logits"])
+    entries["int.r1.program"] = entries["int.r1.program"][:100]
+    with pytest.raises(ModelError, match=r"^model file integer graph region 1 program is malformed: "
+                                         r"program file is not a readable npz archive: .*$"):
+        _load(entries)
+
+
+def test_a_program_for_another_configuration_is_refused(digits) -> None:
+    entries = _saved(digits["tiny"])
+    entries["int.r0.program"] = _saved(digits["small"])["int.r0.program"]
+    with pytest.raises(ModelError, match=r"^model file integer graph holds an invalid program: "
+                                         r"region 0 program is for the small configuration, the "
+                                         r"model for tiny$"):
+        _load(entries)
+    header = json.loads(str(entries["header"]))
+    header["graphs"]["int"]["regions"][0]["kernel_starts"] = [0, 1]
+    entries["header"] = np.array(json.dumps(header))
+    entries["int.r0.program"] = _saved(digits["tiny"])["int.r0.program"]
+    with pytest.raises(ModelError, match=r"^model file integer graph holds an invalid program: "
+                                         r"region 0 program must have one increasing instruction "
+                                         r"start per kernel below \d+, not \[0, 1\]$"):
+        _load(entries)
