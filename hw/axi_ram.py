@@ -14,6 +14,7 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
 from .memory import axi_master_signature
+from .params import refusing
 
 __all__ = ["AxiRam", "axi_slave_members", "byte_port_signature", "check_mem_bytes"]
 
@@ -74,6 +75,7 @@ class AxiRam(wiring.Component):
         in a cycle with ``byte.w_en``.  Its reads have their own port.
     """
 
+    @refusing
     def __init__(self, mem_bytes: int, bus_bytes: int) -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
         if not isinstance(bus_bytes, int) or isinstance(bus_bytes, bool) \

@@ -3,7 +3,7 @@
 Each configuration is elaborated and built once (the build is cached on disk, see
 :func:`openvta.hw.cosim.build`); every program then runs in a fresh simulator
 process.  The first run of a configuration pays the Verilator build, later runs and
-later sessions only the simulation.
+later sessions only the simulation, with or without waves (one build serves both).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from amaranth.lib import wiring
 
 from openvta.isa import Config
-from openvta.runtime import BackendError, Program, Result
+from openvta.runtime import BackendError, Program, Progress, Result
 
 from . import cosim
 
@@ -58,10 +58,15 @@ class RtlBackend:
     seed :
         seed of those stalls and of cocotb's random module.
     waves :
-        write a VCD of every run to this path (the design is then built with tracing).
+        write a VCD of every run to this path (the same build as without waves).
     build_root :
         the Verilator build cache (default ``$OPENVTA_RTL_CACHE`` or
         ``~/.cache/openvta/rtl``).
+    progress :
+        ``progress(what, done, total)``, or None: ``("building the Verilator model", 0,
+        None)`` when a Verilator build starts (and ``(…, 1, 1)`` when it is built), then
+        ``("cycles", cycles, max_cycles)`` at every status poll of a run, increasing,
+        and with the final count (:func:`openvta.hw.cosim.run`).
 
     Examples
     --------
@@ -72,9 +77,12 @@ class RtlBackend:
 
     def __init__(self, top_factory: TopFactory | None = None, *, max_cycles: int = 2_000_000,
                  idle: bool = False, backpressure: bool = False, seed: int = 0,
-                 waves: Path | str | None = None, build_root: Path | str | None = None) -> None:
+                 waves: Path | str | None = None, build_root: Path | str | None = None,
+                 progress: Progress | None = None) -> None:
         if top_factory is not None and not callable(top_factory):
             raise TypeError(f"top_factory must be callable, not {top_factory!r}")
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be callable or None, not {progress!r}")
         if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
             raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -84,6 +92,7 @@ class RtlBackend:
         self.waves = None if waves is None else Path(waves)
         self.build_root = None if build_root is None else Path(build_root)
         self._top_factory = top_factory
+        self.progress = progress
         self._builds: dict[Config, Path] = {}
 
     def build_dir(self, cfg: Config) -> Path:
@@ -103,8 +112,7 @@ class RtlBackend:
             top = factory(cfg)
             cosim.check_top(top, cfg.bus_bytes * 8)
             verilog = cosim.verilog_of(top)
-            self._builds[cfg] = cosim.build(verilog, self.build_root,
-                                            waves=self.waves is not None)
+            self._builds[cfg] = cosim.build(verilog, self.build_root, progress=self.progress)
             if index is not None:
                 index.parent.mkdir(parents=True, exist_ok=True)
                 index.write_text(str(self._builds[cfg]))
@@ -117,7 +125,7 @@ class RtlBackend:
         import hashlib
 
         digest = hashlib.sha256(cfg.to_json().encode())
-        digest.update(f"{DEFAULT_TOP} {self.waves is not None}".encode())
+        digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
         digest.update(cosim._tool_versions().encode())
         for source in sorted(Path(__file__).parent.glob("*.py")):
             digest.update(source.read_bytes())
@@ -139,4 +147,4 @@ class RtlBackend:
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         return cosim.run(self.build_dir(program.config), program, max_cycles=self.max_cycles,
                          idle=self.idle, backpressure=self.backpressure, seed=self.seed,
-                         waves=self.waves)
+                         waves=self.waves, progress=self.progress)

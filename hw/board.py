@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from openvta.isa import COUNTER_BASE, HW_COUNTERS
-from openvta.runtime import Program, Result
+from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter
+from openvta.isa.counters import REG_WIDTH
+from openvta.runtime import Program, Progress, Result
 
 from .bridge_protocol import (
     MAX_PAYLOAD,
@@ -28,7 +29,11 @@ from .bridge_protocol import (
     reply_payload_bytes,
 )
 
-__all__ = ["BoardBackend", "BoardError", "DEFAULT_MAX_POLLS"]
+__all__ = ["BoardBackend", "BoardError", "DEFAULT_MAX_POLLS", "BYTES", "CYCLES"]
+
+#: The ``what`` of the progress hook: bytes sent (the image) or read back (the result),
+#: and the cycles the board has run (read at every STATUS poll).
+BYTES, CYCLES = "bytes", "cycles"
 
 #: STATUS polls before a run is abandoned (each is a round trip of 13 bytes: about
 #: 1.1 ms at 115200 baud, so about two minutes).
@@ -57,6 +62,11 @@ class BoardBackend:
         seconds to wait for a reply byte, for a port opened by name.
     max_polls : int
         STATUS polls after START before the run is abandoned.
+    progress : callable or None
+        ``progress(what, done, total)``: ``("bytes", sent, image bytes)`` after each
+        frame of the upload and again of the read-back, and ``("cycles", cycles, None)``
+        at each STATUS poll (the cycle counter is then read with it: two more frames
+        per poll).
 
     Each frame whose reply says "bad checksum" (the request was corrupted on the
     way) is sent once more; so is a frame whose reply is garbled, unless the
@@ -69,7 +79,7 @@ class BoardBackend:
     """
 
     def __init__(self, port: str | Any, baud: int = 115200, timeout: float = 5.0,
-                 max_polls: int = DEFAULT_MAX_POLLS) -> None:
+                 max_polls: int = DEFAULT_MAX_POLLS, progress: Progress | None = None) -> None:
         if not isinstance(port, str) and not (callable(getattr(port, "read", None))
                                               and callable(getattr(port, "write", None))):
             raise TypeError(f"port must be a device name or an object with read() and "
@@ -82,7 +92,10 @@ class BoardBackend:
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         if not isinstance(max_polls, int) or isinstance(max_polls, bool) or max_polls < 1:
             raise ValueError(f"max_polls must be a positive integer, not {max_polls!r}")
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be callable or None, not {progress!r}")
         self.baud, self.timeout, self.max_polls = baud, float(timeout), max_polls
+        self.progress = progress
         self._name = port if isinstance(port, str) else None
         self._port = None if isinstance(port, str) else port
 
@@ -155,12 +168,16 @@ class BoardBackend:
         for offset in range(0, len(data), MAX_PAYLOAD):
             chunk = data[offset:offset + MAX_PAYLOAD]
             self.request(Command.WRITE_MEM, addr + offset, payload=chunk)
+            if self.progress is not None:
+                self.progress(BYTES, offset + len(chunk), len(data))
 
     def read_memory(self, addr: int, size: int) -> bytes:
         out = bytearray()
         for offset in range(0, size, MAX_PAYLOAD):
             length = min(MAX_PAYLOAD, size - offset)
             out += self.request(Command.READ_MEM, addr + offset, length)
+            if self.progress is not None:
+                self.progress(BYTES, len(out), size)
         return bytes(out)
 
     def read_register(self, addr: int) -> int:
@@ -170,13 +187,15 @@ class BoardBackend:
         """The STATUS byte: bit 0 done, bit 1 busy."""
         return self.request(Command.STATUS, 0)[0]
 
+    def read_counter(self, counter: Counter) -> int:
+        """One hardware counter (its two registers; read while the core runs, the
+        value may tear between them)."""
+        base = COUNTER_BASE + 8 * HW_COUNTERS.index(counter)
+        low = self.read_register(base)
+        return self.read_register(base + 4) << REG_WIDTH | low
+
     def read_counters(self) -> dict[str, int]:
-        counters = {}
-        for k, counter in enumerate(HW_COUNTERS):
-            low = self.read_register(COUNTER_BASE + 8 * k)
-            high = self.read_register(COUNTER_BASE + 8 * k + 4)
-            counters[str(counter)] = high << 32 | low
-        return counters
+        return {str(counter): self.read_counter(counter) for counter in HW_COUNTERS}
 
     def run(self, program: Program) -> Result:
         """Load ``program`` at address 0, start it, wait for FINISH, read everything back.
@@ -204,6 +223,8 @@ class BoardBackend:
             status = self.status()
             if status & _DONE:
                 break
+            if self.progress is not None:
+                self.progress(CYCLES, self.read_counter(Counter.CYCLES), None)
         else:
             raise BoardError(f"the board did not finish after {self.max_polls} STATUS polls; "
                              f"last status {status:#04x} (done={status & _DONE}, "

@@ -14,10 +14,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT
+from openvta.isa import COUNTER_BASE, INSN_BYTES, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 
 from .axi_ram import byte_port_signature, check_mem_bytes
 from .csr import read_register
+from .params import refusing
 from .bridge_protocol import (
     FIXED_LENGTH,
     HEADER_BYTES,
@@ -30,8 +32,6 @@ from .bridge_protocol import (
 )
 
 __all__ = ["Bridge"]
-
-_INSN_BYTES = 16
 
 
 class Bridge(wiring.Component):
@@ -76,6 +76,7 @@ class Bridge(wiring.Component):
     sets the throughput.
     """
 
+    @refusing
     def __init__(self, mem_bytes: int, counter_count: int, timeout_cycles: int,
                  can_start: bool = True) -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
@@ -91,8 +92,9 @@ class Bridge(wiring.Component):
             "rx": In(stream.Signature(8, always_ready=True)), "rx_error": In(1),
             "tx": Out(stream.Signature(8)),
             "mem": Out(byte_port_signature(self._mem_bytes.bit_length() - 1)),
-            "start": Out(1), "insn_addr": Out(32), "insn_count": Out(32),
-            "done": In(1), "busy": In(1), "counters": In(data.ArrayLayout(64, counter_count)),
+            "start": Out(1), "insn_addr": Out(REG_WIDTH), "insn_count": Out(REG_WIDTH),
+            "done": In(1), "busy": In(1),
+            "counters": In(data.ArrayLayout(COUNTER_WIDTH, counter_count)),
             "active": Out(1), "error": Out(1),
         })
 
@@ -194,7 +196,7 @@ class Bridge(wiring.Component):
         """The EVAL state: checksum first, then command and length, then range."""
         reg_ok = (addr[0:2] == 0) & (addr < REG_WINDOW_BYTES)
         mem_ok = addr + length <= self._mem_bytes
-        program_ok = addr + word * _INSN_BYTES <= self._mem_bytes
+        program_ok = addr + word * INSN_BYTES <= self._mem_bytes
         checks = {
             Command.WRITE_MEM: ((length != 0) & (length <= MAX_PAYLOAD), mem_ok, "WRITE_MEM"),
             Command.READ_MEM: ((length != 0) & (length <= MAX_PAYLOAD), mem_ok, "REPLY_SYNC"),

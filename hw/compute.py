@@ -14,8 +14,9 @@ The accumulator's read ports are transparent for its write port, and the tiles r
 in stage 2 are brought up to date with the writes made since (forwarding: in stage 4
 for the ALU, from its own registered results; in stage 5 for the GEMM), so an
 execution that reads the tile an earlier one writes always sees the new value:
-back-to-back accumulation into one tile needs no stall (ISA.md: no hazard rule).  LOAD ACC and ACC_8BIT write the accumulator
-only; GEMM with ``reset_reg`` writes zeros to the accumulator only.
+back-to-back accumulation into one tile needs no stall (ISA.md: no hazard rule).
+LOAD ACC and ACC_8BIT write the accumulator only; GEMM with ``reset_reg`` writes zeros
+to the accumulator only.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from __future__ import annotations
 from amaranth import Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from openvta.isa import Config, MemoryType, Opcode, TokenQueue
+from openvta.isa import Config, Format, MemoryType, Opcode, TokenQueue, layouts_of
 from openvta.isa import Module as Unit
+from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
 
-from .dma import DmaReader
+from .dma import READ_FIELDS, DmaReader
 from .fetch import TokenCounter
 from .fields import Decoded, uop_fields
-from .loadstore import _READ_FIELDS, dma_fields
+from .loadstore import dma_fields
 from .stage import StageStatus, instruction_cycle
 from .units import AluLanes, GemmCore
 
@@ -45,7 +47,7 @@ class ComputeUnit(Elaboratable):
                  remaining: Signal) -> None:
         self.cfg, self.fifo, self.tokens, self.ports, self.remaining = cfg, fifo, tokens, ports, remaining
         self.dmas = {
-            MemoryType.UOP: DmaReader(32, bus_bits, max_burst),
+            MemoryType.UOP: DmaReader(UOP_WIDTH, bus_bits, max_burst),
             MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
@@ -79,7 +81,7 @@ class ComputeUnit(Elaboratable):
             sync = (op == Opcode.LOAD) & (insn.mem("x_size") == 0)
             done = first & sync
             for mt, dma in self.dmas.items():
-                dma_fields(m, dma, insn, _READ_FIELDS)
+                dma_fields(m, dma, insn, READ_FIELDS)
                 m.d.comb += dma.start.eq(first & ~sync & (op == Opcode.LOAD)
                                          & (insn.mem("memory_type") == mt))
                 done = done | dma.done
@@ -98,18 +100,24 @@ class ComputeUnit(Elaboratable):
         cfg = self.cfg
         d = Decoded(self.status.insn, cfg)
         is_alu = d.opcode == Opcode.ALU
-        get = (lambda n: Mux(is_alu, d.alu(n), d.gemm(n)))
-        i, j = Signal(14), Signal(14)
-        u = Signal(cfg.LOG_UOP_DEPTH + 1)
+
+        def get(name: str) -> Value:
+            return Mux(is_alu, d.alu(name), d.gemm(name))
+
+        i, j = Signal(LOOP_ITER_WIDTH), Signal(LOOP_ITER_WIDTH)
+        u = Signal(layouts_of(cfg)[Format.GEMM].field("uop_end").width)
         names = ("dst", "src", "wgt")
-        base = {n: Signal(16, name=f"base_{n}") for n in names}  # i·factor_out
-        off = {n: Signal(16, name=f"off_{n}") for n in names}  # i·factor_out + j·factor_in
+        # an index is as wide as its micro-op field: sums wrap at the buffer's depth
+        uop_layout = layouts_of(cfg)[Format.UOP]
+        bits = {n: uop_layout.field(f"{n}_idx").width for n in names}
+        base = {n: Signal(bits[n], name=f"base_{n}") for n in names}  # i·factor_out
+        off = {n: Signal(bits[n], name=f"off_{n}") for n in names}  # i·factor_out + j·factor_in
         issuing = Signal()
         done = Signal()
         # stage registers: s1 holds the offsets of the micro-op being read, s2 the indices
         s1_valid, s2_valid = Signal(), Signal()
-        s1_off = {n: Signal(16, name=f"s1_{n}") for n in names}
-        s2_dst, s2_src = Signal(16), Signal(16)
+        s1_off = {n: Signal(bits[n], name=f"s1_{n}") for n in names}
+        s2_dst, s2_src = Signal(bits["dst"]), Signal(bits["src"])
         factor = {n: (get(f"{n}_factor_out") if n != "wgt" else d.gemm("wgt_factor_out"),
                       get(f"{n}_factor_in") if n != "wgt" else d.gemm("wgt_factor_in")) for n in names}
         bgn, end = get("uop_bgn"), get("uop_end")
@@ -138,15 +146,15 @@ class ComputeUnit(Elaboratable):
             m.d.sync += s1_valid.eq(0)
         # stage 2: indices from the micro-op read last cycle; issue the buffer reads
         udst, usrc, uwgt = uop_fields(p["uop_r"].data, cfg)  # type: ignore[attr-defined]
-        dst = (udst + s1_off["dst"])[:16]
-        src = (usrc + s1_off["src"])[:16]
-        wgt = (uwgt + s1_off["wgt"])[:16]
+        dst = (udst + s1_off["dst"])[:bits["dst"]]
+        src = (usrc + s1_off["src"])[:bits["src"]]
+        wgt = (uwgt + s1_off["wgt"])[:bits["wgt"]]
         m.d.comb += [p["acc_ra"].addr.eq(dst), p["acc_rb"].addr.eq(src),  # type: ignore[attr-defined]
                      p["inp_r"].addr.eq(src), p["wgt_r"].addr.eq(wgt)]  # type: ignore[attr-defined]
         m.d.sync += [s2_valid.eq(s1_valid), s2_dst.eq(dst), s2_src.eq(src)]
         # stage 3: register the buffers' outputs
         s3_valid, s4_valid = Signal(), Signal()
-        s3_dst, s3_src, s4_dst = Signal(16), Signal(16), Signal(16)
+        s3_dst, s3_src, s4_dst = Signal.like(s2_dst), Signal.like(s2_src), Signal.like(s2_dst)
         acc_bits = len(p["acc_ra"].data)  # type: ignore[attr-defined]
         a3, b3, a4 = (Signal(acc_bits, name=n) for n in ("a3", "b3", "a4"))
         inp3 = Signal.like(p["inp_r"].data, name="inp3")  # type: ignore[attr-defined]
@@ -168,10 +176,10 @@ class ComputeUnit(Elaboratable):
         # holds the micro-op: the write stage 4 will make (its ALU result) and the one
         # happening now
         acc_w = p["acc_w"]
-        bits = len(written[0][1])
-        upcoming = ((s3_valid, s3_dst[:bits]), (acc_w.en, acc_w.addr))  # type: ignore[attr-defined]
-        a_sel = _selects_ahead(m, "a", upcoming, s2_dst[:bits])
-        b_sel = _selects_ahead(m, "b", upcoming, s2_src[:bits])
+        addr_bits = len(written[0][1])
+        upcoming = ((s3_valid, s3_dst[:addr_bits]), (acc_w.en, acc_w.addr))  # type: ignore[attr-defined]
+        a_sel = _selects_ahead(m, "a", upcoming, s2_dst[:addr_bits])
+        b_sel = _selects_ahead(m, "b", upcoming, s2_src[:addr_bits])
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
                      alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], a3))),
@@ -180,7 +188,7 @@ class ComputeUnit(Elaboratable):
         # writes made since stage 2 read it; the write (_acc_writes)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
         g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr),  # type: ignore[attr-defined]
-                                        written[0][:2]), s3_dst[:bits])
+                                        written[0][:2]), s3_dst[:addr_bits])
         m.d.comb += [gemm.inp.eq(inp3), gemm.wgt.eq(wgt3),
                      gemm.acc_in.eq(Mux(g_sel[0], written[0][2], Mux(g_sel[1], written[1][2], a4))),
                      gemm.reset.eq(d.gemm("reset_reg"))]
@@ -212,7 +220,7 @@ class ComputeUnit(Elaboratable):
         acc_dma, acc8_dma = self.dmas[MemoryType.ACC], self.dmas[MemoryType.ACC_8BIT]
         lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
         # ACC_8BIT: every int8 lane sign-extended to an int32 accumulator lane
-        widened = _widen(acc8_dma.wr_data, lanes)
+        widened = _widen(acc8_dma.wr_data, lanes, self.cfg)
         result = Mux(self.is_alu, self.alu_q, self.gemm.acc_out)
         low8 = Mux(self.is_alu, self.alu_out_q, self.gemm.out)
         with m.If(acc_dma.wr_en):
@@ -236,10 +244,10 @@ def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Sig
     return sels
 
 
-def _widen(tile: object, lanes: int) -> object:
-    """int8 lanes → int32 lanes, sign-extended."""
+def _widen(tile: object, lanes: int, cfg: Config) -> object:
+    """Out-width lanes (int8) → accumulator-width lanes (int32), sign-extended."""
     parts = []
     for w in range(lanes):
-        byte = tile.word_select(w, 8)  # type: ignore[attr-defined]
-        parts.append(Cat(byte, Mux(byte[7], 0xFFFFFF, 0)))
+        lane = tile.word_select(w, cfg.OUT_WIDTH)  # type: ignore[attr-defined]
+        parts.append(Cat(lane, lane[-1].replicate(cfg.ACC_WIDTH - cfg.OUT_WIDTH)))
     return Cat(*parts)

@@ -21,7 +21,19 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import HW_COUNTERS, Config, Counter, MemoryType, Opcode, Timing, TokenQueue, timing_for
+from openvta.isa import (
+    HW_COUNTERS,
+    INSN_BYTES,
+    Config,
+    Counter,
+    MemoryType,
+    Opcode,
+    Timing,
+    TokenQueue,
+    timing_for,
+)
+from openvta.isa.config import UOP_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 
 from .compute import ComputeUnit
 from .fetch import INSN_BITS, Fetch, TokenCounter
@@ -48,9 +60,9 @@ class Core(wiring.Component):
         self.timing = timing or timing_for(cfg)
         self.bus_bits = cfg.bus_bytes * 8
         members = {
-            "start": In(1), "insn_addr": In(32), "insn_count": In(32),
+            "start": In(1), "insn_addr": In(REG_WIDTH), "insn_count": In(REG_WIDTH),
             "done": Out(1), "busy": Out(1),
-            "counters": Out(data.ArrayLayout(64, len(HW_COUNTERS))),
+            "counters": Out(data.ArrayLayout(COUNTER_WIDTH, len(HW_COUNTERS))),
         }
         members.update(axi_master_signature(self.bus_bits))
         super().__init__(members)
@@ -59,7 +71,7 @@ class Core(wiring.Component):
         cfg = self.cfg
         specs = {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
                  "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
-                 "uop": (32, cfg.uop_depth)}
+                 "uop": (UOP_WIDTH, cfg.uop_depth)}
         mems = {name: Memory(shape=unsigned(width), depth=depth, init=[]) for name, (width, depth) in specs.items()}
         for name, mem in mems.items():
             m.submodules[f"{name}_buffer"] = mem
@@ -130,12 +142,12 @@ class Core(wiring.Component):
             return cond if mtype is None else cond & (d.mem("memory_type") == mtype)
 
         inc[Counter.FETCH_INSNS].append(fetch.fetched)
-        inc[Counter.INSN_FETCH_BYTES].append(fetch.fetched * 16)
+        inc[Counter.INSN_FETCH_BYTES].append(fetch.fetched * INSN_BYTES)
         for unit, counter in ((load, Counter.LOAD_INSNS), (compute, Counter.COMPUTE_INSNS),
                               (store, Counter.STORE_INSNS)):
             inc[counter].append(unit.status.started)
-            inc[Counter.TOKEN_PUSHES].append(unit.status.pushes[0] + unit.status.pushes[1])
-            inc[Counter.TOKEN_POPS].append(unit.status.pops[0] + unit.status.pops[1])
+            inc[Counter.TOKEN_PUSHES].extend(unit.status.pushes)
+            inc[Counter.TOKEN_POPS].extend(unit.status.pops)
         for unit, d in ((load, ld), (store, sd)):
             inc[Counter.SYNC_INSNS].append(unit.status.started & (d.mem("x_size") == 0))
         inc[Counter.SYNC_INSNS].append(compute.status.started & (cd.opcode == Opcode.LOAD)
@@ -157,7 +169,7 @@ class Core(wiring.Component):
             amount = started_mem(unit, d, mtype) & (d.opcode == Opcode.LOAD)
             inc[counter].append(amount * moved(d, size))
             inc[Counter.DRAM_READ_BYTES].append(amount * moved(d, size))
-        inc[Counter.DRAM_READ_BYTES].append(fetch.fetched * 16)
+        inc[Counter.DRAM_READ_BYTES].append(fetch.fetched * INSN_BYTES)
         stored = started_mem(store, sd, None) * moved(sd, cfg.out_elem_bytes)
         inc[Counter.OUT_STORE_BYTES].append(stored)
         inc[Counter.DRAM_WRITE_BYTES].append(stored)

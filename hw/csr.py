@@ -33,16 +33,20 @@ from amaranth.lib.wiring import In, Out
 
 from openvta.isa.counters import (
     COUNTER_BASE,
+    COUNTER_WIDTH,
     REG_CONTROL,
     REG_INSN_ADDR,
     REG_INSN_COUNT,
     REG_STATUS,
+    REG_WIDTH,
 )
+
+from .params import refusing
 
 __all__ = ["AXIL_ADDR_WIDTH", "AXIL_DATA_WIDTH", "AXIL_MEMBERS", "ControlRegisters", "connect_axil"]
 
 AXIL_ADDR_WIDTH = 12
-AXIL_DATA_WIDTH = 32
+AXIL_DATA_WIDTH = REG_WIDTH
 
 #: The AXI4-Lite slave ports, flat so that Verilog port names match
 #: ``cocotbext.axi.AxiLiteBus.from_prefix(dut, "s_axil")``.
@@ -111,6 +115,7 @@ class ControlRegisters(wiring.Component):
         if ``counter_count`` is negative or does not fit the register window.
     """
 
+    @refusing
     def __init__(self, counter_count: int) -> None:
         if not isinstance(counter_count, int) or isinstance(counter_count, bool):
             raise TypeError(f"counter_count must be an integer, not {counter_count!r}")
@@ -124,11 +129,11 @@ class ControlRegisters(wiring.Component):
         super().__init__({
             **AXIL_MEMBERS,
             "start": Out(1),
-            "insn_addr": Out(32),
-            "insn_count": Out(32),
+            "insn_addr": Out(AXIL_DATA_WIDTH),
+            "insn_count": Out(AXIL_DATA_WIDTH),
             "done": In(1),
             "busy": In(1),
-            "counters": In(data.ArrayLayout(64, counter_count)),
+            "counters": In(data.ArrayLayout(COUNTER_WIDTH, counter_count)),
         })
 
     @property
@@ -209,9 +214,9 @@ def read_register(m: Module, word_addr: Value, busy: Value, done: Value, insn_ad
         for k in range(counter_count):
             word = (COUNTER_BASE >> 2) + 2 * k
             with m.Case(word):
-                m.d.comb += value.eq(counters[k][:32])
+                m.d.comb += value.eq(counters[k][:AXIL_DATA_WIDTH])
             with m.Case(word + 1):
-                m.d.comb += value.eq(counters[k][32:])
+                m.d.comb += value.eq(counters[k][AXIL_DATA_WIDTH:])
     return value
 
 

@@ -6,65 +6,105 @@ most ``max_burst`` beats and written one element per cycle as they arrive.
 :class:`DmaWriter` executes a STORE: buffer elements read ahead so that a beat leaves
 every cycle the bus accepts one.  Both take their fields when ``start`` pulses and
 pulse ``done`` when finished.  Elements are ``elem_bits`` wide, DRAM beats
-``bus_bits``; an element spans whole beats, or (micro-ops on a wide bus) a beat holds
-several elements.
+``bus_bits``: an element spans whole beats, or a beat holds several elements.  A row
+of elements narrower than a beat may start and end inside a beat: the reader skips the
+bytes outside the row, the writer leaves them alone with AXI write strobes.  Either
+way one element moves per cycle, so such a burst holds the bus one cycle per element.
+
+The field widths are the memory instruction's (:data:`openvta.isa.encoding.MEM_FIELDS`).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from openvta.isa.config import SRAM_BASE_WIDTH
+from openvta.isa.encoding import MEM_FIELDS
+from openvta.isa.timing import AXI_MAX_BURST_BEATS
+
+from .memory import ADDR_WIDTH, BEATS_SHAPE, mem_port
 from .memory import burst_beats as next_burst
-from .memory import mem_port
+from .params import check_bus_bits, refusing
 
-__all__ = ["DmaReader", "DmaWriter"]
+__all__ = ["DmaReader", "DmaWriter", "READ_FIELDS", "WRITE_FIELDS"]
 
-_FIELDS = {"sram_base": 16, "dram_base": 32, "y_size": 16, "x_size": 16, "x_stride": 16,
-           "y_pad_0": 4, "y_pad_1": 4, "x_pad_0": 4, "x_pad_1": 4}
+#: The memory instruction's fields a DMA engine takes, with their widths.
+_FIELDS = {name: width for name, width, _ in MEM_FIELDS if name != "memory_type"}
+#: The fields of a LOAD (all of them) and of a STORE (no padding).
+READ_FIELDS = tuple(_FIELDS)
+WRITE_FIELDS = tuple(name for name in _FIELDS if "pad" not in name)
 
 
 def _check(elem_bits: int, bus_bits: int, max_burst: int) -> None:
-    for name, value in (("element width", elem_bits), ("bus width", bus_bits)):
-        if value < 8 or value & (value - 1):
-            raise ValueError(f"DMA {name} must be a power of two of at least 8 bits, not {value!r}")
-    if not 1 <= max_burst <= 256:
-        raise ValueError(f"DMA burst length must be 1..256 beats, not {max_burst!r}")
+    if not isinstance(elem_bits, int) or elem_bits < 8 or elem_bits & (elem_bits - 1):
+        raise ValueError(f"DMA element width must be a power of two of at least 8 bits, "
+                         f"not {elem_bits!r}")
+    check_bus_bits(bus_bits, "DMA bus width")
+    if not isinstance(max_burst, int) or not 1 <= max_burst <= AXI_MAX_BURST_BEATS:
+        raise ValueError(f"DMA burst length must be 1..{AXI_MAX_BURST_BEATS} beats, "
+                         f"not {max_burst!r}")
 
 
-class DmaReader(wiring.Component):
+def _row_beats_shape(elem_bits: int, bus_bits: int) -> range:
+    """Beats of the longest row (``x_size`` elements, starting anywhere in a beat)."""
+    elems_per_beat = max(1, bus_bits // elem_bits)
+    row_bits = (elems_per_beat - 1 + (1 << _FIELDS["x_size"]) - 1) * elem_bits
+    return range(-(-row_bits // bus_bits) + 1)
+
+
+class _Dma(wiring.Component):
+    """What both engines share: parameters, geometry, the first beat of a row."""
+
+    @refusing
+    def __init__(self, elem_bits: int, bus_bits: int, max_burst: int,
+                 members: dict[str, wiring.Member]) -> None:
+        _check(elem_bits, bus_bits, max_burst)
+        self.elem_bits, self.bus_bits, self.max_burst = elem_bits, bus_bits, max_burst
+        self.e_bytes, self.b_bytes = elem_bits // 8, bus_bits // 8
+        self.beats_per_elem = max(1, elem_bits // bus_bits)
+        self.elems_per_beat = max(1, bus_bits // elem_bits)
+        members.update({"start": In(1), "busy": Out(1), "done": Out(1), "waiting": Out(1),
+                         "mem": Out(mem_port(bus_bits))})
+        super().__init__(members)
+
+    def _row_start(self, row_elem: Signal, x_size: Value) -> tuple[Value, Value | int, Value]:
+        """(aligned burst address, first slot, beats) of a row of ``x_size`` elements at
+        DRAM element ``row_elem``."""
+        log_e, log_b = self.e_bytes.bit_length() - 1, self.b_bytes.bit_length() - 1
+        byte_addr = (row_elem << log_e)[:ADDR_WIDTH]
+        if self.elems_per_beat == 1:  # elements are whole beats, so rows are beat-aligned
+            return byte_addr, 0, (x_size << log_e) >> log_b
+        first_slot = byte_addr[log_e:log_b]
+        beats = (((first_slot + x_size) << log_e) + self.b_bytes - 1) >> log_b
+        return Cat(Const(0, log_b), byte_addr[log_b:]), first_slot, beats
+
+
+class DmaReader(_Dma):
     """LOAD data movement into a buffer write port (``wr_*``)."""
 
     def __init__(self, elem_bits: int, bus_bits: int, max_burst: int) -> None:
-        _check(elem_bits, bus_bits, max_burst)
-        self.elem_bits, self.bus_bits, self.max_burst = elem_bits, bus_bits, max_burst
-        members = {name: In(width) for name, width in _FIELDS.items()}
-        members.update({
-            "start": In(1), "busy": Out(1), "done": Out(1), "waiting": Out(1),
-            "wr_en": Out(1), "wr_addr": Out(16), "wr_data": Out(elem_bits),
-            "mem": Out(mem_port(bus_bits)),
-        })
-        super().__init__(members)
+        members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in READ_FIELDS}
+        members.update({"wr_en": Out(1), "wr_addr": Out(SRAM_BASE_WIDTH),
+                        "wr_data": Out(elem_bits)})
+        super().__init__(elem_bits, bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        e_bits, b_bits = self.elem_bits, self.bus_bits
-        e_bytes, b_bytes = e_bits // 8, b_bits // 8
-        beats_per_elem = max(1, e_bits // b_bits)
-        elems_per_beat = max(1, b_bits // e_bits)
         f = {name: Signal(width, name=f"f_{name}") for name, width in _FIELDS.items()}
-        row = Signal(17)
-        sram = Signal(16)
-        zeros = Signal(17)  # zero elements left to write in the current run
-        data_left = Signal(16)  # data elements left in the current row
-        row_elem = Signal(32)  # DRAM element address of the current data row
-        beats_left = Signal(24)  # beats left to request in the row
-        burst_addr = Signal(32)
-        burst_beats = Signal(9)
-        slot = Signal(range(elems_per_beat + 1))
-        part = Signal(range(beats_per_elem + 1))
-        shift = Signal(e_bits)
+        pad_max = (1 << _FIELDS["y_pad_0"]) - 1
+        width_max = 2 * ((1 << _FIELDS["x_pad_0"]) - 1) + (1 << _FIELDS["x_size"]) - 1
+        row = Signal(range(2 * pad_max + (1 << _FIELDS["y_size"])))
+        sram = Signal(SRAM_BASE_WIDTH)
+        zeros = Signal(range(width_max + 1))  # zero elements left to write in the current run
+        data_left = Signal(_FIELDS["x_size"])  # data elements left in the current row
+        row_elem = Signal(_FIELDS["dram_base"])  # DRAM element address of the current data row
+        beats_left = Signal(_row_beats_shape(self.elem_bits, self.bus_bits))  # not yet requested
+        burst_addr = Signal(ADDR_WIDTH)
+        slot = Signal(range(self.elems_per_beat + 1))
+        part = Signal(range(self.beats_per_elem + 1))
+        shift = Signal(self.elem_bits)
         after = Signal()  # zeros written after the data (x_pad_1) rather than before
         rows = f["y_pad_0"] + f["y_size"] + f["y_pad_1"]
         width = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
@@ -73,7 +113,7 @@ class DmaReader(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.busy.eq(self.start)
                 with m.If(self.start):
-                    m.d.sync += [f[n].eq(getattr(self, n)) for n in _FIELDS]
+                    m.d.sync += [f[n].eq(getattr(self, n)) for n in READ_FIELDS]
                     m.d.sync += [row.eq(0), sram.eq(self.sram_base), row_elem.eq(self.dram_base)]
                     m.next = "ROW"
             with m.State("ROW"):
@@ -84,13 +124,10 @@ class DmaReader(wiring.Component):
                     m.d.sync += [zeros.eq(width), after.eq(1)]
                     m.next = "ZEROS"
                 with m.Else():
-                    byte_addr = row_elem * e_bytes
-                    first_slot = (byte_addr % b_bytes) // e_bytes if elems_per_beat > 1 else 0
-                    total = (first_slot + f["x_size"]) * e_bytes
+                    addr, first_slot, beats = self._row_start(row_elem, f["x_size"])
                     m.d.sync += [zeros.eq(f["x_pad_0"]), after.eq(0), data_left.eq(f["x_size"]),
-                                 burst_addr.eq(byte_addr - (byte_addr % b_bytes)),
-                                 beats_left.eq((total + b_bytes - 1) // b_bytes),
-                                 slot.eq(first_slot), part.eq(0)]
+                                 burst_addr.eq(addr), beats_left.eq(beats), slot.eq(first_slot),
+                                 part.eq(0)]
                     m.next = "ZEROS"
             with m.State("ZEROS"):
                 with m.If(zeros != 0):
@@ -102,15 +139,15 @@ class DmaReader(wiring.Component):
                 with m.Else():
                     m.next = "REQ"
             with m.State("REQ"):
-                beats = next_burst(burst_addr, beats_left, self.max_burst, b_bytes)
+                beats = next_burst(burst_addr, beats_left, self.max_burst, self.b_bytes)
                 m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(burst_addr),
                              self.mem.rreq_beats.eq(beats), self.waiting.eq(1)]
                 with m.If(self.mem.rreq_ready):
-                    m.d.sync += [burst_beats.eq(beats), beats_left.eq(beats_left - beats),
-                                 burst_addr.eq(burst_addr + beats * b_bytes)]
+                    m.d.sync += [beats_left.eq(beats_left - beats),
+                                 burst_addr.eq(burst_addr + beats * self.b_bytes)]
                     m.next = "DATA"
             with m.State("DATA"):
-                self._receive(m, data_left, sram, slot, part, shift, elems_per_beat, beats_per_elem)
+                self._receive(m, data_left, sram, slot, part, shift)
                 m.d.comb += self.waiting.eq(~self.mem.rdata_valid)
                 with m.If(self.mem.rdata_valid & self.mem.rdata_ready & self.mem.rdata_last):
                     with m.If(beats_left == 0):
@@ -122,24 +159,25 @@ class DmaReader(wiring.Component):
         return m
 
     def _receive(self, m: Module, data_left: Signal, sram: Signal, slot: Signal, part: Signal,
-                 shift: Signal, elems_per_beat: int, beats_per_elem: int) -> None:
+                 shift: Signal) -> None:
         beat = self.mem.rdata
-        if elems_per_beat > 1:
+        if self.elems_per_beat > 1:
             # several elements per beat: write them one per cycle, then take the next beat
-            last_slot = (slot == elems_per_beat - 1) | (data_left == 1)
+            last_slot = (slot == self.elems_per_beat - 1) | (data_left == 1)
             with m.If(self.mem.rdata_valid):
                 with m.If(data_left != 0):
-                    m.d.comb += [self.wr_en.eq(1), self.wr_data.eq(beat.word_select(slot, self.elem_bits))]
+                    m.d.comb += [self.wr_en.eq(1),
+                                 self.wr_data.eq(beat.word_select(slot, self.elem_bits))]
                     m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1), slot.eq(slot + 1)]
                 m.d.comb += self.mem.rdata_ready.eq(last_slot | (data_left == 0))
                 with m.If(self.mem.rdata_ready):
                     m.d.sync += slot.eq(0)
         else:
             m.d.comb += self.mem.rdata_ready.eq(1)
-            element = Cat(shift[self.bus_bits:], beat) if beats_per_elem > 1 else beat
+            element = Cat(shift[self.bus_bits:], beat) if self.beats_per_elem > 1 else beat
             with m.If(self.mem.rdata_valid):
                 m.d.sync += shift.eq(element)
-                with m.If(part == beats_per_elem - 1):
+                with m.If(part == self.beats_per_elem - 1):
                     m.d.sync += part.eq(0)
                     with m.If(data_left != 0):
                         m.d.comb += [self.wr_en.eq(1), self.wr_data.eq(element)]
@@ -148,36 +186,34 @@ class DmaReader(wiring.Component):
                     m.d.sync += part.eq(part + 1)
 
 
-class DmaWriter(wiring.Component):
-    """STORE data movement from a buffer read port (``rd_*``, one cycle latency)."""
+class DmaWriter(_Dma):
+    """STORE data movement from a buffer read port (``rd_*``, one cycle latency).
+
+    An element wider than a beat leaves in ``elem_bits / bus_bits`` consecutive beats.
+    Elements narrower than a beat are gathered, one per cycle, into the beat that holds
+    them; the beat leaves with the cycle of its last element, its strobes set for the
+    bytes of this row only (a row may start and end inside a beat).
+    """
 
     def __init__(self, elem_bits: int, bus_bits: int, max_burst: int) -> None:
-        _check(elem_bits, bus_bits, max_burst)
-        if elem_bits < bus_bits:
-            raise ValueError("a STORE element must span whole bus beats "
-                             f"({elem_bits} bits on a {bus_bits}-bit bus)")
-        self.elem_bits, self.bus_bits, self.max_burst = elem_bits, bus_bits, max_burst
-        members = {n: In(_FIELDS[n]) for n in ("sram_base", "dram_base", "y_size", "x_size", "x_stride")}
-        members.update({
-            "start": In(1), "busy": Out(1), "done": Out(1), "waiting": Out(1),
-            "rd_en": Out(1), "rd_addr": Out(16), "rd_data": In(elem_bits),
-            "mem": Out(mem_port(bus_bits)),
-        })
-        super().__init__(members)
+        members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in WRITE_FIELDS}
+        members.update({"rd_en": Out(1), "rd_addr": Out(SRAM_BASE_WIDTH),
+                        "rd_data": In(elem_bits)})
+        super().__init__(elem_bits, bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        b_bytes = self.bus_bits // 8
-        beats_per_elem = self.elem_bits // self.bus_bits
-        e_bytes = self.elem_bits // 8
-        y_size, x_size, x_stride = Signal(16), Signal(16), Signal(16)
-        row = Signal(16)
-        row_elem = Signal(32)
-        idx = Signal(16)  # buffer index of the element in rd_data
-        beats_left = Signal(24)  # beats of the row not yet requested
-        burst_left = Signal(9)  # beats of the current burst not yet sent
-        beat = Signal(range(beats_per_elem + 1))
-        addr = Signal(32)
+        y_size, x_size = Signal(_FIELDS["y_size"]), Signal(_FIELDS["x_size"])
+        x_stride = Signal(_FIELDS["x_stride"])
+        row = Signal(_FIELDS["y_size"])
+        row_elem = Signal(_FIELDS["dram_base"])
+        idx = Signal(SRAM_BASE_WIDTH)  # buffer index of the element in rd_data
+        left = Signal(_FIELDS["x_size"])  # elements of the row not yet sent
+        beats_left = Signal(_row_beats_shape(self.elem_bits, self.bus_bits))  # not yet requested
+        burst_left = Signal(BEATS_SHAPE)  # beats of the current burst not yet sent
+        slot = Signal(range(self.elems_per_beat + 1))
+        part = Signal(range(self.beats_per_elem + 1))
+        addr = Signal(ADDR_WIDTH)
         m.d.comb += [self.busy.eq(1), self.rd_addr.eq(idx)]
         with m.FSM():
             with m.State("IDLE"):
@@ -193,33 +229,25 @@ class DmaWriter(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += self.rd_en.eq(1)  # the row's first element arrives next cycle
-                    m.d.sync += [addr.eq(row_elem * e_bytes), beat.eq(0),
-                                 beats_left.eq(x_size * beats_per_elem)]
+                    start, first_slot, beats = self._row_start(row_elem, x_size)
+                    m.d.sync += [addr.eq(start), slot.eq(first_slot), part.eq(0),
+                                 left.eq(x_size), beats_left.eq(beats)]
                     m.next = "REQ"
             with m.State("REQ"):
-                beats = next_burst(addr, beats_left, self.max_burst, b_bytes)
+                beats = next_burst(addr, beats_left, self.max_burst, self.b_bytes)
                 m.d.comb += [self.mem.wreq_valid.eq(1), self.mem.wreq_addr.eq(addr),
                              self.mem.wreq_beats.eq(beats), self.waiting.eq(1)]
                 with m.If(self.mem.wreq_ready):
                     m.d.sync += [burst_left.eq(beats), beats_left.eq(beats_left - beats),
-                                 addr.eq(addr + beats * b_bytes)]
+                                 addr.eq(addr + beats * self.b_bytes)]
                     m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += [self.mem.wdata_valid.eq(1),
-                             self.mem.wdata.eq(self.rd_data.word_select(beat, self.bus_bits)),
-                             self.mem.wdata_last.eq(burst_left == 1)]
-                with m.If(self.mem.wdata_ready):
+                m.d.comb += self.mem.wdata_last.eq(burst_left == 1)
+                sent = self._send(m, idx, left, slot, part)
+                with m.If(sent):
                     m.d.sync += burst_left.eq(burst_left - 1)
-                    with m.If(beat == beats_per_elem - 1):
-                        # fetch the next element now, so it is there for the next beat
-                        m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(idx + 1)]
-                        m.d.sync += [beat.eq(0), idx.eq(idx + 1)]
-                    with m.Else():
-                        m.d.sync += beat.eq(beat + 1)
                     with m.If(burst_left == 1):
                         m.next = "RESP"
-                with m.Else():
-                    m.d.comb += self.waiting.eq(1)
             with m.State("RESP"):
                 m.d.comb += self.waiting.eq(1)
                 with m.If(self.mem.wresp_valid):
@@ -229,3 +257,41 @@ class DmaWriter(wiring.Component):
                     with m.Else():
                         m.next = "REQ"
         return m
+
+    def _next_element(self, m: Module, idx: Signal, left: Signal) -> None:
+        """Read the next element now, so that it is in ``rd_data`` next cycle."""
+        m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(idx + 1)]
+        m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
+
+    def _send(self, m: Module, idx: Signal, left: Signal, slot: Signal, part: Signal) -> Signal:
+        """The DATA state's beats; returns the signal that is high when a beat is accepted."""
+        sent = Signal()
+        if self.elems_per_beat == 1:
+            m.d.comb += [self.mem.wdata_valid.eq(1), self.mem.wstrb.eq(-1),
+                         self.mem.wdata.eq(self.rd_data.word_select(part, self.bus_bits)),
+                         sent.eq(self.mem.wdata_ready), self.waiting.eq(~self.mem.wdata_ready)]
+            with m.If(sent):
+                with m.If(part == self.beats_per_elem - 1):
+                    self._next_element(m, idx, left)
+                    m.d.sync += part.eq(0)
+                with m.Else():
+                    m.d.sync += part.eq(part + 1)
+            return sent
+        gathered = Signal(self.bus_bits)  # the beat's earlier elements
+        gathered_strb = Signal(self.b_bytes)
+        lane, lane_strb = Signal(self.bus_bits), Signal(self.b_bytes)
+        m.d.comb += [lane.word_select(slot, self.elem_bits).eq(self.rd_data),
+                     lane_strb.word_select(slot, self.e_bytes).eq((1 << self.e_bytes) - 1)]
+        beat, strb = gathered | lane, gathered_strb | lane_strb
+        complete = (slot == self.elems_per_beat - 1) | (left == 1)
+        m.d.comb += [self.mem.wdata.eq(beat), self.mem.wstrb.eq(strb),
+                     self.mem.wdata_valid.eq(complete), sent.eq(complete & self.mem.wdata_ready)]
+        with m.If(~complete):
+            self._next_element(m, idx, left)
+            m.d.sync += [gathered.eq(beat), gathered_strb.eq(strb), slot.eq(slot + 1)]
+        with m.Elif(sent):
+            self._next_element(m, idx, left)
+            m.d.sync += [gathered.eq(0), gathered_strb.eq(0), slot.eq(0)]
+        with m.Else():
+            m.d.comb += self.waiting.eq(1)
+        return sent

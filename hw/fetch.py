@@ -8,7 +8,9 @@ queue: tokens carry no data, so a queue is an up/down counter of ``depth`` entri
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from typing import Any
+
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -16,9 +18,11 @@ from amaranth.lib.wiring import In, Out
 from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, Opcode
 from openvta.isa import Module as Unit
 from openvta.isa import layouts_of
+from openvta.isa.counters import REG_WIDTH
 
+from .memory import ADDR_WIDTH, mem_port
 from .memory import burst_beats as next_burst
-from .memory import mem_port
+from .params import check_bus_bits, refusing
 
 __all__ = ["Fetch", "TokenCounter"]
 
@@ -31,8 +35,9 @@ class TokenCounter(wiring.Component):
     ``pop`` when empty and ``push`` when full are ignored (the modules never do either).
     """
 
+    @refusing
     def __init__(self, depth: int) -> None:
-        if depth < 1:
+        if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"token queue depth must be at least 1, not {depth!r}")
         self.depth = depth
         super().__init__({"push": In(1), "pop": In(1), "count": Out(range(depth + 1)),
@@ -57,6 +62,9 @@ class Fetch(wiring.Component):
     only when that FIFO is empty: fetch never holds the bus while a command queue is
     full (a module waiting for the bus would otherwise deadlock against it).  The
     router moves one instruction per cycle from the prefetch FIFO to its module's queue.
+    An instruction spans whole beats, or (on a bus wider than an instruction) a beat
+    holds several, written into the prefetch FIFO one per cycle; the first beat then
+    starts at the beat that holds ``insn_addr``.
 
     Members
     -------
@@ -66,17 +74,19 @@ class Fetch(wiring.Component):
         per module, whether its FIFO has room.
     """
 
+    @refusing
     def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
-        if INSN_BITS % bus_bits:
-            raise ValueError(f"the bus ({bus_bits} bits) must divide a {INSN_BITS}-bit instruction")
+        check_bus_bits(bus_bits, "fetch bus width")
         self.cfg, self.bus_bits = cfg, bus_bits
-        self.beats_per_insn = INSN_BITS // bus_bits
+        self.beats_per_insn = max(1, INSN_BITS // bus_bits)
+        self.insns_per_beat = max(1, bus_bits // INSN_BITS)
         self.max_burst = max(self.beats_per_insn, max_burst // self.beats_per_insn * self.beats_per_insn)
-        self.insns_per_burst = self.max_burst // self.beats_per_insn
+        self.insns_per_burst = self.max_burst // self.beats_per_insn * self.insns_per_beat
         super().__init__({
-            "start": In(1), "insn_addr": In(32), "insn_count": In(32), "busy": Out(1),
+            "start": In(1), "insn_addr": In(ADDR_WIDTH), "insn_count": In(REG_WIDTH),
+            "busy": Out(1),
             "fetched": Out(1), "waiting_memory": Out(1), "waiting_queue": Out(1),
-            "queue_data": Out(INSN_BITS), "queue_en": Out(3), "queue_ready": In(3),
+            "queue_data": Out(INSN_BITS), "queue_en": Out(len(Unit)), "queue_ready": In(len(Unit)),
             "mem": Out(mem_port(bus_bits)),
         })
 
@@ -93,40 +103,77 @@ class Fetch(wiring.Component):
         m = Module()
         bpi, bus = self.beats_per_insn, self.bus_bits
         m.submodules.prefetch = prefetch = SyncFIFOBuffered(width=INSN_BITS, depth=self.insns_per_burst)
-        addr = Signal(32)
-        left = Signal(32)  # instructions not yet requested
-        routing = Signal(32)  # instructions not yet routed
-        part = Signal(range(bpi + 1))
-        shift = Signal(INSN_BITS)
-        word = Cat(shift[bus:], self.mem.rdata) if bpi > 1 else self.mem.rdata
-        complete = part == bpi - 1
-        m.d.comb += [prefetch.w_data.eq(word), self.busy.eq(routing != 0)]
+        addr = Signal(ADDR_WIDTH)
+        left = Signal(REG_WIDTH)  # instructions not yet requested
+        routing = Signal(REG_WIDTH)  # instructions not yet routed
+        k, log_k = self.insns_per_beat, self.insns_per_beat.bit_length() - 1
+        log_bpi = bpi.bit_length() - 1
+        # several instructions per beat: the one to take next, and how many this burst has
+        slot = Signal(range(k), name="slot") if k > 1 else Const(0, 1)
+        take = Signal(range(self.insns_per_burst + 1), name="take") if k > 1 else Const(0, 1)
+        m.d.comb += self.busy.eq(routing != 0)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [addr.eq(self.insn_addr), left.eq(self.insn_count),
-                                 routing.eq(self.insn_count), part.eq(0)]
+                                 routing.eq(self.insn_count)]
+                    if k > 1:  # the burst starts at the beat that holds the first instruction
+                        log_insn, log_bus = INSN_BYTES.bit_length() - 1, (bus // 8).bit_length() - 1
+                        first = self.insn_addr[log_insn:log_bus]
+                        m.d.sync += [addr.eq(Cat(Const(0, log_bus), self.insn_addr[log_bus:])),
+                                     slot.eq(first)]
                     m.next = "REQ"
             with m.State("REQ"):
                 # whole instructions: a 4 KiB boundary is a multiple of 16 bytes
-                beats = next_burst(addr, left * bpi, self.max_burst, bus // 8)
+                beats = next_burst(addr, ((slot + left + k - 1) >> log_k) << log_bpi,
+                                   self.max_burst, bus // 8)
+                avail = ((beats >> log_bpi) << log_k) - slot
                 with m.If(left == 0):
                     m.next = "IDLE"
                 with m.Elif(~prefetch.r_rdy & (prefetch.level == 0)):  # the last burst is routed
                     m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(addr),
                                  self.mem.rreq_beats.eq(beats), self.waiting_memory.eq(1)]
                     with m.If(self.mem.rreq_ready):
-                        m.d.sync += [addr.eq(addr + beats * (bus // 8)), left.eq(left - beats // bpi)]
+                        m.d.sync += [addr.eq(addr + beats * (bus // 8)),
+                                     left.eq(Mux(left < avail, 0, left - avail))]
+                        if k > 1:
+                            m.d.sync += take.eq(Mux(left < avail, left, avail))
                         m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += [self.mem.rdata_ready.eq(1), self.waiting_memory.eq(~self.mem.rdata_valid)]
-                with m.If(self.mem.rdata_valid):
-                    m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
-                    m.d.comb += prefetch.w_en.eq(complete)
-                    with m.If(self.mem.rdata_last):
-                        m.next = "REQ"
+                m.d.comb += self.waiting_memory.eq(~self.mem.rdata_valid)
+                self._receive(m, prefetch, slot, take)
+                with m.If(self.mem.rdata_valid & self.mem.rdata_ready & self.mem.rdata_last):
+                    m.next = "REQ"
+        self._route(m, prefetch, routing)
+        return m
+
+    def _receive(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any) -> None:
+        """The DATA state: beats into the prefetch FIFO, whole instructions only."""
+        bpi, k, rdata = self.beats_per_insn, self.insns_per_beat, self.mem.rdata
+        if k == 1:
+            part = Signal(range(bpi + 1))
+            shift = Signal(INSN_BITS)
+            word = Cat(shift[self.bus_bits:], rdata) if bpi > 1 else rdata
+            complete = part == bpi - 1
+            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata_ready.eq(1)]
+            with m.If(self.mem.rdata_valid):
+                m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
+                m.d.comb += prefetch.w_en.eq(complete)
+            return
+        # several instructions per beat: one per cycle, then the next beat
+        last = (slot == k - 1) | (take <= 1)
+        m.d.comb += [prefetch.w_data.eq(rdata.word_select(slot, INSN_BITS)),
+                     self.mem.rdata_ready.eq(last)]
+        with m.If(self.mem.rdata_valid):
+            with m.If(take != 0):
+                m.d.comb += prefetch.w_en.eq(1)
+                m.d.sync += [take.eq(take - 1), slot.eq(slot + 1)]
+            with m.If(last):
+                m.d.sync += slot.eq(0)
+
+    def _route(self, m: Module, prefetch: SyncFIFOBuffered, routing: Signal) -> None:
         # the router: one instruction per cycle from the prefetch FIFO to its module's queue
-        target = Signal(2)
+        target = Signal(range(len(Unit)))
         m.d.comb += [target.eq(self._target(prefetch.r_data)), self.queue_data.eq(prefetch.r_data)]
         ready = self.queue_ready.bit_select(target, 1)
         m.d.comb += self.waiting_queue.eq(prefetch.r_rdy & ~ready)
@@ -134,7 +181,6 @@ class Fetch(wiring.Component):
             m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(target, 1).eq(1),
                          self.fetched.eq(1)]
             m.d.sync += routing.eq(routing - 1)
-        return m
 
 
 def _any(terms: object) -> object:

@@ -7,7 +7,7 @@ views one latched 128-bit instruction through the layout of each format.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from amaranth import signed, unsigned
 from amaranth.hdl import Value
@@ -18,7 +18,7 @@ from openvta.isa import Config, Format, layouts_of
 __all__ = ["struct_layout", "Decoded", "uop_fields"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def struct_layout(cfg: Config, fmt: str) -> data.StructLayout:
     """The ``StructLayout`` of format ``fmt`` (``Format.MEM``, ``GEMM``, ``ALU``, ``UOP``)."""
     layout = layouts_of(cfg)[fmt]

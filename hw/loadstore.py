@@ -13,7 +13,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from openvta.isa import Config, MemoryType, TokenQueue
 from openvta.isa import Module as Unit
 
-from .dma import DmaReader, DmaWriter
+from .dma import READ_FIELDS, WRITE_FIELDS, DmaReader, DmaWriter
 from .fetch import TokenCounter
 from .fields import Decoded
 from .stage import StageStatus, instruction_cycle
@@ -25,10 +25,6 @@ def dma_fields(m: Module, dma: object, insn: Decoded, names: tuple[str, ...]) ->
     """Drive a DMA engine's field inputs from the latched instruction."""
     for name in names:
         m.d.comb += getattr(dma, name).eq(insn.mem(name))
-
-
-_READ_FIELDS = ("sram_base", "dram_base", "y_size", "x_size", "x_stride",
-                "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
 
 
 class LoadUnit(Elaboratable):
@@ -61,7 +57,7 @@ class LoadUnit(Elaboratable):
             sync = insn.mem("x_size") == 0
             done = first & sync
             for mt, dma in self.dmas.items():
-                dma_fields(m, dma, insn, _READ_FIELDS)
+                dma_fields(m, dma, insn, READ_FIELDS)
                 m.d.comb += dma.start.eq(first & ~sync & (insn.mem("memory_type") == mt))
                 done = done | dma.done
             return done
@@ -91,7 +87,7 @@ class StoreUnit(Elaboratable):
 
         def execute(m: Module, insn: Decoded, first: Signal) -> object:
             sync = insn.mem("x_size") == 0
-            dma_fields(m, dma, insn, ("sram_base", "dram_base", "y_size", "x_size", "x_stride"))
+            dma_fields(m, dma, insn, WRITE_FIELDS)
             m.d.comb += dma.start.eq(first & ~sync)
             return (first & sync) | dma.done
 

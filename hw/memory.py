@@ -18,27 +18,41 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["mem_port", "AxiArbiter", "axi_master_signature", "burst_beats", "AXI_BOUNDARY"]
+from openvta.isa.timing import AXI_BOUNDARY, AXI_MAX_BURST_BEATS
 
-#: AXI4 bursts must not cross a 4 KiB address boundary.
-AXI_BOUNDARY = 4096
+from .params import check_bus_bits, refusing
+
+__all__ = ["mem_port", "AxiArbiter", "axi_master_signature", "burst_beats", "AXI_BOUNDARY",
+           "ADDR_WIDTH", "BEATS_SHAPE"]
+
+#: Bits of a DRAM byte address (the AXI4 address channels).
+ADDR_WIDTH = 32
+#: The shape of a burst length in beats (1 to AXI4's longest burst).
+BEATS_SHAPE = range(AXI_MAX_BURST_BEATS + 1)
 
 
 def burst_beats(addr: Any, left: Any, max_burst: int, bus_bytes: int) -> Any:
     """Beats of the next burst at byte ``addr`` with ``left`` beats to go: at most
     ``max_burst`` and never across a 4 KiB boundary."""
-    to_boundary = (AXI_BOUNDARY - addr[:12]) >> (bus_bytes.bit_length() - 1)
+    offset = addr[:AXI_BOUNDARY.bit_length() - 1]
+    to_boundary = (AXI_BOUNDARY - offset) >> (bus_bytes.bit_length() - 1)
     limit = Mux(to_boundary < max_burst, to_boundary, max_burst)
     return Mux(left > limit, limit, left)
 
 
 def mem_port(bus_bits: int) -> wiring.Signature:
-    """A master's burst port (seen from the master: requests and write data go Out)."""
+    """A master's burst port (seen from the master: requests and write data go Out).
+
+    ``wstrb`` marks the bytes of a write beat to store (a STORE of elements narrower
+    than a beat writes part of its first and last beats)."""
     return wiring.Signature({
-        "rreq_valid": Out(1), "rreq_ready": In(1), "rreq_addr": Out(32), "rreq_beats": Out(9),
+        "rreq_valid": Out(1), "rreq_ready": In(1), "rreq_addr": Out(ADDR_WIDTH),
+        "rreq_beats": Out(BEATS_SHAPE),
         "rdata_valid": In(1), "rdata_ready": Out(1), "rdata": In(bus_bits), "rdata_last": In(1),
-        "wreq_valid": Out(1), "wreq_ready": In(1), "wreq_addr": Out(32), "wreq_beats": Out(9),
-        "wdata_valid": Out(1), "wdata_ready": In(1), "wdata": Out(bus_bits), "wdata_last": Out(1),
+        "wreq_valid": Out(1), "wreq_ready": In(1), "wreq_addr": Out(ADDR_WIDTH),
+        "wreq_beats": Out(BEATS_SHAPE),
+        "wdata_valid": Out(1), "wdata_ready": In(1), "wdata": Out(bus_bits),
+        "wstrb": Out(bus_bits // 8), "wdata_last": Out(1),
         "wresp_valid": In(1),
     })
 
@@ -46,10 +60,11 @@ def mem_port(bus_bits: int) -> wiring.Signature:
 def axi_master_signature(bus_bits: int) -> dict[str, wiring.Member]:
     """The flat ``m_axi_*`` AXI4 master ports (names as cocotbext-axi's ``from_prefix`` expects)."""
     strb = bus_bits // 8
-    outs = {"awid": 1, "awaddr": 32, "awlen": 8, "awsize": 3, "awburst": 2, "awvalid": 1,
-            "wdata": bus_bits, "wstrb": strb, "wlast": 1, "wvalid": 1, "bready": 1,
-            "arid": 1, "araddr": 32, "arlen": 8, "arsize": 3, "arburst": 2, "arvalid": 1,
-            "rready": 1}
+    beats = (AXI_MAX_BURST_BEATS - 1).bit_length()
+    outs = {"awid": 1, "awaddr": ADDR_WIDTH, "awlen": beats, "awsize": 3, "awburst": 2,
+            "awvalid": 1, "wdata": bus_bits, "wstrb": strb, "wlast": 1, "wvalid": 1, "bready": 1,
+            "arid": 1, "araddr": ADDR_WIDTH, "arlen": beats, "arsize": 3, "arburst": 2,
+            "arvalid": 1, "rready": 1}
     ins = {"awready": 1, "wready": 1, "bid": 1, "bresp": 2, "bvalid": 1, "arready": 1,
            "rid": 1, "rdata": bus_bits, "rresp": 2, "rlast": 1, "rvalid": 1}
     members = {f"m_axi_{k}": Out(w) for k, w in outs.items()}
@@ -65,14 +80,14 @@ class AxiArbiter(wiring.Component):
     count :
         number of masters.
     bus_bits :
-        AXI data width in bits (a power of two, at least 32).
+        AXI data width in bits (a power of two, 8 to 1024).
     """
 
+    @refusing
     def __init__(self, count: int, bus_bits: int) -> None:
-        if count < 1:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"arbiter master count must be at least 1, not {count!r}")
-        if bus_bits < 32 or bus_bits & (bus_bits - 1):
-            raise ValueError(f"AXI data width must be a power of two >= 32, not {bus_bits!r}")
+        check_bus_bits(bus_bits)
         self._count, self._bus_bits = count, bus_bits
         members = {"masters": In(mem_port(bus_bits)).array(count)}
         members.update(axi_master_signature(bus_bits))
@@ -96,7 +111,6 @@ class AxiArbiter(wiring.Component):
         m.d.comb += [
             self.m_axi_arsize.eq(size), self.m_axi_arburst.eq(1), self.m_axi_arid.eq(0),
             self.m_axi_awsize.eq(size), self.m_axi_awburst.eq(1), self.m_axi_awid.eq(0),
-            self.m_axi_wstrb.eq(-1),
         ]
         self._read(m, ports)
         self._write(m, ports)
@@ -153,7 +167,7 @@ class AxiArbiter(wiring.Component):
                 for i, p in enumerate(ports):
                     with m.If(sel == i):
                         m.d.comb += [self.m_axi_wvalid.eq(p.wdata_valid), self.m_axi_wdata.eq(p.wdata),
-                                     self.m_axi_wlast.eq(p.wdata_last),
+                                     self.m_axi_wstrb.eq(p.wstrb), self.m_axi_wlast.eq(p.wdata_last),
                                      p.wdata_ready.eq(self.m_axi_wready)]
                 with m.If(self.m_axi_wvalid & self.m_axi_wready & self.m_axi_wlast):
                     m.next = "RESP"

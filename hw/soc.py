@@ -25,6 +25,7 @@ from .axi_ram import AxiRam, check_mem_bytes
 from .bridge import Bridge
 from .core import Core
 from .memory import axi_master_signature
+from .params import refusing
 from .uart import UartRx, UartTx, check_divisor
 
 __all__ = ["Soc", "SOC_NAME", "ACTIVITY_HOLD_CYCLES", "frame_timeout_cycles"]
@@ -79,6 +80,7 @@ class Soc(wiring.Component):
         if ``mem_bytes`` or ``divisor`` is out of range.
     """
 
+    @refusing
     def __init__(self, cfg: Config, mem_bytes: int, divisor: int,
                  timing: Timing | None = None, accelerator: bool = True) -> None:
         if not isinstance(cfg, Config):

@@ -17,15 +17,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 
 from openvta.isa import Config, TokenQueue
 from openvta.isa import Module as Unit
+from openvta.isa.instructions import POP_FLAGS, PUSH_FLAGS
 
 from .fetch import INSN_BITS, TokenCounter
 from .fields import Decoded
 
 __all__ = ["StageStatus", "instruction_cycle"]
-
-_POPS = ("pop_prev_dep", "pop_next_dep")
-_PUSHES = ("push_prev_dep", "push_next_dep")
-
 
 @dataclass
 class StageStatus:
@@ -38,8 +35,8 @@ class StageStatus:
     wait_queue: Signal = field(default_factory=Signal)
     started: Signal = field(default_factory=Signal)  # pulses when an instruction starts executing
     retired: Signal = field(default_factory=Signal)  # pulses when it has pushed its tokens
-    pops: Signal = field(default_factory=lambda: Signal(2))
-    pushes: Signal = field(default_factory=lambda: Signal(2))
+    pops: Signal = field(default_factory=lambda: Signal(len(POP_FLAGS)))  # one bit per flag
+    pushes: Signal = field(default_factory=lambda: Signal(len(PUSH_FLAGS)))
 
 
 def _queue(unit: Unit, flag: str, popping: bool) -> TokenQueue | None:
@@ -60,8 +57,8 @@ def instruction_cycle(
     high while fetch may still route instructions here (for the wait_queue status).
     """
     insn = Decoded(status.insn, cfg)
-    pops = [(insn.flag(f), _queue(unit, f, True)) for f in _POPS]
-    pushes = [(insn.flag(f), _queue(unit, f, False)) for f in _PUSHES]
+    pops = [(insn.flag(f), _queue(unit, f, True)) for f in POP_FLAGS]
+    pushes = [(insn.flag(f), _queue(unit, f, False)) for f in PUSH_FLAGS]
     can_pop = _all([~flag | ~tokens[q].empty for flag, q in pops if q is not None])
     can_push = _all([~flag | ~tokens[q].full for flag, q in pushes if q is not None])
     first = Signal(name=f"{unit.name.lower()}_first")

@@ -3,8 +3,9 @@
 It reads the run directory named by ``OPENVTA_TB_RUN``: ``program.npz`` and
 ``run.json`` (``max_cycles``, ``idle``, ``backpressure``, ``seed``).  It loads the
 DRAM image into an :class:`~cocotbext.axi.AxiRam`, programs the registers over
-AXI4-Lite, starts the core, polls ``REG_STATUS`` every :data:`POLL_CYCLES` cycles,
-then writes ``result.npz`` (final DRAM image and every counter of ``HW_COUNTERS``).
+AXI4-Lite, starts the core, polls ``REG_STATUS`` every :data:`POLL_CYCLES` cycles
+(appending the cycles since start to ``progress.txt``, one line per poll), then writes
+``result.npz`` (final DRAM image and every counter of ``HW_COUNTERS``).
 A failure of its own is also written to ``error.txt`` for the harness to report.
 """
 
@@ -33,6 +34,7 @@ from openvta.isa import (
     REG_INSN_COUNT,
     REG_STATUS,
 )
+from openvta.isa.counters import REG_WIDTH
 from openvta.runtime import Result, load_program
 
 CLOCK_PERIOD_NS = 10
@@ -103,7 +105,7 @@ class TB:
         for k, counter in enumerate(HW_COUNTERS):
             low = await self.axil.read_dword(COUNTER_BASE + 8 * k)
             high = await self.axil.read_dword(COUNTER_BASE + 8 * k + 4)
-            counters[str(counter)] = high << 32 | low
+            counters[str(counter)] = high << REG_WIDTH | low
         return counters
 
     def dram(self) -> bytes:
@@ -134,7 +136,17 @@ async def run_program(dut: Any) -> None:
     await tb.axil.write_dword(REG_INSN_COUNT, program.insn_count)
     started = tb.cycles()
     await tb.axil.write_dword(REG_CONTROL, 1)
-    while not (await tb.axil.read_dword(REG_STATUS)) & 1:
+    # the core started during that write: counted from here, and before the status is
+    # read, every poll's count is below the run's final cycle count
+    running = tb.cycles()
+    # one line per poll, read by openvta.hw.cosim (its PROGRESS_FILE) while this runs
+    progress = open(run_dir / "progress.txt", "a")  # noqa: SIM115 (open for the whole run)
+    while True:
+        ran = tb.cycles() - running
+        if (await tb.axil.read_dword(REG_STATUS)) & 1:
+            break
+        progress.write(f"{ran}\n")
+        progress.flush()
         elapsed = tb.cycles() - started
         if elapsed >= max_cycles:
             counters = await tb.read_counters()
@@ -143,6 +155,7 @@ async def run_program(dut: Any) -> None:
                            f"after {elapsed} cycles, max_cycles={max_cycles}; "
                            f"counters:\n{listing}")
         await ClockCycles(dut.clk, POLL_CYCLES)
+    progress.close()
 
     counters = await tb.read_counters()
     if tb.stray_writes:

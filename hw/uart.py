@@ -13,6 +13,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from .params import refusing
+
 __all__ = ["UartRx", "UartTx", "MIN_DIVISOR", "check_divisor"]
 
 #: Fewest clock cycles per bit: mid-bit sampling needs a middle.
@@ -54,6 +56,7 @@ class UartRx(wiring.Component):
     edge at once, so back-to-back bytes are received at full rate.
     """
 
+    @refusing
     def __init__(self, divisor: int) -> None:
         self._divisor = check_divisor(divisor)
         super().__init__({
@@ -125,6 +128,7 @@ class UartTx(wiring.Component):
     leave no idle time between a stop bit and the next start bit.
     """
 
+    @refusing
     def __init__(self, divisor: int) -> None:
         self._divisor = check_divisor(divisor)
         super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})

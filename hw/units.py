@@ -15,7 +15,7 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import AluOp, Config
+from openvta.isa import AluOp, Config, Format, layouts_of
 
 __all__ = ["GemmCore", "AluLanes"]
 
@@ -42,8 +42,9 @@ class GemmCore(wiring.Component):
         self.cfg, self.registered = cfg, registered
         b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
         super().__init__({
-            "inp": In(b * bi * 8), "wgt": In(bo * bi * 8), "acc_in": In(b * bo * 32),
-            "reset": In(1), "acc_out": Out(b * bo * 32), "out": Out(b * bo * 8),
+            "inp": In(b * bi * cfg.INP_WIDTH), "wgt": In(bo * bi * cfg.WGT_WIDTH),
+            "acc_in": In(b * bo * cfg.ACC_WIDTH), "reset": In(1),
+            "acc_out": Out(b * bo * cfg.ACC_WIDTH), "out": Out(b * bo * cfg.OUT_WIDTH),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -55,17 +56,19 @@ class GemmCore(wiring.Component):
             for o in range(bo):
                 products = []
                 for k in range(bi):
-                    product = Signal(signed(16), name=f"product_{i}_{o}_{k}")
+                    product = Signal(signed(cfg.INP_WIDTH + cfg.WGT_WIDTH),
+                                     name=f"product_{i}_{o}_{k}")
                     domain = m.d.sync if self.registered else m.d.comb
-                    domain += product.eq(self.inp.word_select(i * bi + k, 8).as_signed()
-                                         * self.wgt.word_select(o * bi + k, 8).as_signed())
+                    domain += product.eq(self.inp.word_select(i * bi + k, cfg.INP_WIDTH).as_signed()
+                                         * self.wgt.word_select(o * bi + k, cfg.WGT_WIDTH).as_signed())
                     products.append(product)
                 total = _tree_sum(products)
-                acc = self.acc_in.word_select(i * bo + o, 32).as_signed()
-                lane = Signal(signed(32), name=f"lane_{i}_{o}")
+                acc = self.acc_in.word_select(i * bo + o, cfg.ACC_WIDTH).as_signed()
+                lane = Signal(signed(cfg.ACC_WIDTH), name=f"lane_{i}_{o}")
                 m.d.comb += lane.eq(Mux(self.reset, 0, acc + total))
                 lanes.append(lane)
-        m.d.comb += [self.acc_out.eq(Cat(*lanes)), self.out.eq(Cat(*(lane[:8] for lane in lanes)))]
+        m.d.comb += [self.acc_out.eq(Cat(*lanes)),
+                     self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m
 
 
@@ -77,30 +80,38 @@ def _tree_sum(values: list) -> object:
 
 
 class AluLanes(wiring.Component):
-    """``acc_out = op(a, b)`` on every 32-bit lane (ISA.md §3 ALU), and its low 8 bits.
+    """``acc_out = op(a, b)`` on every accumulator lane (ISA.md §3 ALU), and its low bits.
 
-    ``b`` is the second tile, or the sign-extended immediate when ``use_imm``.
+    ``b`` is the second tile, or the sign-extended immediate when ``use_imm``.  The
+    ``op`` and ``imm`` ports have the widths of the ALU instruction's fields.
     """
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         n = cfg.BATCH * cfg.BLOCK_OUT
+        layout = layouts_of(cfg)[Format.ALU]
+        imm = layout.field("imm")
         super().__init__({
-            "op": In(3), "use_imm": In(1), "imm": In(signed(16)),
-            "a": In(n * 32), "b": In(n * 32), "acc_out": Out(n * 32), "out": Out(n * 8),
+            "op": In(layout.field("alu_opcode").width), "use_imm": In(1),
+            "imm": In(signed(imm.width) if imm.signed else imm.width),
+            "a": In(n * cfg.ACC_WIDTH), "b": In(n * cfg.ACC_WIDTH),
+            "acc_out": Out(n * cfg.ACC_WIDTH), "out": Out(n * cfg.OUT_WIDTH),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        n = self.cfg.BATCH * self.cfg.BLOCK_OUT
+        cfg = self.cfg
+        n, bits = cfg.BATCH * cfg.BLOCK_OUT, cfg.ACC_WIDTH
+        # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (ISA.md §3: -32..31)
+        shift_bits = cfg.LOG_ACC_WIDTH + 1
         lanes = []
         for w in range(n):
-            a = self.a.word_select(w, 32).as_signed()
-            b = Mux(self.use_imm, self.imm, self.b.word_select(w, 32).as_signed())
-            shamt = Signal(signed(6), name=f"shamt_{w}")
-            m.d.comb += shamt.eq(b[:6])
-            result = Signal(signed(32), name=f"alu_{w}")
-            wide = Signal(signed(64), name=f"wide_{w}")
+            a = self.a.word_select(w, bits).as_signed()
+            b = Mux(self.use_imm, self.imm, self.b.word_select(w, bits).as_signed())
+            shamt = Signal(signed(shift_bits), name=f"shamt_{w}")
+            m.d.comb += shamt.eq(b[:shift_bits])
+            result = Signal(signed(bits), name=f"alu_{w}")
+            wide = Signal(signed(2 * bits), name=f"wide_{w}")
             with m.Switch(self.op):
                 with m.Case(AluOp.MIN):
                     m.d.comb += result.eq(Mux(a < b, a, b))
@@ -113,9 +124,11 @@ class AluLanes(wiring.Component):
                 with m.Case(AluOp.SHR):
                     # s >= 0: arithmetic right shift by s; s < 0: left shift by -s (32 gives 0)
                     with m.If(shamt >= 0):
-                        m.d.comb += result.eq(a >> shamt.as_unsigned()[:5])
+                        m.d.comb += result.eq(a >> shamt.as_unsigned()[:shift_bits - 1])
                     with m.Else():
-                        m.d.comb += [wide.eq(a << (-shamt).as_unsigned()[:6]), result.eq(wide[:32])]
+                        m.d.comb += [wide.eq(a << (-shamt).as_unsigned()[:shift_bits]),
+                                     result.eq(wide[:bits])]
             lanes.append(result)
-        m.d.comb += [self.acc_out.eq(Cat(*lanes)), self.out.eq(Cat(*(lane[:8] for lane in lanes)))]
+        m.d.comb += [self.acc_out.eq(Cat(*lanes)),
+                     self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m

@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+#: The flags that pop a token before an instruction executes, and those that push one
+#: after it (docs/ISA.md §5), in ``DEP_FLAGS`` order.
+POP_FLAGS = tuple(f for f in DEP_FLAGS if f.startswith("pop_"))
+PUSH_FLAGS = tuple(f for f in DEP_FLAGS if f.startswith("push_"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,8 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   burst of ``n`` beats holds the channel ``request_cycles + dram_read_latency_cycles
   + n`` cycles; a write burst ``request_cycles + n + 1 + dram_write_latency_cycles``.
   Rows are split into bursts of at most ``max_burst_beats``, and at every 4 KiB
-  boundary (AXI4);
+  boundary (AXI4); a burst of items narrower than a beat (elements, instructions)
+  moves one item per cycle, so its ``n`` counts items, not beats;
 * **fetch** reads a burst of instructions into its prefetch buffer (never holding the
   bus while a command queue is full), and reads the next burst once the buffer is
   empty; the router moves one instruction per cycle, ``prefetch_latency_cycles`` after
@@ -39,6 +40,12 @@ from dataclasses import dataclass
 from .config import Config, ConfigError
 
 __all__ = ["Timing", "TIMING_PRESETS", "timing_for"]
+
+#: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
+#: them there), in bytes.
+AXI_BOUNDARY = 4096
+#: The longest AXI4 INCR burst, in beats.
+AXI_MAX_BURST_BEATS = 256
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,9 @@ class Timing:
         for name in ("max_burst_beats", "gemm_ii_cycles", "alu_imm_ii_cycles", "alu_vec_ii_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)!r}")
-        if self.max_burst_beats > 256:
-            raise ConfigError(f"max_burst_beats must be at most 256 (AXI4), not {self.max_burst_beats!r}")
+        if self.max_burst_beats > AXI_MAX_BURST_BEATS:
+            raise ConfigError(f"max_burst_beats must be at most {AXI_MAX_BURST_BEATS} (AXI4), "
+                              f"not {self.max_burst_beats!r}")
 
     def replace(self, **changes: object) -> Timing:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

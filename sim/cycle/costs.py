@@ -10,71 +10,88 @@ from __future__ import annotations
 import numpy as np
 
 from openvta.isa import INSN_BYTES, Config, MemInsn, Timing
+from openvta.isa.timing import AXI_BOUNDARY
 
 __all__ = [
-    "Bursts", "split_bursts", "load_row_bursts", "store_row_bursts", "fetch_bursts", "pad_elems",
-    "hazard_stall_cycles",
+    "Bursts", "split_bursts", "item_bursts", "load_row_bursts", "store_row_bursts",
+    "fetch_bursts", "pad_elems", "hazard_stall_cycles",
 ]
 
 
 class Bursts:
-    """A train of bursts as run-length pairs ``(count, beats)``, in order."""
+    """A train of bursts as run-length triples ``(count, beats, cycles)``, in order.
 
-    def __init__(self, runs: list[tuple[int, int]]) -> None:
-        self.runs = [(count, beats) for count, beats in runs if count and beats]
+    ``cycles`` is how long one burst's data holds its channel: a cycle per beat, or,
+    when the items moved (elements, instructions) are narrower than a beat, a cycle per
+    item, since the RTL moves one item per cycle.  A pair ``(count, beats)`` means
+    ``cycles == beats``.
+    """
+
+    def __init__(self, runs: list[tuple[int, int]] | list[tuple[int, int, int]]) -> None:
+        self.runs = [(run[0], run[1], run[-1] if len(run) == 3 else run[1])
+                     for run in runs if run[0] and run[1]]
 
     @property
     def count(self) -> int:
-        return sum(count for count, _ in self.runs)
+        return sum(count for count, _, _ in self.runs)
 
     @property
     def beats(self) -> int:
-        return sum(count * beats for count, beats in self.runs)
+        return sum(count * beats for count, beats, _ in self.runs)
+
+    @property
+    def cycles(self) -> int:
+        return sum(count * cycles for count, _, cycles in self.runs)
 
 
-#: AXI4 bursts never cross a 4 KiB address boundary (the RTL splits them there too).
-AXI_BOUNDARY = 4096
+def item_bursts(start: int, nbytes: int, item_bytes: int, bus_bytes: int, max_burst: int) -> Bursts:
+    """The bursts that move the ``nbytes`` bytes from byte ``start``, items of
+    ``item_bytes`` bytes: whole beats from the one holding ``start``, in bursts of at most
+    ``max_burst`` beats, split at every 4 KiB boundary (AXI4)."""
+    runs: list[tuple[int, int, int]] = []
+    addr, end = start - start % bus_bytes, start + nbytes
+    while addr < end:
+        burst = min(-(-(end - addr) // bus_bytes), max_burst,
+                    (AXI_BOUNDARY - addr % AXI_BOUNDARY) // bus_bytes)
+        moved = min(addr + burst * bus_bytes, end) - max(addr, start)
+        cycles = moved // item_bytes if item_bytes < bus_bytes else burst
+        if runs and runs[-1][1:] == (burst, cycles):
+            runs[-1] = (runs[-1][0] + 1, burst, cycles)
+        else:
+            runs.append((1, burst, cycles))
+        addr += burst * bus_bytes
+    return Bursts(runs)
 
 
 def split_bursts(start: int, beats: int, bus_bytes: int, max_burst: int) -> Bursts:
-    """``beats`` beats from byte ``start`` (bus-aligned) in bursts of at most
+    """``beats`` whole beats from byte ``start`` (bus-aligned) in bursts of at most
     ``max_burst``, split at every 4 KiB boundary."""
-    runs: list[tuple[int, int]] = []
-    addr = start
-    while beats:
-        burst = min(beats, max_burst, (AXI_BOUNDARY - addr % AXI_BOUNDARY) // bus_bytes)
-        if runs and runs[-1][1] == burst:
-            runs[-1] = (runs[-1][0] + 1, burst)
-        else:
-            runs.append((1, burst))
-        beats -= burst
-        addr += burst * bus_bytes
-    return Bursts(runs)
+    return item_bursts(start, beats * bus_bytes, bus_bytes, bus_bytes, max_burst)
 
 
 def load_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bursts:
     """The bursts of data row ``row`` of a LOAD (a row starting mid-beat reads whole beats)."""
     elem = cfg.elem_bytes(insn.memory_type)
-    bus = cfg.bus_bytes
     start = (insn.dram_base + row * insn.x_stride) * elem
-    offset = start % bus if elem < bus else 0
-    beats = -(-(offset + insn.x_size * elem) // bus)
-    return split_bursts(start - offset, beats, bus, timing.max_burst_beats)
+    return item_bursts(start, insn.x_size * elem, elem, cfg.bus_bytes, timing.max_burst_beats)
 
 
 def store_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bursts:
-    """The bursts of row ``row`` of a STORE."""
-    beats = insn.x_size * max(1, cfg.out_elem_bytes // cfg.bus_bytes)
-    start = (insn.dram_base + row * insn.x_stride) * cfg.out_elem_bytes
-    return split_bursts(start, beats, cfg.bus_bytes, timing.max_burst_beats)
+    """The bursts of row ``row`` of a STORE (a row of elements narrower than a beat may
+    start and end inside a beat: those beats are written with strobes)."""
+    elem = cfg.out_elem_bytes
+    start = (insn.dram_base + row * insn.x_stride) * elem
+    return item_bursts(start, insn.x_size * elem, elem, cfg.bus_bytes, timing.max_burst_beats)
 
 
 def fetch_bursts(start: int, count: int, cfg: Config, timing: Timing) -> list[int]:
     """Instructions per burst fetch reads, for ``count`` instructions at byte ``start``."""
     beats_per_insn = max(1, INSN_BYTES // cfg.bus_bytes)
     max_burst = max(beats_per_insn, timing.max_burst_beats // beats_per_insn * beats_per_insn)
-    bursts = split_bursts(start, count * beats_per_insn, cfg.bus_bytes, max_burst)
-    return [beats // beats_per_insn for n, beats in bursts.runs for _ in range(n)]
+    bursts = item_bursts(start, count * INSN_BYTES, INSN_BYTES, cfg.bus_bytes, max_burst)
+    if INSN_BYTES < cfg.bus_bytes:  # several instructions per beat: one a cycle
+        return [cycles for n, _, cycles in bursts.runs for _ in range(n)]
+    return [beats // beats_per_insn for n, beats, _ in bursts.runs for _ in range(n)]
 
 
 def pad_elems(insn: MemInsn) -> int:

@@ -62,12 +62,12 @@ class Channel:
     def transfer(self, bursts: Bursts, stats: ModuleStats) -> Generator[Any, Any, None]:
         """Move ``bursts``; waiting for the channel and the overhead are memory wait."""
         env = self.env
-        for count, beats in bursts.runs:
+        for count, beats, cycles in bursts.runs:
             for _ in range(count):
                 asked = int(env.now)
                 with self.port.request() as grant:
                     yield grant
-                    yield env.timeout(self.overhead_cycles + beats)
-                stats.wait_memory += int(env.now) - asked - beats
-                stats.busy += beats
+                    yield env.timeout(self.overhead_cycles + cycles)
+                stats.wait_memory += int(env.now) - asked - cycles
+                stats.busy += cycles
                 self.beats += beats

@@ -29,7 +29,7 @@ from openvta.isa import (
     format_insn,
     modules_of,
 )
-from openvta.isa.instructions import decode_stream
+from openvta.isa.instructions import POP_FLAGS, PUSH_FLAGS, decode_stream
 from openvta.runtime.program import Program, Result
 
 from ..errors import FinishError, MemoryAccessError
@@ -39,7 +39,6 @@ from .validate import check_stream
 
 __all__ = ["Machine", "token_queues_of"]
 
-_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
 _LOAD_BYTES = {
     MemoryType.INP: Counter.INP_LOAD_BYTES,
     MemoryType.WGT: Counter.WGT_LOAD_BYTES,
@@ -52,8 +51,8 @@ _INSNS = (Counter.LOAD_INSNS, Counter.COMPUTE_INSNS, Counter.STORE_INSNS)
 
 def token_queues_of(insn: Instruction, module: Module) -> tuple[list[TokenQueue], list[TokenQueue]]:
     """The queues ``insn`` pops and pushes when it runs on ``module``."""
-    pops = [TokenQueue.popped_by(module, f) for f in _FLAGS[:2] if getattr(insn, f)]
-    pushes = [TokenQueue.pushed_by(module, f) for f in _FLAGS[2:] if getattr(insn, f)]
+    pops = [TokenQueue.popped_by(module, f) for f in POP_FLAGS if getattr(insn, f)]
+    pushes = [TokenQueue.pushed_by(module, f) for f in PUSH_FLAGS if getattr(insn, f)]
     return pops, pushes
 
 

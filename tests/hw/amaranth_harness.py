@@ -31,7 +31,7 @@ def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray
         ctx.set(dut.start, 0)
         read = None  # [address, beats left]
         write = None  # [address, beats left, responding]
-        for cycle in range(max_cycles):
+        for _ in range(max_cycles):
             ctx.set(a("arready"), read is None)
             if read is not None:
                 addr = read[0]
@@ -47,6 +47,7 @@ def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray
             araddr, arlen = ctx.get(a("araddr")), ctx.get(a("arlen"))
             awvalid, awaddr, awlen = ctx.get(a("awvalid")), ctx.get(a("awaddr")), ctx.get(a("awlen"))
             wvalid, wdata, bready = ctx.get(a("wvalid")), ctx.get(a("wdata")), ctx.get(a("bready"))
+            wstrb = ctx.get(a("wstrb"))
             if ctx.get(dut.done):
                 break
             await ctx.tick()
@@ -61,7 +62,10 @@ def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray
                 if bready:
                     write = None
             elif wvalid:
-                memory[write[0] : write[0] + bus_bytes] = wdata.to_bytes(bus_bytes, "little")
+                beat = wdata.to_bytes(bus_bytes, "little")
+                for lane in range(bus_bytes):  # only the bytes the strobes select
+                    if wstrb >> lane & 1:
+                        memory[write[0] + lane] = beat[lane]
                 write = [write[0] + bus_bytes, write[1] - 1, write[1] == 1]
         else:
             raise AssertionError(f"the core did not finish within {max_cycles} cycles")

@@ -1,7 +1,8 @@
 """The whole core in Amaranth's simulator against the functional simulator.
 
 Random legal programs (``tests/programs.py``) and the hand-built blocked GEMM, on the
-tiny and small presets: the final DRAM must be equal byte for byte, and every event
+tiny and small presets and on a fixed sample of other configurations the ISA accepts
+(``config_sample.py``): the final DRAM must be equal byte for byte, and every event
 counter (:data:`openvta.isa.EVENT_COUNTERS`) equal.  Amaranth's simulator runs a few
 thousand cycles a second, so the programs are kept small.
 """
@@ -21,6 +22,7 @@ pytest.importorskip("amaranth")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from amaranth_harness import simulate_core  # noqa: E402
+from config_sample import NARROW_STORE, SAMPLE, describe  # noqa: E402
 from programs import random_programs  # noqa: E402
 
 from openvta.blocked_gemm import (  # noqa: E402
@@ -29,7 +31,7 @@ from openvta.blocked_gemm import (  # noqa: E402
     read_gemm_output,
     reference_gemm,
 )
-from openvta.isa import EVENT_COUNTERS, AluOp, MemoryType, Module, Uop, preset  # noqa: E402
+from openvta.isa import EVENT_COUNTERS, AluOp, Config, MemoryType, Module, Uop, preset  # noqa: E402
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
@@ -56,6 +58,20 @@ def test_random_programs_match_functional_simulator(name: str) -> None:
     @given(st.data())
     def check(data: st.DataObject) -> None:
         assert_core_matches_functional(data.draw(random_programs(cfg)))
+
+    check()
+
+
+@pytest.mark.parametrize("cfg", [NARROW_STORE, *SAMPLE], ids=describe)
+def test_random_programs_on_sampled_configurations(cfg: Config) -> None:
+    """Buses narrower and wider than an element (strobed stores, several elements or
+    instructions per beat), batches above one, small buffers and queues."""
+
+    @settings(max_examples=4, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        assert_core_matches_functional(data.draw(random_programs(cfg, max_ops=8)))
 
     check()
 

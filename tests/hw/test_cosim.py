@@ -6,6 +6,7 @@ so each dummy design is built once, not once per session.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -21,11 +22,13 @@ pytestmark = pytest.mark.rtl
 
 from amaranth.lib import wiring  # noqa: E402
 from amaranth.lib.wiring import Out  # noqa: E402
+from config_sample import NARROW_STORE  # noqa: E402
 from dummy_top import DummyTop  # noqa: E402
 
 from openvta.hw import backend as rtl_backend  # noqa: E402
 from openvta.hw import cosim  # noqa: E402
 from openvta.hw.backend import RtlBackend  # noqa: E402
+from openvta.hw.fetch import TokenCounter  # noqa: E402
 from openvta.hw.cosim import RtlError  # noqa: E402
 from openvta.isa import HW_COUNTERS, INSN_BYTES, Counter, preset  # noqa: E402
 from openvta.runtime import BackendError, Program  # noqa: E402
@@ -68,13 +71,14 @@ def test_verilog_has_the_ports_the_testbench_binds(dummy_verilog: str) -> None:
     assert ports == set(cosim.top_members(BUS_WIDTH)) | {"clk", "rst"}
 
 
+# (no_unused_elaboratable: a refused top is never meant to be elaborated, and must not
+# be reported as unused)
+@pytest.mark.usefixtures("no_unused_elaboratable")
 def test_check_top_names_a_missing_port() -> None:
     members = cosim.top_members(BUS_WIDTH)
     del members["m_axi_rlast"]
 
     class Partial(wiring.Component):
-        _MustUse__silence = True  # never elaborated, only inspected
-
         def __init__(self) -> None:
             super().__init__(members)
 
@@ -82,18 +86,42 @@ def test_check_top_names_a_missing_port() -> None:
         cosim.check_top(Partial(), BUS_WIDTH)
 
 
+@pytest.mark.usefixtures("no_unused_elaboratable")
 def test_check_top_names_a_port_of_the_wrong_width() -> None:
     members = {**cosim.top_members(BUS_WIDTH), "m_axi_wdata": Out(BUS_WIDTH // 2)}
 
     class Narrow(wiring.Component):
-        _MustUse__silence = True  # never elaborated, only inspected
-
         def __init__(self) -> None:
             super().__init__(members)
 
     with pytest.raises(RtlError, match=rf"^top port 'm_axi_wdata' must be Out\({BUS_WIDTH}\), "
                                        rf"not Out\({BUS_WIDTH // 2}\)$"):
         cosim.check_top(Narrow(), BUS_WIDTH)
+
+
+@pytest.mark.usefixtures("no_unused_elaboratable")
+def test_elaborating_and_running_leaves_no_unused_elaboratable(dummy_build: Path) -> None:
+    """Nothing the accelerator's elaboration or a run through the back end builds is
+    left unelaborated (Amaranth would warn about it on every RTL run)."""
+    from openvta.hw.top import make_top
+
+    for cfg in (CFG, NARROW_STORE):  # elements of a beat, and of half a beat
+        cosim.verilog_of(make_top(cfg))
+    backend = RtlBackend(top_factory=lambda cfg: DummyTop(cfg.bus_bytes * 8), max_cycles=10_000)
+    backend.run(copy_program())
+
+
+@pytest.mark.usefixtures("no_unused_elaboratable")
+def test_a_failed_elaboration_leaves_its_error_not_warnings() -> None:
+    class Failing(DummyTop):
+        def elaborate(self, platform: object) -> object:
+            super().elaborate(platform)
+            TokenCounter(4)  # built, then the elaboration fails before it is used
+            raise ValueError("the parameters of this top are wrong")
+
+    backend = RtlBackend(top_factory=lambda cfg: Failing(cfg.bus_bytes * 8))
+    with pytest.raises(ValueError, match=r"^the parameters of this top are wrong$"):
+        backend.build_dir(CFG)
 
 
 # -- build -----------------------------------------------------------------------------------
@@ -122,9 +150,33 @@ def test_run_needs_a_completed_build(tmp_path: Path) -> None:
         cosim.run(tmp_path, copy_program(), max_cycles=100)
 
 
-def test_waves_need_a_traced_build(dummy_build: Path, tmp_path: Path) -> None:
-    with pytest.raises(RtlError, match=r"^waves need a design built with build\(\.\.\., waves=True\)"):
-        cosim.run(dummy_build, copy_program(), max_cycles=100, waves=tmp_path / "x.vcd")
+def test_waves_need_a_traced_build(tmp_path: Path) -> None:
+    """Builds are always traced now; a build directory from an older openvta may not be."""
+    (tmp_path / cosim.BUILD_MARKER).write_text(json.dumps({"waves": False}))
+    with pytest.raises(RtlError, match=r"^waves need a design built with tracing; .* was built "
+                                       r"without \(by an older openvta\): build it again$"):
+        cosim.run(tmp_path, copy_program(), max_cycles=100, waves=tmp_path / "x.vcd")
+
+
+def test_a_build_reports_its_start_and_end_to_the_progress_hook(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """(Verilator itself is replaced: the hook is what is checked, not the tools.)"""
+    calls: list[tuple[str, int, int | None]] = []
+
+    class Runner:
+        def build(self, **options: object) -> None:
+            assert calls == [(cosim.BUILDING, 0, None)], "the hook comes before the build"
+            assert options["waves"] is True  # tracing is always compiled in
+
+    monkeypatch.setattr(cosim, "_runner", Runner)
+    monkeypatch.setattr(cosim, "_seed_runtime_objects", lambda build_dir: False)
+    build_dir = cosim.build("module openvta_top(); endmodule\n", tmp_path,
+                            progress=lambda *call: calls.append(call))
+    assert calls == [(cosim.BUILDING, 0, None), (cosim.BUILDING, 1, 1)]
+    assert capsys.readouterr().err == ""  # the hook replaces the printed lines
+    assert cosim.build("module openvta_top(); endmodule\n", tmp_path,
+                       progress=lambda *call: calls.append(call)) == build_dir
+    assert len(calls) == 2  # a cached build reports nothing
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5])
@@ -183,13 +235,29 @@ def test_a_write_outside_the_image_fails_the_run(dummy_build: Path) -> None:
         cosim.run(dummy_build, program, max_cycles=10_000)
 
 
-@pytest.mark.slow
-def test_waves_are_copied_out(dummy_verilog: str, tmp_path: Path) -> None:
-    build_dir = cosim.build(dummy_verilog, waves=True)
+def test_waves_are_copied_out_of_the_one_build(dummy_verilog: str, dummy_build: Path,
+                                                tmp_path: Path) -> None:
+    assert cosim.build(dummy_verilog) == dummy_build  # no build of its own for waves
     vcd = tmp_path / "run.vcd"
-    cosim.run(build_dir, copy_program(), max_cycles=10_000, waves=vcd)
+    program = copy_program()
+    result = cosim.run(dummy_build, program, max_cycles=10_000, waves=vcd)
+    np.testing.assert_array_equal(result.dram, expected_copy(program))
     text = vcd.read_text()
     assert "$enddefinitions" in text and "m_axi_awvalid" in text
+
+
+def test_a_run_reports_its_cycles_to_the_progress_hook(dummy_build: Path) -> None:
+    calls: list[tuple[str, int, int | None]] = []
+    result = cosim.run(dummy_build, copy_program(), max_cycles=10_000,
+                       progress=lambda *call: calls.append(call))
+    assert calls and {(what, total) for what, _, total in calls} == {(cosim.CYCLES, 10_000)}
+    assert calls[-1][1] == result.counters[Counter.CYCLES]  # the last: the final count
+
+
+@pytest.mark.parametrize("bad", [3, "x"])
+def test_progress_must_be_callable(dummy_build: Path, bad: object) -> None:
+    with pytest.raises(TypeError, match=rf"^progress must be callable or None, not {bad!r}$"):
+        cosim.run(dummy_build, copy_program(), max_cycles=100, progress=bad)  # type: ignore[arg-type]
 
 
 # -- the back end ----------------------------------------------------------------------------
@@ -215,6 +283,7 @@ def test_rtl_backend_names_a_missing_top_module(monkeypatch: pytest.MonkeyPatch)
     ({"max_cycles": 0}, ValueError, r"^max_cycles must be a positive integer, not 0$"),
     ({"top_factory": 3}, TypeError, r"^top_factory must be callable, not 3$"),
     ({"seed": "x"}, TypeError, r"^seed must be an integer, not 'x'$"),
+    ({"progress": 1}, TypeError, r"^progress must be callable or None, not 1$"),
 ])
 def test_rtl_backend_checks_its_options(kwargs: dict, error: type, pattern: str) -> None:
     with pytest.raises(error, match=pattern):

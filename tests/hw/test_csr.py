@@ -153,8 +153,8 @@ def test_counter_count_edges_elaborate(count: int) -> None:
     Fragment.get(dut, None)
 
 
-# A component that fails its checks was still created: Amaranth warns that it is unused.
-REJECTED = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+# A component that refuses its parameters must not leave an UnusedElaboratable warning.
+REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 
 
 @REJECTED
@@ -162,7 +162,7 @@ REJECTED = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_counter_count_must_be_an_integer(bad: object) -> None:
     with pytest.raises(TypeError, match=rf"^counter_count must be an integer, not {re.escape(repr(bad))}$"):
         ControlRegisters(bad)  # type: ignore[arg-type]
-    gc.collect()  # the rejected object's warning, now while it is filtered
+    gc.collect()
 
 
 @REJECTED

@@ -23,7 +23,7 @@ from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw import bridge_protocol as bp
 from openvta.hw.board import BoardBackend, BoardError
 from openvta.hw.bridge_protocol import Command, ProtocolError, Status
-from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, preset
+from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Counter, preset
 from openvta.runtime import Program
 from openvta.sim import functional
 
@@ -196,6 +196,29 @@ def test_board_backend_gives_the_functional_result_on_a_model_device() -> None:
     assert [f.length for f in writes] == [256, 256, len(program.dram) - 512]
 
 
+def test_board_backend_reports_bytes_and_cycles_to_the_progress_hook() -> None:
+    cycles_reg = COUNTER_BASE + 8 * HW_COUNTERS.index(Counter.CYCLES)
+
+    class RunningBoard(ModelBoard):
+        """Its cycle counter reads 1000 more at every STATUS poll."""
+
+        def execute(self, r: bp.Request) -> tuple[Status, bytes]:
+            status, payload = super().execute(r)
+            if r.command == Command.READ_REG and r.addr == cycles_reg:
+                payload = (1000 * self.polls).to_bytes(4, "little")
+            return status, payload
+
+    program = gemm_program()
+    calls: list[tuple[str, int, int | None]] = []
+    BoardBackend(RunningBoard(finish_after=4), progress=lambda *call: calls.append(call)).run(program)
+    size = len(program.dram)
+    upload = [("bytes", 256, size), ("bytes", 512, size), ("bytes", size, size)]
+    assert calls[:3] == upload
+    # every poll that finds the board still busy: the cycles it has run so far
+    assert calls[3:6] == [("cycles", 1000, None), ("cycles", 2000, None), ("cycles", 3000, None)]
+    assert calls[6:] == upload  # the read-back
+
+
 def test_a_link_test_image_is_named_when_it_refuses_start() -> None:
     class LinkTestBoard(ModelBoard):
         def execute(self, r: bp.Request) -> tuple[Status, bytes]:
@@ -281,6 +304,7 @@ def test_missing_pyserial_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"baud": 0}, ValueError, r"baud must be a positive integer, not 0"),
     ({"timeout": -1}, ValueError, r"timeout must be a positive number of seconds, not -1"),
     ({"max_polls": 0}, ValueError, r"max_polls must be a positive integer, not 0"),
+    ({"progress": "yes"}, TypeError, r"progress must be callable or None, not 'yes'"),
 ])
 def test_board_backend_arguments_are_checked(kwargs: dict, error: type, message: str) -> None:
     with pytest.raises(error, match=f"^{message}$"):
@@ -290,7 +314,8 @@ def test_board_backend_arguments_are_checked(kwargs: dict, error: type, message:
 # -- the SoC's parameters ------------------------------------------------------------------
 
 
-REJECTED = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+# A component that refuses its parameters must not leave an UnusedElaboratable warning.
+REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 
 
 @REJECTED
