@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from board_port import BoardPort
 from graphs import residual_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -79,6 +80,18 @@ def test_digits_on_the_rtl(digits, split) -> None:
     _check(out, model.reference(x), True)
     modelled = model.run(x, backend="cycle").report.cycles
     assert abs(out.report.cycles - modelled) <= 0.1 * modelled  # the model is calibrated on it
+
+
+def test_digits_on_a_board_over_the_uart_bridge(digits, split) -> None:
+    """The board back end against a Python model of the board running the cycle model: the
+    measured totals are cut into kernels in the cycle model's proportions."""
+    model, x = digits["tiny"], split[2][:3]
+    port = BoardPort(model.config)
+    out = model.run(x, backend="board", port=port)
+    _check(out, model.reference(x), True)
+    assert port.starts == 2 * len(x)  # one program run per region and sample
+    modelled = model.run(x, backend="cycle").report
+    assert out.report == modelled
 
 
 @pytest.mark.parametrize("preset", PRESETS)
