@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Union
 import numpy as np
 
 if TYPE_CHECKING:
-    from .regions import Region
+    from .regions import MemoryPlan, Region
 
 __all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
-           "TensorType", "Placement", "Node", "MemoryPlan", "Graph", "Dim"]
+           "TensorType", "Placement", "Node", "Graph", "Dim"]
 
 Dim = Union[int, str]
 
@@ -292,33 +292,6 @@ class Node:
     def label(self) -> str:
         """``'name' (Op)``, how errors name a node."""
         return f"{self.name!r} ({self.op.value})"
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    """One arena for the tensors passed between fused groups, reused by liveness.
-
-    Members
-    -------
-    offsets, sizes :
-        per planned tensor: its byte offset in the arena and its size in bytes.
-    arena_bytes :
-        the arena's size with reuse; ``no_reuse_bytes`` the size without (every tensor
-        its own aligned buffer).
-    batch, alignment :
-        the batch size the sizes are for, and the byte alignment of every offset.
-    """
-
-    offsets: Mapping[str, int]
-    sizes: Mapping[str, int]
-    arena_bytes: int
-    no_reuse_bytes: int
-    batch: int = 1
-    alignment: int = 64
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
-        object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,4 +1,7 @@
-"""Accelerator regions: consecutive accelerator groups that run as one program.
+"""What the passes after fusion add to a graph: the memory plan and the accelerator regions.
+
+:class:`MemoryPlan` is the host's arena (``plan memory``).  An accelerator region is
+consecutive accelerator groups that run as one program.
 
 After fusion, each maximal run of consecutive fused groups placed on the accelerator is a
 :class:`Region` (groups are numbered in execution order, so a run of numbers is a run of
@@ -37,8 +40,35 @@ from .ir import Device, DType
 if TYPE_CHECKING:
     from .ir import Graph
 
-__all__ = ["Role", "RegionTensor", "RegionKernel", "Region", "HOST_ROLES", "accelerator_runs",
-           "check_regions", "check_program"]
+__all__ = ["MemoryPlan", "Role", "RegionTensor", "RegionKernel", "Region", "HOST_ROLES",
+           "accelerator_runs", "check_regions", "check_program"]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The host's arena: one for the tensors passed between fused groups, reused by liveness.
+
+    Members
+    -------
+    offsets, sizes :
+        per planned tensor: its byte offset in the arena and its size in bytes.
+    arena_bytes :
+        the arena's size with reuse; ``no_reuse_bytes`` the size without (every tensor
+        its own aligned buffer).
+    batch, alignment :
+        the batch size the sizes are for, and the byte alignment of every offset.
+    """
+
+    offsets: Mapping[str, int]
+    sizes: Mapping[str, int]
+    arena_bytes: int
+    no_reuse_bytes: int
+    batch: int = 1
+    alignment: int = 64
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
+        object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
 
 
 class Role(enum.Enum):

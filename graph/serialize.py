@@ -31,9 +31,9 @@ from openvta.runtime import Program, ProgramError
 from openvta.runtime.program import program_bytes
 
 from .errors import GraphError, ModelError
-from .ir import (Attrs, AttrValue, Device, DType, Graph, MemoryPlan, Node, Op, Placement,
-                 QuantParams, RequantMode, TensorType)
-from .regions import Region, RegionKernel, RegionTensor, Role
+from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, QuantParams,
+                 RequantMode, TensorType)
+from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
 
 __all__ = ["MODEL_FORMAT", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
 

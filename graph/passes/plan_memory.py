@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import PassError
-from ..ir import Graph, MemoryPlan
-from ..regions import Region, Role
+from ..ir import Graph
+from ..regions import MemoryPlan, Region, Role
 
 __all__ = ["plan_memory", "plan_region", "Buffer", "buffers_of", "assign_offsets"]
 
