@@ -1,5 +1,5 @@
 """Random small models of supported ops: openvta's float reference against onnxruntime, and
-the integer model's numbers independent of placement."""
+the integer model's numbers independent of placement, with its accelerator regions run."""
 
 from __future__ import annotations
 
@@ -126,3 +126,5 @@ def test_integer_outputs_do_not_depend_on_placement(data) -> None:
     got, expected = other.reference(x)[out], default.reference(x)[out]
     assert got.shape == x.shape[:1] + (3,) and np.isfinite(got).all()
     assert np.array_equal(got, expected)
+    for model in (default, other):  # and run with the accelerator regions, the same numbers
+        assert np.array_equal(model.run(x, backend="functional")[out], expected)
