@@ -6,12 +6,16 @@ sent you never runs code) holding
 - ``format``: the string ``openvta-model/1``;
 - ``header``: JSON — ``{"config": {...}, "mode": "fixed", "graphs": {"float": G, "int": G}}``
   where each graph ``G`` lists its inputs, outputs, nodes (op, inputs, outputs,
-  attributes, placement, group), value types and memory plan, and names the array entry
-  of each constant;
+  attributes, placement, group), value types, memory plan and accelerator regions (kernels,
+  tensors with layouts, roles and offsets, arena sizes, each kernel's first instruction),
+  and names the array entry of each constant and program;
 - one array entry per constant, ``<graph>.c<index>``;
 - one entry per accelerator region's program, ``<graph>.r<index>.program``: the program
   file's own bytes (an npz, ``openvta.runtime.program_bytes``) as a uint8 array, read back
-  with ``Program.load`` and its checks — compiled once, at compile time, plain data too.
+  with ``Program.load`` and its checks — built once, at compile time, and stored rather
+  than rebuilt at load: loading needs no compiler work, and a model runs exactly the
+  program it was compiled to.  ``load_model`` checks each program against its region
+  (``regions.check_program``).
 
 Anything else — not an npz, another format string, malformed JSON, a missing array, a
 graph that does not verify — is a one-line :class:`ModelError`.
