@@ -95,7 +95,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   config: str | Config = "default", quantize: str | RequantMode = "fixed",
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = ()
                   ) -> CompiledModel:
-    """Import, quantize, partition, fuse and plan a float model.
+    """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
     ----------
