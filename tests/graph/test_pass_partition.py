@@ -78,3 +78,22 @@ def test_cpu_ops_errors() -> None:
     with pytest.raises(ValueError, match=r"^cpu_ops must be a collection of op types, not the "
                                          r"string 'Conv'$"):
         parse_cpu_ops("Conv")
+
+
+def test_a_conv_the_compilers_factory_refuses_says_why() -> None:
+    w = np.ones((16, 16, 1, 1), np.float32)  # a 1x1 kernel with padding: pad must be < kernel
+    g = build([node("conv", Op.CONV, ("x", "w"), "y", pads=(1, 1, 1, 1))], {"x": ("N", 16, 4, 4)},
+              ("y",), {"w": w})
+    placed = _placements(partition(_int_graph(g, (1, 16, 4, 4)), preset("default")))
+    assert placed["conv"] == ("cpu", "the compiler's conv2d cannot take it: conv2d pad must be less "
+                                     "than the kernel (1), not 1")
+
+
+def test_cpu_nodes_force_single_nodes() -> None:
+    g = _int_graph(conv_relu_graph(), (2, 16, 6, 6))
+    placed = _placements(partition(g, preset("default"), cpu_nodes=["fc", "relu"]))
+    assert placed["fc"] == placed["relu"] == ("cpu", "forced to the CPU by cpu_nodes")
+    assert placed["conv"][0] == placed["conv.requantize"][0] == "accel"
+    with pytest.raises(ValueError, match=r"^cpu_nodes entries must name nodes of the model \(conv, "
+                                         r".*\), not 'conv9'$"):
+        partition(g, preset("default"), cpu_nodes=["conv9"])
