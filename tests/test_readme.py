@@ -1,4 +1,4 @@
-"""Every example of the README and of docs/ runs exactly as written, in a scratch folder.
+"""Every example of the README, of docs/ and of examples/ runs exactly as written.
 
 ```python blocks run in order in one namespace per page, and every ``print(...)  # value``
 comment is what that line prints. ```sh blocks run line by line with bash, in the same
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         *sorted((ROOT / "examples").glob("*/README.md"))]
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)  # indented in list items too
 
 #: commands of the pages that are not run here, and why
@@ -96,7 +97,7 @@ def _run_shell(page: Path, scratch: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("yowasp")  # the README builds a bitstream (tests/hw/test_bitstream.py)
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_examples_run_as_written(page: Path, scratch: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _run_python(page, scratch, monkeypatch)
@@ -105,6 +106,6 @@ def test_python_examples_run_as_written(page: Path, scratch: Path,
 @pytest.mark.slow
 @pytest.mark.rtl
 @pytest.mark.xdist_group("yowasp")
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_shell_examples_run_as_written(page: Path, scratch: Path) -> None:
     _run_shell(page, scratch)
