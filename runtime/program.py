@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, BinaryIO, Union
@@ -63,9 +63,17 @@ class Symbol:
     role: str = "scratch"
     #: the unpacked tensor's shape, for tiled layouts (optional; written when known)
     logical_shape: tuple[int, ...] | None = None
+    #: the bytes of the logical tensor its operator must move at least once: every element
+    #: it really reads (a 1×1 stride-2 conv2d reads a quarter of its input) or writes, not
+    #: the padding of tiled layouts (optional; written by the compiler's operators).  The
+    #: cycle report's ideal roofline (:meth:`Program.compulsory_bytes`) adds them up.
+    used_bytes: int | None = None
 
     def with_logical_shape(self, shape: tuple[int, ...]) -> Symbol:
-        return Symbol(self.addr, self.shape, self.dtype, self.layout, self.role, tuple(shape))
+        return replace(self, logical_shape=tuple(shape))
+
+    def with_used_bytes(self, used_bytes: int) -> Symbol:
+        return replace(self, used_bytes=int(used_bytes))
 
     @property
     def nbytes(self) -> int:
@@ -81,6 +89,8 @@ class Symbol:
         }
         if self.logical_shape is not None:
             out["logical_shape"] = list(self.logical_shape)
+        if self.used_bytes is not None:
+            out["used_bytes"] = self.used_bytes
         return out
 
     @classmethod
@@ -114,8 +124,12 @@ class Symbol:
                 isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in logical)):
             raise ProgramError(f"symbol {name!r} logical_shape must be a list of non-negative "
                                f"integers, not {logical!r}")
+        used = value.get("used_bytes")
+        if used is not None and (not isinstance(used, int) or isinstance(used, bool) or used < 0):
+            raise ProgramError(f"symbol {name!r} used_bytes must be a non-negative integer, "
+                               f"not {used!r}")
         return cls(addr, tuple(shape), dtype, layout, role,
-                   None if logical is None else tuple(logical))
+                   None if logical is None else tuple(logical), used)
 
 
 def _read_array(dram: np.ndarray, symbol: Symbol) -> np.ndarray:
@@ -167,6 +181,9 @@ class Program:
                     f"symbol {name!r} ({symbol.nbytes} bytes at {symbol.addr}) lies outside "
                     f"the DRAM image ({size} bytes)"
                 )
+            if symbol.used_bytes is not None and symbol.used_bytes > symbol.nbytes:
+                raise ProgramError(f"symbol {name!r} used_bytes must be at most its "
+                                   f"{symbol.nbytes} bytes, not {symbol.used_bytes}")
 
     # -- views ----------------------------------------------------------------------
     def words(self) -> np.ndarray:
@@ -188,6 +205,28 @@ class Program:
         except KeyError:
             known = ", ".join(sorted(self.symbols)) or "none"
             raise KeyError(f"program has no symbol {name!r} (symbols: {known})") from None
+
+    def compulsory_bytes(self) -> tuple[int, int] | None:
+        """``(read, write)``: the DRAM bytes any schedule of this program must move.
+
+        The ``used_bytes`` of the input, weight and bias symbols (read) and of the output
+        symbols (written); None if there are none, or unless every one of them carries
+        ``used_bytes`` (a program built by hand, or written before the field existed).  Scratch tensors are not
+        counted: an ideal schedule keeps them on chip.
+
+        Examples
+        --------
+        >>> import openvta
+        >>> op = openvta.operator("conv2d", config="tiny", n=1, ci=4, co=4, hw=8, kernel=1,
+        ...                       stride=2, bias=False)
+        >>> op.build().compulsory_bytes()       # a quarter of the input, the weights; the output
+        (80, 64)
+        """
+        host = [s for s in self.symbols.values() if s.role != "scratch"]
+        if not host or any(s.used_bytes is None for s in host):
+            return None
+        read = sum(s.used_bytes or 0 for s in host if s.role != "output")
+        return read, sum(s.used_bytes or 0 for s in host if s.role == "output")
 
     def write(self, name: str, value: np.ndarray) -> None:
         """Overwrite symbol ``name`` in the image (shape must match)."""

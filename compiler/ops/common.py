@@ -59,6 +59,10 @@ class Operator:
         the factory's parameters, every one (defaults included), by name.
     epilogue :
         the whole epilogue the output is computed with (parameters and ``epilogue``).
+    used_elems :
+        per input, the elements of its logical tensor the operator really reads, when
+        fewer than all of them (a strided conv2d skips rows and columns); see
+        :meth:`used_bytes`.
     """
 
     name: str
@@ -77,6 +81,34 @@ class Operator:
     plan: object = None
     notes: dict[str, object] = field(default_factory=dict)
     epilogue: Epilogue = field(default_factory=Epilogue)
+    used_elems: dict[str, int] = field(default_factory=dict)
+
+    def used_bytes(self, name: str) -> int:
+        """The bytes of symbol ``name`` any schedule must move at least once: the input
+        elements the operator really reads (:attr:`used_elems`, else all of them), every
+        weight, bias and output element — logical elements, not the padding of layouts."""
+        dtype = self.output.dtype if name == "out" else self.inputs[name].dtype
+        elems = self.used_elems.get(name, int(np.prod(self.logical_shapes[name], dtype=np.int64)))
+        return elems * np.dtype(dtype).itemsize
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """DRAM bytes any schedule must move: :meth:`used_bytes` of every symbol, added up.
+
+        The cycle report's ideal roofline reads them from the program's symbols
+        (:meth:`openvta.runtime.Program.compulsory_bytes`).
+
+        Examples
+        --------
+        >>> from openvta.compiler import conv2d
+        >>> from openvta.isa import preset
+        >>> op = conv2d(preset("tiny"), ci=4, co=4, hw=8, kernel=1, stride=2, bias=False)
+        >>> op.used_bytes("data"), op.used_bytes("weight"), op.used_bytes("out")
+        (64, 16, 64)
+        >>> op.compulsory_bytes
+        144
+        """
+        return sum(self.used_bytes(name) for name in self.logical_shapes)
 
     def operands(self, inputs: Mapping[str, ArrayLike] | None) -> dict[str, np.ndarray]:
         """``inputs`` checked and converted: known names, logical shapes, integers that fit
@@ -120,7 +152,8 @@ class Operator:
         symbols[self.output] = ("output", self.layouts["out"], None)
         program = build(self.schedule, self.cfg, symbols, progress=progress, max_insns=max_insns)
         for name, shape in self.logical_shapes.items():
-            program.symbols[name] = program.symbols[name].with_logical_shape(shape)
+            symbol = program.symbols[name].with_logical_shape(shape)
+            program.symbols[name] = symbol.with_used_bytes(self.used_bytes(name))
         return program
 
 

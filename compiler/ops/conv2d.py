@@ -35,7 +35,8 @@ from .common import IMM_FIELD, MAX_PAD, Operator, check_tensors, divisors, epilo
 from .params import Param, check_params, describe_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
-__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "plan_conv2d"]
+__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "conv2d_used_input_elems",
+           "plan_conv2d"]
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,30 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, co), reference_fn=conv2d_reference,
         logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, params=params,
-        plan=plan, epilogue=full)
+        plan=plan, epilogue=full,
+        used_elems={"data": conv2d_used_input_elems(n, ci, hw, kernel, pad, stride)})
+
+
+def conv2d_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, stride: int) -> int:
+    """Elements of the ``(n, ci, hw, hw)`` input that some output of the conv2d reads.
+
+    Rows and columns are independent: an input row is read if a kernel row of some output
+    row lands on it (padding rows are not input).  A 1×1 stride-2 conv2d reads every other
+    row and column, a quarter of its input.
+
+    Examples
+    --------
+    >>> conv2d_used_input_elems(1, 64, 56, kernel=1, pad=0, stride=2) * 4 == 1 * 64 * 56 * 56
+    True
+    >>> conv2d_used_input_elems(1, 1, 5, kernel=3, pad=1, stride=1)
+    25
+    >>> conv2d_used_input_elems(1, 1, 6, kernel=2, pad=0, stride=3)   # rows and columns 0, 1, 3, 4
+    16
+    """
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    lines = {y * stride + k - pad for y in range(oh) for k in range(kernel)}
+    used = sum(1 for line in lines if 0 <= line < hw)
+    return n * ci * used * used
 
 
 def conv2d_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:

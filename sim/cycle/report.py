@@ -44,10 +44,22 @@ class CycleReport:
     arithmetic_intensity :
         operations (2 per MAC) per DRAM byte moved.
     roofline_cycles :
-        the fewest cycles the program could take: the larger of its MACs at the peak
-        rate and its DRAM bytes at one bus beat per cycle on each channel.
+        the fewest cycles this schedule could take: the larger of its MACs at the peak
+        rate and the DRAM bytes it moves at one bus beat per cycle on each channel.  A
+        schedule that moves more data raises its own roof.
     roofline_fraction :
         ``roofline_cycles / cycles``.
+    compulsory_read_bytes, compulsory_write_bytes :
+        the DRAM bytes any schedule of the operator must read and write (each input
+        element it really uses, each weight and bias, each output element, once), from
+        the program's symbols (:meth:`openvta.runtime.Program.compulsory_bytes`); None
+        when the program does not carry them.
+    ideal_cycles :
+        the fewest cycles any schedule could take: the larger of the MACs at the peak
+        rate and the compulsory bytes at one bus beat per cycle on each channel (the
+        moved bytes when the compulsory ones are unknown: :attr:`ideal_source`).
+    ideal_fraction :
+        ``ideal_cycles / cycles``; for a compute-bound operator, the GEMM utilization.
     """
 
     cycles: int
@@ -59,6 +71,8 @@ class CycleReport:
     bus_bytes: int
     clock_mhz: float
     counters: dict[str, int] = field(default_factory=dict)
+    compulsory_read_bytes: int | None = None
+    compulsory_write_bytes: int | None = None
     model: CycleModel | None = field(default=None, repr=False, compare=False)
 
     def write_trace(self, path: str | Path) -> None:
@@ -157,6 +171,40 @@ class CycleReport:
         return "compute" if self.compute_bound_cycles >= self.memory_bound_cycles else "memory"
 
     @property
+    def ideal_source(self) -> str:
+        """Whose bytes bound :attr:`ideal_cycles`: ``"compulsory"`` or ``"moved"`` (a fallback)."""
+        known = self.compulsory_read_bytes is not None and self.compulsory_write_bytes is not None
+        return "compulsory" if known else "moved"
+
+    @property
+    def ideal_arithmetic_intensity(self) -> float:
+        """Operations (2 per MAC) per compulsory DRAM byte: the operator's, not the schedule's."""
+        if self.compulsory_read_bytes is None or self.compulsory_write_bytes is None:
+            return self.arithmetic_intensity
+        needed = self.compulsory_read_bytes + self.compulsory_write_bytes
+        return 2 * self.macs / needed if needed else float("inf")
+
+    @property
+    def ideal_memory_cycles(self) -> float:
+        # read and write channels run side by side, as in memory_bound_cycles
+        if self.compulsory_read_bytes is None or self.compulsory_write_bytes is None:
+            return self.memory_bound_cycles
+        return max(self.compulsory_read_bytes, self.compulsory_write_bytes) / self.bus_bytes
+
+    @property
+    def ideal_cycles(self) -> float:
+        return max(self.compute_bound_cycles, self.ideal_memory_cycles)
+
+    @property
+    def ideal_fraction(self) -> float:
+        return self.ideal_cycles / self.cycles if self.cycles else 0.0
+
+    @property
+    def ideal_bound(self) -> str:
+        """Which roof limits any schedule: ``"compute"`` or ``"memory"``."""
+        return "compute" if self.compute_bound_cycles >= self.ideal_memory_cycles else "memory"
+
+    @property
     def gops(self) -> float:
         """Operations (2 per MAC) per second at the nominal clock, in GOPS."""
         return 2 * self.macs / self.cycles * self.clock_mhz * 1e-3 if self.cycles else 0.0
@@ -170,8 +218,10 @@ class CycleReport:
             f"({self.read_bandwidth:.2f} / {self.write_bandwidth:.2f} bytes/cycle of "
             f"{self.bus_bytes})",
             f"arithmetic intensity  {self.arithmetic_intensity:.2f} ops/byte",
-            f"roofline bound        {self.roofline_cycles:.0f} cycles ({self.bound}-bound); "
-            f"reached {self.roofline_fraction:.1%}",
+            f"roofline bound        {self.roofline_cycles:.0f} cycles ({self.bound}-bound, "
+            f"bytes moved); reached {self.roofline_fraction:.1%}",
+            f"ideal bound           {self.ideal_cycles:.0f} cycles ({self.ideal_bound}-bound, "
+            f"{self._ideal_bytes()}); reached {self.ideal_fraction:.1%}",
             "",
             f"{'module':<8} {'insns':>7} {'busy':>9} {'token':>9} {'memory':>9} {'queue':>9} "
             f"{'idle':>9}",
@@ -180,6 +230,12 @@ class CycleReport:
             lines.append(f"{name:<8} {s.insns:>7} {s.busy:>9} {s.wait_token:>9} "
                          f"{s.wait_memory:>9} {s.wait_queue:>9} {s.idle:>9}")
         return "\n".join(lines)
+
+    def _ideal_bytes(self) -> str:
+        if self.compulsory_read_bytes is None or self.compulsory_write_bytes is None:
+            return "the program names no compulsory bytes: bytes moved"
+        return (f"compulsory bytes {self.compulsory_read_bytes} read / "
+                f"{self.compulsory_write_bytes} written")
 
 
 def build_report(model: CycleModel) -> CycleReport:
@@ -204,6 +260,7 @@ def build_report(model: CycleModel) -> CycleReport:
     counters[Counter.GEMM_BUSY_CYCLES.value] = compute.get("gemm", 0)
     counters[Counter.ALU_BUSY_CYCLES.value] = compute.get("alu", 0)
     cfg = model.cfg
+    compulsory = model.machine.program.compulsory_bytes()
     return CycleReport(
         cycles=cycles,
         modules=model.stats,
@@ -214,5 +271,7 @@ def build_report(model: CycleModel) -> CycleReport:
         bus_bytes=cfg.bus_bytes,
         clock_mhz=model.timing.clock_mhz,
         counters=counters,
+        compulsory_read_bytes=None if compulsory is None else compulsory[0],
+        compulsory_write_bytes=None if compulsory is None else compulsory[1],
         model=model,
     )

@@ -236,6 +236,18 @@ ENTRY_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("symbol-layout", {"symbols": _symbols(A={"addr": 0, "shape": [1], "dtype": "int8",
                                               "layout": 5})},
      r"^symbol 'A' layout must be a string, not 5$"),
+    ("symbol-used-bytes-negative", {"symbols": _symbols(A={"addr": 0, "shape": [1], "dtype": "int8",
+                                                          "used_bytes": -1})},
+     r"^symbol 'A' used_bytes must be a non-negative integer, not -1$"),
+    ("symbol-used-bytes-bool", {"symbols": _symbols(A={"addr": 0, "shape": [1], "dtype": "int8",
+                                                      "used_bytes": True})},
+     r"^symbol 'A' used_bytes must be a non-negative integer, not True$"),
+    ("symbol-used-bytes-float", {"symbols": _symbols(A={"addr": 0, "shape": [1], "dtype": "int8",
+                                                       "used_bytes": 1.0})},
+     r"^symbol 'A' used_bytes must be a non-negative integer, not 1.0$"),
+    ("symbol-used-bytes-too-many", {"symbols": _symbols(A={"addr": 0, "shape": [3], "dtype": "int32",
+                                                          "used_bytes": 13})},
+     r"^symbol 'A' used_bytes must be at most its 12 bytes, not 13$"),
 ]
 
 
@@ -492,3 +504,50 @@ def test_result_files_without_symbols_still_load(tmp_path: Path) -> None:
     assert loaded.symbols == {}
     with pytest.raises(KeyError, match=r"result has no symbol 'out' \(symbols: none\)"):
         loaded.read("out")
+
+
+# -- compulsory bytes (symbols' used_bytes) -------------------------------------------------
+
+
+def _with_used_bytes(program: Program, **used: int) -> Program:
+    symbols = {name: s.with_used_bytes(used[name]) if name in used else s
+               for name, s in program.symbols.items()}
+    return Program(program.config, program.dram, program.insn_addr, program.insn_count, symbols)
+
+
+def test_used_bytes_round_trip_and_add_up_by_direction(tiny: Config) -> None:
+    program = _with_used_bytes(_sample_program(tiny), A=12, B=16, C=24)
+    loaded = load_program(io.BytesIO(program_bytes(program)))
+    _assert_same_program(loaded, program)
+    assert loaded.symbol("A").used_bytes == 12
+    assert loaded.compulsory_bytes() == (12 + 16, 24)
+
+
+def test_a_file_without_used_bytes_still_loads_and_names_no_compulsory_bytes(tiny: Config) -> None:
+    program = _sample_program(tiny)
+    symbols = json.loads(str(_entries(program)["symbols"]))
+    assert all("used_bytes" not in value for value in symbols.values())
+    loaded = load_program(io.BytesIO(program_bytes(program)))
+    assert loaded.symbol("A").used_bytes is None
+    assert loaded.compulsory_bytes() is None
+
+
+def test_compulsory_bytes_need_every_host_symbol_but_not_scratch(tiny: Config) -> None:
+    b = ProgramBuilder(tiny)
+    b.tensor("A", shape=(8,), dtype="int8", role="input")
+    b.tensor("T", shape=(8,), dtype="int8", role="scratch")
+    b.tensor("C", shape=(8,), dtype="int8", role="output")
+    program = b.finish()
+    assert _with_used_bytes(program, A=4).compulsory_bytes() is None
+    assert _with_used_bytes(program, A=4, C=8).compulsory_bytes() == (4, 8)
+    assert _with_used_bytes(program, T=8).compulsory_bytes() is None
+
+
+def test_a_program_without_host_symbols_names_no_compulsory_bytes(tiny: Config) -> None:
+    assert ProgramBuilder(tiny).finish().compulsory_bytes() is None
+
+
+def test_used_bytes_are_kept_by_with_logical_shape() -> None:
+    symbol = Symbol(0, (1, 4), "int8", role="input").with_used_bytes(2)
+    assert symbol.with_logical_shape((4,)) == Symbol(0, (1, 4), "int8", role="input",
+                                                     logical_shape=(4,), used_bytes=2)
