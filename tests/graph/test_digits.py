@@ -100,13 +100,3 @@ def test_the_export_computes_what_was_trained(split, tmp_path) -> None:
     train.export_onnx(params, tmp_path / "d.onnx")
     (exported,) = run_onnxruntime(onnx.load(str(tmp_path / "d.onnx")), {"image": x_train})
     np.testing.assert_allclose(exported, train.forward(params, x_train)[0], rtol=1e-4, atol=1e-4)
-
-
-def test_the_readme_example_runs(monkeypatch, capsys) -> None:
-    text = (DIGITS / "README.md").read_text()
-    code = text.split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.chdir(DIGITS.parents[1])
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    exec(compile(code, str(DIGITS / "README.md"), "exec"), {})
-    printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("0.983") and printed[1].startswith("model digits (fixed")
