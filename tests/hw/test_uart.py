@@ -393,9 +393,10 @@ def test_bridge_parameters_are_checked() -> None:
 # -- the RAM's two ports -------------------------------------------------------------------
 
 
-def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory() -> None:
+@pytest.mark.parametrize("bus_bytes", [1, 2, 4, 16])
+def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory(bus_bytes: int) -> None:
     m = Module()
-    m.submodules.ram = ram = AxiRam(1024, 4)
+    m.submodules.ram = ram = AxiRam(1024, bus_bytes)
     got: list[int] = []
 
     async def bench(ctx: Any) -> None:
@@ -406,11 +407,11 @@ def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory() -> None:
             await ctx.tick()
         ctx.set(ram.byte.w_en, 0)
         ctx.set(ram.s_axi_araddr, 64)
-        ctx.set(ram.s_axi_arlen, 3)
+        ctx.set(ram.s_axi_arlen, 16 // bus_bytes - 1)
         ctx.set(ram.s_axi_arvalid, 1)
         await ctx.tick().until(ram.s_axi_arready)
         ctx.set(ram.s_axi_arvalid, 0)
-        for n in range(12):
+        for n in range(3 * 16 // bus_bytes):
             ctx.set(ram.s_axi_rready, n % 3 != 1)  # stall every third cycle
             _, _, valid, ready, data = await ctx.tick().sample(
                 ram.s_axi_rvalid, ram.s_axi_rready, ram.s_axi_rdata)
@@ -418,7 +419,8 @@ def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory() -> None:
                 got.append(data)
 
     run(m, bench)
-    assert got == [int.from_bytes(bytes(range(b, b + 4)), "little") for b in range(0x10, 0x20, 4)]
+    assert got == [int.from_bytes(bytes(range(b, b + bus_bytes)), "little")
+                   for b in range(0x10, 0x20, bus_bytes)]
 
 
 @REJECTED
@@ -428,7 +430,8 @@ def test_axi_ram_size_is_checked() -> None:
         AxiRam(3072, 4)
     with pytest.raises(TypeError, match=r"^mem_bytes must be an integer, not '1k'$"):
         AxiRam("1k", 4)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"^bus_bytes must be a power of two between 4 and 128, "
-                                         r"not 3$"):
-        AxiRam(1024, 3)
+    for bad in (3, 256):
+        with pytest.raises(ValueError, match=rf"^bus_bytes must be a power of two between 1 and "
+                                             rf"128, not {bad}$"):
+            AxiRam(1024, bad)
     gc.collect()
