@@ -102,10 +102,12 @@ class Device(enum.Enum):
 
 
 class RequantMode(enum.Enum):
-    """Requantization schemes: shift only (VTA's) or a fixed-point multiply and shift."""
+    """Requantization schemes: shift only (VTA's), a fixed-point multiply and shift, or
+    onnxruntime's float32 multiply with ties to even (``exact``, for QDQ models)."""
 
     POW2 = "pow2"
     FIXED = "fixed"
+    EXACT = "exact"
 
 
 AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], DType, RequantMode]

@@ -108,7 +108,12 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     config :
         the accelerator configuration (a preset name or a ``Config``).
     quantize :
-        ``"fixed"`` (a 15-bit multiplier and rounding shifts) or ``"pow2"`` (shifts only).
+        ``"fixed"`` (a 15-bit multiplier and rounding shifts), ``"pow2"`` (shifts only)
+        or ``"exact"``: a QDQ model (onnxruntime's ``quantize_static``) with its own
+        scales and zero points and onnxruntime's float32 requantization, bit for bit; the
+        calibration samples are then only checked, and every node runs on the CPU (the
+        integer ALU cannot reproduce a float32 multiply).  ``fixed`` and ``pow2`` treat a
+        QDQ model as the float model it dequantizes to.
     cpu_ops :
         op types (``"Conv"``, ``"Gemm"``, …) forced to the CPU.
     cpu_nodes :

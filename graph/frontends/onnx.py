@@ -1,10 +1,13 @@
 """The ONNX frontend: a float32 ONNX model (opset 13 or newer) → a typed :class:`Graph`.
 
 The model is checked before anything is converted, each problem one line naming what
-is wrong: an unreadable or non-ONNX file, an opset older than 13, an already quantized
-model, an unsupported op, a non-float32 input, an input dimension other than the first
-that is not fixed.  Nodes are then converted one by one (``onnx_ops``), each output
-typed through the op registry as it is made; ``Constant`` nodes become constants.
+is wrong: an unreadable or non-ONNX file, an opset older than 13, a model quantized
+with other ops than QuantizeLinear/DequantizeLinear, an unsupported op, a non-float32
+input, an input dimension other than the first that is not fixed.  A QDQ model is
+folded into the float model it stands for, its values typed with the model's own
+scales and zero points (``onnx_qdq``).  Nodes are then converted one by one
+(``onnx_ops``), each output typed through the op registry as it is made; ``Constant``
+nodes become constants.
 
 Examples
 --------
@@ -33,13 +36,14 @@ from ..ir import Attrs, DType, Graph, Node, TensorType
 from ..passes.infer_shapes import infer_node
 from ..registry import ONNX_OPS
 from .onnx_ops import CONVERTERS, OnnxNode
+from .onnx_qdq import fold_qdq
 
 __all__ = ["import_onnx", "SUPPORTED_OPS", "MIN_OPSET"]
 
 MIN_OPSET = 13
 SUPPORTED_OPS = tuple(sorted([op.value for op in ONNX_OPS] + ["Constant"]))
 _QUANTIZED = frozenset({
-    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+    "DynamicQuantizeLinear", "QLinearConv",
     "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd", "QLinearMul", "QGemm",
     "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax"})
 _ONNX_OPS = {op.value: op for op in ONNX_OPS}
@@ -84,9 +88,12 @@ def _check_model(proto: Any) -> None:
     names = _node_names(proto)
     for node, name in zip(proto.graph.node, names):
         if node.op_type in _QUANTIZED:
-            raise ModelError(f"model is already quantized ({node.op_type} in node {name!r}); "
-                             "import of quantized models comes in issue [3/5]")
-    for node, name in zip(proto.graph.node, names):
+            raise ModelError(f"model is quantized with {node.op_type} (node {name!r}); only "
+                             "QuantizeLinear/DequantizeLinear (QDQ) models are imported")
+
+
+def _check_ops(proto: Any) -> None:
+    for node, name in zip(proto.graph.node, _node_names(proto)):
         if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
             op_type = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") \
                 else node.op_type
@@ -199,6 +206,8 @@ def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
 
     proto = _load(model)
     _check_model(proto)
+    proto, quant = fold_qdq(proto, _node_names(proto))
+    _check_ops(proto)
     g = proto.graph
     constants = {init.name: _constant_array(init.name, numpy_helper.to_array(init))
                  for init in g.initializer}
@@ -221,5 +230,5 @@ def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
     unused = {k for k in constants if k not in used}
     graph = Graph(g.name or "model", tuple(v.name for v in inputs), outputs, tuple(nodes),
                   {k: a for k, a in constants.items() if k not in unused},
-                  {k: t for k, t in types.items() if k not in unused})
+                  {k: t.with_quant(quant.get(k)) for k, t in types.items() if k not in unused})
     return graph.verify()

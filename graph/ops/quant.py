@@ -1,9 +1,10 @@
 """The integer graph's own ops: Quantize, Dequantize and Requantize.
 
-- ``Quantize`` (attribute ``scale``): float32 → int8, ``clip(rint(x / scale), -128, 127)``
-  with ``x / scale`` in float32 and ties to even, as ONNX ``QuantizeLinear``.
-- ``Dequantize`` (``scale``, per tensor or per channel along ``axis``): int → float32,
-  ``q * scale`` in float32, as ``DequantizeLinear``.
+- ``Quantize`` (attributes ``scale``, ``zero_point`` default 0): float32 → int8,
+  ``clip(rint(x / scale) + zero_point, -128, 127)`` with ``x / scale`` in float32 and
+  ties to even, as ONNX ``QuantizeLinear``.
+- ``Dequantize`` (``scale``, per tensor or per channel along ``axis``, ``zero_point``):
+  int → float32, ``(q - zero_point) * scale`` in float32, as ``DequantizeLinear``.
 - ``Requantize`` (``pre_shift``, ``multiplier``, ``post_shift``, ``axis``, ``out_dtype``,
   ``mode``): one integer rescaling, exactly what the accelerator's ALU computes on int32::
 
@@ -15,6 +16,14 @@
   ``pow2`` (VTA's scheme) is the special case ``pre_shift = 0``, ``multiplier = 1``;
   ``fixed`` uses a 15-bit multiplier and per-tensor shifts chosen so that no step
   overflows int32 (``openvta.graph.quantization`` derives them).
+
+  ``exact`` (attributes ``scale``, float32 values per channel, and ``zero_point``) is
+  onnxruntime's QLinearConv/QGemm requantization (MLAS ``MlasRequantizeOutput``)::
+
+      v = float32(acc) * scale[c]           float32, round to nearest even
+      out = rint(clip(v, -128 - zp, 127 - zp)) + zp    ties to even
+
+  A float multiply the integer ALU cannot reproduce: such nodes run on the CPU.
 """
 
 from __future__ import annotations
@@ -24,24 +33,27 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import OpError
-from ..ir import Attrs, DType, Op, TensorType
+from openvta.isa import Config
+
+from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
 from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr, wrap_int32
 from .elementwise import _on_alu
 from .kernels import round_shift
 
-__all__ = ["DEFS", "requantize", "quantize", "dequantize"]
+__all__ = ["DEFS", "requantize", "requantize_exact", "quantize", "dequantize"]
 
 _INT8 = (-128, 127)
 
 
-def quantize(x: np.ndarray, scale: float) -> np.ndarray:
-    """float → int8: ``clip(rint(x / scale), -128, 127)`` computed in float32."""
-    q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale))
+def quantize(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
+    """float → int8: ``clip(rint(x / scale) + zero_point, -128, 127)`` computed in float32."""
+    q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(q, *_INT8).astype(np.int8)
 
 
-def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None) -> np.ndarray:
-    """int → float32: ``q * scale`` in float32 (``scale`` per channel along ``axis``)."""
+def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None,
+               zero_point: int = 0) -> np.ndarray:
+    """int → float32: ``(q - zero_point) * scale`` in float32 (per channel along ``axis``)."""
     values = np.asarray(scale, dtype=np.float32)
     if len(values) > 1:
         shape = [1] * q.ndim
@@ -49,7 +61,8 @@ def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None) -> np.nd
         values = values.reshape(shape)
     else:
         values = values.reshape(())
-    return (q.astype(np.float32) * values).astype(np.float32)
+    shifted = q.astype(np.int32) - np.int32(zero_point)
+    return (shifted.astype(np.float32) * values).astype(np.float32)
 
 
 def _per_channel(values: tuple[int, ...], axis: int, ndim: int) -> np.ndarray:
@@ -79,16 +92,44 @@ def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
     return z.astype(np.int32)
 
 
+def requantize_exact(acc: np.ndarray, scale: Sequence[float], zero_point: int,
+                     axis: int) -> np.ndarray:
+    """onnxruntime's int32 → int8 requantization (module docstring), per channel along ``axis``.
+
+    Examples
+    --------
+    >>> acc = np.array([[5, 15, -25, 2000]], dtype=np.int32)
+    >>> requantize_exact(acc, (0.1,), -3, 1).tolist()  # 0.5, 1.5, -2.5: ties to even; 200 saturates
+    [[-3, -1, -5, 127]]
+    """
+    values = np.asarray(scale, dtype=np.float32)
+    if len(values) > 1:
+        shape = [1] * acc.ndim
+        shape[axis] = len(values)
+        values = values.reshape(shape)
+    product = acc.astype(np.float32) * values
+    low, high = np.float32(_INT8[0] - zero_point), np.float32(_INT8[1] - zero_point)
+    return (np.rint(np.clip(product, low, high)) + zero_point).astype(np.int8)
+
+
+def _zero_point(attrs: Attrs) -> int:
+    zero_point = int_attr(attrs, "zero_point", 0)
+    if not _INT8[0] <= zero_point <= _INT8[1]:
+        raise OpError(f"zero_point must be an int8 value, not {zero_point!r}")
+    return zero_point
+
+
 def _quantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if inputs[0].dtype is not DType.FLOAT32:
         raise OpError(f"Quantize input must be float32, not {inputs[0].dtype.value}")
     if float_attr(attrs, "scale") <= 0:
         raise OpError(f"Quantize scale must be positive, not {attrs['scale']!r}")
+    _zero_point(attrs)
     return TensorType(inputs[0].shape, DType.INT8)
 
 
 def _quantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    return quantize(inputs[0], float_attr(attrs, "scale"))
+    return quantize(inputs[0], float_attr(attrs, "scale"), _zero_point(attrs))
 
 
 def _scales(attrs: Attrs) -> tuple[float, ...]:
@@ -109,11 +150,12 @@ def _dequantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if not inputs[0].dtype.is_integer:
         raise OpError(f"Dequantize input must be an integer tensor, not {inputs[0].dtype.value}")
     _channel_count(inputs[0], len(_scales(attrs)), int_attr(attrs, "axis", 1), "Dequantize scale")
+    _zero_point(attrs)
     return TensorType(inputs[0].shape, DType.FLOAT32)
 
 
 def _dequantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    return dequantize(inputs[0], _scales(attrs), int_attr(attrs, "axis", 1))
+    return dequantize(inputs[0], _scales(attrs), int_attr(attrs, "axis", 1), _zero_point(attrs))
 
 
 def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...], int, DType]:
@@ -131,6 +173,12 @@ def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     data = inputs[0]
     if data.dtype not in (DType.INT8, DType.INT32):
         raise OpError(f"Requantize input must be int8 or int32, not {data.dtype.value}")
+    if attrs.get("mode") is RequantMode.EXACT:
+        if attrs.get("out_dtype") is not DType.INT8:
+            raise OpError(f"exact Requantize out_dtype must be int8, not {attrs.get('out_dtype')!r}")
+        _channel_count(data, len(_scales(attrs)), int_attr(attrs, "axis", 1), "Requantize scale")
+        _zero_point(attrs)
+        return TensorType(data.shape, DType.INT8)
     _, multiplier, post, axis, out = _requant_attrs(attrs)
     _channel_count(data, len(multiplier), axis, "Requantize multiplier")
     _channel_count(data, len(post), axis, "Requantize post_shift")
@@ -138,7 +186,20 @@ def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _requantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    if attrs.get("mode") is RequantMode.EXACT:
+        return requantize_exact(inputs[0], _scales(attrs), _zero_point(attrs),
+                                int_attr(attrs, "axis", 1))
     return requantize(inputs[0], *_requant_attrs(attrs))
+
+
+def _requantize_on_alu(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
+    if node.attrs.get("mode") is RequantMode.EXACT:
+        return False, ("exact requantization multiplies by a float32 scale and rounds to "
+                       "even, which the integer ALU cannot reproduce")
+    return _ALU_REQUANT(node, graph, cfg)
+
+
+_ALU_REQUANT = _on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")
 
 
 DEFS = (
@@ -147,5 +208,5 @@ DEFS = (
     OpDef(Op.DEQUANTIZE, PatternKind.ELEMWISE, (1, 1), _dequantize_infer, None, _dequantize,
           accel_ok=cpu_only("float results are made on the CPU")),
     OpDef(Op.REQUANTIZE, PatternKind.ELEMWISE, (1, 1), _requantize_infer, None, _requantize,
-          accel_ok=_on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")),
+          accel_ok=_requantize_on_alu),
 )

@@ -10,7 +10,9 @@ Each float value (graph inputs and node outputs) gets ``QuantParams`` on its typ
   the negative part is clamped to zero anyway — which doubles the resolution of the
   int8 code.
 
-Scales are ``range / 127``, rounded up to a power of two in ``pow2`` mode.
+Scales are ``range / 127``, rounded up to a power of two in ``pow2`` mode.  In
+``exact`` mode nothing is calibrated: every float activation must already carry the
+scale and zero point of the QDQ model it was imported from.
 
 Preconditions: a float graph; at least one calibration feed, checked (``feeds``).
 Postconditions: the same graph, every float activation typed with a per-tensor scale.
@@ -74,6 +76,14 @@ def _range(name: str, observed: tuple[float, float], users: list[Node]) -> float
     return max(abs(low), abs(high))
 
 
+def _model_params(graph: Graph) -> Graph:
+    for name in list(graph.inputs) + [n.outputs[0] for n in graph.nodes]:
+        if graph.types[name].dtype is DType.FLOAT32 and graph.types[name].quant is None:
+            raise PassError(_PASS, f"value {name!r} has no scale in the model; the exact mode "
+                                   "needs a QDQ model quantizing every activation")
+    return graph
+
+
 def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
               mode: RequantMode) -> Graph:
     """The graph with int8 scales on its float activations (module docstring)."""
@@ -83,6 +93,8 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         if node.op in INTERNAL_OPS:
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; calibrate "
                                    "runs on the float graph")
+    if mode is RequantMode.EXACT:
+        return _model_params(graph)
     ranges = observed_ranges(graph, feeds)
     users, producers = graph.consumers(), graph.producers()
     types = dict(graph.types)

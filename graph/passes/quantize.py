@@ -16,6 +16,8 @@ Per op, by table (see ``_RULES``):
   quantized to int32 directly), an int32 Add, a saturating Clip to int8.
 - Relu, Clip (bounds in the input's scale), pooling and shape ops: the same op on int8.
 
+In ``exact`` mode (a QDQ model's own parameters) the rules of ``quantize_exact`` apply.
+
 Preconditions: a calibrated float graph (every float activation has a scale).
 Postconditions: a verified integer graph computing the same function within
 quantization error; its inputs and outputs are the float graph's, float32.
@@ -81,16 +83,24 @@ class _Builder:
             raise PassError(_PASS, f"value {value!r} has no calibrated scale; run calibrate first")
         return quant.scale[0]
 
+    def zero_point(self, value: str) -> int:
+        """The int8 zero point of ``value`` (0 unless a QDQ model gave one)."""
+        quant = self.source.types[value].quant
+        return quant.zero_point if quant is not None else 0
+
     def as_int8(self, value: str) -> str:
         """The int8 version of float value ``value`` (quantized on first use)."""
         if value not in self.int8:
             if value in self.source.constants:
                 raise PassError(_PASS, f"constant {value!r} used as an activation cannot be "
                                        "quantized; simplify folds such nodes")
-            scale = self.scale(value)
+            scale, zero_point = self.scale(value), self.zero_point(value)
+            attrs: dict[str, object] = {"scale": scale}
+            if zero_point:
+                attrs["zero_point"] = zero_point
             out = self.name(f"{value}.q")
             self.int8[value] = self.emit(f"{value}.quantize", Op.QUANTIZE, (self.real[value],),
-                                         out, {"scale": scale}, QuantParams((scale,)))
+                                         out, attrs, QuantParams((scale,), zero_point))
         return self.int8[value]
 
     def as_real(self, value: str) -> str:
@@ -102,9 +112,13 @@ class _Builder:
             return value
         if value not in self.real:
             q = self.int8[value]
-            scale = self.types[q].quant.scale  # type: ignore[union-attr]
-            self.real[value] = self.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,), value,
-                                         {"scale": scale})
+            quant = self.types[q].quant
+            if quant is None:
+                raise PassError(_PASS, f"int8 value {q!r} has no scale")
+            attrs: dict[str, object] = {"scale": quant.scale}
+            if quant.zero_point:
+                attrs["zero_point"] = quant.zero_point
+            self.real[value] = self.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,), value, attrs)
         return self.real[value]
 
     def requantize(self, base: str, value: str, src: str, multipliers: np.ndarray, bound: int,
@@ -232,11 +246,14 @@ _RULES: dict[Op, Rule] = {
 
 def quantize(graph: Graph, mode: RequantMode) -> Graph:
     """The integer graph of calibrated ``graph`` (module docstring)."""
+    from .quantize_exact import EXACT_RULES  # it builds on this module's _Builder
+
+    rules = EXACT_RULES if mode is RequantMode.EXACT else _RULES
     b = _Builder(graph, mode)
     for node in graph.nodes:
         if node.op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE):
             raise PassError(_PASS, f"node {node.label} is already an integer-graph op")
-        rule = _RULES.get(node.op)
+        rule = rules.get(node.op)
         if rule is None or not rule(b, node):
             _float_island(b, node)
     for name in graph.outputs:

@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import OpError, PassError
-from ..ir import DType, Graph, Node, Op, TensorType
+from ..ir import DType, Graph, Node, Op, QuantParams, TensorType
 from ..registry import INTERNAL_OPS, op_def
 from ..rewrite import fresh, prune, rename_values
 from .infer_shapes import infer_shapes
@@ -111,26 +111,45 @@ def _fold_batch_norms(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes, constants=constants)
 
 
+def _moved_quant(quant: QuantParams | None, transposed: bool, factor: float,
+                 ndim: int) -> QuantParams | None:
+    """A QDQ model's quantization of a constant after a transpose, or None if rescaled."""
+    if quant is None or factor != 1.0:
+        return None
+    if quant.axis is None or not transposed:
+        return replace(quant, axis=None if quant.axis is None else quant.axis % ndim)
+    return replace(quant, axis=1 - quant.axis % 2)
+
+
 def _gemm_form(graph: Graph, node: Node, constants: dict[str, np.ndarray],
-               used: set[str]) -> Node:
-    """``node`` (MatMul or Gemm with constant 2-D weights) as Gemm with ``transB=1``."""
+               used: set[str], quants: dict[str, QuantParams | None]) -> Node:
+    """``node`` (MatMul or Gemm with constant 2-D weights) as Gemm with ``transB=1``.
+
+    A QDQ model's scales stay on the new constants (``quants``) unless alpha or beta
+    rescale them.
+    """
     weight = constants[node.inputs[1]].astype(np.float64)
     attrs = dict(node.attrs)
-    if node.op is Op.GEMM and not attrs.get("transB", 0):
+    transposed = node.op is Op.MATMUL or not attrs.get("transB", 0)
+    if transposed:
         weight = weight.T
-    elif node.op is Op.MATMUL:
-        weight = weight.T
-    weight = weight * float(attrs.pop("alpha", 1.0))  # type: ignore[arg-type]
+    alpha = float(attrs.pop("alpha", 1.0))  # type: ignore[arg-type]
+    weight = weight * alpha
     inputs = [node.inputs[0], fresh(f"{node.name}.weight", used)]
     used.add(inputs[1])
     constants[inputs[1]] = weight.astype(np.float32)
+    quants[inputs[1]] = _moved_quant(graph.types[node.inputs[1]].quant, transposed, alpha, 2)
     if len(node.inputs) > 2 and node.inputs[2] in constants:
-        bias = constants[node.inputs[2]] * float(attrs.pop("beta", 1.0))  # type: ignore[arg-type]
+        beta = float(attrs.pop("beta", 1.0))  # type: ignore[arg-type]
+        bias = constants[node.inputs[2]] * beta
         if bias.size == weight.shape[0] and bias.ndim <= 2:
             bias = bias.reshape(-1)
         inputs.append(fresh(f"{node.name}.bias", used))
         used.add(inputs[2])
         constants[inputs[2]] = bias.astype(np.float32)
+        bias_quant = graph.types[node.inputs[2]].quant
+        quants[inputs[2]] = _moved_quant(bias_quant, False, beta, 1) \
+            if bias.ndim == 1 and (bias_quant is None or bias_quant.axis in (None, 0, -1)) else None
     elif len(node.inputs) > 2:
         inputs.append(node.inputs[2])
     attrs["transB"] = 1
@@ -153,6 +172,7 @@ def _bias_add(graph: Graph, node: Node) -> tuple[Node, str] | None:
 
 def _canonical_dense(graph: Graph) -> Graph:
     constants, used = dict(graph.constants), graph.names()
+    quants: dict[str, QuantParams | None] = {}
     nodes: dict[str, Node] = {n.name: n for n in graph.nodes}
     for node in graph.nodes:
         if node.op not in (Op.MATMUL, Op.GEMM) or node.inputs[1] not in constants \
@@ -164,8 +184,10 @@ def _canonical_dense(graph: Graph) -> Graph:
                 add, bias = found
                 node = replace(node, inputs=(*node.inputs, bias), outputs=add.outputs)
                 del nodes[add.name]
-        nodes[node.name] = _gemm_form(graph, node, constants, used)
-    return graph.replace(nodes=tuple(nodes.values()), constants=constants)
+        nodes[node.name] = _gemm_form(graph, node, constants, used, quants)
+    types = dict(graph.types)
+    types.update({k: TensorType(constants[k].shape, DType.FLOAT32, q) for k, q in quants.items()})
+    return graph.replace(nodes=tuple(nodes.values()), constants=constants, types=types)
 
 
 def simplify(graph: Graph) -> Graph:

@@ -74,11 +74,11 @@ def test_model_level_errors() -> None:
     with pytest.raises(ModelError, match=r"^node 'f' \(com\.microsoft\.FusedConv\) is not supported"):
         import_onnx(make_model([custom], {"x": [2]}, ["y"]))
     quantized = [helper.make_node("Relu", ["x"], ["r"]),
-                 helper.make_node("QuantizeLinear", ["r", "s"], ["y"], name="q0")]
-    with pytest.raises(ModelError, match=r"^model is already quantized \(QuantizeLinear in node "
-                                         r"'q0'\); import of quantized models comes in issue "
-                                         r"\[3/5\]$"):
-        import_onnx(make_model(quantized, {"x": [2]}, ["y"], {"s": np.float32(0.1)}))
+                 helper.make_node("DynamicQuantizeLinear", ["r"], ["y", "s", "z"], name="q0")]
+    with pytest.raises(ModelError, match=r"^model is quantized with DynamicQuantizeLinear \(node "
+                                         r"'q0'\); only QuantizeLinear/DequantizeLinear \(QDQ\) "
+                                         r"models are imported$"):
+        import_onnx(make_model(quantized, {"x": [2]}, ["y"]))
 
 
 def test_input_errors() -> None:

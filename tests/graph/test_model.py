@@ -54,7 +54,7 @@ def test_an_onnx_model_and_feeds_from_an_iterable() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"quantize": "int4"}, r"^quantize must be one of pow2, fixed, not 'int4'$"),
+    ({"quantize": "int4"}, r"^quantize must be one of pow2, fixed, exact, not 'int4'$"),
     ({"cpu_ops": ["Lstm"]}, r"^cpu_ops entries must be op types \(.*\), not 'Lstm'$"),
     ({"cpu_nodes": "conv"}, r"^cpu_nodes must be a collection of node names, not the string 'conv'$"),
     ({"calibration": X[:, :3]}, r"^input 'x' must have shape \(N, 16, 6, 6\), not \(6, 3, 6, 6\)$"),

@@ -92,11 +92,12 @@ def test_weights_quantize_per_channel() -> None:
     assert scales2.tolist() == [2.0 ** -4, 2.0 ** -5] and q2[2].tolist() == [-64, 96]
 
 
-def _ort_single(op: str, x: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
+def _ort_single(op: str, x: np.ndarray, scale: np.ndarray, axis: int | None = None,
+                zero: np.ndarray | None = None) -> np.ndarray:
     elem = TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT8
     attrs = {} if axis is None else {"axis": axis}
     node = helper.make_node(op, ["x", "s", "z"], ["y"], **attrs)
-    zero = np.zeros(scale.shape, np.int8)
+    zero = np.zeros(scale.shape, np.int8) if zero is None else zero
     out = TensorProto.FLOAT if op == "DequantizeLinear" else TensorProto.INT8
     graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", elem, x.shape)],
                               [helper.make_tensor_value_info("y", out, None)],
@@ -116,3 +117,14 @@ def test_quantize_and_dequantize_match_onnxruntime() -> None:
     ours = dequantize(q, tuple(float(s) for s in scales), 1)
     assert np.array_equal(ours, _ort_single("DequantizeLinear", q, scales, axis=1))
     assert math.isclose(float(dequantize(np.array([3], np.int8), (0.5,), None)[0]), 1.5)
+
+
+@pytest.mark.parametrize("zero_point", [-128, -1, 0, 1, 127])
+def test_zero_points_match_onnxruntime(zero_point: int) -> None:
+    x = np.concatenate([np.linspace(-3, 3, 97, dtype=np.float32),
+                        np.array([0.25, 0.75, -0.25, 1e6, -1e6], np.float32)])
+    scale, zero = np.array(0.5, np.float32), np.array(zero_point, np.int8)
+    q = quantize(x, 0.5, zero_point)
+    assert np.array_equal(q, _ort_single("QuantizeLinear", x, scale, zero=zero))
+    assert np.array_equal(dequantize(q, (0.5,), None, zero_point),
+                          _ort_single("DequantizeLinear", q, scale, zero=zero))

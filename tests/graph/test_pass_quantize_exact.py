@@ -1,0 +1,163 @@
+"""The quantize pass in exact mode: small models quantized by onnxruntime (padded and strided
+convolutions, per-tensor and per-channel, MatMul and Gemm, a residual Add, pooling) give
+onnxruntime's outputs bit for bit; the zero point's border correction; the errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx_models import make_model
+from qdq_models import ort_outputs, quantize_qdq
+
+from openvta.graph.errors import PassError
+from openvta.graph.ir import QuantParams
+from openvta.graph.passes.quantize_exact import recover_ints
+from openvta.graph.pipeline import compile_model
+
+SIZE = 6
+
+
+def _conv_dense(rng: np.random.Generator, stride: int, pad: int, relu: bool,
+                matmul: bool) -> onnx.ModelProto:
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride] * 2,
+                              pads=[pad] * 4, name="conv")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+    nodes.append(helper.make_node("Flatten", ["r" if relu else "c"], ["f"], axis=1))
+    features = 4 * ((SIZE + 2 * pad - 3) // stride + 1) ** 2
+    inits = {"w": rng.normal(0, 0.5, (4, 3, 3, 3)), "b": rng.normal(0, 0.5, 4)}
+    if matmul:
+        nodes.append(helper.make_node("MatMul", ["f", "m"], ["y"], name="dense"))
+        inits["m"] = rng.normal(0, 0.3, (features, 5))
+    else:
+        nodes.append(helper.make_node("Gemm", ["f", "m", "mb"], ["y"], name="dense", transB=1))
+        inits.update(m=rng.normal(0, 0.3, (5, features)), mb=rng.normal(0, 1, 5))
+    return make_model(nodes, {"x": ["N", 3, SIZE, SIZE]}, ["y"],
+                      {k: v.astype(np.float32) for k, v in inits.items()})
+
+
+def _residual(rng: np.random.Generator) -> onnx.ModelProto:
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4, name="conv"),
+             helper.make_node("Add", ["c", "x"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "m", "mb"], ["y"], name="dense", transB=1)]
+    inits = {"w": rng.normal(0, 0.5, (3, 3, 3, 3)), "b": rng.normal(0, 0.5, 3),
+             "m": rng.normal(0, 0.3, (5, 3)), "mb": rng.normal(0, 1, 5)}
+    return make_model(nodes, {"x": ["N", 3, SIZE, SIZE]}, ["y"],
+                      {k: v.astype(np.float32) for k, v in inits.items()})
+
+
+CASES = {  # name: (stride, pad, relu, matmul, per_channel)
+    "pad1_relu_gemm_per_channel": (1, 1, True, False, True),
+    "stride2_pad1_matmul": (2, 1, False, True, False),
+    "stride2_unpadded_relu_matmul_per_channel": (2, 0, True, True, True),
+    "pad2_gemm": (1, 2, False, False, False),
+}
+
+
+def _quantized(tmp_path: Path, model: onnx.ModelProto, x: np.ndarray, per_channel: bool) -> Path:
+    return quantize_qdq(model, tmp_path / "model.onnx", x, per_channel=per_channel, input_name="x")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_conv_and_dense_equal_onnxruntime(case: str, tmp_path: Path) -> None:
+    stride, pad, relu, matmul, per_channel = CASES[case]
+    rng = np.random.default_rng(len(case))
+    x = rng.uniform(-1, 2, (64, 3, SIZE, SIZE)).astype(np.float32)  # asymmetric: z_x != 0
+    path = _quantized(tmp_path, _conv_dense(rng, stride, pad, relu, matmul), x, per_channel)
+    model = compile_model(path, x[:2], quantize="exact")
+    (expected,) = ort_outputs(path, {"x": x})
+    assert np.array_equal(model.reference(x)["y"], expected)
+    borders = [n for n in model.graph.nodes if n.name == "conv.border"]
+    assert len(borders) == (1 if pad else 0)  # the data zero point meets the padding
+
+
+def test_a_residual_add_and_pooling_equal_onnxruntime(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 2, (256, 3, SIZE, SIZE)).astype(np.float32)
+    path = _quantized(tmp_path, _residual(rng), x, True)
+    model = compile_model(path, x[:2], quantize="exact")
+    (expected,) = ort_outputs(path, {"x": x})
+    assert np.array_equal(model.reference(x)["y"], expected)
+    add = next(r for r in model.nodes() if r.name == "add")
+    assert add.reason == "not quantized (float32 data)"  # a float island, as onnxruntime runs it
+
+
+def test_exact_mode_needs_the_models_scales() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    with pytest.raises(PassError, match=r"^calibrate: value 'x' has no scale in the model; the "
+                                        r"exact mode needs a QDQ model quantizing every "
+                                        r"activation$"):
+        compile_model(make_model(nodes, {"x": ["N", 4]}, ["y"]), np.ones((1, 4), np.float32),
+                      quantize="exact")
+
+
+def test_recover_ints() -> None:
+    quant = QuantParams((0.5, 0.25), axis=0)
+    real = np.array([[1.0, -0.5], [0.25, 31.75]], np.float32)
+    assert recover_ints("w", real, quant, 0).tolist() == [[2, -1], [1, 127]]
+    with pytest.raises(PassError, match=r"^quantize: constant 'w' is not a dequantized integer "
+                                        r"tensor of its scale; the exact mode needs the model's "
+                                        r"own int8/int32 values$"):
+        recover_ints("w", real + np.float32(0.1), quant, 0)
+
+
+def _dense_fragment(weight: np.ndarray, weight_scale: np.ndarray, axis: int = 1,
+                    bias: np.ndarray | None = None) -> onnx.ModelProto:
+    """x (zero point -128) → Gemm(x, DQ(weight)[, DQ(bias)]) → a QDQ pair → y, hand-made."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=axis),
+             helper.make_node("Gemm", ["xd", "w"] + (["bias"] if bias is not None else []),
+                              ["c"], name="dense"),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
+    inits = {"s": np.float32(0.5), "zx": np.int8(-128), "z": np.int8(0), "wq": weight,
+             "ws": weight_scale, "wz": np.zeros(weight_scale.shape, weight.dtype)}
+    if bias is not None:
+        nodes.insert(0, helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bias"]))
+        inits.update(bq=bias, bs=np.float32(0.25), bz=np.int32(0))
+    model = make_model(nodes, {"x": ["N", 2]}, ["y"], inits)
+    return model
+
+
+@pytest.mark.parametrize("weight, scale, axis, bias, message", [
+    (np.full((2, 3), 300, np.int32), np.float32(0.5), 1, None,
+     r"^quantize: node 'dense' \(Gemm\): weights must be int8$"),
+    (np.ones((2, 3), np.int8), np.full(2, 0.5, np.float32), 0, None,
+     r"^quantize: node 'dense' \(Gemm\): weight scales must be per output channel \(axis 0\), "
+     r"not along axis 1$"),
+    (np.full((2, 3), 127, np.int8), np.float32(0.5), 1, np.full(3, 2 ** 31 - 1, np.int32),
+     r"^quantize: node 'dense' \(Gemm\): its bias with the data zero point folded in does not "
+     r"fit int32$"),
+])
+def test_dense_errors(weight, scale, axis, bias, message) -> None:
+    with pytest.raises(PassError, match=message):
+        compile_model(_dense_fragment(weight, scale, axis, bias), np.ones((1, 2), np.float32),
+                      quantize="exact")
+
+
+def test_a_fragment_without_errors_compiles() -> None:
+    model = compile_model(_dense_fragment(np.ones((2, 3), np.int8), np.float32(0.5)),
+                          np.ones((1, 2), np.float32), quantize="exact")
+    x = np.array([[1.0, 2.0]], np.float32)  # codes 2 - 128 and 4 - 128; 0.5 · 0.5 · 6 / 0.5 = 3
+    assert model.reference(x)["y"].tolist() == [[1.5, 1.5, 1.5]]
+
+
+def test_float_weights_have_no_scale() -> None:
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Gemm", ["xd", "w"], ["c"], name="dense", transB=1),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
+    inits = {"s": np.float32(0.5), "z": np.int8(0), "w": np.ones((3, 2), np.float32)}
+    with pytest.raises(PassError, match=r"^quantize: weight 'dense\.weight' has no scale in the "
+                                        r"model; the exact mode needs a QDQ model$"):
+        compile_model(make_model(nodes, {"x": ["N", 2]}, ["y"], inits),
+                      np.ones((1, 2), np.float32), quantize="exact")
