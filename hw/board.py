@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter
-from openvta.isa.counters import REG_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from openvta.runtime import Program, Progress, Result
 
 from .bridge_protocol import (
@@ -190,9 +190,9 @@ class BoardBackend:
     def read_counter(self, counter: Counter) -> int:
         """One hardware counter (its two registers; read while the core runs, the
         value may tear between them)."""
-        base = COUNTER_BASE + 8 * HW_COUNTERS.index(counter)
+        base = COUNTER_BASE + COUNTER_WIDTH // 8 * HW_COUNTERS.index(counter)
         low = self.read_register(base)
-        return self.read_register(base + 4) << REG_WIDTH | low
+        return self.read_register(base + REG_WIDTH // 8) << REG_WIDTH | low
 
     def read_counters(self) -> dict[str, int]:
         return {str(counter): self.read_counter(counter) for counter in HW_COUNTERS}

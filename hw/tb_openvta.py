@@ -34,7 +34,7 @@ from openvta.isa import (
     REG_INSN_COUNT,
     REG_STATUS,
 )
-from openvta.isa.counters import REG_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from openvta.runtime import Result, load_program
 
 CLOCK_PERIOD_NS = 10
@@ -103,8 +103,9 @@ class TB:
     async def read_counters(self) -> dict[str, int]:
         counters = {}
         for k, counter in enumerate(HW_COUNTERS):
-            low = await self.axil.read_dword(COUNTER_BASE + 8 * k)
-            high = await self.axil.read_dword(COUNTER_BASE + 8 * k + 4)
+            base = COUNTER_BASE + COUNTER_WIDTH // 8 * k
+            low = await self.axil.read_dword(base)
+            high = await self.axil.read_dword(base + REG_WIDTH // 8)
             counters[str(counter)] = high << REG_WIDTH | low
         return counters
 
