@@ -53,6 +53,7 @@ class _Builder:
         self.node_names: set[str] = set()
         self.int8: dict[str, str] = {}
         self.real: dict[str, str] = {name: name for name in graph.inputs}
+        self.dequantized: dict[str, str] = {}  # exact mode: graph inputs on their int8 grid
 
     def name(self, base: str) -> str:
         chosen = fresh(base, self.used)
@@ -246,16 +247,17 @@ _RULES: dict[Op, Rule] = {
 
 def quantize(graph: Graph, mode: RequantMode) -> Graph:
     """The integer graph of calibrated ``graph`` (module docstring)."""
-    from .quantize_exact import EXACT_RULES  # it builds on this module's _Builder
+    from .quantize_exact import EXACT_RULES, exact_island  # they build on _Builder
 
     rules = EXACT_RULES if mode is RequantMode.EXACT else _RULES
+    island = exact_island if mode is RequantMode.EXACT else _float_island
     b = _Builder(graph, mode)
     for node in graph.nodes:
         if node.op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE):
             raise PassError(_PASS, f"node {node.label} is already an integer-graph op")
         rule = rules.get(node.op)
         if rule is None or not rule(b, node):
-            _float_island(b, node)
+            island(b, node)
     for name in graph.outputs:
         b.as_real(name)
     result = Graph(graph.name, graph.inputs, graph.outputs, tuple(b.nodes), b.constants, b.types)

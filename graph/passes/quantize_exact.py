@@ -19,7 +19,8 @@ zero point, saturated.  These rules build the same integer graph:
   range (a folded QDQ pair with a zero point, ``onnx_qdq``) is no op at all.
 - Everything else (Add, Relu, Clip, average pooling, Softmax…): a float island between
   a ``Dequantize`` and a ``Quantize`` with the model's parameters — the QDQ graph's own
-  float semantics, computed in float32.
+  float semantics, computed in float32 (``exact_island``: its raw float result is never
+  read, only its int8 version and that dequantized).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from ..errors import PassError
 from ..ir import DType, Node, Op, QuantParams, RequantMode
 from ..ops.kernels import conv2d
 from ..ops.linear import _conv_geometry
-from .quantize import _PASS, Rule, _Builder, _channel_axis
+from .quantize import _PASS, Rule, _Builder, _channel_axis, _float_island
 
-__all__ = ["EXACT_RULES", "recover_ints"]
+__all__ = ["EXACT_RULES", "exact_island", "recover_ints"]
 
 
 def recover_ints(name: str, real: np.ndarray, quant: QuantParams, axis: int) -> np.ndarray:
@@ -166,6 +167,40 @@ def _clip(b: _Builder, node: Node) -> bool:
             high / quant.scale[0] + quant.zero_point < 126.5:
         return False  # it clamps inside the int8 range: a float island
     b.int8[out] = b.as_int8(data)
+    return True
+
+
+def _on_grid(b: _Builder, value: str) -> str:
+    """The float version of ``value`` that the QDQ model reads: its int8 grid, dequantized."""
+    if value in b.source.constants or b.source.types[value].quant is None \
+            or value not in b.source.inputs:
+        return b.as_real(value)  # a node's result: already made from its int8 version
+    if value not in b.dequantized:
+        q = b.as_int8(value)
+        quant = b.types[q].quant
+        if quant is None:
+            raise PassError(_PASS, f"int8 value {q!r} has no scale")
+        attrs: dict[str, object] = {"scale": quant.scale}
+        if quant.zero_point:
+            attrs["zero_point"] = quant.zero_point
+        b.dequantized[value] = b.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,),
+                                      b.name(f"{value}.dq"), attrs)
+    return b.dequantized[value]
+
+
+def exact_island(b: _Builder, node: Node) -> bool:
+    """``node`` in float32 on dequantized inputs, its result quantized with the model's scale.
+
+    The QDQ model rounds every activation to its int8 grid, so the float version of the
+    output that later readers see is the dequantized int8 one, never the raw result.
+    """
+    out = node.outputs[0]
+    if b.source.types[out].dtype is not DType.FLOAT32 or b.source.types[out].quant is None:
+        return _float_island(b, node)
+    inputs = tuple(_on_grid(b, v) for v in node.inputs)
+    b.real[out] = b.emit(node.name, node.op, inputs, b.name(f"{out}.float"), dict(node.attrs))
+    b.as_int8(out)
+    del b.real[out]  # as_real dequantizes the int8 version when a reader needs it
     return True
 
 

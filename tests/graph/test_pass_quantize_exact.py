@@ -14,7 +14,7 @@ from onnx_models import make_model
 from qdq_models import ort_outputs, quantize_qdq
 
 from openvta.graph.errors import PassError
-from openvta.graph.ir import QuantParams
+from openvta.graph.ir import Op, QuantParams
 from openvta.graph.passes.quantize_exact import recover_ints
 from openvta.graph.pipeline import compile_model
 
@@ -161,3 +161,34 @@ def test_float_weights_have_no_scale() -> None:
                                         r"model; the exact mode needs a QDQ model$"):
         compile_model(make_model(nodes, {"x": ["N", 2]}, ["y"], inits),
                       np.ones((1, 2), np.float32), quantize="exact")
+
+
+def _between_pairs(node: onnx.NodeProto, out_scale: float,
+                   inits: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """x → a QDQ pair (scale 0.5) → ``node`` (reads xd, writes c) → a QDQ pair → y."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]), node,
+             helper.make_node("QuantizeLinear", ["c", "so", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "so", "z"], ["y"])]
+    return make_model(nodes, {"x": ["N", 1, 4, 4]}, ["y"],
+                      {"s": np.float32(0.5), "so": np.float32(out_scale), "z": np.int8(0), **inits})
+
+
+@pytest.mark.parametrize("node, out_scale, inits, int8_op", [
+    (helper.make_node("MaxPool", ["xd"], ["c"], kernel_shape=[2, 2]), 0.5, {}, True),
+    (helper.make_node("MaxPool", ["xd"], ["c"], kernel_shape=[2, 2]), 0.25, {}, False),
+    (helper.make_node("Clip", ["xd", "lo", "hi"], ["c"]), 0.5,
+     {"lo": np.float32(-100.0), "hi": np.float32(100.0)}, True),
+    (helper.make_node("Clip", ["xd", "lo", "hi"], ["c"]), 0.5,
+     {"lo": np.float32(0.0), "hi": np.float32(3.0)}, False),
+])
+def test_int8_ops_only_where_the_model_keeps_the_scale(node, out_scale, inits, int8_op,
+                                                       tmp_path: Path) -> None:
+    model = _between_pairs(node, out_scale, inits)
+    x = np.random.default_rng(3).uniform(-70, 70, (16, 1, 4, 4)).astype(np.float32)
+    compiled = compile_model(model, x[:1], quantize="exact")
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    (expected,) = ort_outputs(tmp_path / "m.onnx", {"x": x})
+    assert np.array_equal(compiled.reference(x)["y"], expected)
+    dequantizes = [n for n in compiled.graph.nodes if n.op is Op.DEQUANTIZE]
+    assert len(dequantizes) == (1 if int8_op else 2)  # else a float island reads x on its grid
