@@ -1,6 +1,7 @@
 """The graph level: a model's graph IR, op registry, ONNX frontend, passes and executor.
 
-``compile_model`` takes a float32 ONNX model and calibration samples to an int8
+``compile_model`` takes a float32 ONNX model and calibration samples (or a QDQ model
+quantized by onnxruntime, with ``quantize="exact"``: its own scales) to an int8
 :class:`CompiledModel` (``reference``, ``float_reference``, ``summary``, ``save``);
 ``load_model`` reads it back; ``CompiledModel.run`` runs the CPU groups in numpy and each
 accelerator region's program on a back end.  ``import_onnx`` reads a model into a
