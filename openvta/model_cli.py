@@ -1,7 +1,7 @@
 """``openvta model``: compile an ONNX model, run it, show it.
 
     openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
-                          [--quantize fixed|pow2] [--cpu-ops Conv,Gemm] -o MODEL.ovta
+                          [--quantize fixed|pow2|exact] [--cpu-ops Conv,Gemm] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
 
@@ -34,9 +34,10 @@ def add_model_parser(sub: Any) -> None:
                       help="calibration samples: an .npz with one array per graph input")
     comp.add_argument("--config", default="default", choices=sorted(PRESETS),
                       help="accelerator preset (default default)")
-    comp.add_argument("--quantize", default="fixed", choices=("fixed", "pow2"),
-                      help="requantization: fixed (integer multiply and rounding shift) or pow2 "
-                           "(shifts only, VTA's); default fixed")
+    comp.add_argument("--quantize", default="fixed", choices=("fixed", "pow2", "exact"),
+                      help="requantization: fixed (integer multiply and rounding shift), pow2 "
+                           "(shifts only, VTA's) or exact (an already-quantized QDQ model's own "
+                           "scales and onnxruntime's rounding, on the CPU); default fixed")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("-o", "--output", required=True, help="the compiled model file (.ovta)")
