@@ -1,6 +1,6 @@
 """Instruction and micro-op objects, their encoding and decoding.
 
-An instruction object carries exactly the field names of ISA.md §2 as attributes
+An instruction object carries exactly the field names of docs/ISA.md §2 as attributes
 and the configuration it is encoded for, so ``decode(word, cfg).encode() == word``
 for every valid word.  Streams encode and decode in bulk through numpy
 (:func:`encode_stream`, :func:`decode_table`).
@@ -99,7 +99,7 @@ class _InsnBase:
 
 @dataclass(frozen=True, kw_only=True)
 class MemInsn(_InsnBase):
-    """LOAD or STORE (ISA.md §2, memory instruction)."""
+    """LOAD or STORE (docs/ISA.md §2, memory instruction)."""
 
     opcode: Opcode = Opcode.LOAD
     memory_type: MemoryType = MemoryType.INP

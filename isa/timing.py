@@ -25,7 +25,7 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   **ALU** ``alu_pipeline_cycles`` + ``alu_imm_ii_cycles`` or ``alu_vec_ii_cycles`` per
   execution; a loop with no execution adds one cycle.  An execution touching a tile
   written fewer than ``hazard_window`` executions before waits out the difference
-  (0: the RTL forwards the accumulator, ISA.md's no-hazard rule costs nothing);
+  (0: the RTL forwards the accumulator, docs/ISA.md's no-hazard rule costs nothing);
 * sync instructions (``x_size = 0``) and FINISH add nothing.
 
 Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
