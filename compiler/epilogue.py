@@ -2,7 +2,7 @@
 
 A conv2d or dense operator ends with an :class:`Epilogue`: a tuple of :class:`AluStage`
 applied in order, in place, to every int32 accumulator element, then the output cast to
-int8 (the low 8 bits, which is what the out buffer holds and STORE writes, ISA.md §3).
+int8 (the low 8 bits, which is what the out buffer holds and STORE writes, docs/ISA.md §3).
 Each stage is one ALU operation (:class:`~openvta.isa.AluOp`) whose second operand is
 
 - an **immediate** ``int`` (the ALU's 16-bit signed ``imm`` field; a SHR amount must be in
@@ -51,9 +51,9 @@ from openvta.isa.config import MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
 __all__ = ["AluStage", "ChannelOperand", "Epilogue", "IMM_FIELD", "Operand", "SHR_RANGE", "TensorOperand",
            "alu_lanes", "apply_epilogue", "apply_stages"]
 
-#: The ALU's immediate field (the same width in every configuration, ISA.md §2).
+#: The ALU's immediate field (the same width in every configuration, docs/ISA.md §2).
 IMM_FIELD = layouts_of(Config())[Format.ALU].field("imm")
-#: The SHR amounts the ALU reads from B: its low SHR_AMOUNT_WIDTH bits, signed (ISA.md §3).
+#: The SHR amounts the ALU reads from B: its low SHR_AMOUNT_WIDTH bits, signed (docs/ISA.md §3).
 SHR_RANGE = (-(1 << (SHR_AMOUNT_WIDTH - 1)), MAX_SHR_AMOUNT)
 #: The dtypes a whole-tensor operand may have, and how it is loaded.
 TENSOR_DTYPES = ("int8", "int32")
@@ -243,7 +243,7 @@ _LANES: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 
 def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """``op`` on int32 lanes as the ALU computes it (ISA.md §3); int64 in, int64 holding int32 out.
+    """``op`` on int32 lanes as the ALU computes it (docs/ISA.md §3); int64 in, int64 holding int32 out.
 
     >>> alu_lanes(AluOp.SHR, np.array([-7, 3]), np.array([1, -2])).tolist()
     [-4, 12]

@@ -1,6 +1,6 @@
 """VTA's packed tensor layouts: the operator library's packing and unpacking helpers.
 
-A packed tensor is cut into the tiles the accelerator loads whole (ISA.md §1): the
+A packed tensor is cut into the tiles the accelerator loads whole (docs/ISA.md §1): the
 outer axes count tiles, the inner two axes are one tile.  Data ``NCHW`` becomes
 ``NCHW{B}n{BI}c`` — shape ``(N/B, C/BI, H, W, B, BI)`` — so that ``packed[n, c, y, x]``
 is one inp tile ``[BATCH][BLOCK_IN]``; a kernel ``OIHW`` becomes ``OIHW{BO}o{BI}i``,

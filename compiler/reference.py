@@ -3,7 +3,7 @@
 Every reference accumulates in int64 and wraps the result to int32, which is what the
 accelerator's 32-bit accumulators compute: int64 products and sums wrap modulo 2**64,
 so their low 32 bits are exact for any integer operands.  The fused operators then
-apply WORKLOADS.md's requantization,
+apply docs/WORKLOADS.md's requantization,
 ``clip((acc >> shift) + bias, 0, 127)`` cast to int8, with an arithmetic shift of the
 int32 accumulator and an int32 (wrapping) bias add.
 """
@@ -184,7 +184,7 @@ def fused_layer(
     stride: int = 1,
     pad: int = 0,
 ) -> np.ndarray:
-    """A WORKLOADS.md benchmark layer: ``clip((conv2d(x, w) >> shift) + bias, 0, 127)``.
+    """A docs/WORKLOADS.md benchmark layer: ``clip((conv2d(x, w) >> shift) + bias, 0, 127)``.
 
     Returns
     -------

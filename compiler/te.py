@@ -317,7 +317,7 @@ def maximum(a: ExprLike, b: ExprLike) -> Expr:
 
 
 def clip(value: ExprLike, low: int, high: int) -> Expr:
-    """``max(min(value, high), low)``, lowered to ALU MIN then MAX (ISA.md §3)."""
+    """``max(min(value, high), low)``, lowered to ALU MIN then MAX (docs/ISA.md §3)."""
     if low > high:
         raise TEError(f"clip bounds must satisfy low <= high, not {low} > {high}")
     return maximum(minimum(value, high), low)

@@ -1,4 +1,4 @@
-"""The reference workloads of WORKLOADS.md as data: ResNet-18's conv2d layers and dense shapes.
+"""The reference workloads of docs/WORKLOADS.md as data: ResNet-18's conv2d layers and dense shapes.
 
 These are the yardstick for the compiler's schedules, the cycle model's utilization
 figures and the benchmarks.  :func:`random_inputs` draws the benchmark operands:
@@ -19,7 +19,7 @@ from .layout import pack_bias, pack_data, pack_kernel, pack_matrix_data, pack_ma
 __all__ = ["DENSE", "RESNET18", "Conv2dWorkload", "DenseWorkload", "UnknownWorkloadError",
            "random_inputs", "workload"]
 
-#: The bias range of the benchmark layers (WORKLOADS.md): [-2**14, 2**14).
+#: The bias range of the benchmark layers (docs/WORKLOADS.md): [-2**14, 2**14).
 BIAS_BITS = 14
 
 
@@ -95,7 +95,7 @@ class Conv2dWorkload:
 
     @property
     def ops(self) -> int:
-        """Work as WORKLOADS.md counts it: ``2·N·OH·OW·KH·KW·OC·IC``."""
+        """Work as docs/WORKLOADS.md counts it: ``2·N·OH·OW·KH·KW·OC·IC``."""
         return (2 * self.batch * self.out_hw**2 * self.kernel**2
                 * self.out_channels * self.in_channels)
 
@@ -158,7 +158,7 @@ class DenseWorkload:
 
 Workload = Union[Conv2dWorkload, DenseWorkload]
 
-# WORKLOADS.md, "ResNet-18 conv2d layers": name, H=W, in ch, out ch, kernel, pad, stride.
+# docs/WORKLOADS.md, "ResNet-18 conv2d layers": name, H=W, in ch, out ch, kernel, pad, stride.
 _RESNET18_ROWS = (
     ("C1", 224, 3, 64, 7, 3, 2),
     ("C2", 56, 64, 64, 3, 1, 1),
@@ -176,7 +176,7 @@ _RESNET18_ROWS = (
 #: ResNet-18's conv2d layers C1–C11, batch 1 (C1 runs on the CPU in VTA's flow).
 RESNET18: dict[str, Conv2dWorkload] = {row[0]: Conv2dWorkload(*row) for row in _RESNET18_ROWS}
 
-#: WORKLOADS.md's dense shapes: batch = in = out = 128, and 1×16×16.
+#: docs/WORKLOADS.md's dense shapes: batch = in = out = 128, and 1×16×16.
 DENSE: list[DenseWorkload] = [DenseWorkload(128, 128, 128), DenseWorkload(1, 16, 16)]
 
 _PREFIX = "resnet18."

@@ -1,6 +1,6 @@
 """The compute module: micro-op and accumulator loads, GEMM, ALU, FINISH.
 
-GEMM and ALU share one loop engine (ISA.md §3 loops: ``iter_out``, ``iter_in``, micro-ops
+GEMM and ALU share one loop engine (docs/ISA.md §3 loops: ``iter_out``, ``iter_in``, micro-ops
 innermost) with a five-stage pipeline, one micro-op execution per cycle:
 
 1. read the micro-op;
@@ -14,7 +14,7 @@ The accumulator's read ports are transparent for its write port, and the tiles r
 in stage 2 are brought up to date with the writes made since (forwarding: in stage 4
 for the ALU, from its own registered results; in stage 5 for the GEMM), so an
 execution that reads the tile an earlier one writes always sees the new value:
-back-to-back accumulation into one tile needs no stall (ISA.md: no hazard rule).
+back-to-back accumulation into one tile needs no stall (docs/ISA.md: no hazard rule).
 LOAD ACC and ACC_8BIT write the accumulator only; GEMM with ``reset_reg`` writes zeros
 to the accumulator only.
 """
@@ -229,7 +229,7 @@ class ComputeUnit(Elaboratable):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc8_dma.wr_addr), acc_w.data.eq(widened)]  # type: ignore[attr-defined]
         with m.Elif(self.s4_valid):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(self.s4_dst), acc_w.data.eq(result)]  # type: ignore[attr-defined]
-            # a GEMM with reset_reg leaves the out buffer alone (ISA.md decision)
+            # a GEMM with reset_reg leaves the out buffer alone (docs/ISA.md decision)
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(self.s4_dst), out_w.data.eq(low8)]  # type: ignore[attr-defined]
 
 

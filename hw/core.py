@@ -1,13 +1,13 @@
 """The accelerator core: buffers, queues, the four modules, the memory arbiter, counters.
 
-Buffers (one element per word, ISA.md §1): inp, wgt, acc (two read ports transparent
+Buffers (one element per word, docs/ISA.md §1): inp, wgt, acc (two read ports transparent
 for its write port), out, uop.  Command queues: three FIFOs of ``CMD_QUEUE_DEPTH``
 instructions.  Token queues: four counters of ``DEP_QUEUE_DEPTH``.  Memory: seven
 burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 readers;
 store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
 
 The counters of :data:`openvta.isa.HW_COUNTERS` count from ``start`` to FINISH with the
-definitions of ISA.md and the cycle model (event counters equal the functional
+definitions of docs/ISA.md and the cycle model (event counters equal the functional
 simulator's exactly).
 """
 

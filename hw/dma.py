@@ -1,6 +1,6 @@
 """DMA engines: 2-D strided copies between DRAM bursts and one on-chip buffer.
 
-:class:`DmaReader` executes a LOAD's data movement (ISA.md §3): row by row, zero
+:class:`DmaReader` executes a LOAD's data movement (docs/ISA.md §3): row by row, zero
 elements for the padding (one buffer write per cycle), DRAM rows read in bursts of at
 most ``max_burst`` beats and written one element per cycle as they arrive.
 :class:`DmaWriter` executes a STORE: buffer elements read ahead so that a beat leaves

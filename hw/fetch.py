@@ -1,7 +1,7 @@
 """Fetch and the dependency-token queues.
 
 :class:`Fetch` reads ``insn_count`` instructions from ``insn_addr`` in bursts and routes
-each, in program order, to the load, compute or store command queue (ISA.md §5),
+each, in program order, to the load, compute or store command queue (docs/ISA.md §5),
 holding the bus while the target queue is full.  :class:`TokenCounter` is one token
 queue: tokens carry no data, so a queue is an up/down counter of ``depth`` entries.
 """
@@ -91,7 +91,7 @@ class Fetch(wiring.Component):
         })
 
     def _target(self, word: object) -> object:
-        """Which queue an instruction goes to: 0 load, 1 compute, 2 store (ISA.md §5)."""
+        """Which queue an instruction goes to: 0 load, 1 compute, 2 store (docs/ISA.md §5)."""
         layout = layouts_of(self.cfg)[Format.MEM]
         op = word[: layout.field("opcode").width]  # type: ignore[index]
         mt_field = layout.field("memory_type")

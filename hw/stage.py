@@ -3,7 +3,7 @@
 :func:`instruction_cycle` builds that FSM in a module: an instruction leaves the
 command FIFO, its pop flags wait for a token in each named queue, the module's own
 ``execute`` runs until its done signal, then its push flags wait for room and push
-(ISA.md §5).  It also reports, every cycle, what the module is doing, for the
+(docs/ISA.md §5).  It also reports, every cycle, what the module is doing, for the
 performance counters.
 """
 

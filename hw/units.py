@@ -6,7 +6,7 @@ Latency: the ALU is combinational.  The GEMM core is too, unless built with
 multipliers out of the accumulate path for the FPGA clock.  Either way one micro-op
 completes per cycle.
 
-Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (ISA.md §1).
+Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (docs/ISA.md §1).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _tree_sum(values: list) -> object:
 
 
 class AluLanes(wiring.Component):
-    """``acc_out = op(a, b)`` on every accumulator lane (ISA.md §3 ALU), and its low bits.
+    """``acc_out = op(a, b)`` on every accumulator lane (docs/ISA.md §3 ALU), and its low bits.
 
     ``b`` is the second tile, or the sign-extended immediate when ``use_imm``.  The
     ``op`` and ``imm`` ports have the widths of the ALU instruction's fields.
@@ -102,7 +102,7 @@ class AluLanes(wiring.Component):
         m = Module()
         cfg = self.cfg
         n, bits = cfg.BATCH * cfg.BLOCK_OUT, cfg.ACC_WIDTH
-        # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (ISA.md §3: -32..31)
+        # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (docs/ISA.md §3: -32..31)
         shift_bits = cfg.LOG_ACC_WIDTH + 1
         lanes = []
         for w in range(n):

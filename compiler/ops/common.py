@@ -2,7 +2,7 @@
 
 Every operator ends the same way: an :class:`~openvta.compiler.epilogue.Epilogue` of
 ALU stages computed in place in the accumulator, then the int8 output is stored.  The
-benchmark operators' ``>> shift``, ``+ bias``, ``clip(0, 127)`` (WORKLOADS.md) is the
+benchmark operators' ``>> shift``, ``+ bias``, ``clip(0, 127)`` (docs/WORKLOADS.md) is the
 epilogue of their ``shift``, ``bias`` and ``clip`` parameters (:func:`operator_epilogue`),
 followed by the stages of their ``epilogue`` parameter.
 """
@@ -30,7 +30,7 @@ from ..workloads import BIAS_BITS
 __all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "as_operand", "benchmark_operands", "check_tensors", "divisors",
            "epilogue_operands", "operator_epilogue"]
 
-# The memory fields below have the same widths in every configuration (ISA.md §2).
+# The memory fields below have the same widths in every configuration (docs/ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
 #: The most zero rows or columns one DMA adds on a side (the pad fields of LOAD).
 MAX_PAD = min(_MEM.field(name).high for name in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
@@ -191,7 +191,7 @@ def check_tensors(owner: str, cfg: Config, tensors: Sequence[te.Tensor]) -> None
 
 
 def benchmark_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
-    """Random operands as WORKLOADS.md's benchmarks draw them, from ``default_rng(seed)``.
+    """Random operands as docs/WORKLOADS.md's benchmarks draw them, from ``default_rng(seed)``.
 
     int8 inputs uniform in [-128, 128), int32 inputs (the bias) in [-2**14, 2**14), drawn
     in input order (``data``, ``weight``, ``bias``): the operands of

@@ -1,6 +1,6 @@
 """conv2d on packed layouts, with its epilogue, and its default schedule.
 
-``out = clip((conv2d(data, weight) >> shift) + bias, 0, 127)`` as int8 (WORKLOADS.md),
+``out = clip((conv2d(data, weight) >> shift) + bias, 0, 127)`` as int8 (docs/WORKLOADS.md),
 then the stages of ``epilogue`` (an :class:`~openvta.compiler.epilogue.Epilogue`)
 before the cast; data ``NCHW{B}n{BI}c``, kernel ``OIHW{BO}o{BI}i``, bias and channel
 operands ``C{B}n{BO}c``, out and tensor operands ``NCHW{B}n{BO}c``.  Padding is a

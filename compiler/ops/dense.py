@@ -152,7 +152,7 @@ def dense_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any])
 
 
 def dense_layer(name: str) -> dict[str, int]:
-    """The shape of WORKLOADS.md's dense layer ``name``, e.g. ``"dense_128x128x128"``."""
+    """The shape of docs/WORKLOADS.md's dense layer ``name``, e.g. ``"dense_128x128x128"``."""
     for wl in DENSE:
         if wl.name == name:
             return {"batch": wl.batch, "in_features": wl.in_features, "out_features": wl.out_features}

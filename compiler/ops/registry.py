@@ -56,7 +56,7 @@ class OperatorSpec:
         for logical integer inputs and every parameter (``Operator.params``).
     random_operands :
         ``random_operands(op, seed) -> {symbol: array}``: random logical inputs for a
-        built operator, the benchmark's distribution for conv2d and dense (WORKLOADS.md).
+        built operator, the benchmark's distribution for conv2d and dense (docs/WORKLOADS.md).
     layers :
         named shapes (``"resnet18.C5"``) accepted as ``layer=``.
     layer :

@@ -8,7 +8,7 @@ Adjacent loops merge first when every index steps contiguously across them
 (``outer factor = inner factor × inner extent``).  Then the two loops to keep are the
 ones that leave the fewest micro-ops among the choices whose innermost remaining loop
 moves the accumulator index — consecutive micro-ops then write different tiles and the
-pipeline does not stall (ISA.md has no hazard rule; results are the same either way,
+pipeline does not stall (docs/ISA.md has no hazard rule; results are the same either way,
 as GEMM accumulation and ALU lanes commute across these loops).  Unrolled loops are
 never kept.
 """

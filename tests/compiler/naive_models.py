@@ -3,7 +3,7 @@
 One element at a time, in plain Python integers, sharing no code with
 ``openvta.compiler``: the packing is written from the layout strings (``NCHW{B}n{BI}c``:
 element ``[n][c][y][x]`` goes to tile ``[n//B][c//BI][y][x]``, lane ``[n%B][c%BI]``), the
-convolution from its definition, the requantization from WORKLOADS.md.
+convolution from its definition, the requantization from docs/WORKLOADS.md.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def requantize(acc: np.ndarray, shift: int, bias: np.ndarray | None,
     return out
 
 
-# -- epilogues (ISA.md §3's ALU, one lane at a time) -----------------------------------------
+# -- epilogues (docs/ISA.md §3's ALU, one lane at a time) -----------------------------------------
 
 
 def alu(op: str, a: int, b: int) -> int:
-    """One ALU lane from ISA.md §3's text: ``op`` is the operation's name."""
+    """One ALU lane from docs/ISA.md §3's text: ``op`` is the operation's name."""
     if op == "MIN":
         return min(a, b)
     if op == "MAX":

@@ -61,7 +61,7 @@ def test_the_stages_match_the_graphs_own_reference() -> None:
 
 
 def test_the_only_difference_from_unbounded_rounding_is_an_overflow_the_graph_excludes() -> None:
-    """round_shift(2**31 - 1, 1): the ALU's ADD 1 wraps (as ISA.md §3 says); the graph's bounds
+    """round_shift(2**31 - 1, 1): the ALU's ADD 1 wraps (as docs/ISA.md §3 says); the graph's bounds
     (|x * m| < 2**31 with m < 2**15) never produce it."""
     stages, _ = requantize_stages(0, (1,), (1,), channels=1, clip=None)
     top = np.array([[2**31 - 1]], np.int32)

@@ -1,4 +1,4 @@
-"""The WORKLOADS.md tables as data: values, sizes, name lookup, random operands."""
+"""The docs/WORKLOADS.md tables as data: values, sizes, name lookup, random operands."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from openvta.compiler.workloads import (
     workload,
 )
 
-# Typed in from WORKLOADS.md, "ResNet-18 conv2d layers", as the independent copy to check.
+# Typed in from docs/WORKLOADS.md, "ResNet-18 conv2d layers", as the independent copy to check.
 SPEC_ROWS = """
 | C1 | 224 | 3 | 64 | 7 | 3 | 2 |
 | C2 | 56 | 64 | 64 | 3 | 1 | 1 |

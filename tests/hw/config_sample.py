@@ -37,7 +37,7 @@ def _draw(rng: random.Random) -> Config:
     """One configuration: the GEMM shape and the bus anywhere in their ranges, each
     buffer 2**4 to 2**7 elements deep, queues of 1 to 16 entries."""
     log_batch, log_block = rng.randint(0, 4), rng.randint(1, 6)
-    # element bytes (ISA.md §1; checked against the Config's own below)
+    # element bytes (docs/ISA.md §1; checked against the Config's own below)
     elem = {"uop": UOP_BYTES, "inp": 1 << (log_batch + log_block),
             "wgt": 1 << (2 * log_block), "acc": 4 << (log_batch + log_block)}
     log_depth = {name: rng.randint(_log2(MIN_DEPTH), 7) for name in elem}

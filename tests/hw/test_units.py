@@ -2,7 +2,7 @@
 
 GemmCore and AluLanes (combinational) against numpy and the functional simulator's
 ``alu_lanes``; TokenCounter against a Python counter; DmaReader and DmaWriter against
-ISA.md §3 LOAD/STORE with a Python memory behind their burst port (sentinel bytes
+docs/ISA.md §3 LOAD/STORE with a Python memory behind their burst port (sentinel bytes
 everywhere outside the region they may touch); AxiArbiter against round-robin order.
 """
 
