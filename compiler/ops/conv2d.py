@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Config
-from openvta.isa.config import MAX_SHR_AMOUNT
 
 from .. import reference, te
 from ..epilogue import Epilogue, apply_epilogue
@@ -31,8 +30,8 @@ from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import workload
-from .common import IMM_FIELD, MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
-from .params import Param, check_params, describe_params
+from .common import MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
+from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "conv2d_used_input_elems",
@@ -249,13 +248,7 @@ CONV2D_PARAMS = describe_params(
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD,
           shape=True, sample=(0, 3)),
     Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 3)),
-    Param("shift", "arithmetic right shift of the accumulators before the bias add "
-          "(None: no shift)", low=0, high=MAX_SHR_AMOUNT, sample=(0, MAX_SHR_AMOUNT)),
-    Param("bias", "add a per-channel int32 bias (input 'bias') after the shift", cli=False),
-    Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
-          low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
-    Param("epilogue", "ALU stages (an Epilogue) after shift, bias and clip, before the int8 cast",
-          cli=False),
+    *tail_params("channel"),
     Param("vthreads", "virtual threads (latency hiding): they split the output channels or rows",
           low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a Conv2dPlan) instead of plan_conv2d's choice", cli=False),

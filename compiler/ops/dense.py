@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Config
-from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import unpack_out
 
 from .. import reference, te
@@ -25,8 +24,8 @@ from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
-from .common import IMM_FIELD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
-from .params import Param, check_params, describe_params
+from .common import Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
+from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["DENSE_PARAMS", "DensePlan", "dense", "dense_layer", "dense_reference", "plan_dense"]
@@ -166,13 +165,7 @@ DENSE_PARAMS = describe_params(
     Param("batch", "batch size N (rows of the data)", low=1, shape=True, sample=(1, 6)),
     Param("in_features", "input features I", low=1, flag="in", shape=True, sample=(1, 40)),
     Param("out_features", "output features O", low=1, flag="out", shape=True, sample=(1, 40)),
-    Param("shift", "arithmetic right shift of the accumulators before the bias add "
-          "(None: no shift)", low=0, high=MAX_SHR_AMOUNT, sample=(0, MAX_SHR_AMOUNT)),
-    Param("bias", "add a per-feature int32 bias (input 'bias') after the shift", cli=False),
-    Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
-          low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
-    Param("epilogue", "ALU stages (an Epilogue) after shift, bias and clip, before the int8 cast",
-          cli=False),
+    *tail_params("feature"),
     Param("vthreads", "virtual threads (latency hiding): they split the output blocks",
           low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a DensePlan) instead of plan_dense's choice", cli=False),

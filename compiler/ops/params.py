@@ -27,7 +27,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Param", "REQUIRED", "describe_params", "check_params"]
+from openvta.isa.config import MAX_SHR_AMOUNT
+
+from ..epilogue import IMM_FIELD
+
+__all__ = ["Param", "REQUIRED", "describe_params", "check_params", "tail_params"]
 
 
 class _Required:
@@ -200,3 +204,19 @@ def check_params(params: tuple[Param, ...], owner: str, values: Mapping[str, Any
     for param in params:
         param.check(values[param.name], owner)
     return {param.name: values[param.name] for param in params}
+
+
+def tail_params(bias_of: str) -> tuple[Param, ...]:
+    """The requantizing tail's parameters, the same for conv2d and dense.
+
+    ``bias_of`` is what one bias element belongs to (``"channel"``, ``"feature"``).
+    """
+    return (
+        Param("shift", "arithmetic right shift of the accumulators before the bias add "
+              "(None: no shift)", low=0, high=MAX_SHR_AMOUNT, sample=(0, MAX_SHR_AMOUNT)),
+        Param("bias", f"add a per-{bias_of} int32 bias (input 'bias') after the shift", cli=False),
+        Param("clip", "clip the result to [low, high] before the int8 cast (None: wrap to int8)",
+              low=IMM_FIELD.low, high=IMM_FIELD.high, sample=(-200, 200)),
+        Param("epilogue", "ALU stages (an Epilogue) after shift, bias and clip, before the int8 "
+              "cast", cli=False),
+    )
