@@ -3,9 +3,10 @@
 ```python blocks run in order in one namespace per page, and every ``print(...)  # value``
 comment is what that line prints. ```sh blocks run line by line with bash, in the same
 scratch folder, where ``.venv`` is this environment (so ``.venv/bin/openvta`` is the
-installed command, as after ``make``) and ``examples`` the repository's, as in a clone. ```text blocks are synopses and formats, not run.
-The few commands that cannot run here are listed in ``NOT_RUN`` with the reason, and the
-list is checked against the pages so it cannot go stale.
+installed command, as after ``make``) and ``examples`` the repository's, as in a clone.
+```text blocks are synopses and formats, not run. The few commands that cannot run here
+are listed in ``NOT_RUN`` with the reason, and the list is checked against the pages so
+it cannot go stale.
 """
 
 from __future__ import annotations
