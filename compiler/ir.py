@@ -129,6 +129,9 @@ class Copy:
     shape: tuple[int, ...]
     source_offset: tuple[int, ...]  # copy coordinate − tensor coordinate (padding)
     pragma: bool = False
+    #: tensor coordinate = step × copy coordinate per dimension (empty: all 1); a step > 1
+    #: loads every step-th row (2-D strided DMA) and is never padded
+    source_step: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

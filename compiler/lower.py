@@ -27,6 +27,9 @@ __all__ = ["Lowered", "lower_schedule", "BUFFER_SCOPES"]
 
 BUFFER_SCOPES = (Scope.INP, Scope.WGT, Scope.ACC)
 
+#: what a cache copies: the global tensor, per axis the offset (padding) and the step
+_Source = tuple[Tensor, tuple[int, ...], tuple[int, ...]]
+
 
 @dataclass(frozen=True)
 class Lowered:
@@ -193,8 +196,9 @@ def _home(schedule: Schedule, stage: Stage, located: dict[Tensor, tuple[Buffer, 
     return tiles.pop() if len(tiles) == 1 and acc not in tiles else acc
 
 
-def _copy_source(schedule: Schedule, stage: Stage) -> tuple[Tensor, tuple[int, ...]] | None:
-    """(global tensor, offsets) when ``stage`` copies it (through an inlined padding stage)."""
+def _copy_source(schedule: Schedule, stage: Stage) -> _Source | None:
+    """(global tensor, offsets, steps) when ``stage`` copies it (through an inlined padding or
+    row-selecting stage)."""
     op = stage.op
     if not isinstance(op, ComputeOp) or not isinstance(op.body, Read):
         return None
@@ -206,11 +210,12 @@ def _copy_source(schedule: Schedule, stage: Stage) -> tuple[Tensor, tuple[int, .
         return None
     if any(not (isinstance(i, Var) and i is a.var) for i, a in zip(read.indices, op.axis)):
         raise LoweringError(_where(stage), "a cache must copy its source element for element")
-    return read.tensor, (0,) * read.tensor.ndim
+    return read.tensor, (0,) * read.tensor.ndim, (1,) * read.tensor.ndim
 
 
-def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> tuple[Tensor, tuple[int, ...]]:
-    """Recognise ``select(lo <= i < hi, data[i - lo], 0)``: zero padding of ``data``."""
+def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> _Source:
+    """Recognise ``select(lo <= i < hi, data[i - lo], 0)`` (zero padding of ``data``) and
+    ``data[step * i]`` (every step-th index of an axis, not padded)."""
     op = pad.op
     assert isinstance(op, ComputeOp)
     body = op.body
@@ -219,15 +224,19 @@ def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> tuple[Tensor, 
         raise LoweringError(_where(pad), "an inlined stage copied by DMA must pad a placeholder")
     if isinstance(body, Select) and not (isinstance(body.otherwise, Const) and body.otherwise.value == 0):
         raise LoweringError(_where(pad), "padding must be zero (DMA pads with zeros)")
-    offsets = []
+    offsets, steps = [], []
     for index, axis in zip(inner.indices, op.axis):
         parts = split_index(index, {axis.var})
-        if parts is None or parts.outer is not None or parts.inner.coeff(axis.var) != 1:
-            raise LoweringError(_where(pad), "padding must index its source as i - offset")
+        step = None if parts is None else parts.inner.coeff(axis.var)
+        if parts is None or parts.outer is not None or step is None or step < 1 \
+                or (step > 1 and parts.const != 0):
+            raise LoweringError(_where(pad), "an inlined stage copied by DMA must index its source "
+                                "as i - offset or step * i")
         offsets.append(-parts.const)
+        steps.append(step)
     conditions = body.conditions if isinstance(body, Select) else ()
     _check_pad_conditions(pad, conditions, op, offsets, inner.tensor.shape)
-    return inner.tensor, tuple(offsets)
+    return inner.tensor, tuple(offsets), tuple(steps)
 
 
 def _check_pad_conditions(pad: Stage, conditions: tuple[Cmp, ...], op: ComputeOp,
@@ -249,13 +258,13 @@ def _check_pad_conditions(pad: Stage, conditions: tuple[Cmp, ...], op: ComputeOp
 def _copy(schedule: Schedule, stage: Stage, buffer: Buffer, info: StageBounds) -> Copy:
     source = _copy_source(schedule, stage)
     assert source is not None
-    tensor, offsets = source
+    tensor, offsets, steps = source
     region = info.region
-    if region.shape[-2:] != tensor.shape[-2:]:
+    if region.shape[-2:] != tensor.shape[-2:] or steps[-2:] != (1, 1):
         raise LoweringError(_where(stage), "a cache must hold whole tiles (its last two axes)")
     starts = tuple(region.start(d) for d in range(len(region.shape) - 2))
     return Copy(stage.name, Direction.LOAD, buffer, tensor, starts, region.shape[:-2], offsets[:-2],
-                pragma="dma_copy" in stage.pragmas.values())
+                pragma="dma_copy" in stage.pragmas.values(), source_step=steps[:-2])
 
 
 def _reduction_nest(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds], acc: Buffer,

@@ -4,7 +4,11 @@
 then the stages of ``epilogue`` (an :class:`~openvta.compiler.epilogue.Epilogue`)
 before the cast; data ``NCHW{B}n{BI}c``, kernel ``OIHW{BO}o{BI}i``, bias and channel
 operands ``C{B}n{BO}c``, out and tensor operands ``NCHW{B}n{BO}c``.  Padding is a
-zero-padding stage inlined into the input cache, so the DMA pads rows and columns itself.
+zero-padding stage inlined into the input cache, so the DMA pads rows and columns itself;
+a strided 1×1 conv2d reads its input through an inlined stage that keeps every
+``stride``-th row, so the DMA loads only the rows it uses (a LOAD whose row stride is
+``stride`` rows).  Columns are still loaded whole, as one contiguous DMA row per input
+row: a DMA row per used column would cost a row's overhead per element.
 
 The default schedule tiles the output into ``(cob channel blocks) × (yb rows) ×
 (xb columns)`` tiles, one set of instructions per tile; the reduction over input
@@ -70,7 +74,7 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                         parts = co_t // cob if split == "co" else oh // yb
                         if parts % vthreads:
                             continue
-                        rows, cols = (yb - 1) * stride + kernel, (xb - 1) * stride + kernel
+                        rows, cols = _window(yb, kernel, stride), (xb - 1) * stride + kernel
                         inp = icb * rows * cols * n
                         wgt = cob * icb * kernel * kernel
                         acc = cob * yb * xb * n * tiles + cob * vectors
@@ -88,6 +92,11 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
         raise LoweringError("plan conv2d", f"no tiling of this conv2d fits the buffers with "
                             f"{vthreads} virtual threads")
     return best[1]
+
+
+def _window(yb: int, kernel: int, stride: int) -> int:
+    """Input rows a tile of ``yb`` output rows loads (a strided 1×1 conv2d: only those it uses)."""
+    return yb if kernel == 1 else (yb - 1) * stride + kernel
 
 
 def _acc_operands(epilogue: Epilogue | None) -> tuple[int, int]:
@@ -141,7 +150,12 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
                                   te.placeholder(out_shape, "int8", "out")])
     plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads, epilogue=full)
     padded = data
-    if pad:
+    rows_only = kernel == 1 and stride > 1  # pad < kernel: no padding
+    if rows_only:
+        # a strided 1×1 conv2d reads every stride-th row: the DMA loads only those
+        padded = te.compute((n_t, ci_t, oh, hw, b, bi),
+                            lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k], "data_rows")
+    elif pad:
         size = hw + 2 * pad
         padded = te.compute(
             (n_t, ci_t, size, size, b, bi),
@@ -155,7 +169,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     acc = te.compute(
         (n_t, co_t, oh, oh, b, bo),
         lambda i, o, y, x, j, m: te.sum(
-            padded[i, ic, y * stride + kh, x * stride + kw, j, k].astype("int32")
+            padded[i, ic, y + kh if rows_only else y * stride + kh, x * stride + kw, j, k].astype("int32")
             * weight[o, ic, kh, kw, m, k].astype("int32"), axis=[ic, kh, kw, k]),
         "conv")
     tail = build_tail(acc, full, lambda i, o, y, x, j, m: (o, j, m), (co_t, b, bo))
@@ -175,7 +189,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     s[acc].compute_at(s[out], x_o)
     cached = s.cache_read(padded, "inp", [acc])
     wcached = s.cache_read(weight, "wgt", [acc])
-    if pad:
+    if padded is not data:
         s[padded].compute_inline()
     schedule_tail(s, tail, x_o)
     ci_, co_, yc, xc, jc, mc = s[acc].axis
