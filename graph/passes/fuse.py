@@ -13,7 +13,11 @@ Walking the graph in order, a node joins the group of one of its producers when
 
 An element-wise or broadcast node also absorbs the groups of its other producers when
 they hold only element-wise or broadcast nodes and feed only it: the requantization of
-a residual input joins the conv group of the Add.  An accelerator group that ends up
+a residual input joins the conv group of the Add.  When such a producer group has an
+anchor of its own (the downsample conv of a residual block), the element-wise nodes at
+its end that only feed this node and start from an int8 value move over instead: that
+group then ends on an int8 value a kernel can store, and the int32 rescaling runs in the
+kernel of the Add, which loads the int8 value.  An accelerator group that ends up
 with no conv or dense to anchor it moves to the CPU.  Groups are then numbered in an
 order that respects their dependencies and the nodes sorted group by group.
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import PassError
-from ..ir import Device, Graph, Node, Placement
+from ..ir import DType, Device, Graph, Node, Placement
 from ..ops.base import PatternKind
 from ..registry import op_def
 
@@ -57,6 +61,7 @@ class _Groups:
 
     def __init__(self, graph: Graph) -> None:
         self.consumers, self.producers = graph.consumers(), graph.producers()
+        self.types = graph.types
         self.outputs = set(graph.outputs)
         self.group_of: dict[str, int] = {}
         self.members: dict[int, list[Node]] = {}
@@ -92,6 +97,33 @@ class _Groups:
             self.members[target].append(member)
         self.kind[target] = max(self.kind[target], self.kind.pop(source))
 
+    def int8_tail(self, gid: int, node: Node) -> list[Node]:
+        """The element-wise nodes ending group ``gid`` that only feed ``node`` and start
+        from an int8 value of the group (empty when there is no such run)."""
+        tail: list[Node] = []
+        reader = node
+        while True:
+            inside = [v for v in reader.inputs if v in self.producers
+                      and self.group_of[self.producers[v].name] == gid]
+            if len(inside) != 1:
+                return []
+            if self.types[inside[0]].dtype is DType.INT8:  # a value a kernel can store
+                return tail
+            member = self.producers[inside[0]]
+            users = {u.name for v in member.outputs for u in self.consumers.get(v, [])}
+            if op_def(member.op).kind > PatternKind.BROADCAST or users != {reader.name} \
+                    or any(v in self.outputs for v in member.outputs):
+                return []
+            tail.append(member)
+            reader = member
+
+    def move(self, nodes: list[Node], target: int) -> None:
+        for member in nodes:
+            gid = self.group_of[member.name]
+            self.members[gid] = [m for m in self.members[gid] if m.name != member.name]
+            self.members[target].append(member)
+            self.group_of[member.name] = target
+
     def producer_groups(self, node: Node) -> list[int]:
         found = [self.group_of[self.producers[v].name] for v in node.inputs if v in self.producers]
         return list(dict.fromkeys(found))
@@ -110,9 +142,12 @@ def _group_nodes(graph: Graph) -> _Groups:
         if kind > PatternKind.BROADCAST:
             continue
         for gid in groups.producer_groups(node):
-            if gid != target and groups.kind[gid] <= PatternKind.BROADCAST \
-                    and groups.device(gid) is device and groups.feeds_only(gid, node):
+            if gid == target or groups.device(gid) is not device:
+                continue
+            if groups.kind[gid] <= PatternKind.BROADCAST and groups.feeds_only(gid, node):
                 groups.merge(gid, target)
+            elif groups.kind[gid] is _ANCHOR and groups.kind[target] is _ANCHOR:
+                groups.move(groups.int8_tail(gid, node), target)
     return groups
 
 

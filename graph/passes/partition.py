@@ -7,7 +7,10 @@ In graph order, each node is placed by:
 2. the registry's ``accel_ok(node, graph, cfg)`` predicate: its answer and reason;
 3. an element-wise or broadcast op the accelerator could run goes there only if one of
    its inputs comes from a node on the accelerator: alone it would cost a round trip to
-   DRAM for a few ALU instructions, so it stays on the CPU.
+   DRAM for a few ALU instructions, so it stays on the CPU;
+4. unless every node reading it is an element-wise or broadcast node on the
+   accelerator (walking back from the outputs): then it runs in their kernel, on a value
+   the kernel loads anyway — the rescaling of a residual input that comes from the CPU.
 
 Placement never changes the numbers: an accelerator kernel computes exactly its nodes'
 integer references.
@@ -53,6 +56,18 @@ def parse_cpu_ops(cpu_ops: Collection[str | Op]) -> frozenset[Op]:
     return frozenset(chosen)
 
 
+_ALONE = "element-wise op with no accelerator node before it"
+_BEFORE = "element-wise op run in the kernel of the accelerator nodes that read it"
+
+
+def _readers_on_accel(node: Node, graph: Graph, placed: dict[str, Placement],
+                      consumers: dict[str, list[Node]]) -> bool:
+    readers = [user for value in node.outputs for user in consumers.get(value, [])]
+    return bool(readers) and not any(v in graph.outputs for v in node.outputs) and all(
+        placed[r.name].device is Device.ACCEL and op_def(r.op).kind <= PatternKind.BROADCAST
+        for r in readers)
+
+
 def _place(node: Node, graph: Graph, cfg: Config, forced: tuple[frozenset[Op], frozenset[str]],
            placed: dict[str, Placement], producers: dict[str, Node]) -> Placement:
     if node.op in forced[0]:
@@ -65,7 +80,7 @@ def _place(node: Node, graph: Graph, cfg: Config, forced: tuple[frozenset[Op], f
     if op_def(node.op).kind <= PatternKind.BROADCAST:
         sources = [producers[v] for v in node.inputs if v in producers]
         if not any(placed[p.name].device is Device.ACCEL for p in sources):
-            return Placement(Device.CPU, "element-wise op with no accelerator node before it")
+            return Placement(Device.CPU, _ALONE)
     return Placement(Device.ACCEL, reason)
 
 
@@ -89,4 +104,8 @@ def partition(graph: Graph, cfg: Config, cpu_ops: Collection[str | Op] = (),
     producers = graph.producers()
     for node in graph.nodes:
         placed[node.name] = _place(node, graph, cfg, forced, placed, producers)
+    consumers = graph.consumers()
+    for node in reversed(graph.nodes):
+        if placed[node.name].reason == _ALONE and _readers_on_accel(node, graph, placed, consumers):
+            placed[node.name] = Placement(Device.ACCEL, _BEFORE)
     return graph.replace(nodes=tuple(replace(n, placement=placed[n.name]) for n in graph.nodes))

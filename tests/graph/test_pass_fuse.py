@@ -98,3 +98,42 @@ def test_fuse_needs_placements() -> None:
     with pytest.raises(PassError, match=r"^fuse: node 'conv' \(Conv\) has no placement; run "
                                         r"partition first$"):
         fuse(conv_relu_graph())
+
+
+def _downsample_block(pool_first: bool) -> Graph:
+    """A residual block whose skip input is a 1x1 conv (or a MaxPool, on the CPU)."""
+    consts = {f"w{i}": np.random.default_rng(i).standard_normal(shape).astype(np.float32) / 4
+              for i, shape in enumerate([(16, 16, 3, 3), (16, 16, 3, 3), (16, 16, 1, 1)])}
+    first = node("pool", Op.MAX_POOL, ("x",), "a", kernel_shape=(1, 1), strides=(1, 1),
+                 pads=(0, 0, 0, 0)) if pool_first else node("relu0", Op.RELU, ("x",), "a")
+    skip = [] if pool_first else [node("down", Op.CONV, ("a", "w2"), "d")]
+    nodes = [first, node("conv1", Op.CONV, ("a", "w0"), "c1", pads=(1, 1, 1, 1)),
+             node("relu1", Op.RELU, ("c1",), "r1"),
+             node("conv2", Op.CONV, ("r1", "w1"), "c2", pads=(1, 1, 1, 1)), *skip,
+             node("add", Op.ADD, ("c2", "a" if pool_first else "d"), "s"),
+             node("relu2", Op.RELU, ("s",), "y")]
+    return build(nodes, {"x": ("N", 16, 4, 4)}, ("y",), consts)
+
+
+def _group_of(g: Graph, name: str) -> list[str]:
+    return [n.name for n in g.nodes if n.group == g.node(name).group]
+
+
+def test_a_downsample_conv_ends_on_int8_and_the_add_rescales_its_output() -> None:
+    g = _compiled(_downsample_block(pool_first=False), (2, 16, 4, 4))
+    assert _group_of(g, "down") == ["down", "down.requantize"]
+    assert "add.in1.requantize" in _group_of(g, "add")
+    assert "conv2" in _group_of(g, "add")
+    assert all(n.placement.device is Device.ACCEL for n in g.nodes  # type: ignore[union-attr]
+               if n.name.startswith(("conv", "down", "add")))
+    _check_invariants(g)
+
+
+def test_a_residual_input_from_the_cpu_is_rescaled_in_the_add_kernel() -> None:
+    g = _compiled(_downsample_block(pool_first=True), (2, 16, 4, 4))
+    rescale = g.node("add.in1.requantize")
+    assert rescale.placement.device is Device.ACCEL  # type: ignore[union-attr]
+    assert rescale.placement.reason == ("element-wise op run in the kernel of the accelerator "  # type: ignore[union-attr]
+                                        "nodes that read it")
+    assert _group_of(g, "add")[0] == "conv2" and "add.in1.requantize" in _group_of(g, "add")
+    _check_invariants(g)

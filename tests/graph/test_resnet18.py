@@ -60,6 +60,10 @@ def _check_placement(model: CompiledModel) -> None:
             anchor = [m for m in model.graph.nodes if m.group == node.group and m.op is Op.CONV]
             assert len(anchor) == 1, f"{node.name} is not fused into a conv kernel"
     assert all(p.reason for p in placed.values())
+    # the residual inputs are rescaled inside the Add's kernel, even when they come from
+    # the CPU (the MaxPool) or from a downsample conv: every conv after conv1 is in one
+    # region, and fc in another (after the pooling)
+    assert len(model.graph.regions) == 2
 
 
 def test_building_is_deterministic() -> None:
