@@ -17,7 +17,8 @@ from .ir import LoweringError
 from .schedule import Fuse, Schedule, Split, Stage, read_of
 from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
 
-__all__ = ["Region", "IndexParts", "split_index", "substitute", "same", "StageBounds", "infer_bounds"]
+__all__ = ["Region", "IndexParts", "split_index", "substitute", "same", "StageBounds", "Tail", "infer_bounds",
+           "ragged_splits"]
 
 
 @dataclass(frozen=True)
@@ -133,31 +134,71 @@ class StageBounds:
     outer_vars: set[Var]  # loops outside the stage's attach point
 
 
-def _leaf_extents(stage: Stage, root: Mapping[IterVar, int]) -> dict[IterVar, int]:
+@dataclass(frozen=True)
+class Tail:
+    """A split that need not divide its loop (a tail tile), seen from one peeled copy of the
+    loop nest: the outer loop's iteration starts at ``start`` and the inner loop runs
+    ``extent`` times (the factor for the whole tiles, the remainder for the tail)."""
+
+    start: int
+    extent: int
+
+
+def _leaf_extents(stage: Stage, root: Mapping[IterVar, int],
+                  tails: Mapping[IterVar, Tail]) -> tuple[dict[IterVar, int], dict[Split, int]]:
+    """Extents of every iteration variable, and each split's factor."""
     ext = dict(root)
+    factors: dict[Split, int] = {}
     for rel in stage.relations:
         if isinstance(rel, Split):
             parent = ext[rel.parent]
             factor = rel.factor if rel.factor is not None else parent // (rel.nparts or 1)
-            if factor < 1 or parent % factor or (rel.nparts and parent % rel.nparts):
+            tail = tails.get(rel.outer)
+            if factor < 1 or (parent % factor and tail is None) or (rel.nparts and parent % rel.nparts):
                 amount = f"factor {rel.factor}" if rel.factor is not None else f"nparts {rel.nparts}"
                 raise LoweringError("bound inference", f"split of {stage.name}.{rel.parent.name} "
                                     f"(extent {parent}) by {amount} does not divide it")
-            ext[rel.outer], ext[rel.inner] = parent // factor, factor
+            factors[rel] = factor
+            ext[rel.outer] = -(-parent // factor)
+            ext[rel.inner] = factor if tail is None else tail.extent
         else:
             ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
-    return ext
+    return ext, factors
 
 
-def _root_env(stage: Stage, ext: Mapping[IterVar, int]) -> dict[IterVar, Expr]:
-    env: dict[IterVar, Expr] = {leaf: leaf.var for leaf in stage.leaf}
+def _root_env(stage: Stage, ext: Mapping[IterVar, int], factors: Mapping[Split, int],
+              tails: Mapping[IterVar, Tail]) -> dict[IterVar, Expr]:
+    env: dict[IterVar, Expr] = {}
+    for leaf in stage.leaf:
+        tail = tails.get(leaf)
+        env[leaf] = leaf.var if tail is None or not tail.start else BinOp("+", leaf.var, Const(tail.start))
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            env[rel.parent] = BinOp("+", BinOp("*", env[rel.outer], Const(ext[rel.inner])), env[rel.inner])
+            env[rel.parent] = BinOp("+", BinOp("*", env[rel.outer], Const(factors[rel])), env[rel.inner])
         elif isinstance(rel, Fuse):
             env[rel.outer] = BinOp("//", env[rel.fused], Const(ext[rel.inner]))
             env[rel.inner] = BinOp("%", env[rel.fused], Const(ext[rel.inner]))
     return env
+
+
+def ragged_splits(stage: Stage) -> dict[IterVar, tuple[int, int]]:
+    """The splits of an unattached stage that do not divide their loop: outer loop →
+    (the split loop's extent, the factor)."""
+    op = stage.op
+    assert isinstance(op, ComputeOp)
+    ext: dict[IterVar, int] = {a: n for a, n in zip(op.axis, stage.tensor.shape)}
+    ext.update({a: a.extent for a in op.reduce_axis})
+    ragged = {}
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            parent = ext[rel.parent]
+            factor = rel.factor if rel.factor is not None else parent // (rel.nparts or 1)
+            if factor >= 1 and parent % factor:
+                ragged[rel.outer] = (parent, factor)
+            ext[rel.outer], ext[rel.inner] = -(-parent // max(factor, 1)), factor
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ragged
 
 
 def outer_vars(stage: Stage) -> set[Var]:
@@ -170,8 +211,15 @@ def outer_vars(stage: Stage) -> set[Var]:
     return out
 
 
-def infer_bounds(schedule: Schedule, order: list[Stage]) -> dict[Stage, StageBounds]:
-    """Bounds of every compute stage in ``order`` (consumers before producers)."""
+def infer_bounds(schedule: Schedule, order: list[Stage],
+                 tails: Mapping[IterVar, Tail] | None = None) -> dict[Stage, StageBounds]:
+    """Bounds of every compute stage in ``order`` (consumers before producers).
+
+    ``tails`` maps the outer loop of each split that may leave a tail tile to the
+    :class:`Tail` of the copy of the loop nest being lowered; every other split must
+    divide its loop.
+    """
+    tails = tails or {}
     bounds: dict[Stage, StageBounds] = {}
     for stage in order:
         op = stage.op
@@ -182,8 +230,8 @@ def infer_bounds(schedule: Schedule, order: list[Stage]) -> dict[Stage, StageBou
             region = _region(schedule, stage, bounds)
         root = {a: n for a, n in zip(op.axis, region.shape)}
         root.update({a: a.extent for a in op.reduce_axis})
-        ext = _leaf_extents(stage, root)
-        env = _root_env(stage, ext)
+        ext, factors = _leaf_extents(stage, root, tails)
+        env = _root_env(stage, ext, factors, tails)
         root_env: dict[Var, Expr] = {}
         for d, axis in enumerate(op.axis):
             local = env[axis]

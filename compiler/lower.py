@@ -7,21 +7,27 @@ bias-like and whole-tensor operands — a stage reading only such a tile-shaped 
 updates that cache in place); input and weight caches attached at ``A`` or at a reduction
 loop of the reduction stage.  The output's loops down to ``A`` become host loops (one
 set of instructions per iteration), the loops inside become DMA regions and micro-op
-loops.  Anything else is refused with a :class:`LoweringError` that says why.
+loops.  A split whose outer loop is a host loop (not split again, not the virtual-thread
+axis) and whose inner loop is inside ``A`` need not divide its loop: the host loop is
+peeled into a loop over the whole tiles and one iteration over the tail tile, each
+lowered with its own extents and buffers (at the same addresses; each scope reserves
+the larger).  Anything else is refused with a :class:`LoweringError` that says why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from openvta.isa import Config
 
 from .affine import Affine
-from .bounds import Region, StageBounds, infer_bounds, same, split_index, substitute
+from .bounds import Region, StageBounds, Tail, infer_bounds, ragged_splits, same, split_index, substitute
 from .ir import (Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset,
                  Scope, Stmt)
-from .schedule import Schedule, Stage, read_of
-from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, PlaceholderOp, Read, Reduce, Select, Tensor, Var
+from .schedule import Schedule, Split, Stage, read_of
+from .te import (BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, PlaceholderOp, Read, Reduce, Select, Tensor,
+                 Var)
 
 __all__ = ["Lowered", "lower_schedule", "BUFFER_SCOPES"]
 
@@ -57,7 +63,6 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
         raise LoweringError(_where(out), "the output must stay in DRAM (global scope, not attached)")
     stages = [s for s in reversed(schedule.producers_first())
               if isinstance(s.op, ComputeOp) and not s.inline]
-    bounds = infer_bounds(schedule, stages)
     at_a = [s for s in stages if s.attach is not None and s.attach[0] is out]
     axes = {s.attach[1] for s in at_a if s.attach is not None}
     if len(axes) != 1:
@@ -70,18 +75,50 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
         if s is not out and s.scope == Scope.GLOBAL:
             raise LoweringError(_where(s), "an intermediate stage must be in a buffer scope "
                                 "(set_scope or cache_read/cache_write)")
-    host = out.leaf[: out.leaf.index(a_axis) + 1]
+    host = out.leaf[: out.leaf.index(a_axis) + 1] if a_axis in out.leaf else []
+    inner_of = {rel.outer: rel.inner for rel in out.relations if isinstance(rel, Split)}
+    # a split of a host loop whose inner loop is inside the attach point may leave a tail
+    # tile: the host loop is peeled into the whole tiles and the tail, each lowered alone
+    ragged = {axis: split for axis, split in ragged_splits(out).items()
+              if axis in host and inner_of[axis] not in host and axis is not out.vthread_axis}
+    whole = {axis: Tail(0, factor) for axis, (_, factor) in ragged.items()}
+    bounds = infer_bounds(schedule, stages, whole)
     vthreads = _vthreads(out, host, bounds[out])
-    tile = _tile_region(out, bounds[out], host)
-    buffers = _Allocator(cfg)
-    acc = buffers.add("acc", Scope.ACC, tile.shape[:-2])
-    body = _body_at_a(schedule, out, at_a, bounds, acc, tile, buffers)
-    for axis in reversed(host):
-        kind = LoopKind.VTHREAD if axis is out.vthread_axis else LoopKind.HOST
-        body = Loop(axis.var, bounds[out].extents[axis.var], body, kind)
+    pieces: list[_Allocator] = []
+
+    def lower_tile(tails: dict[IterVar, Tail]) -> Stmt:
+        info = bounds if tails == whole else infer_bounds(schedule, stages, tails)
+        tile = _tile_region(out, info[out], host)
+        buffers = _Allocator(cfg)
+        acc = buffers.add("acc", Scope.ACC, tile.shape[:-2])
+        pieces.append(buffers)
+        stmt = _body_at_a(schedule, out, at_a, info, acc, tile, buffers)
+        buffers.check(vthreads)
+        return stmt
+
+    body = _host_loops(out, host, bounds[out], ragged, whole, lower_tile)
     inputs = tuple(t for t in schedule.stages if isinstance(t.op, PlaceholderOp))
-    buffers.check(vthreads)
-    return Lowered(body, tuple(buffers.buffers), dict(buffers.used), vthreads, inputs, out.tensor, cfg)
+    used = {scope: max(p.used[scope] for p in pieces) for scope in BUFFER_SCOPES}
+    return Lowered(body, tuple(b for p in pieces for b in p.buffers), used, vthreads, inputs, out.tensor, cfg)
+
+
+def _host_loops(out: Stage, host: list[IterVar], info: StageBounds, ragged: dict[IterVar, tuple[int, int]],
+                tails: dict[IterVar, Tail], lower_tile: Callable[[dict[IterVar, Tail]], Stmt]) -> Stmt:
+    """The host loops around the tile's statements; a loop with a tail tile becomes the loop
+    over the whole tiles and one iteration over the tail, each with its own statements."""
+    if not host:
+        return lower_tile(tails)
+    axis, rest = host[0], host[1:]
+    kind = LoopKind.VTHREAD if axis is out.vthread_axis else LoopKind.HOST
+    if axis not in ragged:
+        return Loop(axis.var, info.extents[axis.var], _host_loops(out, rest, info, ragged, tails, lower_tile), kind)
+    extent, factor = ragged[axis]
+    count, remainder = divmod(extent, factor)
+    parts = [Loop(axis.var, 1, _host_loops(out, rest, info, ragged, {**tails, axis: Tail(count, remainder)},
+                                            lower_tile), kind)]
+    if count:
+        parts.insert(0, Loop(axis.var, count, _host_loops(out, rest, info, ragged, tails, lower_tile), kind))
+    return Block(tuple(parts))
 
 
 def _vthreads(out: Stage, host: list, info: StageBounds) -> int:

@@ -241,3 +241,16 @@ def epilogue_operands(cfg: Config, epilogue: Epilogue, channels: int, out_shape:
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tile_sizes(n: int) -> list[int]:
+    """The tile sizes worth trying for a loop of ``n``: for each number of tiles the
+    smallest size that covers the loop (``ceil(n / count)``; the divisors are among them).
+    A size that does not divide ``n`` leaves a smaller tail tile.
+
+    Examples
+    --------
+    >>> tile_sizes(7)
+    [1, 2, 3, 4, 7]
+    """
+    return sorted({-(-n // count) for count in range(1, n + 1)})

@@ -14,7 +14,8 @@ The default schedule tiles the output into ``(cob channel blocks) Ã— (yb rows) Ã
 (xb columns)`` tiles, one set of instructions per tile; the reduction over input
 channel blocks runs in steps of ``icb`` blocks, each step loading its input window and
 weights; virtual threads split the output channel (or row) tiles.  :func:`plan_conv2d`
-picks the largest tiles whose buffers fit the configuration.
+picks the fewest tiles whose buffers fit the configuration; a tile size need not divide
+its loop (the last tile is a smaller tail tile), except on the axis the threads split.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import workload
-from .common import MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
+from .common import (MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue,
+                     tile_sizes)
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
@@ -56,7 +58,10 @@ class Conv2dPlan:
 
 def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,
                 stride: int, vthreads: int = 1, *, epilogue: Epilogue | None = None) -> Conv2dPlan:
-    """The tiling that fits ``cfg``'s buffers with the most work per tile.
+    """The tiling that fits ``cfg``'s buffers with the fewest tiles.
+
+    Tile sizes need not divide their loop (the last tile is a smaller tail tile), except
+    on the axis the virtual threads split.
 
     The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
     channel block per channel operand (at least one: room for a bias when ``epilogue`` is
@@ -66,13 +71,14 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
     tiles, vectors = _acc_operands(epilogue)
     oh = (hw + 2 * pad - kernel) // stride + 1
     best = None
-    for cob in divisors(co_t):
-        for yb in divisors(oh):
-            for xb in divisors(oh):
+    for cob in tile_sizes(co_t):
+        for yb in tile_sizes(oh):
+            for xb in tile_sizes(oh):
                 for icb in divisors(ci_t):
                     for split in ("co", "y"):
-                        parts = co_t // cob if split == "co" else oh // yb
-                        if parts % vthreads:
+                        # the threads split whole tiles of their axis: it has no tail tile
+                        extent, size = (co_t, cob) if split == "co" else (oh, yb)
+                        if vthreads > 1 and (extent % size or (extent // size) % vthreads):
                             continue
                         rows, cols = _window(yb, kernel, stride), (xb - 1) * stride + kernel
                         inp = icb * rows * cols * n
@@ -84,8 +90,9 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                         uops = _uops(cob, yb, xb, icb, kernel)
                         if uops > cfg.uop_depth // 2:
                             continue
-                        # most output per tile, then the longest reduction step, then fewest uops
-                        score = (cob * yb * xb, icb, -uops, split == "co")
+                        # fewest tiles (most output per tile), the longest reduction step, fewest uops
+                        count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
+                        score = (-count, icb, -uops, split == "co")
                         if best is None or score > best[0]:
                             best = (score, Conv2dPlan(cob, yb, xb, icb, vthreads, split))
     if best is None:

@@ -24,7 +24,7 @@ from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
-from .common import Operator, check_tensors, divisors, epilogue_operands, operator_epilogue
+from .common import Operator, check_tensors, divisors, epilogue_operands, operator_epilogue, tile_sizes
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
@@ -41,7 +41,8 @@ class DensePlan:
 
 def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
                epilogue: Epilogue | None = None) -> DensePlan:
-    """The tiling that fits ``cfg``'s buffers with the most work per tile.
+    """The tiling that fits ``cfg``'s buffers with the fewest tiles (the last tile of a
+    loop may be a smaller tail tile, except on the output blocks the threads split).
 
     The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
     block per channel operand (at least one: room for a bias when ``epilogue`` is None).
@@ -49,16 +50,16 @@ def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
     tiles = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
     vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
     best = None
-    for nb in divisors(n_t):
-        for ob in divisors(o_t):
-            if (o_t // ob) % vthreads:
-                continue
+    for nb in tile_sizes(n_t):
+        for ob in tile_sizes(o_t):
+            if vthreads > 1 and (o_t % ob or (o_t // ob) % vthreads):
+                continue  # the threads split whole output tiles: no tail tile there
             for kb in divisors(i_t):
                 if vthreads * nb * kb > cfg.inp_depth or vthreads * ob * kb > cfg.wgt_depth \
                         or vthreads * (nb * ob * tiles + ob * vectors) > cfg.acc_depth \
                         or min(nb, ob) > cfg.uop_depth:
                     continue
-                score = (nb * ob, kb)
+                score = (-(-(-n_t // nb) * -(-o_t // ob)), kb)  # fewest tiles, longest step
                 if best is None or score > best[0]:
                     best = (score, DensePlan(nb, ob, kb, vthreads))
     if best is None:
