@@ -1,10 +1,16 @@
-"""Simulated MAC/s of the functional simulator on a blocked 256×256×256 int8 GEMM.
+"""Simulated MAC/s of the functional simulator on a blocked GEMM and on ResNet-18's layers.
 
 Target (issue [1/6]): at least 1e9 simulated MAC/s on the default configuration, on
-the project's 2-core machine.  Prints the best of several runs, with the race checker
-on (the default) and off, for 1, 2 and 4 virtual threads.
+the project's 2-core machine, for a blocked 256×256×256 int8 GEMM.  Prints the best of
+several runs, with the race checker on (the default) and off, for 1, 2 and 4 virtual
+threads.
 
-    .venv/bin/python benchmarks/functional.py [--size 256] [--repeat 7]
+Then the compiled ResNet-18 layers C2–C11 (default preset, 1 and 2 virtual threads):
+MAC/s of each with the checker on and off, and the total of the eight programs C2, C5,
+C8, C11 × 1, 2 threads that issue [3/5] compares with VTA's fsim (0.175 s on the
+project's machine; target at most half of it, 0.0875 s, with the checker on).
+
+    .venv/bin/python benchmarks/functional.py [--size 256] [--repeat 7] [--skip-gemm]
 """
 
 from __future__ import annotations
@@ -14,9 +20,15 @@ import time
 
 import numpy as np
 
+import openvta
 from openvta.blocked_gemm import build_blocked_gemm, read_gemm_output, reference_gemm
 from openvta.isa import preset
+from openvta.runtime.program import Program
 from openvta.sim.functional import run
+
+#: The programs issue [3/5] times against VTA's fsim, and fsim's time for them (s).
+FSIM_PROGRAMS = [(layer, vthreads) for layer in (2, 5, 8, 11) for vthreads in (1, 2)]
+FSIM_SECONDS = 0.175
 
 
 def main() -> None:
@@ -24,7 +36,50 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--config", default="default")
+    parser.add_argument("--skip-gemm", action="store_true", help="only the ResNet-18 layers")
     args = parser.parse_args()
+    if not args.skip_gemm:
+        blocked_gemm(args)
+    resnet18_layers(args.repeat)
+
+
+def _best_seconds(program: Program, check: bool, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run(program, check_races=check)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def resnet18_layers(repeat: int) -> None:
+    """MAC/s on ResNet-18 C2–C11 and the eight-program total against VTA's fsim."""
+    print(f"\nResNet-18 layers, default config, best of {repeat} runs")
+    print(f"{'layer':>6} {'vthreads':>8} {'MACs':>10} {'ms on':>8} {'MAC/s on':>10} "
+          f"{'ms off':>8} {'MAC/s off':>10}")
+    programs = {}
+    for layer in range(2, 12):
+        for vthreads in (1, 2):
+            program = openvta.compile("conv2d", layer=f"resnet18.C{layer}", vthreads=vthreads, seed=0)
+            programs[layer, vthreads] = program
+            macs = run(program, check_races=False).counters["macs"]
+            on, off = (_best_seconds(program, check, repeat) for check in (True, False))
+            print(f"{'C' + str(layer):>6} {vthreads:>8} {macs:>10} {on * 1e3:>8.2f} "
+                  f"{macs / on:>10.3g} {off * 1e3:>8.2f} {macs / off:>10.3g}")
+    for check in (True, False):
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for key in FSIM_PROGRAMS:
+                run(programs[key], check_races=check)
+            best = min(best, time.perf_counter() - start)
+        print(f"C2, C5, C8, C11 x 1, 2 threads, race checker {'on' if check else 'off'}: "
+              f"{best:.4f} s ({FSIM_SECONDS / best:.2f}x VTA fsim's {FSIM_SECONDS} s)")
+    print(f"target: <= {FSIM_SECONDS / 2} s (2x fsim) with the race checker on")
+
+
+def blocked_gemm(args: argparse.Namespace) -> None:
+    """MAC/s on a blocked ``size``³ GEMM (issue [1/6])."""
     cfg = preset(args.config)
     n = args.size
     rng = np.random.default_rng(0)

@@ -1,8 +1,8 @@
 """GEMM micro-op loops as matrix products (the vectorized core of the simulator).
 
 A GEMM instruction executes ``acc[D] += inp[S] · wgt[W]ᵀ`` for every point of a
-3-D iteration space: the outer loop, the inner loop and the micro-ops.  Each of the
-three axes plays one of three roles, read off the index grids:
+3-D iteration space: the outer loop, the inner loop and the micro-ops.  Each axis
+plays one of three roles, read off the index grids:
 
 * **K** (reduction): the destination does not vary along it;
 * **R** (rows): the destination varies, the weight index does not;
@@ -11,23 +11,49 @@ three axes plays one of three roles, read off the index grids:
 When every axis has a role, the instruction is one matrix product
 ``(rows·BATCH, K·BLOCK_IN) @ (K·BLOCK_IN, cols·BLOCK_OUT)`` — exactly how blocked
 GEMMs and convolutions are written.  When the micro-op axis has none (micro-ops that
-differ in destination, input and weight at once) the micro-ops are grouped by
-destination offset, each group being a K axis.  Anything else falls back to one
-product per micro-op execution.  Products are exact in float64 (|sum| < 2**53).
+differ in destination, input and weight at once, as a convolution's micro-ops over
+several output rows or channel blocks do) the micro-ops are grouped by destination
+offset and the axis is split in two, group × micro-op within the group; when both
+halves get a role that is still one product, otherwise one product per group.
+Anything else falls back to one product per micro-op execution.
+
+Exactness: every term is an int8 × int8 product, ``|x·w| ≤ 128·128 = 2**14``, so any
+partial sum over at most ``n`` terms is an integer of magnitude at most ``n·2**14``.
+float32 holds every integer up to ``2**24`` exactly, so a product summed over at most
+1024 terms is exact in float32 *in any summation order* (BLAS blocking and FMA
+included).  Longer reductions use float32 when a bound computed from the operands
+(largest row L1 norm times largest weight magnitude) is at most ``2**24``; otherwise
+they are cut into chunks of at most 1024 terms, each exact in float32, and the chunks
+summed in int64.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gemm_products"]
+__all__ = ["gemm_products", "FLOAT32_EXACT_TERMS"]
 
 _ROW, _COL, _RED = "R", "C", "K"
 _CHUNK_MACS = 1 << 22
+#: Largest integer below which float32 represents every integer (inclusive).
+_FLOAT32_EXACT = 1 << 24
+#: Terms of an int8 × int8 sum that float32 adds exactly in any order (2**24 / 2**14).
+FLOAT32_EXACT_TERMS = _FLOAT32_EXACT // (128 * 128)
 
 
 def _varies(index: np.ndarray, axis: int) -> bool:
-    return index.shape[axis] > 1 and bool((index != index.take([0], axis=axis)).any())
+    # index = uop[...] + i·factor_out + j·factor_in: affine in the two loop axes, so
+    # those are read along one line and the micro-op axes at i = j = 0
+    if index.shape[axis] <= 1:
+        return False
+    where: list[int | slice] = [slice(None)] * index.ndim
+    for loop in (0, 1):
+        if loop != axis:
+            where[loop] = 0
+    if axis < 2:
+        where[2:] = [0] * (index.ndim - 2)
+    line = index[tuple(where)]
+    return bool((line != line.take([0], axis=0 if axis < 2 else axis - 2)).any())
 
 
 def _role(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray, axis: int) -> str | None:
@@ -63,8 +89,14 @@ def gemm_products(
     if roles[2] is not None:
         return _matmul(inp, wgt, dst, src, wgt_idx, roles)
     offsets = dst[0, 0, :]
+    groups, inverse, counts = np.unique(offsets, return_inverse=True, return_counts=True)
+    if (counts == counts[0]).all():
+        split = _split_uops(dst, src, wgt_idx, len(groups), inverse)
+        if split is not None:
+            grids, split_roles = split
+            return _matmul(inp, wgt, *grids, roles[:2] + split_roles)
     targets, products = [], []
-    for offset in np.unique(offsets):
+    for offset in groups:
         sel = np.flatnonzero(offsets == offset)
         t, p = _matmul(inp, wgt, dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel],
                        roles[:2] + [_RED])
@@ -73,27 +105,84 @@ def gemm_products(
     return np.concatenate(targets), np.concatenate(products)
 
 
+def _split_uops(
+    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray, n_groups: int, group: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[str | None]] | None:
+    """The micro-op axis as two, (group, position in group), when both get a role.
+
+    Micro-ops laid out group-minor or group-major split as views (no copy); any other
+    layout is sorted by group first.
+    """
+    n = dst.shape[2]
+    per_group = n // n_groups
+    position = np.arange(n)
+    order: np.ndarray | None = None
+    if n_groups > 1 and (group == position % n_groups).all():
+        shape = (per_group, n_groups)
+    else:
+        shape = (n_groups, per_group)
+        if not (group == position // per_group).all():
+            order = np.argsort(group, kind="stable")
+    d4, s4, w4 = ((a if order is None else a[:, :, order]).reshape(a.shape[:2] + shape)
+                  for a in (dst, src, wgt_idx))
+    roles = [_role(d4, s4, w4, axis) for axis in (2, 3)]
+    if roles[0] is None or roles[1] is None:
+        return None
+    return (d4, s4, w4), roles
+
+
 def _matmul(
     inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray,
     roles: list[str | None],
 ) -> tuple[np.ndarray, np.ndarray]:
-    order = [a for a in range(3) if roles[a] == _ROW] + \
-            [a for a in range(3) if roles[a] == _COL] + [a for a in range(3) if roles[a] == _RED]
-    n_rows, n_cols, n_red = (
-        int(np.prod([dst.shape[a] for a in range(3) if roles[a] == r], dtype=np.int64))
-        for r in (_ROW, _COL, _RED)
-    )
-    shape = (n_rows, n_cols, n_red)
-    s = src.transpose(order).reshape(shape)[:, 0, :]  # inputs do not vary along columns
-    w = wgt_idx.transpose(order).reshape(shape)[0, :, :]  # weights do not vary along rows
-    d = dst.transpose(order).reshape(shape)[:, :, 0]  # destinations do not vary along K
-    x = inp[s]  # (R, K, B, BI)
-    y = wgt[w]  # (C, K, BO, BI)
-    b, bi, bo = x.shape[2], x.shape[3], y.shape[2]
-    lhs = x.transpose(0, 2, 1, 3).reshape(n_rows * b, n_red * bi).astype(np.float64)
-    rhs = y.transpose(1, 3, 0, 2).reshape(n_red * bi, n_cols * bo).astype(np.float64)
-    product = (lhs @ rhs).reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
-    return d.reshape(-1), product.reshape(n_rows * n_cols, b, bo).astype(np.int64)
+    axes = range(dst.ndim)
+    rows, cols, red = ([a for a in axes if roles[a] == r] for r in (_ROW, _COL, _RED))
+    n_rows, n_cols, n_red = (int(np.prod([dst.shape[a] for a in group], dtype=np.int64))
+                             for group in (rows, cols, red))
+    s = _plane(src, cols, rows + red, (n_rows, n_red))  # inputs do not vary along columns
+    w = _plane(wgt_idx, rows, cols + red, (n_cols, n_red))  # weights do not vary along rows
+    d = _plane(dst, red, rows + cols, (n_rows * n_cols,))  # destinations do not vary along K
+    b, bi, bo = inp.shape[1], inp.shape[2], wgt.shape[1]
+    # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI), each one copy
+    lhs = inp[s].transpose(0, 2, 1, 3).reshape(n_rows * b, n_red * bi)
+    rhs = wgt[w].transpose(0, 2, 1, 3).reshape(n_cols * bo, n_red * bi)
+    product = exact_product(lhs, rhs)
+    product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
+    return d, product.reshape(n_rows * n_cols, b, bo)
+
+
+def _plane(
+    index: np.ndarray, constant: list[int], keep: list[int], shape: tuple[int, ...]
+) -> np.ndarray:
+    """``index`` at position 0 of the axes it does not vary along, the others in order ``keep``."""
+    where = tuple(0 if a in constant else slice(None) for a in range(index.ndim))
+    remaining = [a for a in range(index.ndim) if a not in constant]
+    return index[where].transpose([remaining.index(a) for a in keep]).reshape(shape)
+
+
+def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``lhs @ rhs.T`` of int8 matrices ``(M, N)`` and ``(P, N)`` as int64, exactly (see above)."""
+    terms = lhs.shape[1]
+    x = lhs.astype(np.float32)
+    y = rhs.astype(np.float32)
+    if terms <= FLOAT32_EXACT_TERMS or _bound(x, y) <= _FLOAT32_EXACT:
+        return (x @ y.T).astype(np.int64)
+    total = np.zeros((lhs.shape[0], rhs.shape[0]), dtype=np.int64)
+    for lo in range(0, terms, FLOAT32_EXACT_TERMS):
+        hi = lo + FLOAT32_EXACT_TERMS
+        total += (x[:, lo:hi] @ y[:, lo:hi].T).astype(np.int64)
+    return total
+
+
+def _bound(x: np.ndarray, y: np.ndarray) -> float:
+    """An upper bound on ``|partial sum|`` of ``x @ y.T`` over any subset of terms."""
+    if x.size == 0 or y.size == 0:
+        return 0.0
+    # |Σ x_k y_k| <= max|y| · Σ|x_k|; the L1 sums are integers below 2**24 here... or not:
+    # computed in float64 so the bound itself is exact.
+    rows = float(np.abs(x).sum(axis=1, dtype=np.float64).max())
+    cols = float(np.abs(y).sum(axis=1, dtype=np.float64).max())
+    return min(rows * float(np.abs(y).max()), cols * float(np.abs(x).max()))
 
 
 def _per_execution(
@@ -103,7 +192,8 @@ def _per_execution(
     chunk = max(1, _CHUNK_MACS // (inp.shape[1] * inp.shape[2] * wgt.shape[1]))
     parts = []
     for lo in range(0, len(d), chunk):
-        x = inp[s[lo : lo + chunk]].astype(np.float64)
-        y = wgt[w[lo : lo + chunk]].astype(np.float64)
+        # BLOCK_IN <= 1024 terms per tile product: exact in float32
+        x = inp[s[lo : lo + chunk]].astype(np.float32)
+        y = wgt[w[lo : lo + chunk]].astype(np.float32)
         parts.append(np.einsum("ubk,uok->ubo", x, y).astype(np.int64))
     return d, np.concatenate(parts)

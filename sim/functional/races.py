@@ -84,28 +84,33 @@ class RaceChecker:
         self.read_epoch = {r: np.zeros((n, size), dtype=np.int64) for r, size in sizes.items()}
 
     def check(self, module: Module, accesses: list[Access]) -> None:
-        """Check and record ``accesses`` made by ``module``'s current instruction."""
+        """Check and record ``accesses`` made by ``module``'s current instruction.
+
+        An access's elements are an index array or, for a contiguous range, a slice:
+        the checker then works on views of its tables, in time proportional to the
+        range and with no gather or scatter.
+        """
         module = int(module)
         clock = self.clocks.clock[module]
         epoch = clock[module]
-        others = [m for m in range(len(self.clocks.history)) if m != module]
         for access in accesses:
             r, index = access.resource, access.elements
             writer, written = self.writer[r][index], self.write_epoch[r][index]
             # the last write by another module must be ordered before this access
-            seen = clock[np.maximum(writer, 0)]
-            bad = (writer >= 0) & (writer != module) & (seen < written)
+            bad = (writer >= 0) & (writer != module) & (clock[np.maximum(writer, 0)] < written)
             if bad.any():
                 k = int(np.flatnonzero(bad)[0])
-                self._report(module, access, int(index[k]), int(writer[k]), int(written[k]), "write")
+                self._report(module, access, _element(index, k), int(writer[k]), int(written[k]),
+                             "write")
             if access.write:
-                # so must every other module's last read
-                for other in others:
-                    read = self.read_epoch[r][other, index]
-                    bad = read > clock[other]
-                    if bad.any():
-                        k = int(np.flatnonzero(bad)[0])
-                        self._report(module, access, int(index[k]), int(other), int(read[k]), "read")
+                # so must every other module's last read (a module's own reads never race)
+                reads = self.read_epoch[r][:, index]
+                late = reads > clock[:, None]
+                late[module] = False
+                if late.any():
+                    other, k = (int(v[0]) for v in np.nonzero(late))
+                    self._report(module, access, _element(index, k), other, int(reads[other, k]),
+                                 "read")
                 self.writer[r][index] = module
                 self.write_epoch[r][index] = epoch
             else:
@@ -124,3 +129,10 @@ class RaceChecker:
             f"{Module(other).name.lower()} in instruction {theirs} ({self.describe(theirs)}) "
             "is not ordered before it by dependency tokens"
         )
+
+
+def _element(index: np.ndarray | slice, k: int) -> int:
+    """The ``k``-th element of an access's elements."""
+    if isinstance(index, slice):
+        return int(index.start) + k
+    return int(index[k])

@@ -29,7 +29,7 @@ class Access(NamedTuple):
 
     resource: str  # "inp", "wgt", "out" or "dram" (DRAM in granules)
     write: bool
-    elements: np.ndarray
+    elements: np.ndarray | slice  # distinct element indices, or a contiguous range
 
 
 class MachineState:
@@ -78,8 +78,12 @@ class MachineState:
             )
         return starts
 
-    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray:
+    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray | slice:
         g = self.granule
+        if len(starts) == 1 or (len(starts) > 1 and int(starts[1] - starts[0]) == row_bytes):
+            # rows back to back (x_stride == x_size): one contiguous range
+            first = int(starts[0]) // g
+            return slice(first, first + len(starts) * (row_bytes // g))
         per_row = np.arange(row_bytes // g, dtype=np.int64)
         return (starts[:, None] // g + per_row[None, :]).reshape(-1)
 
@@ -105,21 +109,27 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     starts = state.dram_rows(insn, what)
     elem = state.cfg.elem_bytes(mt)
     row_bytes = insn.x_size * elem
-    if insn.x_stride == insn.x_size or insn.y_size == 1:
-        first = int(starts[0]) if insn.y_size else 0
-        raw = state.dram[first : first + row_bytes * insn.y_size]
-    else:
-        raw = state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)]
+    raw = _dram_view(state.dram, starts, row_bytes)
     dtype, tile = state._dram_dtype[mt]
-    data = np.ascontiguousarray(raw).view(dtype).reshape((insn.y_size, insn.x_size) + tile)
+    data = raw.view(dtype).reshape((insn.y_size, insn.x_size) + tile)
     buffer = state.buffer(mt)
-    block = np.zeros((rows, cols) + buffer.shape[1:], dtype=buffer.dtype)
+    block = buffer[lo:hi].reshape((rows, cols) + buffer.shape[1:])  # a view: written in place
+    if rows * cols != insn.y_size * insn.x_size:
+        block[...] = 0
     block[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = data
-    buffer[lo:hi] = block.reshape((rows * cols,) + buffer.shape[1:])
     accesses = [Access("dram", False, state.dram_granules(starts, row_bytes))]
     if mt in (MemoryType.INP, MemoryType.WGT):
-        accesses.append(Access(mt.name.lower(), True, np.arange(lo, hi)))
+        accesses.append(Access(mt.name.lower(), True, slice(lo, hi)))
     return accesses
+
+
+def _dram_view(dram: np.ndarray, starts: np.ndarray, row_bytes: int) -> np.ndarray:
+    """The DRAM rows at byte offsets ``starts`` (evenly spaced) as a read-only ``(rows, row_bytes)`` view."""
+    if len(starts) == 0:
+        return dram[:0].reshape(0, row_bytes)
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else row_bytes
+    return np.lib.stride_tricks.as_strided(dram[int(starts[0]):], (len(starts), row_bytes),
+                                           (step, 1), writeable=False)
 
 
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
@@ -138,7 +148,7 @@ def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]
     else:
         state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)] = data.reshape(-1)
     return [
-        Access("out", False, np.arange(lo, hi)),
+        Access("out", False, slice(lo, hi)),
         Access("dram", True, state.dram_granules(starts, row_bytes)),
     ]
 
@@ -194,11 +204,11 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
     dst, products = gemm_products(state.inp, state.wgt, idx.dst, idx.src, idx.wgt)
     _accumulate(state.acc, dst, products)
     cfg = state.cfg
-    touched = unique_index(idx.dst, cfg.acc_depth)
+    touched = as_span(unique_index(idx.dst, cfg.acc_depth))
     state.out[touched] = state.acc[touched].astype(np.int8)
     accesses = [
-        Access("inp", False, unique_index(idx.src, cfg.inp_depth)),
-        Access("wgt", False, unique_index(idx.wgt, cfg.wgt_depth)),
+        Access("inp", False, as_span(unique_index(idx.src, cfg.inp_depth))),
+        Access("wgt", False, as_span(unique_index(idx.wgt, cfg.wgt_depth))),
         Access("out", True, touched),
     ]
     return accesses, executions
@@ -211,6 +221,13 @@ def unique_index(index: np.ndarray, depth: int) -> np.ndarray:
         seen[index.reshape(-1)] = True
         return np.flatnonzero(seen)
     return np.unique(index)
+
+
+def as_span(elements: np.ndarray) -> np.ndarray | slice:
+    """Sorted distinct ``elements`` as a slice when they are one contiguous range."""
+    if len(elements) and int(elements[-1]) - int(elements[0]) + 1 == len(elements):
+        return slice(int(elements[0]), int(elements[-1]) + 1)
+    return elements
 
 
 def _accumulate(acc: np.ndarray, dst: np.ndarray, values: np.ndarray) -> None:
@@ -233,6 +250,6 @@ def execute_alu(state: MachineState, insn: AluInsn, what: str) -> tuple[list[Acc
         return [], 0
     dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
     apply_alu(state.acc, AluOp(insn.alu_opcode), dst, None if insn.use_imm else src, insn.imm)
-    touched = unique_index(dst, state.cfg.acc_depth)
+    touched = as_span(unique_index(dst, state.cfg.acc_depth))
     state.out[touched] = state.acc[touched].astype(np.int8)
     return [Access("out", True, touched)], executions
