@@ -56,8 +56,13 @@ def choose_scale(value_range: float, mode: RequantMode) -> float:
 
     >>> choose_scale(12.7, RequantMode.FIXED), choose_scale(12.7, RequantMode.POW2)
     (0.09999999999999999, 0.125)
+    >>> choose_scale(0.0, RequantMode.FIXED) == 1 / 127
+    True
     """
-    scale = max(float(value_range), _TINY_RANGE) / 127.0
+    # A value that is zero on every calibration sample is 0 at any scale; like
+    # onnxruntime, take a unit range then: a scale of 1e-6/127 would put a bias of 1 in
+    # the reader's accumulator at 10**10, beyond int32.
+    scale = (float(value_range) if value_range >= _TINY_RANGE else 1.0) / 127.0
     if mode is RequantMode.POW2:
         return 2.0 ** math.ceil(math.log2(scale))
     return scale

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from onnx_models import run_onnxruntime
+from onnx_models import make_model, run_onnxruntime
 
 from openvta.graph.ir import DType, RequantMode
 from openvta.graph.ops.kernels import round_div, round_shift
 from openvta.graph.ops.quant import dequantize, quantize, requantize
+from openvta.graph.pipeline import compile_model
 from openvta.graph.quantization import (MULTIPLIER_BITS, X_BITS, fixed_requant, pow2_requant,
                                         pre_shift_for, quantize_weights, requant_params)
 
@@ -128,3 +129,19 @@ def test_zero_points_match_onnxruntime(zero_point: int) -> None:
     assert np.array_equal(q, _ort_single("QuantizeLinear", x, scale, zero=zero))
     assert np.array_equal(dequantize(q, (0.5,), None, zero_point),
                           _ort_single("DequantizeLinear", q, scale, zero=zero))
+
+
+def test_a_value_that_calibrates_to_zero_keeps_a_biased_reader_within_int32() -> None:
+    """Relu after a BatchNormalization that makes every sample negative: its output is all
+    zero, and the Gemm reading it still quantizes (its bias in a unit range's scale)."""
+    inits = {"w": np.ones((3, 4), np.float32), "b": np.array([0.9, -0.7, -1.3], np.float32),
+             "shift": np.full((4,), -100.0, np.float32)}
+    nodes = [helper.make_node("Add", ["x", "shift"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Gemm", ["r", "w", "b"], ["y"], transB=1)]
+    model = make_model(nodes, {"x": ["N", 4]}, ["y"], inits)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    for mode in ("fixed", "pow2"):
+        compiled = compile_model(model, x, quantize=mode)
+        np.testing.assert_allclose(compiled.reference(x)["y"], np.tile(inits["b"], (2, 1)),
+                                   atol=0.02)
