@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import openvta
 from openvta.compiler import LoweringError, conv2d, dense
@@ -14,6 +16,7 @@ from openvta.isa import preset
 from openvta.runtime import Device
 
 DEFAULT = preset("default")
+TINY = preset("tiny")
 
 
 def _conv_inputs(op, seed: int) -> dict[str, np.ndarray]:
@@ -107,3 +110,38 @@ def test_tail_tiles_on_the_rtl() -> None:
     for op, inputs in ((conv, _conv_inputs(conv, 5)), (fc, _dense_inputs(fc, 5))):
         result = openvta.simulate(op.build(inputs), backend="rtl")
         np.testing.assert_array_equal(result["out"], op.reference(inputs))
+
+
+@st.composite
+def _tiled_conv2d(draw) -> tuple[dict, Conv2dPlan]:
+    """A small conv2d and a tiling whose sizes are drawn freely (mostly not divisors)."""
+    kernel = draw(st.sampled_from([1, 2, 3]))
+    pad = draw(st.integers(0, kernel - 1))
+    hw = draw(st.integers(max(1, kernel - 2 * pad), 13))
+    stride = draw(st.integers(1, 3))
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    co_t, ci_t = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    # two threads split whole channel tiles; one thread may take any channel tile
+    split = [d for d in divisors(co_t) if (co_t // d) % 2 == 0]
+    vthreads = draw(st.sampled_from([1, 2])) if split else 1
+    cob = draw(st.sampled_from(split)) if vthreads == 2 else draw(st.integers(1, co_t))
+    plan = Conv2dPlan(cob, draw(st.integers(1, oh)), draw(st.integers(1, oh)),
+                      draw(st.sampled_from(divisors(ci_t))), vthreads, "co")
+    shape = dict(ci=ci_t * TINY.BLOCK_IN, co=co_t * TINY.BLOCK_OUT, hw=hw, kernel=kernel, pad=pad,
+                 stride=stride)
+    return shape, plan
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(case=_tiled_conv2d())
+def test_any_tiling_that_fits_matches_numpy(case: tuple[dict, Conv2dPlan]) -> None:
+    shape, plan = case
+    op = conv2d(TINY, **shape, vthreads=plan.vthreads, plan=plan)
+    inputs = _conv_inputs(op, 0)
+    try:
+        program = op.build(inputs)
+    except LoweringError as error:  # tiles too large for tiny's buffers: nothing to compare
+        assume("does not fit" not in str(error))
+        raise
+    result = Device("functional").run(program)
+    np.testing.assert_array_equal(op.unpack(program.read("out", result.dram)), op.reference(inputs))
