@@ -70,7 +70,10 @@ def _waves_exact(dst: np.ndarray, src: np.ndarray, wave: np.ndarray) -> bool:
 
 def apply_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None, imm: int) -> None:
     """Run ALU executions ``acc[dst[u]] = op(acc[dst[u]], imm or acc[src[u]])`` in order."""
-    wave = _occurrence(dst)
+    if len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()):
+        wave = np.zeros(len(dst), dtype=np.int64)  # distinct destinations: one wave
+    else:
+        wave = _occurrence(dst)
     if src is not None and not _waves_exact(dst, src, wave):
         for u in range(len(dst)):
             acc[dst[u]] = alu_lanes(op, acc[dst[u]], acc[src[u]])

@@ -22,7 +22,7 @@ import numpy as np
 from openvta.isa import Module
 
 from ..errors import RaceError
-from .semantics import Access
+from .semantics import Access, Rows
 
 __all__ = ["VectorClocks", "RaceChecker"]
 
@@ -80,41 +80,46 @@ class RaceChecker:
         self.describe = describe
         self.granule = granule
         self.writer = {r: np.full(size, -1, dtype=np.int8) for r, size in sizes.items()}
-        self.write_epoch = {r: np.zeros(size, dtype=np.int64) for r, size in sizes.items()}
-        self.read_epoch = {r: np.zeros((n, size), dtype=np.int64) for r, size in sizes.items()}
+        # epochs count one module's instructions: int32 halves the memory each check streams
+        self.write_epoch = {r: np.zeros(size, dtype=np.int32) for r, size in sizes.items()}
+        self.read_epoch = {r: np.zeros((n, size), dtype=np.int32) for r, size in sizes.items()}
 
     def check(self, module: Module, accesses: list[Access]) -> None:
         """Check and record ``accesses`` made by ``module``'s current instruction.
 
-        An access's elements are an index array or, for a contiguous range, a slice:
-        the checker then works on views of its tables, in time proportional to the
-        range and with no gather or scatter.
+        An access's elements are an index array, or a contiguous range or evenly spaced
+        rows: the checker then works on views of its tables, in time proportional to
+        the elements and with no gather or scatter.
         """
         module = int(module)
-        clock = self.clocks.clock[module]
+        clock = [int(c) for c in self.clocks.clock[module]]
         epoch = clock[module]
+        others = [m for m in range(len(clock)) if m != module]
         for access in accesses:
             r, index = access.resource, access.elements
-            writer, written = self.writer[r][index], self.write_epoch[r][index]
+            writer, written = _select(self.writer[r], index), _select(self.write_epoch[r], index)
             # the last write by another module must be ordered before this access
-            bad = (writer >= 0) & (writer != module) & (clock[np.maximum(writer, 0)] < written)
-            if bad.any():
+            bad = None
+            for other in others:
+                late = (writer == other) & (written > clock[other])
+                bad = late if bad is None else bad | late
+            if bad is not None and bad.any():
                 k = int(np.flatnonzero(bad)[0])
-                self._report(module, access, _element(index, k), int(writer[k]), int(written[k]),
-                             "write")
+                self._report(module, access, _element(index, k), int(writer.flat[k]),
+                             int(written.flat[k]), "write")
             if access.write:
                 # so must every other module's last read (a module's own reads never race)
-                reads = self.read_epoch[r][:, index]
-                late = reads > clock[:, None]
-                late[module] = False
-                if late.any():
-                    other, k = (int(v[0]) for v in np.nonzero(late))
-                    self._report(module, access, _element(index, k), other, int(reads[other, k]),
-                                 "read")
-                self.writer[r][index] = module
-                self.write_epoch[r][index] = epoch
+                for other in others:
+                    reads = _select(self.read_epoch[r][other], index)
+                    late = reads > clock[other]
+                    if late.any():
+                        k = int(np.flatnonzero(late)[0])
+                        self._report(module, access, _element(index, k), other,
+                                     int(reads.flat[k]), "read")
+                _assign(self.writer[r], index, module)
+                _assign(self.write_epoch[r], index, epoch)
             else:
-                self.read_epoch[r][module, index] = epoch
+                _assign(self.read_epoch[r][module], index, epoch)
 
     def _report(
         self, module: Module, access: Access, element: int, other: int, epoch: int, kind: str
@@ -131,8 +136,32 @@ class RaceChecker:
         )
 
 
-def _element(index: np.ndarray | slice, k: int) -> int:
+def _select(table: np.ndarray, index: np.ndarray | slice | Rows) -> np.ndarray:
+    """``table[..., index]``; a view unless ``index`` is an index array."""
+    if isinstance(index, Rows):
+        step = table.strides[-1]
+        return np.lib.stride_tricks.as_strided(
+            table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
+            table.strides[:-1] + (index.stride * step, step), writeable=False)
+    return table[..., index]
+
+
+def _assign(table: np.ndarray, index: np.ndarray | slice | Rows, value: int | np.integer) -> None:
+    """``table[..., index] = value`` (overlapping rows get the same value, so order is moot)."""
+    if isinstance(index, Rows):
+        step = table.strides[-1]
+        view = np.lib.stride_tricks.as_strided(
+            table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
+            table.strides[:-1] + (index.stride * step, step))
+        view[...] = value
+    else:
+        table[..., index] = value
+
+
+def _element(index: np.ndarray | slice | Rows, k: int) -> int:
     """The ``k``-th element of an access's elements."""
+    if isinstance(index, Rows):
+        return index.start + (k // index.row_len) * index.stride + k % index.row_len
     if isinstance(index, slice):
         return int(index.start) + k
     return int(index[k])

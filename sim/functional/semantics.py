@@ -15,13 +15,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, decode_uops
+from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, layouts_of
+from openvta.isa.encoding import Format
 
 from ..errors import MemoryAccessError
 from .alu import apply_alu
 from .gemm import gemm_products
 
-__all__ = ["Access", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
+__all__ = ["Access", "Rows", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
+
+
+class Rows(NamedTuple):
+    """Evenly spaced rows of contiguous elements: ``start + y·stride + x``, row-major."""
+
+    start: int
+    rows: int
+    row_len: int
+    stride: int
 
 
 class Access(NamedTuple):
@@ -29,7 +39,8 @@ class Access(NamedTuple):
 
     resource: str  # "inp", "wgt", "out" or "dram" (DRAM in granules)
     write: bool
-    elements: np.ndarray | slice  # distinct element indices, or a contiguous range
+    #: element indices, a contiguous range, or evenly spaced rows (strided DRAM)
+    elements: np.ndarray | slice | Rows
 
 
 class MachineState:
@@ -44,6 +55,10 @@ class MachineState:
         self.acc = np.zeros((cfg.acc_depth, b, bo), dtype=np.int32)
         self.out = np.zeros((cfg.out_depth, b, bo), dtype=np.int8)
         self.uop = np.zeros(cfg.uop_depth, dtype=np.uint32)
+        fields = layouts_of(cfg)[Format.UOP].fields
+        #: (name, shift, mask) of each micro-op field, all unsigned and in word 0
+        self.uop_fields = [(f.name, f.shift, f.mask) for f in fields]
+        assert not any(f.signed or f.word for f in fields)
         #: DRAM race tracking granule: the smallest element of any memory type.
         self.granule = min(cfg.elem_bytes(m) for m in MemoryType)
         self._dram_dtype: dict[MemoryType, tuple[np.dtype, tuple[int, ...]]] = {
@@ -78,12 +93,15 @@ class MachineState:
             )
         return starts
 
-    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray | slice:
+    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray | slice | Rows:
         g = self.granule
         if len(starts) == 1 or (len(starts) > 1 and int(starts[1] - starts[0]) == row_bytes):
             # rows back to back (x_stride == x_size): one contiguous range
             first = int(starts[0]) // g
             return slice(first, first + len(starts) * (row_bytes // g))
+        step = int(starts[1] - starts[0]) if len(starts) > 1 else 0
+        if len(starts) and step % g == 0 and int(starts[0]) % g == 0:
+            return Rows(int(starts[0]) // g, len(starts), row_bytes // g, step // g)
         per_row = np.arange(row_bytes // g, dtype=np.int64)
         return (starts[:, None] // g + per_row[None, :]).reshape(-1)
 
@@ -169,7 +187,9 @@ def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> Lo
             f"{what} uses micro-ops {insn.uop_bgn}..{insn.uop_end - 1}, outside the micro-op "
             f"buffer (depth {cfg.uop_depth})"
         )
-    uops = decode_uops(state.uop[insn.uop_bgn : insn.uop_end], cfg)
+    # decode_uops, inlined: micro-op fields are unsigned bit fields of one 32-bit word
+    words = state.uop[insn.uop_bgn : insn.uop_end].astype(np.int64)
+    uops = {name: (words >> shift) & mask for name, shift, mask in state.uop_fields}
     i = np.arange(insn.iter_out, dtype=np.int64)[:, None, None]
     j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
 
