@@ -39,10 +39,13 @@ def quantize_qdq(model: str | Path | onnx.ModelProto, out: Path, samples: np.nda
     """``model`` quantized by onnxruntime (QDQ, int8 activations and weights) into ``out``."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    if isinstance(model, onnx.ModelProto):
-        source = out.with_suffix(".float.onnx")
-        onnx.save(model, str(source))
-        model = source
+    # quantize_static writes "<model>-inferred.onnx" beside its input: always quantize a
+    # private copy, so that two test workers never share (and delete) that file.
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model))
+    source = out.with_suffix(".float.onnx")
+    onnx.save(model, str(source))
+    model = source
     quantize_static(str(model), str(out), _reader(input_name, samples, 32),  # type: ignore[arg-type]
                     quant_format=QuantFormat.QDQ, per_channel=per_channel,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
