@@ -29,9 +29,11 @@ summed in int64.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["gemm_products", "FLOAT32_EXACT_TERMS"]
+__all__ = ["Products", "gemm_products", "exact_product", "FLOAT32_EXACT_TERMS"]
 
 _ROW, _COL, _RED = "R", "C", "K"
 _CHUNK_MACS = 1 << 22
@@ -39,6 +41,15 @@ _CHUNK_MACS = 1 << 22
 _FLOAT32_EXACT = 1 << 24
 #: Terms of an int8 × int8 sum that float32 adds exactly in any order (2**24 / 2**14).
 FLOAT32_EXACT_TERMS = _FLOAT32_EXACT // (128 * 128)
+
+
+class Products(NamedTuple):
+    """Tile products of one GEMM instruction and the buffer elements they read."""
+
+    targets: np.ndarray  # accumulator indices (N,), possibly repeated
+    values: np.ndarray  # int64 (N, BATCH, BLOCK_OUT) to add into them
+    inputs: np.ndarray  # every inp index read (with repeats), fewer than the grid holds
+    weights: np.ndarray  # every wgt index read (with repeats)
 
 
 def _varies(index: np.ndarray, axis: int) -> bool:
@@ -67,7 +78,7 @@ def _role(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray, axis: int) -> str |
 
 def gemm_products(
     inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Products:
     """Tile products of one GEMM instruction, summed per destination where it is cheap.
 
     Parameters
@@ -79,9 +90,9 @@ def gemm_products(
 
     Returns
     -------
-    (targets, products)
-        accumulator indices ``(N,)`` (possibly repeated) and int64 products
-        ``(N, BATCH, BLOCK_OUT)`` to add into them.
+    Products
+        accumulator indices ``(N,)`` (possibly repeated), int64 products
+        ``(N, BATCH, BLOCK_OUT)`` to add into them, and the inp and wgt indices read.
     """
     roles = [_role(dst, src, wgt_idx, axis) for axis in range(3)]
     if roles[0] is None or roles[1] is None:
@@ -95,14 +106,9 @@ def gemm_products(
         if split is not None:
             grids, split_roles = split
             return _matmul(inp, wgt, *grids, roles[:2] + split_roles)
-    targets, products = [], []
-    for offset in groups:
-        sel = np.flatnonzero(offsets == offset)
-        t, p = _matmul(inp, wgt, dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel],
-                       roles[:2] + [_RED])
-        targets.append(t)
-        products.append(p)
-    return np.concatenate(targets), np.concatenate(products)
+    parts = [_matmul(inp, wgt, dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel], roles[:2] + [_RED])
+             for sel in (np.flatnonzero(offsets == offset) for offset in groups)]
+    return Products(*(np.concatenate(column) for column in zip(*parts)))
 
 
 def _split_uops(
@@ -134,7 +140,7 @@ def _split_uops(
 def _matmul(
     inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray,
     roles: list[str | None],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Products:
     axes = range(dst.ndim)
     rows, cols, red = ([a for a in axes if roles[a] == r] for r in (_ROW, _COL, _RED))
     n_rows, n_cols, n_red = (int(np.prod([dst.shape[a] for a in group], dtype=np.int64))
@@ -148,7 +154,7 @@ def _matmul(
     rhs = wgt[w].transpose(0, 2, 1, 3).reshape(n_cols * bo, n_red * bi)
     product = exact_product(lhs, rhs)
     product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
-    return d, product.reshape(n_rows * n_cols, b, bo)
+    return Products(d, product.reshape(n_rows * n_cols, b, bo), s.reshape(-1), w.reshape(-1))
 
 
 def _plane(
@@ -187,13 +193,14 @@ def _bound(x: np.ndarray, y: np.ndarray) -> float:
 
 def _per_execution(
     inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Products:
     s, w, d = src.reshape(-1), wgt_idx.reshape(-1), dst.reshape(-1)
     chunk = max(1, _CHUNK_MACS // (inp.shape[1] * inp.shape[2] * wgt.shape[1]))
+    # one tile product sums BLOCK_IN terms: exact in float32 up to 1024 of them
+    dtype = np.float32 if inp.shape[2] <= FLOAT32_EXACT_TERMS else np.float64
     parts = []
     for lo in range(0, len(d), chunk):
-        # BLOCK_IN <= 1024 terms per tile product: exact in float32
-        x = inp[s[lo : lo + chunk]].astype(np.float32)
-        y = wgt[w[lo : lo + chunk]].astype(np.float32)
+        x = inp[s[lo : lo + chunk]].astype(dtype)
+        y = wgt[w[lo : lo + chunk]].astype(dtype)
         parts.append(np.einsum("ubk,uok->ubo", x, y).astype(np.int64))
-    return d, np.concatenate(parts)
+    return Products(d, np.concatenate(parts), s, w)

@@ -221,14 +221,14 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
         state.acc[idx.dst.reshape(-1)] = 0
         return [], executions
     assert idx.wgt is not None
-    dst, products = gemm_products(state.inp, state.wgt, idx.dst, idx.src, idx.wgt)
-    _accumulate(state.acc, dst, products)
+    products = gemm_products(state.inp, state.wgt, idx.dst, idx.src, idx.wgt)
+    _accumulate(state.acc, products.targets, products.values)
     cfg = state.cfg
-    touched = as_span(unique_index(idx.dst, cfg.acc_depth))
+    touched = as_span(unique_index(products.targets, cfg.acc_depth))
     state.out[touched] = state.acc[touched].astype(np.int8)
     accesses = [
-        Access("inp", False, as_span(unique_index(idx.src, cfg.inp_depth))),
-        Access("wgt", False, as_span(unique_index(idx.wgt, cfg.wgt_depth))),
+        Access("inp", False, as_span(unique_index(products.inputs, cfg.inp_depth))),
+        Access("wgt", False, as_span(unique_index(products.weights, cfg.wgt_depth))),
         Access("out", True, touched),
     ]
     return accesses, executions
