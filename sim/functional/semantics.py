@@ -194,13 +194,16 @@ def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> Lo
     j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
 
     def expand(name: str, factor_out: int, factor_in: int, depth: int, buffer: str) -> np.ndarray:
-        idx = uops[name][None, None, :] + i * factor_out + j * factor_in
-        if idx.size and int(idx.max()) >= depth:
-            raise MemoryAccessError(
-                f"{what} reaches {buffer} buffer element {int(idx.max())} through {name}, "
-                f"past its depth ({depth})"
-            )
-        return idx
+        base = uops[name]
+        # factors are unsigned: the largest index is at the last iteration of both loops
+        if base.size and insn.iter_out and insn.iter_in:
+            top = int(base.max()) + (insn.iter_out - 1) * factor_out + (insn.iter_in - 1) * factor_in
+            if top >= depth:
+                raise MemoryAccessError(
+                    f"{what} reaches {buffer} buffer element {top} through {name}, "
+                    f"past its depth ({depth})"
+                )
+        return base[None, None, :] + i * factor_out + j * factor_in
 
     dst = expand("dst_idx", insn.dst_factor_out, insn.dst_factor_in, cfg.acc_depth, "acc")
     if isinstance(insn, AluInsn):
