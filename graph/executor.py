@@ -27,7 +27,8 @@ over its cycles times the peak MACs per cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,34 +36,15 @@ from openvta.compiler.layout import pack_by_layout, unpack_by_layout
 from openvta.isa import Config, Counter, timing_for
 from openvta.runtime import Device as Target
 from openvta.runtime import Program, Result
+from openvta.sim.cycle.report import CycleReport
 
 from .errors import ExecutionError
 from .execute import run_node
 from .ir import Device, Graph
 from .regions import Region, Role
+from .report import KernelReport, ModelReport, span_compute_busy_cycles, span_dram_bytes
 
 __all__ = ["KernelReport", "ModelReport", "run_graph", "apportion"]
-
-
-@dataclass(frozen=True)
-class KernelReport:
-    """One fused group as run: its name, where it ran, its cycles and GEMM utilization.
-
-    ``cycles`` is 0 and ``utilization`` None on the CPU and on back ends that count no time.
-    """
-
-    name: str
-    placement: Device
-    cycles: int = 0
-    utilization: float | None = None
-
-
-@dataclass(frozen=True)
-class ModelReport:
-    """Whole-model cycles (every program run of every region) and one entry per fused group."""
-
-    cycles: int
-    kernels: tuple[KernelReport, ...]
 
 
 class _Run:
@@ -72,6 +54,9 @@ class _Run:
         self.cfg, self.target = cfg, target
         self.cycles: dict[int, int] = {}
         self.weights: dict[int, list[int]] = {}
+        self.busy: dict[int, int] | None = {}  # None once a run is not timed per instruction
+        self.runs: dict[int, int] = {}
+        self.cpu_seconds: dict[int | None, float] = {}
         self.samples = 0
         self.timed = False
 
@@ -101,8 +86,10 @@ class _Run:
     def tally(self, region: Region, image: Program, result: Result) -> None:
         """Add one program run's per-kernel cycles (nothing where the back end counts no time)."""
         report = result.report
+        busy: list[int] | None = None
         if hasattr(report, "span_cycles"):  # the cycle model's report: per-instruction timing
             spans = list(report.span_cycles(region.kernel_starts))
+            busy = span_compute_busy_cycles(report.model.records, region.kernel_starts, image)
         else:
             total = result.counters.get(Counter.CYCLES.value)
             if total is None:
@@ -112,8 +99,13 @@ class _Run:
                 self.weights[region.index] = model.span_cycles(region.kernel_starts)
             spans = apportion(int(total), self.weights[region.index])
         self.timed = True
-        for kernel, cycles in zip(region.kernels, spans):
+        self.runs[region.index] = self.runs.get(region.index, 0) + 1
+        for k, (kernel, cycles) in enumerate(zip(region.kernels, spans)):
             self.cycles[kernel.group] = self.cycles.get(kernel.group, 0) + cycles
+            if busy is None or self.busy is None:
+                self.busy = None
+            else:
+                self.busy[kernel.group] = self.busy.get(kernel.group, 0) + busy[k]
 
 
 def _batch(region: Region, inputs: Mapping[str, np.ndarray]) -> int:
@@ -171,7 +163,10 @@ def run_graph(graph: Graph, cfg: Config, feeds: Mapping[str, np.ndarray],
             raise ExecutionError(f"node {node.label} is placed on the accelerator but no region "
                                  "program runs it; compile the model again")
         if region is None:
+            start = time.perf_counter()
             values[node.outputs[0]] = run_node(graph, node, values)
+            wall = time.perf_counter() - start
+            run.cpu_seconds[node.group] = run.cpu_seconds.get(node.group, 0.0) + wall
         elif region.index not in done:
             run.region(region, values)
             done.add(region.index)
@@ -179,17 +174,54 @@ def run_graph(graph: Graph, cfg: Config, feeds: Mapping[str, np.ndarray],
 
 
 def _report(graph: Graph, cfg: Config, run: _Run) -> ModelReport:
-    peak = cfg.macs_per_uop // timing_for(cfg).gemm_ii_cycles
-    macs = {k.group: k.macs for r in graph.regions for k in r.kernels}
     groups: dict[int | None, list[str]] = {}
     for node in graph.nodes:
         groups.setdefault(node.group, []).append(node.name)
+    accel = _accelerator_reports(graph, cfg, run)
     kernels = []
     for group, names in groups.items():
-        if group not in macs:
-            kernels.append(KernelReport("+".join(names), Device.CPU))
-            continue
-        cycles = run.cycles.get(group, 0)
-        use = macs[group] * run.samples / (cycles * peak) if run.timed and cycles else None
-        kernels.append(KernelReport("+".join(names), Device.ACCEL, cycles, use))
-    return ModelReport(sum(run.cycles.values()), tuple(kernels))
+        name = "+".join(names)
+        if group in accel:
+            kernels.append(replace(accel[group], name=name))
+        else:
+            kernels.append(KernelReport(name, Device.CPU, cpu_seconds=run.cpu_seconds.get(group, 0.0)))
+    return ModelReport(sum(run.cycles.values()), tuple(kernels), timing_for(cfg).clock_mhz)
+
+
+def _accelerator_reports(graph: Graph, cfg: Config, run: _Run) -> dict[int, KernelReport]:
+    """Per accelerator group: cycles, utilization and, once timed, bytes and the ideal bound."""
+    peak = cfg.macs_per_uop // timing_for(cfg).gemm_ii_cycles
+    compulsory = _compulsory_bytes(graph, cfg) if run.timed else {}
+    reports = {}
+    for region in graph.regions:
+        runs = run.runs.get(region.index, 0)
+        moved = (span_dram_bytes(region.program, region.kernel_starts, cfg)
+                 if run.timed and region.program is not None else [])
+        for k, kernel in enumerate(region.kernels):
+            cycles, macs = run.cycles.get(kernel.group, 0), kernel.macs * run.samples
+            report = KernelReport(kernel.name, Device.ACCEL, cycles, macs=macs)
+            if run.timed and cycles:
+                read, written = compulsory[kernel.group]
+                bound = CycleReport(cycles, {}, macs, peak, moved[k][0] * runs, moved[k][1] * runs,
+                                    cfg.bus_bytes, timing_for(cfg).clock_mhz,
+                                    compulsory_read_bytes=read * runs,
+                                    compulsory_write_bytes=written * runs)
+                busy = None if run.busy is None else run.busy.get(kernel.group, 0)
+                report = replace(report, utilization=macs / (cycles * peak),
+                                 compute_busy_cycles=busy, dram_read_bytes=bound.dram_read_bytes,
+                                 dram_write_bytes=bound.dram_write_bytes,
+                                 ideal_cycles=bound.ideal_cycles, ideal_bound=bound.ideal_bound)
+            reports[kernel.group] = report
+    return reports
+
+
+def _compulsory_bytes(graph: Graph, cfg: Config) -> dict[int, tuple[int, int]]:
+    """Per accelerator group, ``(read, written)``: its operator's compulsory bytes per program run."""
+    from .passes.match_kernels import group_kernels
+
+    out = {}
+    for group, match in group_kernels(graph, cfg).items():
+        operator = match.build(cfg)
+        read = sum(operator.used_bytes(n) for n in operator.logical_shapes if n != "out")
+        out[group] = (read, operator.used_bytes("out"))
+    return out

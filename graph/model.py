@@ -23,10 +23,11 @@ from openvta.isa import Config, ConfigError
 
 from .errors import GraphError, ModelError
 from .execute import execute
-from .executor import KernelReport, ModelReport, run_graph
+from .executor import run_graph
 from .feeds import Feed, as_feeds
 from .ir import Device, Graph, RequantMode
 from .regions import check_program
+from .report import KernelReport, ModelReport
 from .serialize import graph_from_json, graph_to_json, read_archive, write_archive
 from .summary import NodeSummary, summarize, summary_text
 
