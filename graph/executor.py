@@ -210,7 +210,8 @@ def _accelerator_reports(graph: Graph, cfg: Config, run: _Run) -> dict[int, Kern
                 report = replace(report, utilization=macs / (cycles * peak),
                                  compute_busy_cycles=busy, dram_read_bytes=bound.dram_read_bytes,
                                  dram_write_bytes=bound.dram_write_bytes,
-                                 ideal_cycles=bound.ideal_cycles, ideal_bound=bound.ideal_bound)
+                                 ideal_cycles=bound.ideal_cycles, ideal_bound=bound.ideal_bound,
+                                 roofline=bound)
             reports[kernel.group] = report
     return reports
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from openvta.isa import AluInsn, Config, GemmInsn, MemInsn, Opcode
 from openvta.runtime import Program
 from openvta.sim.cycle.model import InsnRecord
+from openvta.sim.cycle.report import CycleReport
 
 from .ir import Device
 
@@ -59,9 +60,13 @@ class KernelReport:
         ``"compute"`` or ``"memory"``: which roof limits any schedule.
     cpu_seconds :
         wall time of its nodes on the host (CPU groups; 0.0 on the accelerator).
+    roofline :
+        the kernel alone as the cycle model's report (its cycles, MACs, moved and compulsory
+        bytes; no module statistics), whose ``ideal_arithmetic_intensity``, ``gops`` and
+        ``ideal_fraction`` place it on the roofline; None where ``ideal_cycles`` is.
 
     Two reports are equal when their counted figures are: ``cpu_seconds`` (a wall-time
-    measurement) and ``compute_busy_cycles`` (known only where every instruction is timed, so
+    measurement), ``roofline`` (derived) and ``compute_busy_cycles`` (known only where every instruction is timed, so
     a board's report can equal the cycle model's) do not enter the comparison.
     """
 
@@ -76,6 +81,7 @@ class KernelReport:
     ideal_cycles: float | None = None
     ideal_bound: str | None = None
     cpu_seconds: float = field(default=0.0, compare=False)
+    roofline: CycleReport | None = field(default=None, compare=False, repr=False)
 
     @property
     def ideal_fraction(self) -> float | None:

@@ -53,6 +53,17 @@ def test_roofline(tmp_path: Path) -> None:
     assert "[2 images]" in out
 
 
+def test_resnet18(tmp_path: Path) -> None:
+    out = _execute("resnet18.ipynb", tmp_path)
+    assert "equal to the integer reference: True" in out
+    assert "accelerator cycles = " in out and "where the time goes:" in out
+    assert "two threads beat one on every layer: True" in out
+    assert "no kernel exceeds its roofline: True" in out
+    assert "the region's program alone takes as many cycles as its kernels in the network run: True" in out
+    assert "[4 images]" in out  # utilization bars, roofline, kernel timeline, module timeline
+    assert (tmp_path / "timeline_resnet18.png").read_bytes()[:4] == b"\x89PNG"
+
+
 @pytest.mark.rtl
 def test_rtl_vs_model(tmp_path: Path) -> None:
     out = _execute("rtl_vs_model.ipynb", tmp_path)

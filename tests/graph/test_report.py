@@ -52,6 +52,8 @@ def test_per_kernel_figures_add_up(residual: CompiledModel) -> None:
         assert k.ideal_cycles is not None and k.ideal_fraction is not None
         assert 0 < k.ideal_fraction <= 1 and k.ideal_bound in ("compute", "memory")
         assert k.dram_bytes and k.dram_bytes > 0
+        assert k.roofline is not None and k.roofline.ideal_cycles == k.ideal_cycles
+        assert k.roofline.cycles == k.cycles and k.roofline.macs == k.macs
         assert k.compute_busy_cycles is not None and 0 < k.compute_busy_cycles <= k.cycles
         assert k.macs == residual.graph.regions[0].kernels[accel.index(k)].macs * len(X)
     assert report.clock_mhz == timing_for(residual.config).clock_mhz
