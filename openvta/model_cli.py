@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _arrays(path: str, what: str) -> dict[str, np.ndarray]:
             return {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise ProgramError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, ProgramError):
             raise
         raise ProgramError(f"{what} file {path} is not a readable .npz: {exc}") from None

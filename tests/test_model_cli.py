@@ -66,6 +66,10 @@ def test_the_facade_is_the_graph_level(data: Path) -> None:
      r"openvta: error: .*GARBAGE.*"),
     (["model", "show", "GARBAGE"], r"openvta: error: .*"),
     (["model", "run", "GARBAGE", "--inputs", "CALIB"], r"openvta: error: .*"),
+    (["model", "compile", "DIGITS", "--calibration", "/dev/null", "-o", "m.ovta"],
+     r"openvta: error: calibration file /dev/null is not a readable \.npz: .*"),
+    (["model", "compile", "DIGITS", "--calibration", "GARBAGE", "-o", "m.ovta"],
+     r"openvta: error: calibration file GARBAGE is not a readable \.npz: .*"),
 ])
 def test_bad_input_is_one_line(data: Path, tmp_path: Path, argv: list[str], message: str,
                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
