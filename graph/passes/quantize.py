@@ -112,15 +112,18 @@ class _Builder:
                 self.types[value] = self.source.types[value]
             return value
         if value not in self.real:
-            q = self.int8[value]
-            quant = self.types[q].quant
-            if quant is None:
-                raise PassError(_PASS, f"int8 value {q!r} has no scale")
-            attrs: dict[str, object] = {"scale": quant.scale}
-            if quant.zero_point:
-                attrs["zero_point"] = quant.zero_point
-            self.real[value] = self.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,), value, attrs)
+            self.real[value] = self.dequantize(value, self.int8[value], value)
         return self.real[value]
+
+    def dequantize(self, value: str, q: str, out: str) -> str:
+        """Emit ``out = Dequantize(q)`` with ``q``'s scale and zero point."""
+        quant = self.types[q].quant
+        if quant is None:
+            raise PassError(_PASS, f"int8 value {q!r} has no scale")
+        attrs: dict[str, object] = {"scale": quant.scale}
+        if quant.zero_point:
+            attrs["zero_point"] = quant.zero_point
+        return self.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,), out, attrs)
 
     def requantize(self, base: str, value: str, src: str, multipliers: np.ndarray, bound: int,
                    out_dtype: DType, out_scale: float, axis: int = 1) -> str:

@@ -176,15 +176,7 @@ def _on_grid(b: _Builder, value: str) -> str:
             or value not in b.source.inputs:
         return b.as_real(value)  # a node's result: already made from its int8 version
     if value not in b.dequantized:
-        q = b.as_int8(value)
-        quant = b.types[q].quant
-        if quant is None:
-            raise PassError(_PASS, f"int8 value {q!r} has no scale")
-        attrs: dict[str, object] = {"scale": quant.scale}
-        if quant.zero_point:
-            attrs["zero_point"] = quant.zero_point
-        b.dequantized[value] = b.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,),
-                                      b.name(f"{value}.dq"), attrs)
+        b.dequantized[value] = b.dequantize(value, b.as_int8(value), b.name(f"{value}.dq"))
     return b.dequantized[value]
 
 
