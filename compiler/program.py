@@ -63,7 +63,7 @@ from .layout import pack_by_layout, packed_shape
 from .limits import DRAM_LIMIT_BYTES, MAX_INSNS, check_insns, count_insns, format_bytes
 from .lower import Lowered
 from .ops.common import Operator, as_operand
-from .pipeline import lower
+from .pipeline import _quiet, lower
 from .program_check import HOST_ROLES, check_program, label
 
 __all__ = ["Kernel", "ProgramTensor", "build_program", "build_program_starts", "program_reference",
@@ -165,10 +165,6 @@ class Kernel:
         object.__setattr__(self, "bind", MappingProxyType(dict(self.bind)))
         if not self.name:
             object.__setattr__(self, "name", self.operator.name)
-
-
-def _quiet(what: str, done: int, total: int | None) -> None:
-    pass
 
 
 def build_program(kernels: Sequence[Kernel], cfg: Config, *, tensors: Sequence[ProgramTensor],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from board_port import BoardPort
+from board_model import ModelBoard
 from graphs import residual_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +22,7 @@ from openvta.graph.executor import apportion
 from openvta.graph.ir import Device
 from openvta.graph.model import CompiledModel, ModelOutputs, load_model
 from openvta.graph.pipeline import compile_model
+from openvta.sim.cycle import simulate_cycles
 
 DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits"
 sys.path.insert(0, str(DIGITS))
@@ -86,7 +87,8 @@ def test_digits_on_a_board_over_the_uart_bridge(digits, split) -> None:
     """The board back end against a Python model of the board running the cycle model: the
     measured totals are cut into kernels in the cycle model's proportions."""
     model, x = digits["tiny"], split[2][:3]
-    port = BoardPort(model.config)
+    port = ModelBoard(model.config, mem_bytes=1 << 16, finish_after=1,
+                      run=simulate_cycles)
     out = model.run(x, backend="board", port=port)
     _check(out, model.reference(x), True)
     assert port.starts == 2 * len(x)  # one program run per region and sample

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from board_model import ModelBoard as _ModelBoard
 from config_sample import NARROW_STORE
 
 from openvta.blocked_gemm import build_blocked_gemm
@@ -118,71 +119,11 @@ def test_protocol_errors_name_the_field(call: Any, message: str) -> None:
 # -- the back end against a model device -------------------------------------------------
 
 
-class ModelBoard:
-    """The device side in Python: a serial-port-like object answering every frame.
+class ModelBoard(_ModelBoard):
+    """The model device (tests/board_model.py) on this file's configuration."""
 
-    ``faults`` maps a frame number (counted from 0) to ``"bad_checksum"`` (answer status
-    1 without executing), ``"garble"`` (execute, flip a bit of the reply) or ``"silent"``
-    (no reply from this frame on).  STATUS reports done from the ``finish_after``-th
-    poll after START (never, if ``None``).
-    """
-
-    def __init__(self, mem_bytes: int = 4096, faults: dict[int, str] | None = None,
-                 finish_after: int | None = 2) -> None:
-        self.memory = bytearray(mem_bytes)
-        self.faults, self.finish_after = faults or {}, finish_after
-        self.frames: list[bp.Request] = []
-        self.out = bytearray()
-        self.counters = [0] * len(HW_COUNTERS)
-        self.polls, self.started, self.silent = 0, False, False
-
-    def write(self, frame: bytes) -> int:
-        fault = self.faults.get(len(self.frames))
-        request = bp.decode_request(frame)
-        self.frames.append(request)
-        self.silent |= fault == "silent"
-        if fault == "bad_checksum":
-            reply = bp.encode_reply(Status.BAD_CHECKSUM)
-        else:
-            status, payload = self.execute(request)
-            reply = bytearray(bp.encode_reply(status, payload))
-            if fault == "garble":
-                reply[-1] ^= 0x10
-        if not self.silent:
-            self.out += reply
-        return len(frame)
-
-    def execute(self, r: bp.Request) -> tuple[Status, bytes]:
-        memory_command = r.command in (Command.WRITE_MEM, Command.READ_MEM)
-        if memory_command and r.addr + r.length > len(self.memory):
-            return Status.OUT_OF_RANGE, b""
-        if r.command == Command.WRITE_MEM:
-            self.memory[r.addr:r.addr + r.length] = r.payload
-        elif r.command == Command.READ_MEM:
-            return Status.OK, bytes(self.memory[r.addr:r.addr + r.length])
-        elif r.command == Command.START:
-            count = int.from_bytes(r.payload, "little")
-            image = np.frombuffer(bytes(self.memory), np.uint8).copy()
-            program = Program(CFG, image, r.addr, count)
-            result = functional.run(program)
-            self.memory[:] = result.dram.tobytes()
-            self.counters = [result.counters.get(str(c), 0) for c in HW_COUNTERS]
-            self.started, self.polls = True, 0
-        elif r.command == Command.STATUS:
-            self.polls += 1
-            done = self.started and self.polls >= (self.finish_after or 1 << 62)
-            return Status.OK, bytes([1 if done else 2])
-        elif r.command == Command.READ_REG and r.addr >= COUNTER_BASE:
-            k, high = divmod(r.addr - COUNTER_BASE, 8)
-            return Status.OK, ((self.counters[k] >> (8 * high)) & 0xFFFF_FFFF).to_bytes(4, "little")
-        elif r.command == Command.READ_REG:
-            return Status.OK, bytes(4)
-        return Status.OK, b""
-
-    def read(self, count: int) -> bytes:
-        data = bytes(self.out[:count])
-        del self.out[:count]
-        return data
+    def __init__(self, **options: Any) -> None:
+        super().__init__(CFG, **options)
 
 
 def test_board_backend_gives_the_functional_result_on_a_model_device() -> None:
