@@ -40,8 +40,8 @@ from .common import (MAX_PAD, Operator, check_tensors, divisors, epilogue_operan
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
-__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "conv2d", "conv2d_layer", "conv2d_reference", "conv2d_used_input_elems",
-           "plan_conv2d"]
+__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "check_conv2d_plan", "conv2d", "conv2d_layer", "conv2d_reference",
+           "conv2d_used_input_elems", "plan_conv2d"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,6 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
     None).
     """
     ci_t, co_t = -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT)
-    tiles, vectors = _acc_operands(epilogue)
     oh = (hw + 2 * pad - kernel) // stride + 1
     best = None
     for cob in tile_sizes(co_t):
@@ -76,29 +75,62 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
             for xb in tile_sizes(oh):
                 for icb in divisors(ci_t):
                     for split in ("co", "y"):
-                        # the threads split whole tiles of their axis: it has no tail tile
-                        extent, size = (co_t, cob) if split == "co" else (oh, yb)
-                        if vthreads > 1 and (extent % size or (extent // size) % vthreads):
-                            continue
-                        rows, cols = _window(yb, kernel, stride), (xb - 1) * stride + kernel
-                        inp = icb * rows * cols * n
-                        wgt = cob * icb * kernel * kernel
-                        acc = cob * yb * xb * n * tiles + cob * vectors
-                        if inp * vthreads > cfg.inp_depth or wgt * vthreads > cfg.wgt_depth \
-                                or acc * vthreads > cfg.acc_depth:
-                            continue
-                        uops = _uops(cob, yb, xb, icb, kernel)
-                        if uops > cfg.uop_depth // 2:
+                        plan = Conv2dPlan(cob, yb, xb, icb, vthreads, split)
+                        if check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride, plan, epilogue=epilogue):
                             continue
                         # fewest tiles (most output per tile), the longest reduction step, fewest uops
                         count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
-                        score = (-count, icb, -uops, split == "co")
+                        score = (-count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
                         if best is None or score > best[0]:
-                            best = (score, Conv2dPlan(cob, yb, xb, icb, vthreads, split))
+                            best = (score, plan)
     if best is None:
         raise LoweringError("plan conv2d", f"no tiling of this conv2d fits the buffers with "
                             f"{vthreads} virtual threads")
     return best[1]
+
+
+def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,
+                      stride: int, plan: Conv2dPlan, *, epilogue: Epilogue | None = None) -> list[str]:
+    """Why ``plan`` cannot tile this conv2d on ``cfg``: one ``"<kind>: <detail>"`` per reason.
+
+    The one truth of what fits, for :func:`plan_conv2d` and the tuner's schedule space
+    (``openvta.tune``): the threads split whole tiles of their axis; the input window,
+    weights and accumulator tiles of every thread fit their buffers; the kernel's
+    micro-ops fit half the micro-op buffer.  ``n`` is in batch tiles, ``ci`` and ``co``
+    in channels.  An empty list: the plan fits (lowering may still refuse it).
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> plan = Conv2dPlan(cob=4, yb=8, xb=8, icb=2, vthreads=2, split="co")
+    >>> for reason in check_conv2d_plan(preset("tiny"), 1, 16, 16, 8, 3, 1, 1, plan):
+    ...     print(reason)
+    thread split: 2 threads must divide the whole tiles of co (4 in tiles of 4)
+    inp buffer overflow: 2 threads × 200 = 400 entries > 256
+    acc buffer overflow: 2 threads × 260 = 520 entries > 256
+    """
+    co_t = -(-co // cfg.BLOCK_OUT)
+    tiles, vectors = _acc_operands(epilogue)
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    threads = plan.vthreads
+    reasons = []
+    # the threads split whole tiles of their axis: it has no tail tile
+    extent, size = (co_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
+    if threads > 1 and (extent % size or (extent // size) % threads):
+        reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
+                       f"({extent} in tiles of {size})")
+    rows, cols = _window(plan.yb, kernel, stride), (plan.xb - 1) * stride + kernel
+    needs = {"inp": (plan.icb * rows * cols * n, cfg.inp_depth),
+             "wgt": (plan.cob * plan.icb * kernel * kernel, cfg.wgt_depth),
+             "acc": (plan.cob * plan.yb * plan.xb * n * tiles + plan.cob * vectors, cfg.acc_depth)}
+    for buffer, (entries, depth) in needs.items():
+        if entries * threads > depth:
+            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
+                           f"= {entries * threads} entries > {depth}")
+    uops = _uops(plan.cob, plan.yb, plan.xb, plan.icb, kernel)
+    if uops > cfg.uop_depth // 2:
+        reasons.append(f"micro-op buffer: {uops} micro-ops > {cfg.uop_depth // 2} (half the buffer)")
+    return reasons
 
 
 def _window(yb: int, kernel: int, stride: int) -> int:

@@ -28,7 +28,7 @@ from .common import Operator, check_tensors, divisors, epilogue_operands, operat
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
-__all__ = ["DENSE_PARAMS", "DensePlan", "dense", "dense_layer", "dense_reference", "plan_dense"]
+__all__ = ["DENSE_PARAMS", "DensePlan", "check_dense_plan", "dense", "dense_layer", "dense_reference", "plan_dense"]
 
 
 @dataclass(frozen=True)
@@ -47,25 +47,53 @@ def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
     The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
     block per channel operand (at least one: room for a bias when ``epilogue`` is None).
     """
-    tiles = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
-    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
     best = None
     for nb in tile_sizes(n_t):
         for ob in tile_sizes(o_t):
-            if vthreads > 1 and (o_t % ob or (o_t // ob) % vthreads):
-                continue  # the threads split whole output tiles: no tail tile there
             for kb in divisors(i_t):
-                if vthreads * nb * kb > cfg.inp_depth or vthreads * ob * kb > cfg.wgt_depth \
-                        or vthreads * (nb * ob * tiles + ob * vectors) > cfg.acc_depth \
-                        or min(nb, ob) > cfg.uop_depth:
+                plan = DensePlan(nb, ob, kb, vthreads)
+                if check_dense_plan(cfg, n_t, i_t, o_t, plan, epilogue=epilogue):
                     continue
                 score = (-(-(-n_t // nb) * -(-o_t // ob)), kb)  # fewest tiles, longest step
                 if best is None or score > best[0]:
-                    best = (score, DensePlan(nb, ob, kb, vthreads))
+                    best = (score, plan)
     if best is None:
         raise LoweringError("plan dense", f"{vthreads} virtual threads must divide the {o_t} "
                             "output blocks and every tile must fit the buffers")
     return best[1]
+
+
+def check_dense_plan(cfg: Config, n_t: int, i_t: int, o_t: int, plan: DensePlan, *,
+                     epilogue: Epilogue | None = None) -> list[str]:
+    """Why ``plan`` cannot tile this dense layer on ``cfg``: one ``"<kind>: <detail>"`` per reason.
+
+    The one truth of what fits, for :func:`plan_dense` and the tuner's schedule space
+    (``openvta.tune``): the threads split whole output tiles; each thread's data, weight
+    and accumulator tiles fit their buffers; a micro-op loop fits the micro-op buffer.
+    Sizes are in tiles (batch, input and output blocks).  An empty list: the plan fits.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> check_dense_plan(preset("tiny"), 1, 8, 6, DensePlan(1, 4, 8, 2))
+    ['thread split: 2 threads must divide the whole output tiles (6 in tiles of 4)']
+    """
+    tiles = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
+    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
+    nb, ob, kb, threads = plan.nb, plan.ob, plan.kb, plan.vthreads
+    reasons = []
+    if threads > 1 and (o_t % ob or (o_t // ob) % threads):
+        reasons.append(f"thread split: {threads} threads must divide the whole output tiles "
+                       f"({o_t} in tiles of {ob})")
+    needs = {"inp": (nb * kb, cfg.inp_depth), "wgt": (ob * kb, cfg.wgt_depth),
+             "acc": (nb * ob * tiles + ob * vectors, cfg.acc_depth)}
+    for buffer, (entries, depth) in needs.items():
+        if entries * threads > depth:
+            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
+                           f"= {entries * threads} entries > {depth}")
+    if min(nb, ob) > cfg.uop_depth:
+        reasons.append(f"micro-op buffer: {min(nb, ob)} micro-ops > {cfg.uop_depth}")
+    return reasons
 
 
 def _formats(cfg: Config) -> dict[str, str]:

@@ -25,7 +25,8 @@ from .common import IMM_FIELD, Operator, check_tensors, divisors
 from .params import Param, check_params, describe_params
 from .tail import build_tail, schedule_tail
 
-__all__ = ["ELEMENTWISE_PARAMS", "elementwise", "elementwise_operands", "elementwise_reference"]
+__all__ = ["ELEMENTWISE_PARAMS", "check_elementwise_block", "elementwise", "elementwise_operands",
+           "elementwise_reference"]
 
 #: ``relu`` is a clip to int8's non-negative half (ReLU, then saturation to int8).
 RELU_CLIP = (0, int(np.iinfo(np.int8).max))
@@ -99,13 +100,31 @@ def _block(cfg: Config, n_t: int, c_t: int, vthreads: int) -> int:
     if c_t % vthreads:
         raise LoweringError("elementwise", f"{vthreads} virtual threads must divide the {c_t} "
                             "channel tiles")
-    fits = [d for d in divisors(c_t) if vthreads * (n_t * d + d) <= cfg.acc_depth
-            and (c_t // d) % vthreads == 0]
+    fits = [d for d in divisors(c_t) if not check_elementwise_block(cfg, n_t, c_t, d, vthreads)]
     if not fits:
         raise LoweringError("elementwise", f"{vthreads} × {n_t + 1} accumulator tiles (the batch "
                             f"tiles and a bias tile of one channel tile) exceed the {cfg.acc_depth} "
                             "the accumulator holds")
     return max(fits)
+
+
+def check_elementwise_block(cfg: Config, n_t: int, c_t: int, block: int, vthreads: int) -> list[str]:
+    """Why ``block`` channel tiles per step with ``vthreads`` threads cannot run on ``cfg``: one
+    ``"<kind>: <detail>"`` per reason (the planner's and the tuner's one truth; sizes in tiles).
+
+    >>> from openvta.isa import preset
+    >>> check_elementwise_block(preset("tiny"), 1, 6, 2, 2)
+    ['thread split: 2 threads must divide the whole channel steps (6 in steps of 2)']
+    """
+    reasons = []
+    if c_t % block or (c_t // block) % vthreads:
+        reasons.append(f"thread split: {vthreads} threads must divide the whole channel steps "
+                       f"({c_t} in steps of {block})")
+    entries = n_t * block + block
+    if vthreads * entries > cfg.acc_depth:
+        reasons.append(f"acc buffer overflow: {vthreads} thread{'s' * (vthreads > 1)} × {entries} "
+                       f"= {vthreads * entries} entries > {cfg.acc_depth}")
+    return reasons
 
 
 def elementwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
