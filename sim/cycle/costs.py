@@ -7,14 +7,16 @@ them in closed form.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from openvta.isa import INSN_BYTES, Config, MemInsn, Timing
+from openvta.isa import INSN_BYTES, Config, MemInsn, Opcode, Timing
 from openvta.isa.timing import AXI_BOUNDARY
 
 __all__ = [
     "Bursts", "split_bursts", "item_bursts", "load_row_bursts", "store_row_bursts",
-    "fetch_bursts", "pad_elems", "hazard_stall_cycles",
+    "row_bursts", "fetch_bursts", "pad_elems", "hazard_stall_cycles",
 ]
 
 
@@ -47,7 +49,16 @@ class Bursts:
 def item_bursts(start: int, nbytes: int, item_bytes: int, bus_bytes: int, max_burst: int) -> Bursts:
     """The bursts that move the ``nbytes`` bytes from byte ``start``, items of
     ``item_bytes`` bytes: whole beats from the one holding ``start``, in bursts of at most
-    ``max_burst`` beats, split at every 4 KiB boundary (AXI4)."""
+    ``max_burst`` beats, split at every 4 KiB boundary (AXI4).
+
+    The train only depends on ``start`` modulo 4 KiB (a bus beat divides 4 KiB), so rows
+    of one instruction share their trains; callers must not modify the result.
+    """
+    return _item_bursts(start % AXI_BOUNDARY, nbytes, item_bytes, bus_bytes, max_burst)
+
+
+@lru_cache(maxsize=4096)
+def _item_bursts(start: int, nbytes: int, item_bytes: int, bus_bytes: int, max_burst: int) -> Bursts:
     runs: list[tuple[int, int, int]] = []
     addr, end = start - start % bus_bytes, start + nbytes
     while addr < end:
@@ -82,6 +93,15 @@ def store_row_bursts(insn: MemInsn, row: int, cfg: Config, timing: Timing) -> Bu
     elem = cfg.out_elem_bytes
     start = (insn.dram_base + row * insn.x_stride) * elem
     return item_bursts(start, insn.x_size * elem, elem, cfg.bus_bytes, timing.max_burst_beats)
+
+
+def row_bursts(insn: MemInsn, cfg: Config, timing: Timing) -> list[Bursts]:
+    """The bursts of every data row of a LOAD or STORE, in order (as
+    :func:`load_row_bursts` and :func:`store_row_bursts`, reading the configuration once)."""
+    elem = cfg.out_elem_bytes if insn.opcode == Opcode.STORE else cfg.elem_bytes(insn.memory_type)
+    bus_bytes, nbytes, max_burst = cfg.bus_bytes, insn.x_size * elem, timing.max_burst_beats
+    return [_item_bursts((insn.dram_base + row * insn.x_stride) * elem % AXI_BOUNDARY, nbytes, elem,
+                         bus_bytes, max_burst) for row in range(insn.y_size)]
 
 
 def fetch_bursts(start: int, count: int, cfg: Config, timing: Timing) -> list[int]:

@@ -36,8 +36,8 @@ from openvta.runtime.program import Program, Progress, Result
 from ..errors import DeadlockError, MemoryAccessError, SimulationError
 from ..functional.machine import Machine
 from ..functional.semantics import loop_indices
-from .costs import fetch_bursts, hazard_stall_cycles, load_row_bursts, store_row_bursts
-from .memory import Channel, ModuleStats
+from .costs import Bursts, fetch_bursts, hazard_stall_cycles, row_bursts
+from .memory import Channel, ModuleStats, Row, horizon
 from .report import CycleReport, build_report
 
 __all__ = ["CycleModel", "CycleBackend", "CycleLimitError", "simulate_cycles"]
@@ -96,6 +96,11 @@ class CycleModel:
     progress :
         called as ``progress("cycles", now, None)`` as simulated time goes on
         (:data:`openvta.runtime.Progress`).
+    event_by_event :
+        spend every step of a DMA transfer as its own SimPy event (the reference the
+        fast path is tested against) instead of fast-forwarding the steps nothing else
+        can see (:meth:`.memory.Channel.train`); both give the same cycles, counters,
+        records and traces.
     """
 
     def __init__(
@@ -106,9 +111,12 @@ class CycleModel:
         check_races: bool = True,
         max_cycles: int = DEFAULT_MAX_CYCLES,
         progress: Progress | None = None,
+        event_by_event: bool = False,
     ) -> None:
         if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
             raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
+        if not isinstance(event_by_event, bool):
+            raise TypeError(f"event_by_event must be a bool, not {event_by_event!r}")
         self.cfg = cfg = program.config
         self.timing = timing or timing_for(cfg)
         self.max_cycles = max_cycles
@@ -121,7 +129,9 @@ class CycleModel:
         self.commands = {m: simpy.Store(env, capacity=cfg.CMD_QUEUE_DEPTH) for m in Module}
         self.tokens = {q: simpy.Store(env, capacity=cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
         self.stats = {name: ModuleStats() for name in ("fetch", "load", "compute", "store")}
-        self.status = {name: "not started" for name in self.stats}
+        # a state, or (instruction, what it does, queue) spelt out only when reported
+        self.status: dict[str, str | tuple[int, str, TokenQueue | None]] = {
+            name: "not started" for name in self.stats}
         self.asked = {name: 0 for name in self.stats}  # when each module began waiting
         self.fetch_done = 0
         self.prefetch = simpy.Store(env)
@@ -132,6 +142,8 @@ class CycleModel:
         self.token_records: list[TokenRecord] = []
         self.done = env.event()
         self._flow = 0
+        bound = max_cycles + 1
+        self._until = None if event_by_event else (lambda: horizon(env, bound))
 
     # -- processes -------------------------------------------------------------------
     def _fetch(self) -> Generator[Any, Any, None]:
@@ -196,8 +208,7 @@ class CycleModel:
             asked = int(env.now)
             popped = []
             for queue in machine.pops[index]:
-                self.status[name] = (f"instruction {index} ({machine.describe(index)}) waits "
-                                     f"for a token on {queue.label}")
+                self.status[name] = (index, "waits for a token on", queue)
                 popped.append((queue, (yield self.tokens[queue].get())))
             stats.wait_token += int(env.now) - asked
             machine.begin(module, index)
@@ -206,15 +217,14 @@ class CycleModel:
                 machine.receive(module, token.stamp)
                 self.token_records.append(TokenRecord(queue, token.flow, token.time,
                                                       token.producer_insn, int(env.now), index))
-            self.status[name] = f"instruction {index} ({machine.describe(index)}) executing"
+            self.status[name] = (index, "executing", None)
             yield from self._spend(module, index, stats)
             machine.execute(module, index, {q: len(s.items) for q, s in self.tokens.items()})
             stats.insns += 1
             self.records.append(InsnRecord(name, index, start, int(env.now)))
             asked = int(env.now)
             for queue in machine.pushes[index]:
-                self.status[name] = (f"instruction {index} ({machine.describe(index)}) waits "
-                                     f"for room on {queue.label}")
+                self.status[name] = (index, "waits for room on", queue)
                 self._flow += 1
                 yield self.tokens[queue].put(Token(machine.stamp(module), int(env.now), self._flow, index))
             stats.wait_token += int(env.now) - asked
@@ -228,14 +238,15 @@ class CycleModel:
         insn, timing, env = self.machine.insns[index], self.timing, self.env
         busy = timing.issue_cycles - 1  # the take cycle is spent before the pops
         if isinstance(insn, MemInsn) and insn.x_size:
-            yield from self._busy(busy, stats)
+            bursts = row_bursts(insn, self.cfg, timing)
+            rows: list[Row] = [(busy, None)]
             if insn.opcode == Opcode.STORE:
-                for row in range(insn.y_size):
-                    yield from self._busy(timing.store_row_cycles, stats)
-                    yield from self.write.transfer(store_row_bursts(insn, row, self.cfg, timing), stats)
+                rows += [(timing.store_row_cycles, train) for train in bursts]
             else:
-                yield from self._load_rows(insn, stats)
-            yield from self._busy(timing.dma_done_cycles, stats)
+                rows += self._load_rows(insn, bursts)
+            rows.append((timing.dma_done_cycles, None))
+            yield from (self.write if insn.opcode == Opcode.STORE else self.read).train(
+                rows, stats, self._until)
             return
         if isinstance(insn, (GemmInsn, AluInsn)) and insn.opcode != Opcode.FINISH:
             cycles = self._loop_cycles(index, insn)
@@ -255,14 +266,15 @@ class CycleModel:
             yield self.env.timeout(cycles)
             stats.busy += cycles
 
-    def _load_rows(self, insn: MemInsn, stats: ModuleStats) -> Generator[Any, Any, None]:
+    def _load_rows(self, insn: MemInsn, bursts: list[Bursts]) -> list[Row]:
+        """A LOAD's padding rows (written to the buffer, not read), then its data rows."""
         timing, width = self.timing, insn.x_pad_0 + insn.x_size + insn.x_pad_1
         pad_rows = insn.y_pad_0 + insn.y_pad_1
-        yield from self._busy(pad_rows * (timing.dma_pad_row_cycles + width * timing.pad_cycles_per_elem), stats)
+        rows: list[Row] = [(pad_rows * (timing.dma_pad_row_cycles + width * timing.pad_cycles_per_elem),
+                            None)]
         row_cycles = timing.dma_row_cycles + (insn.x_pad_0 + insn.x_pad_1) * timing.pad_cycles_per_elem
-        for row in range(insn.y_size):
-            yield from self._busy(row_cycles, stats)
-            yield from self.read.transfer(load_row_bursts(insn, row, self.cfg, timing), stats)
+        rows += [(row_cycles, train) for train in bursts]
+        return rows
 
     def _loop_cycles(self, index: int, insn: GemmInsn | AluInsn) -> int:
         timing = self.timing
@@ -309,12 +321,19 @@ class CycleModel:
         return Result(dram=self.machine.state.dram, counters=report.counters, report=report)
 
     def _states(self) -> str:
-        lines = [f"  {name}: {state}" for name, state in self.status.items()]
+        lines = [f"  {name}: {self._spell(state)}" for name, state in self.status.items()]
         fill = ", ".join(f"{q.label} {len(s.items)}" for q, s in self.tokens.items())
         lines.append(f"  token queues: {fill} (depth {self.cfg.DEP_QUEUE_DEPTH})")
         cmds = ", ".join(f"{m.name.lower()} {len(s.items)}" for m, s in self.commands.items())
         lines.append(f"  command queues: {cmds} (depth {self.cfg.CMD_QUEUE_DEPTH})")
         return "\n".join(lines)
+
+    def _spell(self, state: str | tuple[int, str, TokenQueue | None]) -> str:
+        if isinstance(state, str):
+            return state
+        index, what, queue = state
+        text = f"instruction {index} ({self.machine.describe(index)}) {what}"
+        return text if queue is None else f"{text} {queue.label}"
 
     def _deadlock_report(self) -> str:
         return (f"deadlock at cycle {int(self.env.now)}: no module can make progress and "
@@ -330,12 +349,15 @@ class CycleBackend:
     """The ``cycle`` back end of :class:`openvta.runtime.Device`."""
 
     def __init__(self, timing: Timing | None = None, check_races: bool = True,
-                 max_cycles: int = DEFAULT_MAX_CYCLES, progress: Progress | None = None) -> None:
+                 max_cycles: int = DEFAULT_MAX_CYCLES, progress: Progress | None = None,
+                 event_by_event: bool = False) -> None:
         if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
             raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
+        if not isinstance(event_by_event, bool):
+            raise TypeError(f"event_by_event must be a bool, not {event_by_event!r}")
         self.timing = timing
         self.options: dict[str, Any] = {"check_races": check_races, "max_cycles": max_cycles,
-                                        "progress": progress}
+                                        "progress": progress, "event_by_event": event_by_event}
 
     def run(self, program: Program) -> Result:
         return simulate_cycles(program, self.timing, **self.options)
