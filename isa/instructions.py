@@ -306,17 +306,46 @@ def decode_stream(words: np.ndarray, cfg: Config) -> list[Instruction]:
     """
     table = decode_table(words, cfg)
     layouts = layouts_of(cfg)
-    columns = {name: column.tolist() for name, column in table.items()}
-    out: list[Instruction] = []
-    for i, opcode in enumerate(columns["opcode"]):
-        try:
-            cls = _CLASS_OF[_typed("opcode", opcode)]  # type: ignore[index]
-            names = layouts[cls.format].names  # type: ignore[attr-defined]
-            values = {name: _typed(name, columns[name][i]) for name in names}
-        except ISAError as exc:
-            raise ISAError(f"instruction {i}: {exc}") from None
-        out.append(cls(cfg=cfg, **values))
-    return out
+    opcodes = table["opcode"]
+    out: list[Instruction | None] = [None] * len(opcodes)
+    invalid = np.flatnonzero(opcodes > max(Opcode)).tolist()
+    for opcode, cls in _CLASS_OF.items():
+        selected = np.flatnonzero(opcodes == opcode)
+        if not len(selected):
+            continue
+        rows = selected.tolist()
+        names = layouts[cls.format].names  # type: ignore[attr-defined]
+        columns = [_typed_column(name, table[name][selected].tolist()) for name in names]
+        for name, column in zip(names, columns):
+            if name in _ENUM_FIELDS:
+                invalid += [i for i, v in zip(rows, column) if v is None]
+        for i, values in zip(rows, zip(*columns)):
+            out[i] = cls(cfg=cfg, **dict(zip(names, values)))
+    if invalid:
+        _decode_row(table, layouts, min(invalid))  # raises, naming the field
+    return out  # type: ignore[return-value]
+
+
+def _typed_column(name: str, column: list[int]) -> list[object]:
+    """:func:`_typed` of every value; invalid enum values become None (reported later)."""
+    if name in _BOOL_FIELDS:
+        return [bool(v) for v in column]
+    enum = _ENUM_FIELDS.get(name)
+    if enum is None:
+        return column  # type: ignore[return-value]
+    members = {m.value: m for m in enum}
+    return [members.get(v) for v in column]
+
+
+def _decode_row(table: dict[str, np.ndarray], layouts: dict[str, Layout], i: int) -> None:
+    """Decode row ``i`` field by field; raises :class:`ISAError` at its first invalid field."""
+    try:
+        cls = _CLASS_OF[_typed("opcode", int(table["opcode"][i]))]  # type: ignore[index]
+        for name in layouts[cls.format].names:  # type: ignore[attr-defined]
+            _typed(name, int(table[name][i]))
+    except ISAError as exc:
+        raise ISAError(f"instruction {i}: {exc}") from None
+    raise AssertionError(f"instruction {i} decodes field by field")  # pragma: no cover
 
 
 def words_from_bytes(data: np.ndarray | bytes) -> np.ndarray:

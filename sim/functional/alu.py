@@ -16,7 +16,7 @@ import numpy as np
 
 from openvta.isa import AluOp
 
-__all__ = ["alu_lanes", "apply_alu", "ALU_OPS"]
+__all__ = ["alu_lanes", "apply_alu", "alu_waves", "run_alu", "as_index", "ALU_OPS"]
 
 _MASK6 = 0x3F
 
@@ -68,18 +68,51 @@ def _waves_exact(dst: np.ndarray, src: np.ndarray, wave: np.ndarray) -> bool:
     return bool((before == np.minimum(wave, total)).all())
 
 
-def apply_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None, imm: int) -> None:
-    """Run ALU executions ``acc[dst[u]] = op(acc[dst[u]], imm or acc[src[u]])`` in order."""
+#: A slice or an index array into the accumulator.
+Index = np.ndarray | slice
+
+
+def as_index(index: np.ndarray) -> Index:
+    """``index`` as a slice when it is one ascending contiguous run (a view, no gather)."""
+    n = len(index)
+    if n and int(index[-1]) - int(index[0]) == n - 1 and (n < 3 or bool((np.diff(index) == 1).all())):
+        return slice(int(index[0]), int(index[0]) + n)
+    return index
+
+
+def alu_waves(dst: np.ndarray, src: np.ndarray | None) -> list[tuple[Index, Index | None]] | None:
+    """The waves ``(destinations, sources)`` that run ``dst``/``src`` executions exactly.
+
+    ``None`` when no wave order is exact and the executions must run one at a time.
+    """
     if len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()):
         wave = np.zeros(len(dst), dtype=np.int64)  # distinct destinations: one wave
     else:
         wave = _occurrence(dst)
     if src is not None and not _waves_exact(dst, src, wave):
+        return None
+    if not wave.any():
+        return [(as_index(dst), None if src is None else as_index(src))]
+    waves: list[tuple[Index, Index | None]] = []
+    for k in range(int(wave.max()) + 1):
+        sel = wave == k
+        waves.append((as_index(dst[sel]), None if src is None else as_index(src[sel])))
+    return waves
+
+
+def apply_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None, imm: int) -> None:
+    """Run ALU executions ``acc[dst[u]] = op(acc[dst[u]], imm or acc[src[u]])`` in order."""
+    run_alu(acc, op, dst, src, imm, alu_waves(dst, src))
+
+
+def run_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None, imm: int,
+            waves: list[tuple[Index, Index | None]] | None) -> None:
+    """:func:`apply_alu` with the :func:`alu_waves` of ``dst`` and ``src`` given."""
+    if waves is None:
+        assert src is not None
         for u in range(len(dst)):
             acc[dst[u]] = alu_lanes(op, acc[dst[u]], acc[src[u]])
         return
-    for k in range(int(wave.max()) + 1):
-        sel = wave == k if k or wave.any() else slice(None)
-        d = dst[sel]
-        b = np.int64(imm) if src is None else acc[src[sel]]
-        acc[d] = alu_lanes(op, acc[d], b)
+    operand = np.int64(imm)
+    for d, s in waves:
+        acc[d] = alu_lanes(op, acc[d], operand if s is None else acc[s])

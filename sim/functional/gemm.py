@@ -21,10 +21,12 @@ Exactness: every term is an int8 × int8 product, ``|x·w| ≤ 128·128 = 2**14`
 partial sum over at most ``n`` terms is an integer of magnitude at most ``n·2**14``.
 float32 holds every integer up to ``2**24`` exactly, so a product summed over at most
 1024 terms is exact in float32 *in any summation order* (BLAS blocking and FMA
-included).  Longer reductions use float32 when a bound computed from the operands
-(largest row L1 norm times largest weight magnitude) is at most ``2**24``; otherwise
-they are cut into chunks of at most 1024 terms, each exact in float32, and the chunks
-summed in int64.
+included).  Longer reductions are cut into equal chunks of at most 1024 terms, each
+exact in float32, and the chunks summed in int64.
+
+Everything but the products depends on the indices alone: :func:`plan_gemm` works it
+out once (a :class:`GemmPlan`), and the executor reuses the plan whenever an
+instruction's fields and micro-ops come back.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Products", "gemm_products", "exact_product", "FLOAT32_EXACT_TERMS"]
+__all__ = ["Products", "GemmPlan", "gemm_products", "plan_gemm", "exact_product", "FLOAT32_EXACT_TERMS"]
 
 _ROW, _COL, _RED = "R", "C", "K"
 _CHUNK_MACS = 1 << 22
@@ -50,6 +52,33 @@ class Products(NamedTuple):
     values: np.ndarray  # int64 (N, BATCH, BLOCK_OUT) to add into them
     inputs: np.ndarray  # every inp index read (with repeats), fewer than the grid holds
     weights: np.ndarray  # every wgt index read (with repeats)
+
+
+class _Part(NamedTuple):
+    """One matrix product (``src`` ``(R, K)``, ``wgt`` ``(C, K)``) or, when not ``matmul``,
+    one tile product per execution (``src``, ``wgt`` ``(N,)``)."""
+
+    matmul: bool
+    src: np.ndarray
+    wgt: np.ndarray
+
+
+class GemmPlan(NamedTuple):
+    """How to compute one GEMM instruction's tile products: a function of its indices only.
+
+    ``products(inp, wgt)`` gives the int64 ``(N, BATCH, BLOCK_OUT)`` values to add
+    into ``targets``; a plan is reused whenever the same indices come back.
+    """
+
+    parts: tuple[_Part, ...]
+    targets: np.ndarray  # accumulator indices (N,), possibly repeated
+    inputs: np.ndarray  # every inp index read (with repeats)
+    weights: np.ndarray  # every wgt index read (with repeats)
+
+    def products(self, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+        values = [_matmul(inp, wgt, part.src, part.wgt) if part.matmul
+                  else _per_execution(inp, wgt, part.src, part.wgt) for part in self.parts]
+        return values[0] if len(values) == 1 else np.concatenate(values)
 
 
 def _varies(index: np.ndarray, axis: int) -> bool:
@@ -94,21 +123,33 @@ def gemm_products(
         accumulator indices ``(N,)`` (possibly repeated), int64 products
         ``(N, BATCH, BLOCK_OUT)`` to add into them, and the inp and wgt indices read.
     """
+    plan = plan_gemm(dst, src, wgt_idx)
+    return Products(plan.targets, plan.products(inp, wgt), plan.inputs, plan.weights)
+
+
+def plan_gemm(dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray) -> GemmPlan:
+    """The :class:`GemmPlan` of index grids of shape ``(iter_out, iter_in, micro-ops)``."""
     roles = [_role(dst, src, wgt_idx, axis) for axis in range(3)]
     if roles[0] is None or roles[1] is None:
-        return _per_execution(inp, wgt, dst, src, wgt_idx)
+        return _plan([_per_execution_part(dst, src, wgt_idx)])
     if roles[2] is not None:
-        return _matmul(inp, wgt, dst, src, wgt_idx, roles)
+        return _plan([_matmul_part(dst, src, wgt_idx, roles)])
     offsets = dst[0, 0, :]
     groups, inverse, counts = np.unique(offsets, return_inverse=True, return_counts=True)
     if (counts == counts[0]).all():
         split = _split_uops(dst, src, wgt_idx, len(groups), inverse)
         if split is not None:
             grids, split_roles = split
-            return _matmul(inp, wgt, *grids, roles[:2] + split_roles)
-    parts = [_matmul(inp, wgt, dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel], roles[:2] + [_RED])
-             for sel in (np.flatnonzero(offsets == offset) for offset in groups)]
-    return Products(*(np.concatenate(column) for column in zip(*parts)))
+            return _plan([_matmul_part(*grids, roles[:2] + split_roles)])
+    return _plan([_matmul_part(dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel], roles[:2] + [_RED])
+                  for sel in (np.flatnonzero(offsets == offset) for offset in groups)])
+
+
+def _plan(parts: list[tuple[_Part, np.ndarray]]) -> GemmPlan:
+    """Parts with their destinations ``(N,)`` as one plan."""
+    return GemmPlan(tuple(p for p, _ in parts), np.concatenate([d for _, d in parts]),
+                    np.concatenate([p.src.reshape(-1) for p, _ in parts]),
+                    np.concatenate([p.wgt.reshape(-1) for p, _ in parts]))
 
 
 def _split_uops(
@@ -137,10 +178,9 @@ def _split_uops(
     return (d4, s4, w4), roles
 
 
-def _matmul(
-    inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray,
-    roles: list[str | None],
-) -> Products:
+def _matmul_part(
+    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray, roles: list[str | None]
+) -> tuple[_Part, np.ndarray]:
     axes = range(dst.ndim)
     rows, cols, red = ([a for a in axes if roles[a] == r] for r in (_ROW, _COL, _RED))
     n_rows, n_cols, n_red = (int(np.prod([dst.shape[a] for a in group], dtype=np.int64))
@@ -148,13 +188,19 @@ def _matmul(
     s = _plane(src, cols, rows + red, (n_rows, n_red))  # inputs do not vary along columns
     w = _plane(wgt_idx, rows, cols + red, (n_cols, n_red))  # weights do not vary along rows
     d = _plane(dst, red, rows + cols, (n_rows * n_cols,))  # destinations do not vary along K
+    return _Part(True, np.ascontiguousarray(s), np.ascontiguousarray(w)), d
+
+
+def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Products ``(R·C, B, BO)`` of inputs ``s`` ``(R, K)`` and weights ``w`` ``(C, K)``."""
+    (n_rows, n_red), n_cols = s.shape, w.shape[0]
     b, bi, bo = inp.shape[1], inp.shape[2], wgt.shape[1]
     # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI), each one copy
     lhs = inp[s].transpose(0, 2, 1, 3).reshape(n_rows * b, n_red * bi)
     rhs = wgt[w].transpose(0, 2, 1, 3).reshape(n_cols * bo, n_red * bi)
     product = exact_product(lhs, rhs)
     product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
-    return Products(d, product.reshape(n_rows * n_cols, b, bo), s.reshape(-1), w.reshape(-1))
+    return product.reshape(n_rows * n_cols, b, bo)
 
 
 def _plane(
@@ -171,36 +217,30 @@ def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     terms = lhs.shape[1]
     x = lhs.astype(np.float32)
     y = rhs.astype(np.float32)
-    if terms <= FLOAT32_EXACT_TERMS or _bound(x, y) <= _FLOAT32_EXACT:
+    if terms <= FLOAT32_EXACT_TERMS:
         return (x @ y.T).astype(np.int64)
+    # equal chunks of at most FLOAT32_EXACT_TERMS terms, each exact, summed in int64
+    chunks = -(-terms // FLOAT32_EXACT_TERMS)
+    size = -(-terms // chunks)
     total = np.zeros((lhs.shape[0], rhs.shape[0]), dtype=np.int64)
-    for lo in range(0, terms, FLOAT32_EXACT_TERMS):
-        hi = lo + FLOAT32_EXACT_TERMS
-        total += (x[:, lo:hi] @ y[:, lo:hi].T).astype(np.int64)
+    for lo in range(0, terms, size):
+        total += (x[:, lo : lo + size] @ y[:, lo : lo + size].T).astype(np.int64)
     return total
 
 
-def _bound(x: np.ndarray, y: np.ndarray) -> float:
-    """An upper bound on ``|partial sum|`` of ``x @ y.T`` over any subset of terms."""
-    if x.size == 0 or y.size == 0:
-        return 0.0
-    # |Σ x_k y_k| <= max|y| · Σ|x_k|; the L1 sums are integers below 2**24 here... or not:
-    # computed in float64 so the bound itself is exact.
-    rows = float(np.abs(x).sum(axis=1, dtype=np.float64).max())
-    cols = float(np.abs(y).sum(axis=1, dtype=np.float64).max())
-    return min(rows * float(np.abs(y).max()), cols * float(np.abs(x).max()))
+def _per_execution_part(
+    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
+) -> tuple[_Part, np.ndarray]:
+    return _Part(False, src.reshape(-1), wgt_idx.reshape(-1)), dst.reshape(-1)
 
 
-def _per_execution(
-    inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
-) -> Products:
-    s, w, d = src.reshape(-1), wgt_idx.reshape(-1), dst.reshape(-1)
+def _per_execution(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
     chunk = max(1, _CHUNK_MACS // (inp.shape[1] * inp.shape[2] * wgt.shape[1]))
     # one tile product sums BLOCK_IN terms: exact in float32 up to 1024 of them
     dtype = np.float32 if inp.shape[2] <= FLOAT32_EXACT_TERMS else np.float64
     parts = []
-    for lo in range(0, len(d), chunk):
+    for lo in range(0, len(s), chunk):
         x = inp[s[lo : lo + chunk]].astype(dtype)
         y = wgt[w[lo : lo + chunk]].astype(dtype)
         parts.append(np.einsum("ubk,uok->ubo", x, y).astype(np.int64))
-    return Products(d, np.concatenate(parts), s, w)
+    return np.concatenate(parts)

@@ -17,6 +17,7 @@ from openvta.isa import (
     EVENT_COUNTERS,
     INSN_BYTES,
     AluInsn,
+    Config,
     Counter,
     GemmInsn,
     Instruction,
@@ -56,6 +57,62 @@ def token_queues_of(insn: Instruction, module: Module) -> tuple[list[TokenQueue]
     return pops, pushes
 
 
+def _queues(module: Module, flags: int) -> tuple[list[TokenQueue], list[TokenQueue]]:
+    """:func:`token_queues_of` from the flag bits (pop prev, pop next, push prev, push next)."""
+    pops = [TokenQueue.popped_by(module, f) for i, f in enumerate(POP_FLAGS) if flags >> i & 1]
+    pushes = [TokenQueue.pushed_by(module, f) for i, f in enumerate(PUSH_FLAGS) if flags >> 2 + i & 1]
+    return pops, pushes
+
+
+_MODULES = list(Module)
+#: (module, flag bits) -> (queues popped, queues pushed); check_stream has rejected the
+#: flags a module has no queue for, so only the valid pairs are listed
+_QUEUES = {}
+for _m in Module:
+    for _flags in range(16):
+        try:
+            _QUEUES[_m, _flags] = _queues(_m, _flags)
+        except ValueError:
+            pass
+
+
+def _dram_shared(table: dict[str, np.ndarray], cfg: Config, size: int, granule: int) -> list[tuple[int, int]]:
+    """Granule ranges ``[lo, hi)`` that a STORE may write and a LOAD may read (bounding ranges)."""
+    op = table["opcode"]
+    load, store = op == Opcode.LOAD, op == Opcode.STORE
+    moves = (load | store) & (table["x_size"] > 0) & (table["y_size"] > 0)
+    elem_of = np.array([cfg.elem_bytes(m) for m in MemoryType], dtype=np.int64)
+    elem = elem_of[np.where(moves, table["memory_type"], 0)]
+    base = table["dram_base"]
+    end = base + (table["y_size"] - 1) * table["x_stride"] + table["x_size"]
+    lo = np.minimum(base * elem // granule, size)
+    hi = np.minimum(-(-(end * elem) // granule), size)
+    stores, loads = (_union(lo[mask], hi[mask]) for mask in (moves & store, moves & load))
+    shared, i, j = [], 0, 0
+    while i < len(stores) and j < len(loads):
+        a, b = max(stores[i][0], loads[j][0]), min(stores[i][1], loads[j][1])
+        if a < b:
+            shared.append((a, b))
+        if stores[i][1] < loads[j][1]:
+            i += 1
+        else:
+            j += 1
+    return shared
+
+
+def _union(lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int]]:
+    """The union of ranges ``[lo, hi)`` as sorted disjoint ranges."""
+    keep = hi > lo
+    order = np.argsort(lo[keep], kind="stable")
+    lo, hi = lo[keep][order], hi[keep][order]
+    if len(lo) == 0:
+        return []
+    reach = np.maximum.accumulate(hi)
+    first = np.flatnonzero(np.r_[True, lo[1:] > reach[:-1]])
+    last = np.r_[first[1:] - 1, len(lo) - 1]
+    return list(zip(lo[first].tolist(), reach[last].tolist()))
+
+
 class Machine:
     """One program's machine state, ready to execute its instructions.
 
@@ -81,17 +138,22 @@ class Machine:
         table = decode_table(words, cfg)
         check_stream(table, words, cfg)
         self.insns = decode_stream(words, cfg)
-        self.module = [Module(m) for m in modules_of(table["opcode"], table["memory_type"]).tolist()]
-        queues = [token_queues_of(insn, m) for insn, m in zip(self.insns, self.module)]
+        modules = modules_of(table["opcode"], table["memory_type"]).tolist()
+        self.module = [_MODULES[m] for m in modules]
+        flags = table["pop_prev_dep"] | table["pop_next_dep"] << 1
+        flags |= table["push_prev_dep"] << 2 | table["push_next_dep"] << 3
+        queues = [_QUEUES[m, f] for m, f in zip(modules, flags.tolist())]
         self.pops = [q[0] for q in queues]
         self.pushes = [q[1] for q in queues]
         self.state = MachineState(cfg, program.dram)
         self.clocks = VectorClocks()
         self.races: RaceChecker | None = None
         if check_races:
-            sizes = {"inp": cfg.inp_depth, "wgt": cfg.wgt_depth, "out": cfg.out_depth,
-                     "dram": -(-len(program.dram) // self.state.granule)}
-            self.races = RaceChecker(sizes, self.clocks, self.describe, self.state.granule)
+            granule = self.state.granule
+            dram = -(-len(program.dram) // granule)
+            sizes = {"inp": cfg.inp_depth, "wgt": cfg.wgt_depth, "out": cfg.out_depth, "dram": dram}
+            shared = {"dram": _dram_shared(table, cfg, dram, granule)}
+            self.races = RaceChecker(sizes, self.clocks, self.describe, granule, shared)
         self.counters: dict[str, int] = {c.value: 0 for c in EVENT_COUNTERS}
         self.finished = False
 
@@ -105,13 +167,13 @@ class Machine:
 
     def receive(self, module: Module, stamp: np.ndarray) -> None:
         """``module`` popped a token carrying ``stamp``."""
-        self.clocks.receive(module, stamp)
+        self.clocks.receive(module, stamp.tolist())
         self.counters[Counter.TOKEN_POPS] += 1
 
     def stamp(self, module: Module) -> np.ndarray:
         """The happens-before stamp a token pushed by ``module`` now carries."""
         self.counters[Counter.TOKEN_PUSHES] += 1
-        return self.clocks.stamp(module)
+        return np.array(self.clocks.stamp(module), dtype=np.int64)
 
     # -- effects -------------------------------------------------------------------
     def execute(self, module: Module, index: int, tokens_left: Mapping[TokenQueue, int]) -> None:
@@ -167,6 +229,8 @@ class Machine:
             raise FinishError(f"{what}: token queues are not empty at FINISH ({listing})")
         clock = self.clocks.clock[Module.COMPUTE]
         for module in (Module.LOAD, Module.STORE):
+            if clock[module] == self.module.count(module):
+                continue
             mine = [i for i, m in enumerate(self.module) if m == module]
             if clock[module] < len(mine):
                 first = mine[int(clock[module])]

@@ -5,17 +5,27 @@ clock says, for every module, the last epoch known to have completed before the
 module's current instruction: its own predecessors (program order) and, through
 every popped token, what the pusher had seen when it pushed.
 
-For each shared element (inp, wgt and out tiles; DRAM granules) the checker keeps
-the last writer and every module's last read.  A read is a race when the last write
-by another module is not ordered before it; a write is a race when another module's
-last read or write is not ordered before it.  Because the order is taken from the
-tokens, not from the schedule the simulator happened to pick, a missing token is
-reported even when the numbers come out right.
+For each shared element (inp, wgt and out tiles; DRAM granules) the rule is: a read
+is a race when the last write by another module is not ordered before it; a write is
+a race when another module's last read or write is not ordered before it.  Because
+the order is taken from the tokens, not from the schedule the simulator happened to
+pick, a missing token is reported even when the numbers come out right.
+
+Incremental checking: the checker keeps, per resource and per module, the epoch of
+that module's last write and last read of every element, and tests an access with
+one maximum per other module that ever touched the resource.  Testing every other
+module's last write, not only the last writer's, gives the same verdict while no
+race has been found: the last writer's own check ordered every earlier write before
+it, and vector clocks are transitive.  Only when a test fails does the checker look
+for the element and the instruction to name, exactly as the rule above says.
+Elements that only one module can touch (DRAM granules that no STORE writes, or
+that no LOAD reads) are never tested: see ``shared`` below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -28,29 +38,64 @@ __all__ = ["VectorClocks", "RaceChecker"]
 
 _NAMES = {"inp": "inp buffer element", "wgt": "wgt buffer element",
           "out": "out buffer element", "dram": "DRAM byte"}
+Elements = np.ndarray | slice | Rows
 
 
 class VectorClocks:
-    """Per-module vector clocks and the stream index of every executed instruction."""
+    """Per-module vector clocks (lists of ints) and the stream index of every executed instruction."""
 
     def __init__(self) -> None:
         n = len(Module)
-        self.clock = np.zeros((n, n), dtype=np.int64)
+        self.clock: list[list[int]] = [[0] * n for _ in range(n)]
         self.history: list[list[int]] = [[] for _ in range(n)]
 
-    def begin(self, module: Module, stream_index: int) -> int:
-        self.clock[module, module] += 1
+    def begin(self, module: int, stream_index: int) -> int:
+        row = self.clock[module]
+        row[module] += 1
         self.history[module].append(stream_index)
-        return int(self.clock[module, module])
+        return row[module]
 
-    def receive(self, module: Module, stamp: np.ndarray) -> None:
-        np.maximum(self.clock[module], stamp, out=self.clock[module])
+    def receive(self, module: int, stamp: Sequence[int]) -> None:
+        row = self.clock[module]
+        for m, epoch in enumerate(stamp):
+            if epoch > row[m]:
+                row[m] = int(epoch)
 
-    def stamp(self, module: Module) -> np.ndarray:
-        return self.clock[module].copy()
+    def stamp(self, module: int) -> tuple[int, ...]:
+        return tuple(self.clock[module])
 
     def stream_index(self, module: int, epoch: int) -> int:
         return self.history[module][epoch - 1]
+
+
+class _Resource:
+    """Per-module epochs of the last write and read of every element, and the last writer."""
+
+    def __init__(self, size: int, shared: list[tuple[int, int]] | None) -> None:
+        n = len(Module)
+        self.size = size
+        self.writer = np.full(size, -1, dtype=np.int8)
+        # epochs count one module's instructions: int32 halves the memory each check streams
+        self.writes: list[np.ndarray | None] = [None] * n
+        self.reads: list[np.ndarray | None] = [None] * n
+        #: sorted disjoint ranges of the elements that more than one module may touch
+        #: (None: all of them)
+        self.shared = None if shared is None else ([lo for lo, _ in shared], [hi for _, hi in shared])
+
+    def table(self, tables: list[np.ndarray | None], module: int) -> np.ndarray:
+        table = tables[module]
+        if table is None:
+            table = tables[module] = np.zeros(self.size, dtype=np.int32)
+        return table
+
+    def untouchable(self, index: Elements) -> bool:
+        """True when no element of ``index`` can be touched by two modules."""
+        if self.shared is None:
+            return False
+        starts, ends = self.shared
+        lo, hi = _bounds(index)
+        j = bisect_right(ends, lo)  # the first shared range that ends after lo
+        return j == len(ends) or starts[j] >= hi
 
 
 class RaceChecker:
@@ -66,6 +111,10 @@ class RaceChecker:
         stream index → text naming the instruction, for messages.
     granule :
         bytes per DRAM element tracked (reported as byte addresses).
+    shared :
+        resource → sorted disjoint ranges ``(lo, hi)`` of the elements that more than
+        one module may touch; accesses to none of them are not tracked (every element
+        when absent).
     """
 
     def __init__(
@@ -74,17 +123,15 @@ class RaceChecker:
         clocks: VectorClocks,
         describe: Callable[[int], str],
         granule: int,
+        shared: dict[str, list[tuple[int, int]]] | None = None,
     ) -> None:
-        n = len(Module)
         self.clocks = clocks
         self.describe = describe
         self.granule = granule
-        self.writer = {r: np.full(size, -1, dtype=np.int8) for r, size in sizes.items()}
-        # epochs count one module's instructions: int32 halves the memory each check streams
-        self.write_epoch = {r: np.zeros(size, dtype=np.int32) for r, size in sizes.items()}
-        self.read_epoch = {r: np.zeros((n, size), dtype=np.int32) for r, size in sizes.items()}
+        shared = shared or {}
+        self.resources = {r: _Resource(size, shared.get(r)) for r, size in sizes.items()}
 
-    def check(self, module: Module, accesses: list[Access]) -> None:
+    def check(self, module: int, accesses: list[Access]) -> None:
         """Check and record ``accesses`` made by ``module``'s current instruction.
 
         An access's elements are an index array, or a contiguous range or evenly spaced
@@ -92,41 +139,53 @@ class RaceChecker:
         the elements and with no gather or scatter.
         """
         module = int(module)
-        clock = [int(c) for c in self.clocks.clock[module]]
+        clock = self.clocks.clock[module]
         epoch = clock[module]
-        others = [m for m in range(len(clock)) if m != module]
         for access in accesses:
-            r, index = access.resource, access.elements
-            writer, written = _select(self.writer[r], index), _select(self.write_epoch[r], index)
-            # the last write by another module must be ordered before this access
-            bad = None
-            for other in others:
-                late = (writer == other) & (written > clock[other])
-                bad = late if bad is None else bad | late
-            if bad is not None and bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                self._report(module, access, _element(index, k), int(writer.flat[k]),
-                             int(written.flat[k]), "write")
+            res, index = self.resources[access.resource], access.elements
+            if res.untouchable(index):
+                continue
+            for other, table in enumerate(res.writes):
+                if other != module and table is not None and _max(table, index) > clock[other]:
+                    self._report_write(module, access, res)
             if access.write:
-                # so must every other module's last read (a module's own reads never race)
-                for other in others:
-                    reads = _select(self.read_epoch[r][other], index)
-                    late = reads > clock[other]
-                    if late.any():
-                        k = int(np.flatnonzero(late)[0])
-                        self._report(module, access, _element(index, k), other,
-                                     int(reads.flat[k]), "read")
-                _assign(self.writer[r], index, module)
-                _assign(self.write_epoch[r], index, epoch)
+                for other, table in enumerate(res.reads):
+                    if other != module and table is not None and _max(table, index) > clock[other]:
+                        self._report_read(module, access, res, other, table)
+                _assign(res.writer, index, module)
+                _assign(res.table(res.writes, module), index, epoch)
             else:
-                _assign(self.read_epoch[r][module], index, epoch)
+                _assign(res.table(res.reads, module), index, epoch)
+
+    def _report_write(self, module: int, access: Access, res: _Resource) -> None:
+        """The first element whose last writer, another module, is not ordered before."""
+        index, clock = access.elements, self.clocks.clock[module]
+        writer = _select(res.writer, index).reshape(-1).astype(np.int64)
+        written = np.zeros(writer.shape, dtype=np.int64)
+        for other, table in enumerate(res.writes):
+            if table is not None:
+                mine = writer == other
+                written[mine] = _select(table, index).reshape(-1)[mine]
+        limit = np.array(clock + [np.iinfo(np.int64).max], dtype=np.int64)
+        limit[module] = np.iinfo(np.int64).max  # writer -1 (none) reads the last entry
+        bad = written > limit[writer]
+        assert bad.any(), "a late write by another module is always some element's last write"
+        k = int(np.flatnonzero(bad)[0])
+        self._report(module, access, _element(index, k), int(writer[k]), int(written[k]), "write")
+
+    def _report_read(
+        self, module: int, access: Access, res: _Resource, other: int, table: np.ndarray
+    ) -> None:
+        reads = _select(table, access.elements).reshape(-1)
+        k = int(np.flatnonzero(reads > self.clocks.clock[module][other])[0])
+        self._report(module, access, _element(access.elements, k), other, int(reads[k]), "read")
 
     def _report(
-        self, module: Module, access: Access, element: int, other: int, epoch: int, kind: str
+        self, module: int, access: Access, element: int, other: int, epoch: int, kind: str
     ) -> None:
         verb = "writes" if access.write else "reads"
         where = element * self.granule if access.resource == "dram" else element
-        mine = self.clocks.stream_index(module, int(self.clocks.clock[module, module]))
+        mine = self.clocks.stream_index(module, self.clocks.clock[module][module])
         theirs = self.clocks.stream_index(other, epoch)
         raise RaceError(
             f"race on {_NAMES[access.resource]} {where}: {Module(module).name.lower()} "
@@ -136,29 +195,48 @@ class RaceChecker:
         )
 
 
-def _select(table: np.ndarray, index: np.ndarray | slice | Rows) -> np.ndarray:
+def _rows_view(table: np.ndarray, index: Rows, writeable: bool) -> np.ndarray:
+    step = table.strides[-1]
+    return np.lib.stride_tricks.as_strided(
+        table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
+        table.strides[:-1] + (index.stride * step, step), writeable=writeable)
+
+
+def _select(table: np.ndarray, index: Elements) -> np.ndarray:
     """``table[..., index]``; a view unless ``index`` is an index array."""
     if isinstance(index, Rows):
-        step = table.strides[-1]
-        return np.lib.stride_tricks.as_strided(
-            table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
-            table.strides[:-1] + (index.stride * step, step), writeable=False)
+        return _rows_view(table, index, False)
     return table[..., index]
 
 
-def _assign(table: np.ndarray, index: np.ndarray | slice | Rows, value: int | np.integer) -> None:
+def _max(table: np.ndarray, index: Elements) -> int:
+    """The largest entry of ``table`` at ``index`` (0 when ``index`` is empty)."""
+    selected = _select(table, index)
+    return int(selected.max()) if selected.size else 0
+
+
+def _assign(table: np.ndarray, index: Elements, value: int) -> None:
     """``table[..., index] = value`` (overlapping rows get the same value, so order is moot)."""
     if isinstance(index, Rows):
-        step = table.strides[-1]
-        view = np.lib.stride_tricks.as_strided(
-            table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
-            table.strides[:-1] + (index.stride * step, step))
-        view[...] = value
+        _rows_view(table, index, True)[...] = value
     else:
         table[..., index] = value
 
 
-def _element(index: np.ndarray | slice | Rows, k: int) -> int:
+def _bounds(index: Elements) -> tuple[int, int]:
+    """``lo, hi``: every element of ``index`` is in ``range(lo, hi)``."""
+    if isinstance(index, Rows):
+        if index.rows == 0 or index.row_len == 0:
+            return index.start, index.start
+        return index.start, index.start + (index.rows - 1) * index.stride + index.row_len
+    if isinstance(index, slice):
+        return int(index.start), int(index.stop)
+    if index.size == 0:
+        return 0, 0
+    return int(index.min()), int(index.max()) + 1
+
+
+def _element(index: Elements, k: int) -> int:
     """The ``k``-th element of an access's elements."""
     if isinstance(index, Rows):
         return index.start + (k // index.row_len) * index.stride + k % index.row_len

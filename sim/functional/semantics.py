@@ -6,7 +6,10 @@ it, and the cycle model calls the same functions at simulated time.  Each
 the buffers that more than one module touches (for the race checker).
 
 Vectorization: a whole micro-op loop is one numpy computation (GEMM: one matrix
-product, see :mod:`.gemm`; ALU: see :mod:`.alu`), then wrapped to 32 bits.
+product, see :mod:`.gemm`; ALU: see :mod:`.alu`), then wrapped to 32 bits.  All that
+depends on the indices alone (the index grids, the products' layout, the touched
+tiles, the accesses) is a plan made once per distinct instruction fields and micro-op
+words (:func:`loop_plan`) and kept in the :class:`MachineState`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, l
 from openvta.isa.encoding import Format
 
 from ..errors import MemoryAccessError
-from .alu import apply_alu
-from .gemm import gemm_products
+from .alu import Index, alu_waves, as_index, run_alu
+from .gemm import GemmPlan, plan_gemm
 
 __all__ = ["Access", "Rows", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
 
@@ -61,6 +64,11 @@ class MachineState:
         assert not any(f.signed or f.word for f in fields)
         #: DRAM race tracking granule: the smallest element of any memory type.
         self.granule = min(cfg.elem_bytes(m) for m in MemoryType)
+        #: loop plans of GEMM and ALU instructions, by fields and micro-ops (see :func:`loop_plan`)
+        self.plans: dict[tuple, _LoopPlan] = {}
+        self._buffers = {MemoryType.INP: self.inp, MemoryType.WGT: self.wgt, MemoryType.ACC: self.acc,
+                         MemoryType.ACC_8BIT: self.acc, MemoryType.UOP: self.uop, MemoryType.OUT: self.out}
+        self._elem_bytes = {m: cfg.elem_bytes(m) for m in MemoryType}
         self._dram_dtype: dict[MemoryType, tuple[np.dtype, tuple[int, ...]]] = {
             MemoryType.INP: (np.dtype(np.int8), (b, bi)),
             MemoryType.WGT: (np.dtype(np.int8), (bo, bi)),
@@ -71,37 +79,37 @@ class MachineState:
         }
 
     def buffer(self, memory_type: MemoryType) -> np.ndarray:
-        return {
-            MemoryType.INP: self.inp,
-            MemoryType.WGT: self.wgt,
-            MemoryType.ACC: self.acc,
-            MemoryType.ACC_8BIT: self.acc,
-            MemoryType.UOP: self.uop,
-            MemoryType.OUT: self.out,
-        }[memory_type]
+        return self._buffers[memory_type]
 
-    def dram_rows(self, insn: MemInsn, what: str) -> np.ndarray:
-        """Byte offsets ``(y_size, row_bytes)`` of the DRAM rows ``insn`` moves."""
-        elem = self.cfg.elem_bytes(insn.memory_type)
+    def dram_rows(self, insn: MemInsn, what: str) -> tuple[int, int, int]:
+        """``start, step, row_bytes``: the byte offsets of the DRAM rows ``insn`` moves."""
+        elem = self._elem_bytes[insn.memory_type]
         row_bytes = insn.x_size * elem
-        starts = (insn.dram_base + np.arange(insn.y_size, dtype=np.int64) * insn.x_stride) * elem
-        end = int(starts[-1]) + row_bytes if insn.y_size else 0
+        start, step = insn.dram_base * elem, insn.x_stride * elem
+        end = start + (insn.y_size - 1) * step + row_bytes if insn.y_size else 0
         if end > len(self.dram):
             raise MemoryAccessError(
                 f"{what} accesses DRAM bytes up to {end}, past the end of DRAM "
                 f"({len(self.dram)} bytes)"
             )
-        return starts
+        return start, step, row_bytes
 
-    def dram_granules(self, starts: np.ndarray, row_bytes: int) -> np.ndarray | slice | Rows:
+    def dram_view(self, start: int, step: int, rows: int, row_bytes: int) -> np.ndarray:
+        """The DRAM bytes of ``rows`` rows of ``row_bytes`` ``step`` apart, as a writeable view."""
+        if rows == 0:
+            return self.dram[:0].reshape(0, row_bytes)
+        return np.ndarray((rows, row_bytes), np.uint8, self.dram, start, (step, 1))
+
+    def dram_granules(self, start: int, step: int, rows: int, row_bytes: int) -> np.ndarray | slice | Rows:
         g = self.granule
-        if len(starts) == 1 or (len(starts) > 1 and int(starts[1] - starts[0]) == row_bytes):
+        if rows == 1 or (rows > 1 and step == row_bytes):
             # rows back to back (x_stride == x_size): one contiguous range
-            first = int(starts[0]) // g
-            return slice(first, first + len(starts) * (row_bytes // g))
-        step = int(starts[1] - starts[0]) if len(starts) > 1 else 0
-        if len(starts) and step % g == 0 and int(starts[0]) % g == 0:
-            return Rows(int(starts[0]) // g, len(starts), row_bytes // g, step // g)
+            first = start // g
+            return slice(first, first + rows * (row_bytes // g))
+        step = step if rows > 1 else 0
+        if rows and step % g == 0 and start % g == 0:
+            return Rows(start // g, rows, row_bytes // g, step // g)
+        starts = start + np.arange(rows, dtype=np.int64) * step
         per_row = np.arange(row_bytes // g, dtype=np.int64)
         return (starts[:, None] // g + per_row[None, :]).reshape(-1)
 
@@ -120,54 +128,44 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     if insn.x_size == 0:
         return []
     mt = insn.memory_type
-    rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
-    cols = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+    y, x = insn.y_size, insn.x_size
+    rows = insn.y_pad_0 + y + insn.y_pad_1
+    cols = insn.x_pad_0 + x + insn.x_pad_1
     lo, hi = insn.sram_base, insn.sram_base + rows * cols
     _check_sram(state, mt, lo, hi, what)
-    starts = state.dram_rows(insn, what)
-    elem = state.cfg.elem_bytes(mt)
-    row_bytes = insn.x_size * elem
-    raw = _dram_view(state.dram, starts, row_bytes)
+    start, step, row_bytes = state.dram_rows(insn, what)
     dtype, tile = state._dram_dtype[mt]
-    data = raw.view(dtype).reshape((insn.y_size, insn.x_size) + tile)
-    buffer = state.buffer(mt)
+    data = state.dram_view(start, step, y, row_bytes).view(dtype).reshape((y, x) + tile)
+    buffer = state._buffers[mt]
     block = buffer[lo:hi].reshape((rows, cols) + buffer.shape[1:])  # a view: written in place
-    if rows * cols != insn.y_size * insn.x_size:
+    if rows * cols != y * x:
         block[...] = 0
-    block[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = data
-    accesses = [Access("dram", False, state.dram_granules(starts, row_bytes))]
-    if mt in (MemoryType.INP, MemoryType.WGT):
-        accesses.append(Access(mt.name.lower(), True, slice(lo, hi)))
-    return accesses
-
-
-def _dram_view(dram: np.ndarray, starts: np.ndarray, row_bytes: int) -> np.ndarray:
-    """The DRAM rows at byte offsets ``starts`` (evenly spaced) as a read-only ``(rows, row_bytes)`` view."""
-    if len(starts) == 0:
-        return dram[:0].reshape(0, row_bytes)
-    step = int(starts[1] - starts[0]) if len(starts) > 1 else row_bytes
-    return np.lib.stride_tricks.as_strided(dram[int(starts[0]):], (len(starts), row_bytes),
-                                           (step, 1), writeable=False)
+    block[insn.y_pad_0 : insn.y_pad_0 + y, insn.x_pad_0 : insn.x_pad_0 + x] = data
+    dram = Access("dram", False, state.dram_granules(start, step, y, row_bytes))
+    if mt == MemoryType.INP or mt == MemoryType.WGT:
+        return [dram, Access("inp" if mt == MemoryType.INP else "wgt", True, slice(lo, hi))]
+    return [dram]
 
 
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     """STORE: out buffer tiles to a 2-D strided DRAM region."""
     if insn.x_size == 0:
         return []
-    count = insn.y_size * insn.x_size
-    lo, hi = insn.sram_base, insn.sram_base + count
+    y = insn.y_size
+    lo, hi = insn.sram_base, insn.sram_base + y * insn.x_size
     _check_sram(state, MemoryType.OUT, lo, hi, what)
-    starts = state.dram_rows(insn, what)
-    row_bytes = insn.x_size * state.cfg.out_elem_bytes
-    data = state.out[lo:hi].reshape(insn.y_size, row_bytes).view(np.uint8)
-    if insn.x_stride == insn.x_size or insn.y_size == 1:
-        first = int(starts[0])
-        state.dram[first : first + row_bytes * insn.y_size] = data.reshape(-1)
-    else:
+    start, step, row_bytes = state.dram_rows(insn, what)
+    data = state.out[lo:hi].reshape(y, row_bytes).view(np.uint8)
+    if insn.x_stride == insn.x_size or y == 1:
+        state.dram[start : start + row_bytes * y] = data.reshape(-1)
+    elif step >= row_bytes:  # rows apart: a strided view
+        state.dram_view(start, step, y, row_bytes)[...] = data
+    else:  # overlapping rows: the later row wins, as in program order
+        starts = start + np.arange(y, dtype=np.int64) * step
         state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)] = data.reshape(-1)
     return [
         Access("out", False, slice(lo, hi)),
-        Access("dram", True, state.dram_granules(starts, row_bytes)),
+        Access("dram", True, state.dram_granules(start, step, y, row_bytes)),
     ]
 
 
@@ -214,27 +212,89 @@ def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> Lo
     return LoopIndices(dst, src, wgt)
 
 
-def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[Access], int]:
-    """GEMM: returns the accesses and the number of micro-op executions."""
-    idx = loop_indices(state, insn, what)
-    executions = idx.dst.size
-    if executions == 0:
-        return [], 0
-    if insn.reset_reg:
-        state.acc[idx.dst.reshape(-1)] = 0
-        return [], executions
-    assert idx.wgt is not None
-    products = gemm_products(state.inp, state.wgt, idx.dst, idx.src, idx.wgt)
-    _accumulate(state.acc, products.targets, products.values)
+class _LoopPlan(NamedTuple):
+    """What a GEMM or ALU instruction does, worked out from its fields and micro-ops alone."""
+
+    executions: int
+    #: every accumulator index written, in execution order (ALU), or the GEMM targets
+    #: (a slice when they are one ascending run and no two are the same)
+    dst: Index
+    touched: np.ndarray | slice  # the distinct ones, as the out elements refreshed
+    accesses: list[Access]
+    gemm: GemmPlan | None = None
+    #: GEMM: the distinct targets, and how to sum repeated ones (None: all distinct)
+    sums: tuple[np.ndarray | slice, np.ndarray, np.ndarray] | None = None
+    #: ALU: the sources, and the waves that run the executions exactly
+    src: np.ndarray | None = None
+    waves: list[tuple[Index, Index | None]] | None = None
+
+
+def loop_plan(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> _LoopPlan:
+    """The plan of ``insn`` with the micro-ops now in the buffer, made once and reused."""
+    key = (insn.opcode, insn.reset_reg, insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
+           insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
+           getattr(insn, "wgt_factor_out", 0), getattr(insn, "wgt_factor_in", 0),
+           getattr(insn, "use_imm", False),
+           state.uop[insn.uop_bgn : insn.uop_end].tobytes() if insn.uop_end <= len(state.uop) else b"")
+    plan = state.plans.get(key)
+    if plan is None:
+        idx = loop_indices(state, insn, what)
+        plan = state.plans[key] = (_alu_plan(state, insn, idx) if isinstance(insn, AluInsn)
+                                   else _gemm_plan(state, insn, idx))
+    return plan
+
+
+def _gemm_plan(state: MachineState, insn: GemmInsn, idx: LoopIndices) -> _LoopPlan:
+    dst = idx.dst.reshape(-1)
     cfg = state.cfg
-    touched = as_span(unique_index(products.targets, cfg.acc_depth))
-    state.out[touched] = state.acc[touched].astype(np.int8)
+    if insn.reset_reg or dst.size == 0:
+        return _LoopPlan(dst.size, dst, as_index(unique_index(dst, cfg.acc_depth)), [])
+    assert idx.wgt is not None
+    gemm = plan_gemm(idx.dst, idx.src, idx.wgt)
+    targets = gemm.targets
+    order = np.argsort(targets, kind="stable")
+    sorted_targets = targets[order]
+    starts = np.flatnonzero(np.r_[True, sorted_targets[1:] != sorted_targets[:-1]])
+    sums = None if len(starts) == len(targets) else (sorted_targets[starts], order, starts)
+    touched = as_span(unique_index(targets, cfg.acc_depth))
     accesses = [
-        Access("inp", False, as_span(unique_index(products.inputs, cfg.inp_depth))),
-        Access("wgt", False, as_span(unique_index(products.weights, cfg.wgt_depth))),
+        Access("inp", False, as_span(unique_index(gemm.inputs, cfg.inp_depth))),
+        Access("wgt", False, as_span(unique_index(gemm.weights, cfg.wgt_depth))),
         Access("out", True, touched),
     ]
-    return accesses, executions
+    return _LoopPlan(dst.size, as_index(targets) if sums is None else targets, touched, accesses,
+                     gemm, sums)
+
+
+def _alu_plan(state: MachineState, insn: AluInsn, idx: LoopIndices) -> _LoopPlan:
+    dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
+    if dst.size == 0:
+        return _LoopPlan(0, dst, dst, [])
+    src_used = None if insn.use_imm else src
+    touched = as_span(unique_index(dst, state.cfg.acc_depth))
+    return _LoopPlan(dst.size, dst, touched, [Access("out", True, touched)],
+                     src=src_used, waves=alu_waves(dst, src_used))
+
+
+def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[Access], int]:
+    """GEMM: returns the accesses and the number of micro-op executions."""
+    plan = loop_plan(state, insn, what)
+    if plan.executions == 0:
+        return [], 0
+    acc = state.acc
+    if insn.reset_reg:
+        acc[plan.touched] = 0
+        return [], plan.executions
+    assert plan.gemm is not None
+    values = plan.gemm.products(state.inp, state.wgt)
+    if plan.sums is None:
+        target: np.ndarray | slice = plan.dst
+    else:
+        target, order, starts = plan.sums
+        values = np.add.reduceat(values[order], starts, axis=0)
+    acc[target] = (acc[target].astype(np.int64) + values).astype(np.int32)
+    state.out[plan.touched] = acc[plan.touched].astype(np.int8)
+    return plan.accesses, plan.executions
 
 
 def unique_index(index: np.ndarray, depth: int) -> np.ndarray:
@@ -253,26 +313,12 @@ def as_span(elements: np.ndarray) -> np.ndarray | slice:
     return elements
 
 
-def _accumulate(acc: np.ndarray, dst: np.ndarray, values: np.ndarray) -> None:
-    """``acc[dst] += values`` with repeated destinations summed, 32-bit wrap-around."""
-    order = np.argsort(dst, kind="stable")
-    sorted_dst = dst[order]
-    starts = np.flatnonzero(np.r_[True, sorted_dst[1:] != sorted_dst[:-1]])
-    if len(starts) == len(dst):
-        target, sums = dst, values
-    else:
-        target, sums = sorted_dst[starts], np.add.reduceat(values[order], starts, axis=0)
-    acc[target] = (acc[target].astype(np.int64) + sums).astype(np.int32)
-
-
 def execute_alu(state: MachineState, insn: AluInsn, what: str) -> tuple[list[Access], int]:
     """ALU: returns the accesses and the number of micro-op executions."""
-    idx = loop_indices(state, insn, what)
-    executions = idx.dst.size
-    if executions == 0:
+    plan = loop_plan(state, insn, what)
+    if plan.executions == 0:
         return [], 0
-    dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
-    apply_alu(state.acc, AluOp(insn.alu_opcode), dst, None if insn.use_imm else src, insn.imm)
-    touched = as_span(unique_index(dst, state.cfg.acc_depth))
-    state.out[touched] = state.acc[touched].astype(np.int8)
-    return [Access("out", True, touched)], executions
+    assert isinstance(plan.dst, np.ndarray)
+    run_alu(state.acc, AluOp(insn.alu_opcode), plan.dst, plan.src, insn.imm, plan.waves)
+    state.out[plan.touched] = state.acc[plan.touched].astype(np.int8)
+    return plan.accesses, plan.executions
