@@ -1,42 +1,111 @@
-"""Cycle model speed and latency hiding on a blocked 256×256×256 int8 GEMM.
+"""Cycle model speed: simulated cycles per second on ResNet-18 and a blocked GEMM.
 
-Targets (issue [2/6]): at least 1e6 simulated cycles per wall-clock second; a table of
-cycles and GEMM utilization with 1, 2 and 4 virtual threads.
+Targets: issue 14, at least 1e7 simulated cycles per wall-clock second on the compiled
+ResNet-18 layers C2–C11 (default preset, 1 and 2 virtual threads) with every counter
+unchanged; issue [2/6], at least 1e6 on a blocked 256×256×256 int8 GEMM, and its table
+of cycles and GEMM utilization with 1, 2 and 4 virtual threads.
 
-    .venv/bin/python benchmarks/cycle.py [--size 256] [--config default] [--repeat 3]
+For each layer: the event-by-event reference (``event_by_event=True``: every burst its
+own SimPy event, as before issue 14) and the fast path, best of ``--repeat`` runs each,
+checked identical (cycles and every counter); the fast run's time split into the
+machine's share (the functional semantics computing the results, race checks included:
+``Machine.execute`` and the loop-index expansion) and the timing model's, and cycles/s
+of the whole run and of the timing model alone.  Times are wall clock: on a shared
+machine take the best of several runs.
+
+    .venv/bin/python benchmarks/cycle.py [--layers C2,C5] [--vthreads 1,2] [--repeat 3]
+                                         [--gemm-size 256] (0: no GEMM table)
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+import openvta
 from openvta.blocked_gemm import build_blocked_gemm, read_gemm_output, reference_gemm
+from openvta.compiler.workloads import RESNET18, random_inputs
 from openvta.isa import preset
-from openvta.sim.cycle import simulate_cycles
+from openvta.runtime import Program
+from openvta.sim.cycle import CycleModel, CycleReport, simulate_cycles
+
+TARGET = 1e7
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--config", default="default")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    cfg, n = preset(args.config), args.size
+def _timed(fn: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            spent[0] += time.perf_counter() - start
+    return call
+
+
+def run_once(program: Program, event_by_event: bool) -> tuple[CycleReport, float, float]:
+    """One run: its report, wall seconds, and seconds spent in the machine's semantics."""
+    spent = [0.0]
+    start = time.perf_counter()
+    model = CycleModel(program, event_by_event=event_by_event)
+    spent[0] += time.perf_counter() - start  # decoding and checking the program
+    model.machine.execute = _timed(model.machine.execute, spent)  # type: ignore[method-assign]
+    model._loop_cycles = _timed(model._loop_cycles, spent)  # type: ignore[method-assign]
+    report = model.run()
+    return report, time.perf_counter() - start, spent[0]
+
+
+def best_of(program: Program, event_by_event: bool, repeat: int) -> tuple[CycleReport, float, float]:
+    runs = [run_once(program, event_by_event) for _ in range(repeat)]
+    report = runs[0][0]
+    return report, min(r[1] for r in runs), min(r[1] - r[2] for r in runs)
+
+
+def resnet18(layers: list[str], threads: list[int], repeat: int) -> None:
+    print(f"ResNet-18 conv layers, default preset, cycle model (best of {repeat} runs)")
+    print(f"{'layer':<6}{'vt':>3}{'insns':>6}{'cycles':>9}{'before ms':>11}{'after ms':>10}"
+          f"{'speed-up':>9}{'before c/s':>12}{'after c/s':>11}{'timing ms':>11}"
+          f"{'timing c/s':>12}  same")
+    totals = {"cycles": 0, "before": 0.0, "after": 0.0, "timing": 0.0}
+    for name in layers:
+        operands = random_inputs(RESNET18[name], seed=0)
+        for vt in threads:
+            op = openvta.operator("conv2d", layer=name, config="default", vthreads=vt)
+            program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
+            before, before_s, _ = best_of(program, True, repeat)
+            after, after_s, timing_s = best_of(program, False, repeat)
+            same = before.counters == after.counters
+            cycles = after.cycles
+            for key, value in (("cycles", cycles), ("before", before_s), ("after", after_s),
+                               ("timing", timing_s)):
+                totals[key] += value
+            print(f"{name:<6}{vt:>3}{program.insn_count:>6}{cycles:>9}{before_s * 1e3:>11.1f}"
+                  f"{after_s * 1e3:>10.1f}{before_s / after_s:>9.1f}{cycles / before_s:>12.3g}"
+                  f"{cycles / after_s:>11.3g}{timing_s * 1e3:>11.1f}{cycles / timing_s:>12.3g}"
+                  f"  {'yes' if same else 'NO'}", flush=True)
+    c = totals["cycles"]
+    print(f"all layers: {c} cycles; before {c / totals['before']:.3g} cycles/s, after "
+          f"{c / totals['after']:.3g} cycles/s (timing model alone {c / totals['timing']:.3g}); "
+          f"target >= {TARGET:.0e} cycles/s")
+
+
+def blocked_gemm(n: int, config: str, repeat: int) -> None:
+    cfg = preset(config)
     rng = np.random.default_rng(0)
     a = rng.integers(-128, 128, (n, n), dtype=np.int8)
     w = rng.integers(-128, 128, (n, n), dtype=np.int8)
     expected = reference_gemm(a, w, 8)
-    print(f"blocked GEMM {n}x{n}x{n} int8, {args.config} config, cycle model "
-          f"(best of {args.repeat} runs, race checker on)")
+    print(f"\nblocked GEMM {n}x{n}x{n} int8, {config} config, cycle model "
+          f"(best of {repeat} runs, race checker on)")
     print(f"{'vthreads':>8} {'cycles':>9} {'util':>7} {'roofline':>9} {'reached':>8} "
           f"{'GOPS@100MHz':>12} {'wall ms':>9} {'cycles/s':>10}")
     for vthreads in (1, 2, 4):
         program = build_blocked_gemm(cfg, a, w, vthreads=vthreads, shift=8)
         best = float("inf")
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             start = time.perf_counter()
             result = simulate_cycles(program)
             best = min(best, time.perf_counter() - start)
@@ -46,6 +115,21 @@ def main() -> None:
               f"{r.roofline_fraction:>8.1%} {r.gops:>12.2f} {best * 1e3:>9.1f} "
               f"{r.cycles / best:>10.3g}")
     print("target: >= 1e6 simulated cycles per second")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", default=",".join(f"C{i}" for i in range(2, 12)))
+    parser.add_argument("--vthreads", default="1,2")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--gemm-size", type=int, default=256)
+    parser.add_argument("--config", default="default", help="preset of the GEMM table")
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, not {args.repeat}")
+    resnet18(args.layers.split(","), [int(t) for t in args.vthreads.split(",")], args.repeat)
+    if args.gemm_size:
+        blocked_gemm(args.gemm_size, args.config, args.repeat)
 
 
 if __name__ == "__main__":

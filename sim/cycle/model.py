@@ -144,6 +144,7 @@ class CycleModel:
         self._flow = 0
         bound = max_cycles + 1
         self._until = None if event_by_event else (lambda: horizon(env, bound))
+        self._loops: dict[tuple[GemmInsn | AluInsn, bytes], int] = {}
 
     # -- processes -------------------------------------------------------------------
     def _fetch(self) -> Generator[Any, Any, None]:
@@ -277,6 +278,15 @@ class CycleModel:
         return rows
 
     def _loop_cycles(self, index: int, insn: GemmInsn | AluInsn) -> int:
+        """The loop's cycles: a function of the instruction and its micro-ops alone, so
+        a kernel run again (every tile, every virtual thread) is looked up."""
+        key = (insn, self.machine.state.uop[insn.uop_bgn:insn.uop_end].tobytes())
+        cycles = self._loops.get(key)
+        if cycles is None:
+            cycles = self._loops[key] = self._count_loop_cycles(index, insn)
+        return cycles
+
+    def _count_loop_cycles(self, index: int, insn: GemmInsn | AluInsn) -> int:
         timing = self.timing
         try:
             idx = loop_indices(self.machine.state, insn, f"instruction {index}")
