@@ -1,0 +1,25 @@
+"""Auto-tuning: schedule spaces, measurement jobs, executors, records, a cost model and search.
+
+>>> from openvta import tune
+>>> space = tune.space("dense", layer="dense_1x16x16", config="tiny")
+>>> len(space), space.valid_count()
+(36, 18)
+
+See docs/TUNING.md: :func:`space` lists an operator's knobs with a reason for every refused
+configuration, :func:`tune` measures configurations on a back end through
+``runtime.Device`` and writes JSON-lines records, :func:`best_plans` reads the best plan
+per kernel back (``openvta.compile(..., records=)``).
+"""
+
+from .executors import ExecutorError, SerialExecutor, open_executor
+from .knobs import KNOBS, Knob
+from .measure import MeasureJob, Outcome, run_job
+from .records import Record, RecordError, TuningNote, best_plans, kernel_key, plan_kwargs, read_records
+from .search import TUNERS
+from .space import Space, space
+from .tuner import TuneError, TuneResult, tune
+
+__all__ = ["KNOBS", "TUNERS", "ExecutorError", "Knob", "MeasureJob", "Outcome", "Record", "RecordError",
+           "SerialExecutor", "Space", "TuneError", "TuneResult", "TuningNote", "best_plans", "kernel_key",
+           "open_executor",
+           "plan_kwargs", "read_records", "run_job", "space", "tune"]
