@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ __all__ = ["compile", "simulate", "operator", "random_operands", "Simulated", "O
 
 
 def operator(name: str, *, config: str | Config = "default", layer: str | None = None,
-             **params: Any) -> Operator:
+             records: str | os.PathLike[str] | None = None, **params: Any) -> Operator:
     """The scheduled operator ``name`` of the registry (``conv2d``, ``dense``, ``elementwise``).
 
     Parameters
@@ -44,19 +45,43 @@ def operator(name: str, *, config: str | Config = "default", layer: str | None =
         (conv2d: ``n``, ``ci``, ``co``, ``hw``, ``kernel``, ``pad``, ``stride``), so giving
         one of them too is an error; schedule and requantization parameters (``vthreads``,
         ``shift``, …) may be given with it.
+    records :
+        a tuning log (docs/TUNING.md): schedule the operator with the best plan found there
+        for its kernel; without one, keep the planner's choice and warn (a
+        :class:`~openvta.tune.records.TuningNote`).
     params :
         the operator's parameters (``openvta.compiler.ops.REGISTRY[name].params``).
 
     Raises
     ------
     ValueError
-        for an unknown operator or layer, a shape parameter given with ``layer``, or a
+        for an unknown operator or layer, a shape parameter given with ``layer``, a
         parameter outside its range (``"conv2d shift must be an integer in 0..31 or None,
-        not 99"``).
+        not 99"``), or (``RecordError``) a records file that is missing or malformed.
     TypeError
-        for a parameter the operator does not have, or a required one missing.
+        for a parameter the operator does not have, a required one missing, or a schedule
+        parameter (``plan``, ``vthreads``, ``block``) given with ``records``.
     """
-    return operator_spec(name).operator(config, layer=layer, **params)
+    spec = operator_spec(name)
+    op = spec.operator(config, layer=layer, **params)
+    if records is None:
+        return op
+    from openvta.tune.knobs import knobs_of
+    from openvta.tune.records import TuningNote, best_plans, kernel_key, plan_kwargs
+
+    fixed = [key for key in knobs_of(name).keywords if key in params]
+    if fixed:
+        raise TypeError(f"{name} takes records= or the schedule ({', '.join(fixed)}), not both")
+    key = kernel_key(op)
+    plan = best_plans(records).get(key)
+    if plan is None:
+        warnings.warn(f"{records} has no valid record for {key}: the default plan is used",
+                      TuningNote, stacklevel=2)
+        op.notes["tuning"] = "default plan (no record)"
+        return op
+    tuned = spec.operator(config, layer=layer, **params, **plan_kwargs(name, plan))
+    tuned.notes["tuning"] = f"tuned plan from {records}"
+    return tuned
 
 
 def random_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
@@ -66,7 +91,8 @@ def random_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
 
 def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None,  # noqa: A001
             seed: int | None = None, progress: Progress | None = None,
-            max_insns: int | None = MAX_INSNS, **params: Any) -> Program:
+            max_insns: int | None = MAX_INSNS, records: str | os.PathLike[str] | None = None,
+            **params: Any) -> Program:
     """Compile an operator into a program file's contents.
 
     Parameters
@@ -82,6 +108,9 @@ def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None
     progress, max_insns :
         as :func:`openvta.compiler.pipeline.build`: ``progress(what, done, total)`` before
         each pass and during code generation; the most instructions allowed.
+    records :
+        with an operator name: a tuning log whose best plan for the kernel schedules it
+        (see :func:`operator`).
 
     Raises
     ------
@@ -92,12 +121,13 @@ def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None
         (``LoweringError``) for a program too large for DRAM or ``max_insns``.
     """
     if isinstance(op, Operator):
-        if params:
+        if params or records is not None:
+            given = [*params, *(["records"] if records is not None else [])]
             raise TypeError(f"compile takes operator parameters with an operator name, not with "
-                            f"an Operator ({', '.join(params)})")
+                            f"an Operator ({', '.join(given)})")
         operator_ = op
     else:
-        operator_ = operator(op, **params)
+        operator_ = operator(op, records=records, **params)
     if inputs is None and seed is not None:
         inputs = random_operands(operator_, seed)
     return operator_.build(inputs, progress=progress, max_insns=max_insns)

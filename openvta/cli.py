@@ -6,13 +6,15 @@
     openvta read RESULT.npz SYMBOL [-o ARRAY.npy] [--packed] [--program PROGRAM.npz]
     openvta disasm PROGRAM.npz [--uops]
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
-    openvta compile conv2d --layer resnet18.C5 ... -o PROG.npz
+    openvta compile conv2d --layer resnet18.C5 ... [--records C5.jsonl] -o PROG.npz
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
     openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test]
     openvta config [PRESET]
     openvta model compile|run|show ...   (see openvta/model_cli.py)
+    openvta tune conv2d --layer resnet18.C5 --trials N --tuner xgb --executor local:2 --log C5.jsonl
+                                         (see openvta/tune_cli.py)
 
 Errors in the program (a malformed file, a deadlock, a race…) exit with status 1
 and the message on stderr; a bad command line exits with status 2; Ctrl-C exits with
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ from openvta.runtime import BackendError, Device, ProgramError, backends, load_p
 
 from .model_cli import add_model_parser, run_model_command
 from .progress import ProgressDisplay
+from .tune_cli import add_tune_parser, run_tune_command
 
 __all__ = ["main"]
 
@@ -82,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("program", help="program file (.npz)")
     dis.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD UOP brings in")
     _compile_parser(sub)
+    add_tune_parser(sub, add_operator_options)
     ver = sub.add_parser("verilog", help="export the accelerator's Verilog (module openvta_top)")
     ver.add_argument("--config", default="default", choices=sorted(PRESETS),
                      help="preset configuration (default default)")
@@ -220,19 +225,46 @@ def _compile_parser(sub: Any) -> None:
                               help=", ".join(REGISTRY))
     for spec in REGISTRY.values():
         op = ops.add_parser(spec.name, help=spec.summary, description=spec.summary)
-        if spec.layers:
-            op.add_argument("--layer", choices=spec.layers, metavar="LAYER",
-                            help=f"a named layer of docs/WORKLOADS.md ({', '.join(spec.layers)}); "
-                                 f"fixes {', '.join(spec.param(n).option for n in spec.shape_params)}")
-        for param in spec.params:
-            if param.cli:
-                op.add_argument(param.option, dest=param.name, default=None, help=_param_help(param),
-                                **_param_type(param))
-        op.add_argument("--config", default="default", choices=sorted(PRESETS),
-                        help="preset configuration (default default)")
+        add_operator_options(op, spec)
         op.add_argument("--seed", type=int, default=0, help="seed of the random operands (default 0)")
+        op.add_argument("--records", help="a tuning log (openvta tune --log): use the best plan found "
+                                          "there for this kernel (docs/TUNING.md)")
         op.add_argument("-o", "--output", required=True, help="program file to write (.npz)")
         op.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def add_operator_options(op: argparse.ArgumentParser, spec: Any, *, skip: tuple[str, ...] = ()) -> None:
+    """``--layer``, an option per parameter of registry entry ``spec`` (but ``skip``) and ``--config``."""
+    if spec.layers:
+        op.add_argument("--layer", choices=spec.layers, metavar="LAYER",
+                        help=f"a named layer of docs/WORKLOADS.md ({', '.join(spec.layers)}); "
+                             f"fixes {', '.join(spec.param(n).option for n in spec.shape_params)}")
+    for param in spec.params:
+        if param.cli and param.name not in skip:
+            op.add_argument(param.option, dest=param.name, default=None, help=_param_help(param),
+                            **_param_type(param))
+    op.add_argument("--config", default="default", choices=sorted(PRESETS),
+                    help="preset configuration (default default)")
+
+
+def operator_params(args: argparse.Namespace, spec: Any, verb: str) -> dict[str, Any]:
+    """The operator parameters given on the command line (and ``layer``), checked for a
+    layer given with its shape and for missing shape options."""
+    given = {p.name: getattr(args, p.name) for p in spec.params
+             if p.cli and getattr(args, p.name, None) is not None}
+    layer = getattr(args, "layer", None)
+    if layer is not None:
+        fixed = [spec.param(n).option for n in spec.shape_params if n in given]
+        if fixed:
+            raise ValueError(f"--layer {layer} fixes the shape; give either --layer or "
+                             f"{', '.join(fixed)}, not both")
+        given["layer"] = layer
+    else:
+        missing = [p.option for p in spec.params if p.cli and p.required and p.name not in given]
+        if missing:
+            alternative = " (or --layer)" if spec.layers else ""
+            raise ValueError(f"{verb} {spec.name} needs {', '.join(missing)}{alternative}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()}
 
 
 def _param_help(param: Any) -> str:
@@ -253,28 +285,19 @@ def _compile(args: argparse.Namespace) -> int:
 
     from openvta.api import compile as compile_operator
     from openvta.compiler.ops import REGISTRY
+    from openvta.tune.records import TuningNote
 
     spec = REGISTRY[args.operator]
-    given = {p.name: getattr(args, p.name) for p in spec.params
-             if p.cli and getattr(args, p.name) is not None}
-    layer = getattr(args, "layer", None)
-    if layer is not None:
-        fixed = [spec.param(n).option for n in spec.shape_params if n in given]
-        if fixed:
-            raise ValueError(f"--layer {layer} fixes the shape; give either --layer or "
-                             f"{', '.join(fixed)}, not both")
-        given["layer"] = layer
-    else:
-        missing = [p.option for p in spec.params if p.cli and p.required and p.name not in given]
-        if missing:
-            alternative = " (or --layer)" if spec.layers else ""
-            raise ValueError(f"compile {spec.name} needs {', '.join(missing)}{alternative}")
-    given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()}
+    given = operator_params(args, spec, "compile")
     out = _output(args.output)
     start = time.perf_counter()
-    with ProgressDisplay(f"compile {spec.name}", enabled=False if args.quiet else None) as show:
+    with ProgressDisplay(f"compile {spec.name}", enabled=False if args.quiet else None) as show, \
+            warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", TuningNote)
         program = compile_operator(spec.name, config=args.config, seed=args.seed, progress=show,
-                                   **given)
+                                   records=args.records, **given)
+    for note in notes:
+        print(f"openvta: note: {note.message}", file=sys.stderr)
     program.save(out)  # type: ignore[arg-type]
     if not args.quiet:
         print(f"compiled {spec.name} into {program.insn_count} instructions in "
@@ -330,7 +353,11 @@ def _model(args: argparse.Namespace) -> int:
     return run_model_command(args, _output)
 
 
-_COMMANDS = {"model": _model, "run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
+def _tune(args: argparse.Namespace) -> int:
+    return run_tune_command(args, operator_params, _output)
+
+
+_COMMANDS = {"model": _model, "tune": _tune, "run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
              "verilog": _verilog, "bitstream": _bitstream, "config": _config}
 
 
