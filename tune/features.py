@@ -1,11 +1,13 @@
 """Features of a configuration for the cost model, and the roofline bound it is scaled by.
 
-A configuration's features are its knobs and what its program will do, estimated from
+A configuration's features are its knobs and what its program will do, computed from
 the plan the way the lowering emits it — tile counts (tail tiles included), reduction
-steps, DRAM bytes per module (inputs, weights, accumulators, outputs), micro-ops,
-instructions, threads, buffer occupancy, arithmetic intensity and the roofline bound
-(the MACs at the peak rate or the bytes at the bus rate, whichever is slower).  They are
-estimated rather than read from a lowered program because the search scores thousands
+steps, DRAM bytes per module (inputs, weights, accumulators, outputs: for conv2d the
+bytes its loads and stores move, tail tiles and padding included, equal to the run's
+counters — tests/tune/test_features.py), micro-ops per kernel, instructions (an
+estimate), threads, buffer occupancy, arithmetic intensity and the roofline bound (the
+MACs at the peak rate or the bytes at the bus rate, whichever is slower).  They are
+computed rather than read from a lowered program because the search scores thousands
 of configurations per batch and lowering one takes tens of milliseconds.  The shape is
 among the features, so that records of other shapes of an operator transfer.
 
@@ -48,22 +50,42 @@ def _common(cfg: Config, macs: float, moved: dict[str, float], insns: float, thr
             "compute_bound": float(macs / (cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT) >= nbytes / cfg.bus_bytes)}
 
 
+def _loaded(out: int, size: int, kernel: int, stride: int, pad: int, hw: int, used_only: bool) -> int:
+    """Input rows (or columns) the tiles of ``size`` outputs of a loop of ``out`` load, added
+    up: each tile's window clipped to the input (the DMA adds the padding itself); a strided
+    1×1 conv2d loads only the rows it uses."""
+    total = 0
+    for start in range(0, out, size):
+        extent = min(size, out - start)
+        if used_only:
+            total += extent
+            continue
+        low, high = start * stride - pad, (start + extent - 1) * stride - pad + kernel - 1
+        total += max(0, min(high, hw - 1) - max(low, 0) + 1)
+    return total
+
+
 def _conv2d(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
     d = conv2d_dims(cfg, params)
     kernel, stride, v = params["kernel"], params["stride"], k["vthreads"]
     tc, ty, tx = _tiles(d["co_t"], k["cob"]), _tiles(d["oh"], k["yb"]), _tiles(d["oh"], k["xb"])
-    tiles, steps = tc * ty * tx, d["ci_t"] // k["icb"]
+    tiles, steps = d["n_t"] * tc * ty * tx, d["ci_t"] // k["icb"]  # one batch tile per tile
     inp = k["icb"] * _window(k["yb"], kernel, stride) * ((k["xb"] - 1) * stride + kernel) * d["n_t"]
+    rows_only = kernel == 1 and stride > 1
+    rows = _loaded(d["oh"], k["yb"], 1 if rows_only else kernel, stride, params["pad"], params["hw"], rows_only)
+    cols = _loaded(d["oh"], k["xb"], kernel, stride, params["pad"], params["hw"], False)
     wgt = k["cob"] * k["icb"] * kernel * kernel
     acc = k["cob"] * k["yb"] * k["xb"] * d["n_t"]
     uops = _uops(k["cob"], k["yb"], k["xb"], k["icb"], kernel)
     inp_elem, wgt_elem = cfg.BATCH * cfg.BLOCK_IN, cfg.BLOCK_OUT * cfg.BLOCK_IN
     out_elems = d["co_t"] * d["oh"] ** 2 * d["n_t"] * cfg.BATCH * cfg.BLOCK_OUT
     channels = len(epilogue_of("conv2d", params).channel_operands)
-    moved = {"inp": tiles * steps * inp * inp_elem, "wgt": tiles * steps * wgt * wgt_elem,
-             "acc": tiles * k["cob"] * channels * cfg.BATCH * cfg.BLOCK_OUT * _INT32_BYTES, "out": out_elems}
+    moved = {"inp": tc * d["ci_t"] * d["n_t"] * rows * cols * inp_elem,
+             "wgt": d["n_t"] * ty * tx * d["ci_t"] * d["co_t"] * kernel * kernel * wgt_elem,
+             "acc": d["n_t"] * ty * tx * d["co_t"] * channels * cfg.BATCH * cfg.BLOCK_OUT * _INT32_BYTES,
+             "out": out_elems}
     macs = d["n_t"] * cfg.BATCH * d["ci_t"] * cfg.BLOCK_IN * out_elems // cfg.BATCH * kernel * kernel
-    waste = tiles * k["cob"] * k["yb"] * k["xb"] / (d["co_t"] * d["oh"] ** 2)
+    waste = tc * ty * tx * k["cob"] * k["yb"] * k["xb"] / (d["co_t"] * d["oh"] ** 2)
     occupancy = {"inp": v * inp / cfg.inp_depth, "wgt": v * wgt / cfg.wgt_depth,
                  "acc": v * acc / cfg.acc_depth, "uop": uops / cfg.uop_depth}
     return {"cob": k["cob"], "yb": k["yb"], "xb": k["xb"], "icb": k["icb"], "split_co": float(k["split"] == "co"),
@@ -81,8 +103,9 @@ def _dense(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict
     inp_elem, wgt_elem = cfg.BATCH * cfg.BLOCK_IN, cfg.BLOCK_OUT * cfg.BLOCK_IN
     out_elems = d["n_t"] * d["o_t"] * cfg.BATCH * cfg.BLOCK_OUT
     channels = len(epilogue_of("dense", params).channel_operands)
-    moved = {"inp": tiles * steps * k["nb"] * k["kb"] * inp_elem, "wgt": tiles * steps * k["ob"] * k["kb"] * wgt_elem,
-             "acc": tiles * k["ob"] * channels * cfg.BATCH * cfg.BLOCK_OUT * _INT32_BYTES, "out": out_elems}
+    # every tile of outputs loads its rows of data and its columns of weights (tails included)
+    moved = {"inp": to * d["n_t"] * d["i_t"] * inp_elem, "wgt": tn * d["o_t"] * d["i_t"] * wgt_elem,
+             "acc": tn * d["o_t"] * channels * cfg.BATCH * cfg.BLOCK_OUT * _INT32_BYTES, "out": out_elems}
     macs = out_elems * d["i_t"] * cfg.BLOCK_IN
     occupancy = {"inp": v * k["nb"] * k["kb"] / cfg.inp_depth, "wgt": v * k["ob"] * k["kb"] / cfg.wgt_depth,
                  "acc": v * k["nb"] * k["ob"] / cfg.acc_depth, "uop": k["nb"] * k["ob"] / cfg.uop_depth}

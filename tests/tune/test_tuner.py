@@ -122,3 +122,18 @@ def test_a_malformed_log_stops_the_run_before_measuring(tmp_path: Path) -> None:
     log.write_text("not json\n")
     with pytest.raises(tune.RecordError, match=r"^.*log\.jsonl line 1: not a tuning record \(Expecting value: "):
         tune.tune(SPACE, trials=2, log=log)
+
+
+def test_an_elementwise_space_is_tuned_through() -> None:
+    space = tune.space("elementwise", batch=2, channels=64, shift=4, relu=True, config="tiny")
+    result = tune.tune(space, trials=50, tuner="grid")
+    assert result.jobs == space.valid_count() == 12
+    assert all(r.ok or r.error["kind"] == "timeout" for r in result.records)  # type: ignore[index]
+
+
+@pytest.mark.parametrize("tuner", ["xgb", "anneal"])
+def test_a_conv2d_space_is_searched_by_the_model_and_by_annealing(tuner: str) -> None:
+    space = tune.space("conv2d", config="tiny", hw=8, ci=16, co=16, kernel=3, pad=1)
+    result = tune.tune(space, trials=20, tuner=tuner, batch_size=8, seed=0, model="numpy")
+    assert result.jobs == 20 and len({r.index for r in result.records}) == 20
+    assert result.best().cycles <= result.default.cycles  # type: ignore[union-attr, operator]
