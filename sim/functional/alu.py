@@ -113,6 +113,30 @@ def run_alu(acc: np.ndarray, op: AluOp, dst: np.ndarray, src: np.ndarray | None,
         for u in range(len(dst)):
             acc[dst[u]] = alu_lanes(op, acc[dst[u]], acc[src[u]])
         return
-    operand = np.int64(imm)
+    native, operand = _native(op, imm if src is None else None)
     for d, s in waves:
-        acc[d] = alu_lanes(op, acc[d], operand if s is None else acc[s])
+        b = operand if s is None else acc[s]
+        if native is None:
+            acc[d] = alu_lanes(op, acc[d], b)
+        elif isinstance(d, slice):
+            view = acc[d]
+            native(view, b, out=view)  # numpy buffers the operands when they overlap
+        else:
+            acc[d] = native(acc[d], b)
+
+
+def _native(op: AluOp, imm: int | None) -> tuple[Callable[..., np.ndarray] | None, np.integer]:
+    """The int32 ufunc that computes ``op`` exactly, and the immediate operand as int32.
+
+    MIN, MAX, ADD and MUL wrap to the same low 32 bits in int32 as in int64; SHR does
+    when it shifts right by a constant (0..31).  Otherwise (None) the lanes go through
+    :func:`alu_lanes` in int64.
+    """
+    if op == AluOp.SHR:
+        if imm is None or (shift := ((imm & _MASK6) ^ 32) - 32) < 0:
+            return None, np.int64(0 if imm is None else imm)
+        return np.right_shift, np.int32(shift)
+    return _INT32_OPS[op], np.int32(0 if imm is None else imm)
+
+
+_INT32_OPS = {AluOp.MIN: np.minimum, AluOp.MAX: np.maximum, AluOp.ADD: np.add, AluOp.MUL: np.multiply}

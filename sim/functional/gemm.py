@@ -66,7 +66,7 @@ class _Part(NamedTuple):
 class GemmPlan(NamedTuple):
     """How to compute one GEMM instruction's tile products: a function of its indices only.
 
-    ``products(inp, wgt)`` gives the int64 ``(N, BATCH, BLOCK_OUT)`` values to add
+    ``products(inp, wgt)`` gives the ``(N, BATCH, BLOCK_OUT)`` values to add
     into ``targets``; a plan is reused whenever the same indices come back.
     """
 
@@ -76,6 +76,7 @@ class GemmPlan(NamedTuple):
     weights: np.ndarray  # every wgt index read (with repeats)
 
     def products(self, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+        """The int32 ``(N, BATCH, BLOCK_OUT)`` products, wrapped to 32 bits like the accumulator."""
         values = [_matmul(inp, wgt, part.src, part.wgt) if part.matmul
                   else _per_execution(inp, wgt, part.src, part.wgt) for part in self.parts]
         return values[0] if len(values) == 1 else np.concatenate(values)
@@ -124,7 +125,8 @@ def gemm_products(
         ``(N, BATCH, BLOCK_OUT)`` to add into them, and the inp and wgt indices read.
     """
     plan = plan_gemm(dst, src, wgt_idx)
-    return Products(plan.targets, plan.products(inp, wgt), plan.inputs, plan.weights)
+    values = plan.products(inp, wgt).astype(np.int64)
+    return Products(plan.targets, values, plan.inputs, plan.weights)
 
 
 def plan_gemm(dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray) -> GemmPlan:
@@ -195,10 +197,12 @@ def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> n
     """Products ``(R·C, B, BO)`` of inputs ``s`` ``(R, K)`` and weights ``w`` ``(C, K)``."""
     (n_rows, n_red), n_cols = s.shape, w.shape[0]
     b, bi, bo = inp.shape[1], inp.shape[2], wgt.shape[1]
-    # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI), each one copy
-    lhs = inp[s].transpose(0, 2, 1, 3).reshape(n_rows * b, n_red * bi)
-    rhs = wgt[w].transpose(0, 2, 1, 3).reshape(n_cols * bo, n_red * bi)
-    product = exact_product(lhs, rhs)
+    # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI): a gather of whole
+    # rows, then the transpose folded into the conversion to float32
+    lhs = _take(inp, s).reshape(n_rows, n_red, b, bi).transpose(0, 2, 1, 3)
+    rhs = _take(wgt, w).reshape(n_cols, n_red, bo, bi).transpose(0, 2, 1, 3)
+    product = _float32_product(lhs.astype(np.float32).reshape(n_rows * b, n_red * bi),
+                               rhs.astype(np.float32).reshape(n_cols * bo, n_red * bi), np.int32)
     product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
     return product.reshape(n_rows * n_cols, b, bo)
 
@@ -212,19 +216,37 @@ def _plane(
     return index[where].transpose([remaining.index(a) for a in keep]).reshape(shape)
 
 
+def _take(buffer: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``buffer[index]`` of an int8 ``(depth, A, B)`` buffer, gathered as whole 16-byte items
+    where the rows allow it (numpy moves one item per index much faster than many)."""
+    depth, inner = buffer.shape[0], buffer.shape[1] * buffer.shape[2]
+    rows = buffer.reshape(depth, inner)
+    if inner % 16 == 0:
+        rows = rows.view(np.complex128)
+    taken = rows.take(index.reshape(-1), axis=0)
+    return taken.view(np.int8).reshape(index.shape + buffer.shape[1:])
+
+
 def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """``lhs @ rhs.T`` of int8 matrices ``(M, N)`` and ``(P, N)`` as int64, exactly (see above)."""
-    terms = lhs.shape[1]
-    x = lhs.astype(np.float32)
-    y = rhs.astype(np.float32)
+    return _float32_product(lhs.astype(np.float32), rhs.astype(np.float32), np.int64)
+
+
+def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type) -> np.ndarray:
+    """``x @ y.T`` of float32 matrices holding int8 values, as ``dtype``.
+
+    int64 gives the exact integers; int32 gives them modulo ``2**32`` (wrapped, as the
+    accumulator adds them), as exact for the simulator and cheaper.
+    """
+    terms = x.shape[1]
     if terms <= FLOAT32_EXACT_TERMS:
-        return (x @ y.T).astype(np.int64)
-    # equal chunks of at most FLOAT32_EXACT_TERMS terms, each exact, summed in int64
+        return (x @ y.T).astype(dtype)
+    # equal chunks of at most FLOAT32_EXACT_TERMS terms, each exact, summed in dtype
     chunks = -(-terms // FLOAT32_EXACT_TERMS)
     size = -(-terms // chunks)
-    total = np.zeros((lhs.shape[0], rhs.shape[0]), dtype=np.int64)
+    total = np.zeros((x.shape[0], y.shape[0]), dtype=dtype)
     for lo in range(0, terms, size):
-        total += (x[:, lo : lo + size] @ y[:, lo : lo + size].T).astype(np.int64)
+        total += (x[:, lo : lo + size] @ y[:, lo : lo + size].T).astype(dtype)
     return total
 
 
@@ -242,5 +264,6 @@ def _per_execution(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarra
     for lo in range(0, len(s), chunk):
         x = inp[s[lo : lo + chunk]].astype(dtype)
         y = wgt[w[lo : lo + chunk]].astype(dtype)
-        parts.append(np.einsum("ubk,uok->ubo", x, y).astype(np.int64))
+        # int64 first: a float64 sum may not fit int32, its low 32 bits are what counts
+        parts.append(np.einsum("ubk,uok->ubo", x, y).astype(np.int64).astype(np.int32))
     return np.concatenate(parts)

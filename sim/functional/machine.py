@@ -137,7 +137,7 @@ class Machine:
         words = program.words()
         table = decode_table(words, cfg)
         check_stream(table, words, cfg)
-        self.insns = decode_stream(words, cfg)
+        self.insns = decode_stream(words, cfg, table=table)
         modules = modules_of(table["opcode"], table["memory_type"]).tolist()
         self.module = [_MODULES[m] for m in modules]
         flags = table["pop_prev_dep"] | table["pop_next_dep"] << 1

@@ -286,13 +286,13 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
         acc[plan.touched] = 0
         return [], plan.executions
     assert plan.gemm is not None
-    values = plan.gemm.products(state.inp, state.wgt)
+    values = plan.gemm.products(state.inp, state.wgt)  # int32: the sums wrap as acc does
     if plan.sums is None:
-        target: np.ndarray | slice = plan.dst
+        target: Index = plan.dst
     else:
         target, order, starts = plan.sums
         values = np.add.reduceat(values[order], starts, axis=0)
-    acc[target] = (acc[target].astype(np.int64) + values).astype(np.int32)
+    acc[target] += values
     state.out[plan.touched] = acc[plan.touched].astype(np.int8)
     return plan.accesses, plan.executions
 

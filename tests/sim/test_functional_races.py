@@ -120,8 +120,9 @@ def test_incremental_checker_matches_the_rule(name: str) -> None:
     cfg = PRESETS[name]
     outcomes: set[str] = set()
 
-    @settings(max_examples=150 if name == "tiny" else 40, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    # derandomized: the same examples every run, so the coverage check below is stable
+    @settings(max_examples=150 if name == "tiny" else 60, deadline=None, derandomize=True,
+              database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(racy_programs(cfg))
     def check(program: Program) -> None:
         fast = _outcome(program, naive=False)
