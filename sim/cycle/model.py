@@ -310,20 +310,24 @@ class CycleModel:
         env.process(self._route())
         for module in Module:
             env.process(self._module(module))
+        # SimPy's queue read directly (as in .memory.horizon): this loop runs once per event
+        queue, step, done, progress = env._queue, env.step, self.done, self.progress
         steps = 0
-        while not self.done.triggered:
-            upcoming = env.peek()
-            if upcoming == float("inf"):
+        while not done.triggered:
+            if not queue:
                 raise DeadlockError(self._deadlock_report())
-            if upcoming > self.max_cycles:
+            if queue[0][0] > self.max_cycles:
                 raise CycleLimitError(
                     f"cycle bound of {self.max_cycles} cycles reached before FINISH\n"
                     + self._states()
                 )
-            env.step()
-            steps += 1
-            if self.progress is not None and not steps % _PROGRESS_STEPS:
-                self.progress("cycles", int(env.now), None)
+            step()
+            if progress is not None:
+                steps += 1
+                if not steps % _PROGRESS_STEPS:
+                    progress("cycles", int(env.now), None)
+        if progress is not None:  # a short run (few events on the fast path) reports too
+            progress("cycles", int(env.now), None)
         return build_report(self)
 
     def result(self) -> Result:

@@ -211,3 +211,13 @@ def test_event_by_event_must_be_a_bool() -> None:
         CycleModel(program, event_by_event=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^event_by_event must be a bool, not 'yes'$"):
         Device("cycle", event_by_event="yes")
+
+
+def test_progress_reports_a_short_run_too() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (16, 16), dtype=np.int8)
+    program = build_blocked_gemm(preset("tiny"), a, a, vthreads=2, shift=4)
+    calls: list[tuple[str, int, int | None]] = []
+    result = Device("cycle", progress=lambda *call: calls.append(call)).run(program)
+    assert calls[-1] == ("cycles", result.counters["cycles"], None)
+    assert [c[1] for c in calls] == sorted(c[1] for c in calls)
