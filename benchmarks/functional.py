@@ -10,21 +10,37 @@ MAC/s of each with the checker on and off, and the total of the eight programs C
 C8, C11 × 1, 2 threads that issue [3/5] compares with VTA's fsim (0.175 s on the
 project's machine; target at most half of it, 0.0875 s, with the checker on).
 
-    .venv/bin/python benchmarks/functional.py [--size 256] [--repeat 7] [--skip-gemm]
+Last, the whole 224×224 ResNet-18 of ``examples/resnet18`` (built in memory, compiled
+with ``openvta.compile_model`` on four calibration images): the wall time of one image
+on ``functional`` with the checker on and off, best of three, its logits checked equal
+to the integer reference (about 30 s in all, most of it building and compiling).
+
+One BLAS thread, as VTA's fsim is one thread: the script sets ``OPENBLAS_NUM_THREADS=1``
+unless the environment sets it.  The simulator's products are small (at most some tens
+of millions of MACs each), and on the shared machine OpenBLAS's second thread mostly
+waits for a core: with two, the eight programs took 2-4x longer (and varied wildly)
+under load.
+
+    .venv/bin/python benchmarks/functional.py [--size 256] [--repeat 7] [--skip-gemm] [--skip-model]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy loads OpenBLAS
 
-import openvta
-from openvta.blocked_gemm import build_blocked_gemm, read_gemm_output, reference_gemm
-from openvta.isa import preset
-from openvta.runtime.program import Program
-from openvta.sim.functional import run
+import numpy as np  # noqa: E402
+
+import openvta  # noqa: E402
+from openvta.blocked_gemm import build_blocked_gemm, read_gemm_output, reference_gemm  # noqa: E402
+from openvta.isa import preset  # noqa: E402
+from openvta.runtime.program import Program  # noqa: E402
+from openvta.sim.functional import run  # noqa: E402
 
 #: The programs issue [3/5] times against VTA's fsim, and fsim's time for them (s).
 FSIM_PROGRAMS = [(layer, vthreads) for layer in (2, 5, 8, 11) for vthreads in (1, 2)]
@@ -36,11 +52,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--config", default="default")
-    parser.add_argument("--skip-gemm", action="store_true", help="only the ResNet-18 layers")
+    parser.add_argument("--skip-gemm", action="store_true", help="no blocked GEMM")
+    parser.add_argument("--skip-model", action="store_true", help="no whole ResNet-18")
     args = parser.parse_args()
+    print(f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
     if not args.skip_gemm:
         blocked_gemm(args)
     resnet18_layers(args.repeat)
+    if not args.skip_model:
+        whole_resnet18()
 
 
 def _best_seconds(program: Program, check: bool, repeat: int) -> float:
@@ -76,6 +96,28 @@ def resnet18_layers(repeat: int) -> None:
         print(f"C2, C5, C8, C11 x 1, 2 threads, race checker {'on' if check else 'off'}: "
               f"{best:.4f} s ({FSIM_SECONDS / best:.2f}x VTA fsim's {FSIM_SECONDS} s)")
     print(f"target: <= {FSIM_SECONDS / 2} s (2x fsim) with the race checker on")
+
+
+def whole_resnet18(repeat: int = 3) -> None:
+    """Wall time of one 224×224 image through the whole ResNet-18 on ``functional``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "resnet18"))
+    from make_model import build_resnet18, random_images
+
+    start = time.perf_counter()
+    model = openvta.compile_model(build_resnet18(), random_images(4, 224, seed=1))
+    print(f"\nwhole ResNet-18 (224x224, default config): built and compiled in "
+          f"{time.perf_counter() - start:.1f} s")
+    x = random_images(1, 224, seed=2)
+    expected = model.reference(x)["logits"]
+    for check in (True, False):
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            out = model.run(x, backend="functional", check_races=check)
+            best = min(best, time.perf_counter() - start)
+            assert np.array_equal(out["logits"], expected)
+        print(f"one image on functional, race checker {'on' if check else 'off'}: {best:.2f} s "
+              f"wall, best of {repeat} (logits equal to the reference)")
 
 
 def blocked_gemm(args: argparse.Namespace) -> None:
