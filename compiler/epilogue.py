@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -205,6 +205,70 @@ class Epilogue:
     def describe(self) -> str:
         """One line: ``"SHR 8, ADD bias[c], MIN 127, MAX 0"``."""
         return ", ".join(_describe(stage) for stage in self.stages) or "(none)"
+
+    def to_json(self) -> dict[str, Any]:
+        """The epilogue as JSON values: ``{"stages": [{"op": 3, "operand": 8}, ...]}``.
+
+        It is the form ``dataclasses.asdict`` gives (so a tuning record's parameters,
+        written with it, already hold it): each stage's ``op`` by its
+        :class:`~openvta.isa.AluOp` number, an immediate operand as an integer, a channel
+        operand as ``{"name"}`` and a tensor operand as ``{"name", "dtype", "stages"}``.
+
+        >>> Epilogue.from_params(8, "bias", None).to_json()
+        {'stages': [{'op': 3, 'operand': 8}, {'op': 2, 'operand': {'name': 'bias'}}]}
+        """
+        return {"stages": [_stage_json(stage) for stage in self.stages]}
+
+    @classmethod
+    def from_json(cls, data: object) -> Epilogue:
+        """The epilogue :meth:`to_json` wrote (read back from JSON: lists for tuples).
+
+        Raises
+        ------
+        ValueError
+            one line naming what is malformed (``"epilogue stage 1 operand must be an
+            integer, {'name'} or {'name', 'dtype', 'stages'}, not ..."``) or the checks of
+            the stages and operands themselves.
+        """
+        return cls(_stages_value(data, "epilogue"))
+
+
+def _stage_json(stage: AluStage) -> dict[str, Any]:
+    operand = stage.operand
+    if isinstance(operand, ChannelOperand):
+        value: object = {"name": operand.name}
+    elif isinstance(operand, TensorOperand):
+        value = {"name": operand.name, "dtype": operand.dtype,
+                 "stages": [_stage_json(s) for s in operand.stages]}
+    else:
+        value = operand
+    return {"op": int(stage.op), "operand": value}
+
+
+def _stages_value(data: object, what: str) -> tuple[AluStage, ...]:
+    if not isinstance(data, Mapping) or set(data) != {"stages"} or not isinstance(data["stages"], list):
+        raise ValueError(f"{what} JSON must be an object {{'stages': [...]}}, not {data!r}")
+    return tuple(_stage_value(stage, f"{what} stage {index}") for index, stage in enumerate(data["stages"]))
+
+
+def _stage_value(data: object, what: str) -> AluStage:
+    if not isinstance(data, Mapping) or set(data) != {"op", "operand"}:
+        raise ValueError(f"{what} must be an object {{'op', 'operand'}}, not {data!r}")
+    operand = data["operand"]
+    value: Operand
+    if isinstance(operand, Mapping) and set(operand) == {"name"}:
+        value = ChannelOperand(operand["name"])
+    elif isinstance(operand, Mapping) and set(operand) == {"name", "dtype", "stages"}:
+        stages = _stages_value({"stages": operand["stages"]}, f"{what} tensor operand")
+        value = TensorOperand(operand["name"], operand["dtype"], stages)
+    elif isinstance(operand, int) and not isinstance(operand, bool):
+        value = operand
+    else:
+        raise ValueError(f"{what} operand must be an integer, {{'name'}} or {{'name', 'dtype', 'stages'}}, "
+                         f"not {operand!r}")
+    if isinstance(data["op"], bool) or not isinstance(data["op"], int):
+        raise ValueError(f"{what} op must be an ALU op number, not {data['op']!r}")
+    return AluStage(data["op"], value)
 
 
 def _walk_operands(stages: tuple[AluStage, ...]) -> list[ChannelOperand | TensorOperand]:

@@ -8,13 +8,16 @@ it): a path, an ``onnx.ModelProto`` or a :class:`Graph`, and calibration samples
 After fusion, each accelerator group is matched to one compiler kernel (or moved to the
 CPU, with the reason), the runs of consecutive accelerator groups become regions with
 packed layouts at their edges, memory is planned for the host and for each region, and
-each region is lowered to one program, built here, at compile time.
+each region is lowered to one program, built here, at compile time.  Tuned schedules
+come in as plain data (``plans``: kernel key → knobs, which ``openvta.compile_model(...,
+records=)`` reads from a tuning log); the graph level never imports the tuner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ from .errors import GraphError, PassError
 from .feeds import Feed, calibration_batches
 from .frontends.onnx import import_onnx
 from .ir import Graph, Op, RequantMode
+from .kernel_match import Plans
 from .model import CompiledModel
 from .passes.calibrate import calibrate
 from .passes.fuse import fuse
@@ -49,6 +53,7 @@ class CompileOptions:
     cpu_ops: frozenset[Op]
     calibration: tuple[Mapping[str, np.ndarray], ...]
     cpu_nodes: frozenset[str] = frozenset()
+    plans: Plans | None = None  # kernel key → tuned knobs; None: every kernel's default plan
 
 
 Pass = Callable[[Graph, CompileOptions], Graph]
@@ -63,7 +68,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("match kernels", lambda g, o: match_kernels(g, o.cfg)),  # one compiler kernel per accel group
     ("pack layouts", lambda g, o: pack_layouts(g, o.cfg)),  # regions, packed only at their edges
     ("plan memory", lambda g, o: plan_memory(g, alignment=o.cfg.max_elem_bytes)),  # the arenas
-    ("lower", lambda g, o: lower_regions(g, o.cfg)),  # one program per region
+    ("lower", lambda g, o: lower_regions(g, o.cfg, o.plans)),  # one program per region, tuned plans
 ]
 FLOAT_STAGE = "simplify"  # the float model the integer one is quantized from
 
@@ -91,10 +96,19 @@ def _mode(quantize: str | RequantMode) -> RequantMode:
                          f"not {quantize!r}") from None
 
 
+def _plans(plans: object) -> Plans | None:
+    if plans is None:
+        return None
+    if not isinstance(plans, Mapping) or not all(isinstance(k, str) and isinstance(v, Mapping)
+                                                 for k, v in plans.items()):
+        raise ValueError(f"plans must map kernel keys to knobs ({{str: {{knob: value}}}}), not {plans!r:.80}")
+    return MappingProxyType({key: MappingProxyType(dict(knobs)) for key, knobs in plans.items()})
+
+
 def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarray]], *,
                   config: str | Config = "default", quantize: str | RequantMode = "fixed",
-                  cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = ()
-                  ) -> CompiledModel:
+                  cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
+                  plans: Plans | None = None) -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -119,6 +133,11 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     cpu_nodes :
         node names (the ONNX model's, or the integer graph's such as ``"conv1.requantize"``)
         forced to the CPU.
+    plans :
+        tuned schedules, plain data: kernel key (``openvta.compiler.kernel_key``) → knobs
+        (``openvta.tune.best_plans`` of a log).  Each kernel whose key is there gets its
+        plan (checked first), the others the default one; every kernel's anchor node says
+        which in its placement reason (``model.summary()``).  None: no tuning, no notes.
 
     Raises
     ------
@@ -132,9 +151,9 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     cfg = config if isinstance(config, Config) else preset(config)
     if isinstance(cpu_nodes, str):
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
-    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes))
+    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
+                             _plans(plans))
     graph = model if isinstance(model, Graph) else import_onnx(model)
-    options = CompileOptions(cfg, options.mode, options.cpu_ops,
-                             tuple(calibration_batches(graph, calibration)), options.cpu_nodes)
+    options = replace(options, calibration=tuple(calibration_batches(graph, calibration)))
     stages = run_pipeline(graph, options)
     return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)

@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir import Device, Graph
+from .kernel_match import DEFAULT_PLAN, NO_RECORD, TUNED_PLAN
 from .registry import op_def
 
-__all__ = ["NodeSummary", "summarize", "summary_text"]
+__all__ = ["NodeSummary", "kernel_plans", "plans_line", "summarize", "summary_text"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,34 @@ def summarize(graph: Graph) -> list[NodeSummary]:
     return rows
 
 
+def kernel_plans(graph: Graph) -> dict[str, str]:
+    """Anchor node → which plan its kernel has, for a graph compiled with tuned plans (the
+    note the ``lower`` pass puts after the anchor's placement reason); empty otherwise."""
+    out = {}
+    for node in graph.nodes:
+        placement = node.placement
+        if placement is None or placement.device is not Device.ACCEL:
+            continue
+        found = [placement.reason.find(f"; {start}") for start in (TUNED_PLAN, DEFAULT_PLAN)]
+        at = min((i for i in found if i >= 0), default=-1)
+        if at >= 0:
+            out[node.name] = placement.reason[at + 2:]
+    return out
+
+
+def plans_line(graph: Graph) -> str | None:
+    """``"plans: 18 kernels tuned from records, 2 default (no record: 1, refused: 1)"``, or
+    None for a graph compiled without tuned plans."""
+    notes = list(kernel_plans(graph).values())
+    if not notes:
+        return None
+    tuned = sum(note.startswith(TUNED_PLAN) for note in notes)
+    missing = sum(note == NO_RECORD for note in notes)
+    refused = len(notes) - tuned - missing
+    return (f"plans: {tuned} kernel{'s' if tuned != 1 else ''} tuned from records, {len(notes) - tuned} default "
+            f"(no record: {missing}, refused: {refused})")
+
+
 def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
     groups = {r.group for r in rows if r.group is not None}
     accel = {r.group for r in rows if r.device is Device.ACCEL}
@@ -69,7 +98,8 @@ def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
                      f"{', '.join(map(str, r.groups))}): {count} kernel{'s' if count > 1 else ''} in "
                      f"{program}; accelerator arena {r.arena_bytes:,} bytes with reuse, "
                      f"{r.no_reuse_bytes:,} without")
-    return lines
+    plans = plans_line(graph)
+    return lines + ([plans] if plans else [])
 
 
 def summary_text(graph: Graph, detail: str) -> str:

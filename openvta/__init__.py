@@ -7,6 +7,8 @@ operators), :mod:`openvta.graph` (models: ONNX import, quantization, partitionin
 fusion), :mod:`openvta.hw` (the RTL, its co-simulation and the FPGA flow).
 """
 
+import os
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openvta.isa import PRESETS, Config, preset
@@ -16,14 +18,43 @@ from .api import Simulated, compile, operator, simulate
 
 if TYPE_CHECKING:
     from openvta.graph.model import CompiledModel, load_model
-    from openvta.graph.pipeline import compile_model
 
 __version__ = "0.1.0"
 
 #: The graph level, imported on first use (an RTL simulator process imports openvta and
 #: needs none of it).
-_LAZY = {"compile_model": "openvta.graph.pipeline", "load_model": "openvta.graph.model",
-         "CompiledModel": "openvta.graph.model"}
+_LAZY = {"load_model": "openvta.graph.model", "CompiledModel": "openvta.graph.model"}
+
+
+def compile_model(model: Any, calibration: Any, *, config: str | Config = "default", quantize: Any = "fixed",
+                  cpu_ops: Collection[Any] = (), cpu_nodes: Collection[str] = (),
+                  records: str | os.PathLike[str] | None = None) -> "CompiledModel":
+    """Import, quantize, partition, fuse, plan and lower a float model
+    (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
+    tuned plans of a log.
+
+    Parameters
+    ----------
+    records :
+        a tuning log (``openvta tune model ... --log``): each kernel whose key has a record
+        with the right answer gets the fewest-cycle plan (``openvta.tune.best_plans``),
+        the others the default plan; ``model.summary()`` says which, per kernel.
+
+    Raises
+    ------
+    RecordError
+        for a records file that is missing or malformed (one line); and what
+        :func:`openvta.graph.pipeline.compile_model` raises.
+    """
+    from openvta.graph.pipeline import compile_model as compile_graph
+
+    plans: Mapping[str, Mapping[str, Any]] | None = None
+    if records is not None:
+        from openvta.tune.records import best_plans
+
+        plans = best_plans(records)
+    return compile_graph(model, calibration, config=config, quantize=quantize, cpu_ops=cpu_ops,
+                         cpu_nodes=cpu_nodes, plans=plans)
 
 
 def __getattr__(name: str) -> Any:

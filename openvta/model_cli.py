@@ -1,12 +1,15 @@
 """``openvta model``: compile an ONNX model, run it, show it.
 
     openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
-                          [--quantize fixed|pow2|exact] [--cpu-ops Conv,Gemm] -o MODEL.ovta
+                          [--quantize fixed|pow2|exact] [--cpu-ops Conv,Gemm]
+                          [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
 
 ``CALIB.npz`` and ``X.npz`` hold one array per graph input, by name (any batch size);
-``Y.npz`` gets one float32 array per graph output.
+``Y.npz`` gets one float32 array per graph output.  ``--records`` takes a tuning log
+(``openvta tune model``): each kernel with a record gets its best plan, the others the
+default one, and the summary says which.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from openvta.isa import PRESETS
 from openvta.runtime import ProgramError, backends
 
-__all__ = ["add_model_parser", "run_model_command"]
+__all__ = ["add_model_parser", "read_npz", "run_model_command"]
 
 
 def add_model_parser(sub: Any) -> None:
@@ -41,6 +44,8 @@ def add_model_parser(sub: Any) -> None:
                            "scales and onnxruntime's rounding, on the CPU); default fixed")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
+    comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "
+                                        "for each kernel that has one, the default plan for the others")
     comp.add_argument("-o", "--output", required=True, help="the compiled model file (.ovta)")
     run = verbs.add_parser("run", help="run a compiled model on a back end")
     run.add_argument("model", help="the compiled model (.ovta)")
@@ -53,7 +58,9 @@ def add_model_parser(sub: Any) -> None:
     show.add_argument("model", help="the compiled model (.ovta)")
 
 
-def _arrays(path: str, what: str) -> dict[str, np.ndarray]:
+def read_npz(path: str, what: str) -> dict[str, np.ndarray]:
+    """The arrays of the .npz at ``path`` by name (``what`` names it in the one-line
+    ``ProgramError`` of a missing or unreadable file)."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             if not isinstance(archive, np.lib.npyio.NpzFile):
@@ -69,26 +76,30 @@ def _arrays(path: str, what: str) -> dict[str, np.ndarray]:
 
 def run_model_command(args: argparse.Namespace, output: Any) -> int:
     """Run ``openvta model VERB``; ``output(path)`` makes an output path's folder."""
+    from openvta import compile_model
     from openvta.graph.model import load_model
-    from openvta.graph.pipeline import compile_model
+    from openvta.graph.summary import plans_line
 
     if args.verb == "compile":
-        calibration = _arrays(args.calibration, "calibration")
+        calibration = read_npz(args.calibration, "calibration")
         cpu_ops = [op.strip() for op in args.cpu_ops.split(",") if op.strip()]
         target = output(args.output)
         start = time.perf_counter()
         model = compile_model(args.model, calibration, config=args.config,
-                              quantize=args.quantize, cpu_ops=cpu_ops)
+                              quantize=args.quantize, cpu_ops=cpu_ops, records=args.records)
         model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "
               f"{time.perf_counter() - start:.2f} s; model written to {args.output}")
+        plans = plans_line(model.graph)
+        if plans:
+            print(f"{plans} ({args.records})")
         return 0
     model = load_model(args.model)
     if args.verb == "show":
         print(model.summary())
         return 0
-    outputs = model.run(_arrays(args.inputs, "inputs"), backend=args.backend)
+    outputs = model.run(read_npz(args.inputs, "inputs"), backend=args.backend)
     out: Path | None = output(args.output)
     if out is not None:
         with open(out, "wb") as handle:
