@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Products", "GemmPlan", "gemm_products", "plan_gemm", "exact_product", "FLOAT32_EXACT_TERMS"]
+__all__ = ["Grid", "GemmPlan", "plan_gemm", "exact_product", "FLOAT32_EXACT_TERMS"]
 
 _ROW, _COL, _RED = "R", "C", "K"
 _CHUNK_MACS = 1 << 22
@@ -45,13 +45,58 @@ _FLOAT32_EXACT = 1 << 24
 FLOAT32_EXACT_TERMS = _FLOAT32_EXACT // (128 * 128)
 
 
-class Products(NamedTuple):
-    """Tile products of one GEMM instruction and the buffer elements they read."""
+class Grid(NamedTuple):
+    """Buffer indices ``base[u…] + i·outer + j·inner`` of a micro-op loop, not expanded.
 
-    targets: np.ndarray  # accumulator indices (N,), possibly repeated
-    values: np.ndarray  # int64 (N, BATCH, BLOCK_OUT) to add into them
-    inputs: np.ndarray  # every inp index read (with repeats), fewer than the grid holds
-    weights: np.ndarray  # every wgt index read (with repeats)
+    Axes: the outer loop, the inner loop, then the micro-op axes of ``base`` (one, or two
+    once split); only the planes a product needs are ever expanded.
+    """
+
+    base: np.ndarray  # int64 micro-op fields, over the micro-op axes
+    outer: int  # factor of the outer loop
+    inner: int  # factor of the inner loop
+    iters: tuple[int, int]  # iter_out, iter_in
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.iters + self.base.shape
+
+    def full(self) -> np.ndarray:
+        """Every index, shape :attr:`shape`."""
+        i = np.arange(self.iters[0], dtype=np.int64) * self.outer
+        j = np.arange(self.iters[1], dtype=np.int64) * self.inner
+        extra = (1,) * self.base.ndim
+        return self.base[None, None] + i.reshape((-1, 1) + extra) + j.reshape((1, -1) + extra)
+
+    def varies(self, axis: int) -> bool:
+        """Whether the index changes along ``axis`` (anywhere: it is affine in the loops)."""
+        if self.shape[axis] <= 1:
+            return False
+        if axis < 2:
+            return (self.outer, self.inner)[axis] != 0
+        return bool((self.base != self.base.take([0], axis=axis - 2)).any())
+
+    def select(self, sel: np.ndarray) -> Grid:
+        """The micro-ops ``sel`` (one micro-op axis)."""
+        return self._replace(base=self.base[sel])
+
+    def split(self, order: np.ndarray | None, shape: tuple[int, int]) -> Grid:
+        """The micro-op axis, reordered by ``order``, as two axes of ``shape``."""
+        return self._replace(base=(self.base if order is None else self.base[order]).reshape(shape))
+
+    def plane(self, constant: list[int], keep: list[int], shape: tuple[int, ...]) -> np.ndarray:
+        """The index at position 0 of the axes in ``constant`` (it does not vary along
+        them), the other axes in order ``keep``, reshaped to ``shape``."""
+        n = 2 + self.base.ndim
+        remaining = [a for a in range(n) if a not in constant]
+        value = self.base[tuple(0 if a + 2 in constant else slice(None) for a in range(n - 2))]
+        value = value.reshape((1,) * sum(a < 2 for a in remaining) + value.shape)
+        for loop, factor in ((0, self.outer), (1, self.inner)):
+            if loop in remaining:
+                where = [1] * len(remaining)
+                where[remaining.index(loop)] = -1
+                value = value + (np.arange(self.iters[loop], dtype=np.int64) * factor).reshape(where)
+        return value.transpose([remaining.index(a) for a in keep]).reshape(shape)
 
 
 class _Part(NamedTuple):
@@ -82,68 +127,30 @@ class GemmPlan(NamedTuple):
         return values[0] if len(values) == 1 else np.concatenate(values)
 
 
-def _varies(index: np.ndarray, axis: int) -> bool:
-    # index = uop[...] + i·factor_out + j·factor_in: affine in the two loop axes, so
-    # those are read along one line and the micro-op axes at i = j = 0
-    if index.shape[axis] <= 1:
-        return False
-    where: list[int | slice] = [slice(None)] * index.ndim
-    for loop in (0, 1):
-        if loop != axis:
-            where[loop] = 0
-    if axis < 2:
-        where[2:] = [0] * (index.ndim - 2)
-    line = index[tuple(where)]
-    return bool((line != line.take([0], axis=0 if axis < 2 else axis - 2)).any())
-
-
-def _role(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray, axis: int) -> str | None:
-    if not _varies(dst, axis):
+def _role(dst: Grid, src: Grid, wgt: Grid, axis: int) -> str | None:
+    if not dst.varies(axis):
         return _RED
-    s, w = _varies(src, axis), _varies(wgt, axis)
+    s, w = src.varies(axis), wgt.varies(axis)
     if s and w:
         return None
     return _COL if w else _ROW
 
 
-def gemm_products(
-    inp: np.ndarray, wgt: np.ndarray, dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
-) -> Products:
-    """Tile products of one GEMM instruction, summed per destination where it is cheap.
-
-    Parameters
-    ----------
-    inp, wgt :
-        the inp ``(depth, BATCH, BLOCK_IN)`` and wgt ``(depth, BLOCK_OUT, BLOCK_IN)`` buffers.
-    dst, src, wgt_idx :
-        index grids of shape ``(iter_out, iter_in, micro-ops)``.
-
-    Returns
-    -------
-    Products
-        accumulator indices ``(N,)`` (possibly repeated), int64 products
-        ``(N, BATCH, BLOCK_OUT)`` to add into them, and the inp and wgt indices read.
-    """
-    plan = plan_gemm(dst, src, wgt_idx)
-    values = plan.products(inp, wgt).astype(np.int64)
-    return Products(plan.targets, values, plan.inputs, plan.weights)
-
-
-def plan_gemm(dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray) -> GemmPlan:
-    """The :class:`GemmPlan` of index grids of shape ``(iter_out, iter_in, micro-ops)``."""
+def plan_gemm(dst: Grid, src: Grid, wgt_idx: Grid) -> GemmPlan:
+    """The :class:`GemmPlan` of the index grids of a GEMM's micro-op loops."""
     roles = [_role(dst, src, wgt_idx, axis) for axis in range(3)]
     if roles[0] is None or roles[1] is None:
         return _plan([_per_execution_part(dst, src, wgt_idx)])
     if roles[2] is not None:
         return _plan([_matmul_part(dst, src, wgt_idx, roles)])
-    offsets = dst[0, 0, :]
+    offsets = dst.base
     groups, inverse, counts = np.unique(offsets, return_inverse=True, return_counts=True)
     if (counts == counts[0]).all():
         split = _split_uops(dst, src, wgt_idx, len(groups), inverse)
         if split is not None:
             grids, split_roles = split
             return _plan([_matmul_part(*grids, roles[:2] + split_roles)])
-    return _plan([_matmul_part(dst[:, :, sel], src[:, :, sel], wgt_idx[:, :, sel], roles[:2] + [_RED])
+    return _plan([_matmul_part(dst.select(sel), src.select(sel), wgt_idx.select(sel), roles[:2] + [_RED])
                   for sel in (np.flatnonzero(offsets == offset) for offset in groups)])
 
 
@@ -155,14 +162,14 @@ def _plan(parts: list[tuple[_Part, np.ndarray]]) -> GemmPlan:
 
 
 def _split_uops(
-    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray, n_groups: int, group: np.ndarray
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[str | None]] | None:
+    dst: Grid, src: Grid, wgt_idx: Grid, n_groups: int, group: np.ndarray
+) -> tuple[tuple[Grid, Grid, Grid], list[str | None]] | None:
     """The micro-op axis as two, (group, position in group), when both get a role.
 
     Micro-ops laid out group-minor or group-major split as views (no copy); any other
     layout is sorted by group first.
     """
-    n = dst.shape[2]
+    n = len(dst.base)
     per_group = n // n_groups
     position = np.arange(n)
     order: np.ndarray | None = None
@@ -172,8 +179,7 @@ def _split_uops(
         shape = (n_groups, per_group)
         if not (group == position // per_group).all():
             order = np.argsort(group, kind="stable")
-    d4, s4, w4 = ((a if order is None else a[:, :, order]).reshape(a.shape[:2] + shape)
-                  for a in (dst, src, wgt_idx))
+    d4, s4, w4 = (a.split(order, shape) for a in (dst, src, wgt_idx))
     roles = [_role(d4, s4, w4, axis) for axis in (2, 3)]
     if roles[0] is None or roles[1] is None:
         return None
@@ -181,15 +187,15 @@ def _split_uops(
 
 
 def _matmul_part(
-    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray, roles: list[str | None]
+    dst: Grid, src: Grid, wgt_idx: Grid, roles: list[str | None]
 ) -> tuple[_Part, np.ndarray]:
-    axes = range(dst.ndim)
+    axes = range(len(dst.shape))
     rows, cols, red = ([a for a in axes if roles[a] == r] for r in (_ROW, _COL, _RED))
     n_rows, n_cols, n_red = (int(np.prod([dst.shape[a] for a in group], dtype=np.int64))
                              for group in (rows, cols, red))
-    s = _plane(src, cols, rows + red, (n_rows, n_red))  # inputs do not vary along columns
-    w = _plane(wgt_idx, rows, cols + red, (n_cols, n_red))  # weights do not vary along rows
-    d = _plane(dst, red, rows + cols, (n_rows * n_cols,))  # destinations do not vary along K
+    s = src.plane(cols, rows + red, (n_rows, n_red))  # inputs do not vary along columns
+    w = wgt_idx.plane(rows, cols + red, (n_cols, n_red))  # weights do not vary along rows
+    d = dst.plane(red, rows + cols, (n_rows * n_cols,))  # destinations do not vary along K
     return _Part(True, np.ascontiguousarray(s), np.ascontiguousarray(w)), d
 
 
@@ -205,15 +211,6 @@ def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> n
                                rhs.astype(np.float32).reshape(n_cols * bo, n_red * bi), np.int32)
     product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
     return product.reshape(n_rows * n_cols, b, bo)
-
-
-def _plane(
-    index: np.ndarray, constant: list[int], keep: list[int], shape: tuple[int, ...]
-) -> np.ndarray:
-    """``index`` at position 0 of the axes it does not vary along, the others in order ``keep``."""
-    where = tuple(0 if a in constant else slice(None) for a in range(index.ndim))
-    remaining = [a for a in range(index.ndim) if a not in constant]
-    return index[where].transpose([remaining.index(a) for a in keep]).reshape(shape)
 
 
 def _take(buffer: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -250,10 +247,8 @@ def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type) -> np.ndarray:
     return total
 
 
-def _per_execution_part(
-    dst: np.ndarray, src: np.ndarray, wgt_idx: np.ndarray
-) -> tuple[_Part, np.ndarray]:
-    return _Part(False, src.reshape(-1), wgt_idx.reshape(-1)), dst.reshape(-1)
+def _per_execution_part(dst: Grid, src: Grid, wgt_idx: Grid) -> tuple[_Part, np.ndarray]:
+    return _Part(False, src.full().reshape(-1), wgt_idx.full().reshape(-1)), dst.full().reshape(-1)
 
 
 def _per_execution(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:

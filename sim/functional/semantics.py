@@ -23,7 +23,7 @@ from openvta.isa.encoding import Format
 
 from ..errors import MemoryAccessError
 from .alu import Index, alu_waves, as_index, run_alu
-from .gemm import GemmPlan, plan_gemm
+from .gemm import GemmPlan, Grid, plan_gemm
 
 __all__ = ["Access", "Rows", "MachineState", "execute_load", "execute_store", "execute_gemm", "execute_alu"]
 
@@ -179,6 +179,13 @@ class LoopIndices(NamedTuple):
 
 def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> LoopIndices:
     """Expand the micro-op loops of ``insn`` into index arrays, checking every range."""
+    dst, src, wgt = loop_grids(state, insn, what)
+    return LoopIndices(dst.full(), src.full(), None if wgt is None else wgt.full())
+
+
+def loop_grids(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> tuple[Grid, Grid, Grid | None]:
+    """The micro-op loops of ``insn`` as unexpanded :class:`~.gemm.Grid` s (dst, src, wgt),
+    checking every range."""
     cfg = state.cfg
     if insn.uop_end > cfg.uop_depth or insn.uop_bgn > insn.uop_end:
         raise MemoryAccessError(
@@ -188,10 +195,9 @@ def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> Lo
     # decode_uops, inlined: micro-op fields are unsigned bit fields of one 32-bit word
     words = state.uop[insn.uop_bgn : insn.uop_end].astype(np.int64)
     uops = {name: (words >> shift) & mask for name, shift, mask in state.uop_fields}
-    i = np.arange(insn.iter_out, dtype=np.int64)[:, None, None]
-    j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
+    iters = (insn.iter_out, insn.iter_in)
 
-    def expand(name: str, factor_out: int, factor_in: int, depth: int, buffer: str) -> np.ndarray:
+    def expand(name: str, factor_out: int, factor_in: int, depth: int, buffer: str) -> Grid:
         base = uops[name]
         # factors are unsigned: the largest index is at the last iteration of both loops
         if base.size and insn.iter_out and insn.iter_in:
@@ -201,15 +207,15 @@ def loop_indices(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> Lo
                     f"{what} reaches {buffer} buffer element {top} through {name}, "
                     f"past its depth ({depth})"
                 )
-        return base[None, None, :] + i * factor_out + j * factor_in
+        return Grid(base, factor_out, factor_in, iters)
 
     dst = expand("dst_idx", insn.dst_factor_out, insn.dst_factor_in, cfg.acc_depth, "acc")
     if isinstance(insn, AluInsn):
         src = expand("src_idx", insn.src_factor_out, insn.src_factor_in, cfg.acc_depth, "acc")
-        return LoopIndices(dst, src, None)
+        return dst, src, None
     src = expand("src_idx", insn.src_factor_out, insn.src_factor_in, cfg.inp_depth, "inp")
     wgt = expand("wgt_idx", insn.wgt_factor_out, insn.wgt_factor_in, cfg.wgt_depth, "wgt")
-    return LoopIndices(dst, src, wgt)
+    return dst, src, wgt
 
 
 class _LoopPlan(NamedTuple):
@@ -238,19 +244,23 @@ def loop_plan(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> _Loop
            state.uop[insn.uop_bgn : insn.uop_end].tobytes() if insn.uop_end <= len(state.uop) else b"")
     plan = state.plans.get(key)
     if plan is None:
-        idx = loop_indices(state, insn, what)
-        plan = state.plans[key] = (_alu_plan(state, insn, idx) if isinstance(insn, AluInsn)
-                                   else _gemm_plan(state, insn, idx))
+        dst, src, wgt = loop_grids(state, insn, what)
+        if isinstance(insn, AluInsn):
+            plan = _alu_plan(state, insn, dst.full().reshape(-1), src.full().reshape(-1))
+        else:
+            plan = _gemm_plan(state, insn, dst, src, wgt)
+        state.plans[key] = plan
     return plan
 
 
-def _gemm_plan(state: MachineState, insn: GemmInsn, idx: LoopIndices) -> _LoopPlan:
-    dst = idx.dst.reshape(-1)
+def _gemm_plan(state: MachineState, insn: GemmInsn, dst: Grid, src: Grid, wgt: Grid | None) -> _LoopPlan:
     cfg = state.cfg
-    if insn.reset_reg or dst.size == 0:
-        return _LoopPlan(dst.size, dst, as_index(unique_index(dst, cfg.acc_depth)), [])
-    assert idx.wgt is not None
-    gemm = plan_gemm(idx.dst, idx.src, idx.wgt)
+    executions = int(np.prod(dst.shape))
+    if insn.reset_reg or executions == 0:
+        targets = dst.full().reshape(-1)
+        return _LoopPlan(executions, targets, as_index(unique_index(targets, cfg.acc_depth)), [])
+    assert wgt is not None
+    gemm = plan_gemm(dst, src, wgt)
     targets = gemm.targets
     order = np.argsort(targets, kind="stable")
     sorted_targets = targets[order]
@@ -262,12 +272,11 @@ def _gemm_plan(state: MachineState, insn: GemmInsn, idx: LoopIndices) -> _LoopPl
         Access("wgt", False, as_span(unique_index(gemm.weights, cfg.wgt_depth))),
         Access("out", True, touched),
     ]
-    return _LoopPlan(dst.size, as_index(targets) if sums is None else targets, touched, accesses,
+    return _LoopPlan(executions, as_index(targets) if sums is None else targets, touched, accesses,
                      gemm, sums)
 
 
-def _alu_plan(state: MachineState, insn: AluInsn, idx: LoopIndices) -> _LoopPlan:
-    dst, src = idx.dst.reshape(-1), idx.src.reshape(-1)
+def _alu_plan(state: MachineState, insn: AluInsn, dst: np.ndarray, src: np.ndarray) -> _LoopPlan:
     if dst.size == 0:
         return _LoopPlan(0, dst, dst, [])
     src_used = None if insn.use_imm else src
