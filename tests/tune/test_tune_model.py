@@ -13,15 +13,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+import openvta
 from openvta import tune
 from openvta.compiler import AluStage, ChannelOperand, Epilogue, TensorOperand, conv2d, dense, elementwise
 from openvta.compiler.kernel_key import PLAN_KNOBS, kernel_key, plan_kwargs
 from openvta.graph.passes.match_kernels import group_kernels
 from openvta.graph.pipeline import compile_model
+from openvta.graph.summary import plans_line
 from openvta.isa import AluOp, preset
 from openvta.tune.records import kernel_key as records_kernel_key
 from openvta.tune.records import plan_kwargs as records_plan_kwargs
-from openvta.tune.records import read_records
+from openvta.tune.records import RecordError, read_records
 from openvta.tune.tune_model import ModelTuning, kernel_space, tune_model
 from openvta.tune.tuner import TuneError
 
@@ -118,6 +120,27 @@ def test_tune_model_resumes_from_its_log(tuned: tuple[ModelTuning, Path]) -> Non
     again = tune_model(tuning.model, config="tiny", trials_per_kernel=5, tuner="random", log=log, seed=1)
     assert [k.result.jobs for k in again.kernels] == [0] * len(tuning.kernels)
     assert [k.knobs for k in again.kernels] == [k.knobs for k in tuning.kernels]
+
+
+def test_compile_model_with_the_records_is_not_slower_and_computes_the_same(
+        tuned: tuple[ModelTuning, Path]) -> None:
+    tuning, log = tuned
+    model = openvta.compile_model(residual_graph(), X, config="tiny", records=log)
+    assert plans_line(model.graph) == "plans: 3 kernels tuned from records, 0 default (no record: 0, refused: 0)"
+    image = np.random.default_rng(5).standard_normal((1, 16, 4, 4)).astype(np.float32)
+    before, after = tuning.model.run(image, backend="cycle"), model.run(image, backend="cycle")
+    assert np.array_equal(after["y"], model.reference(image)["y"])
+    assert np.array_equal(after["y"], tuning.model.reference(image)["y"])
+    assert after.report.cycles <= before.report.cycles
+
+
+def test_compile_model_records_must_be_a_tuning_log(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match=rf"^records file {re.escape(str(tmp_path))}/none\.jsonl does not exist$"):
+        openvta.compile_model(residual_graph(), X, config="tiny", records=tmp_path / "none.jsonl")
+    (tmp_path / "bad.jsonl").write_text('{"kernel": 1}\n')
+    with pytest.raises(RecordError, match=rf"^{re.escape(str(tmp_path))}/bad\.jsonl line 1: not a tuning record "
+                                          r"\(a record needs .*\)$"):
+        openvta.compile_model(residual_graph(), X, config="tiny", records=tmp_path / "bad.jsonl")
 
 
 def test_tune_model_table(tuned: tuple[ModelTuning, Path]) -> None:
