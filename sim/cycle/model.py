@@ -164,7 +164,10 @@ class CycleModel:
                 for _ in range(chunk):
                     yield env.timeout(beats_per_insn)
                     stats.busy += beats_per_insn
-                    self.prefetch.put((index, int(env.now)))
+                    if self._until is None or self.prefetch.get_queue:
+                        self.prefetch.put((index, int(env.now)))
+                    else:  # the put's event would find nobody to serve: spare it
+                        self.prefetch.items.append((index, int(env.now)))
                     index += 1
                 self.read.beats += chunk * beats_per_insn
             self.records.append(InsnRecord("fetch", index - 1, start, int(env.now), label))
@@ -190,7 +193,8 @@ class CycleModel:
             self._last_route = int(env.now)
             self.routed += 1
             event, self.routed_event = self.routed_event, env.event()
-            event.succeed()
+            if self._until is None or event.callbacks:  # (fast path: only if fetch waits)
+                event.succeed()
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
         env, machine = self.env, self.machine
