@@ -69,6 +69,7 @@ class Channel:
         self.overhead_cycles = overhead_cycles
         self.bus_bytes = bus_bytes
         self.port = simpy.Resource(env, capacity=1)
+        self._holder = object()  # the fast path's user of the channel (:meth:`_hold`)
         self.beats = 0
 
     def train(self, rows: Sequence[Row], stats: ModuleStats,
@@ -106,8 +107,7 @@ class Channel:
                     if t < limit and not port.users and not port.put_queue:
                         end = t + overhead + cycles  # granted at t, nobody to wait for
                         if end >= limit:
-                            with port.request():  # held from now: nobody looks before t
-                                yield env.timeout(end - now)
+                            yield from self._hold(end - now)
                             now, limit = int(env.now), until()
                         t = end
                         stats.wait_memory += overhead
@@ -123,6 +123,17 @@ class Channel:
                     stats.busy += cycles
         if t > now:
             yield env.timeout(t - now)
+
+    def _hold(self, cycles: int) -> Generator[Any, Any, None]:
+        """Hold the free channel from now for ``cycles`` (nobody looks at it before the
+        burst's grant).  A request would be granted at once and its event find nobody to
+        resume, so the holder is put among the users without one; the release is an event
+        only when someone queued meanwhile (its processing grants them, as SimPy's)."""
+        self.port.users.append(self._holder)  # type: ignore[arg-type]
+        yield self.env.timeout(cycles)
+        self.port.users.remove(self._holder)  # type: ignore[arg-type]
+        if self.port.put_queue:
+            self.port.release(self._holder)  # type: ignore[arg-type]
 
     def transfer(self, bursts: Bursts, stats: ModuleStats) -> Generator[Any, Any, None]:
         """Move ``bursts``; waiting for the channel and the overhead are memory wait."""
