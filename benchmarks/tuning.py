@@ -92,9 +92,11 @@ def reference_path(layer: str) -> Path:
 
 
 def _commit() -> str:
+    """The last commit of the code a measurement runs (the compiler, simulators, tuner)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
+        return subprocess.run(["git", "log", "-1", "--format=%h", "--", "isa", "sim", "compiler", "runtime",
+                               "tune", "openvta"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent.parent, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -286,7 +288,7 @@ def summarize(rows: Sequence[dict[str, Any]], tuners: Sequence[str], trials: int
             return float(np.mean([trials + 1 if n is None else n for n in row["found"][name]]))
         fewer = [row["layer"] for row in rows if mean(row, "xgb") < mean(row, "random")]
         print(f"xgb needs fewer trials than random (mean over seeds) on {len(fewer)} of {len(rows)} layers "
-              f"({', '.join(row['layer'] for row in rows if row['layer'] not in fewer) or 'all'} not): "
+              f"({', '.join(row['layer'] for row in rows if row['layer'] not in fewer) or 'none'} not): "
               f"{mark(len(fewer) == len(rows))}; totals xgb {sum(mean(r, 'xgb') for r in rows):.0f}, "
               f"random {sum(mean(r, 'random') for r in rows):.0f} trials")
     rates = [row["rate"] for row in rows if row["rate"]]
@@ -318,8 +320,10 @@ def main() -> None:
     sweeps = json.loads(sweeps_file.read_text()) if sweeps_file.exists() else {}
     print(f"ResNet-18 on the cycle model, default preset; output tiles of >= {args.min_tile or 'MIN_TILES'} "
           f"vectors; {args.trials} trials, {args.seeds} seeds (replayed on the exhaustive reference)")
-    print(f"{'layer':<5}{'tile>=':>7}{'valid':>6}{'sweep s':>8}{'default':>10}{'best':>10}{'ideal':>7}{'xgb best':>11}"
-          f"{'ideal':>7}{'ceiling':>8}" + "".join(f"{t + ' to 1%':>15}" for t in tuners) + "  check")
+    print("frac: ideal cycles / cycles; ceiling: ideal cycles / (GEMM + ALU busy cycles) of the xgb plan; "
+          "to 1%: mean trials (the default plan is trial 1) to within 1 % of the best")
+    print(f"{'layer':<5}{'tile>=':>7}{'valid':>6}{'sweep s':>8}{'default':>10}{'best':>10}{'frac':>7}{'xgb best':>11}"
+          f"{'frac':>7}{'ceiling':>8}" + "".join(f"{t + ' to 1%':>15}" for t in tuners) + "  check")
     rows = []
     for layer in layers:
         rows.append(compare(layer, args, sweeps))
