@@ -139,6 +139,10 @@ class Space:
 
     def default_index(self) -> int | None:
         """The id of the operator's own planner's choice (one thread), or None if it has none."""
+        return self._default
+
+    @cached_property
+    def _default(self) -> int | None:
         knobs = self.table.default(self.cfg, self.params)
         return None if knobs is None else self.index_of(knobs)
 

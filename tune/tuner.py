@@ -187,10 +187,10 @@ def tune(space: Space, trials: int = 200, *, tuner: str = "xgb", executor: str |
     _check_args(trials, batch_size, budget, backend)
     if not space.valid_count():
         raise TuneError(f"no configuration of {space.kernel} is valid: {space.invalid_reasons()}")
-    search = make_tuner(tuner, space, seed=seed, trials=trials, model=model,
-                        transfer=_transfer(space, transfer) if tuner == "xgb" else None)
     with open_executor(executor) as pool:
         run = _Run(space, backend, log, pool, dict(backend_options or {}))
+        search = make_tuner(tuner, space, seed=seed, trials=trials, model=model,
+                            transfer=_transfer(space, transfer) if tuner == "xgb" else None)
         default = space.default_index()
         if default is not None:
             first = run.measure([default])
