@@ -181,13 +181,13 @@ class CycleModel:
         """The router: one instruction per cycle from the prefetch buffer to its queue."""
         env, stats = self.env, self.stats["fetch"]
         while True:
-            index, arrived = yield self.prefetch.get()
+            index, arrived = yield from self._get(self.prefetch)
             ready = max(arrived + self.timing.prefetch_latency_cycles, self._last_route + 1)
             if ready > int(env.now):
                 yield env.timeout(ready - int(env.now))
             target = self.machine.module[index]
             asked = int(env.now)
-            yield self.commands[target].put((index, int(env.now)))
+            yield from self._put(self.commands[target], (index, int(env.now)))
             stats.wait_queue += int(env.now) - asked
             stats.insns += 1
             self._last_route = int(env.now)
@@ -203,7 +203,7 @@ class CycleModel:
         while True:
             self.status[name] = "waiting for an instruction"
             asked = self.asked[name] = int(env.now)
-            index, routed = yield self.commands[module].get()
+            index, routed = yield from self._get(self.commands[module])
             visible = routed + self.timing.queue_latency_cycles
             if visible > int(env.now):
                 yield env.timeout(visible - int(env.now))
@@ -214,7 +214,7 @@ class CycleModel:
             popped = []
             for queue in machine.pops[index]:
                 self.status[name] = (index, "waits for a token on", queue)
-                popped.append((queue, (yield self.tokens[queue].get())))
+                popped.append((queue, (yield from self._get(self.tokens[queue]))))
             stats.wait_token += int(env.now) - asked
             machine.begin(module, index)
             start = int(env.now) - 1  # the slice starts with the take cycle, after the pops
@@ -231,12 +231,35 @@ class CycleModel:
             for queue in machine.pushes[index]:
                 self.status[name] = (index, "waits for room on", queue)
                 self._flow += 1
-                yield self.tokens[queue].put(Token(machine.stamp(module), int(env.now), self._flow, index))
+                yield from self._put(self.tokens[queue],
+                                     Token(machine.stamp(module), int(env.now), self._flow, index))
             stats.wait_token += int(env.now) - asked
             if machine.insns[index].opcode == Opcode.FINISH:
                 self.status[name] = "finished"
                 self.done.succeed()
                 return
+
+    # -- queues ------------------------------------------------------------------------
+    def _quiet(self) -> bool:
+        """Fast path: no other event this cycle, so an event made now is the next one."""
+        queue = self.env._queue  # (read directly, as in .memory.horizon)
+        return self._until is not None and (not queue or queue[0][0] > self.env.now)
+
+    def _get(self, store: simpy.Store) -> Generator[Any, Any, Any]:
+        """``store``'s next item.  A get that succeeds at once, with nobody waiting to put,
+        is an event that would only resume this process, next: taken without it."""
+        if store.items and not store.put_queue and not store.get_queue and self._quiet():
+            return store.items.pop(0)
+        return (yield store.get())
+
+    def _put(self, store: simpy.Store, item: Any) -> Generator[Any, Any, None]:
+        """Put ``item`` into ``store`` (without an event, as :meth:`_get`, when it has room
+        and nobody waits to get)."""
+        if (len(store.items) < store.capacity and not store.put_queue and not store.get_queue
+                and self._quiet()):
+            store.items.append(item)
+            return
+        yield store.put(item)
 
     # -- instruction costs -------------------------------------------------------------
     def _spend(self, module: Module, index: int, stats: ModuleStats) -> Generator[Any, Any, None]:
