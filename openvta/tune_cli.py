@@ -2,8 +2,8 @@
 
     openvta tune OPERATOR [--layer LAYER | shape options] [--config PRESET]
                  [--trials 200] [--tuner xgb|anneal|random|grid] [--executor serial|local[:N]|dask://HOST:PORT]
-                 [--log LOG.jsonl] [--backend cycle] [--seed 0] [--batch-size 8] [--budget 2]
-                 [--model auto|xgb|numpy] [--transfer OTHER.jsonl ...] [--quiet]
+                 [--log LOG.jsonl] [--backend cycle|rtl|board [--port PORT --baud N]] [--seed 0]
+                 [--batch-size 8] [--budget 2] [--model auto|xgb|numpy] [--transfer OTHER.jsonl ...] [--quiet]
 
 A live line on a terminal shows the trials done, the best so far and the measurements
 per second (never in a pipe, never with ``--quiet``); a table of the fastest
@@ -47,6 +47,8 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
         op.add_argument("--log", help="the records file (JSON lines): resumed if it exists, appended to")
         op.add_argument("--backend", default="cycle",
                         help=f"where to measure: {', '.join(backends())} (default cycle)")
+        op.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
+        op.add_argument("--baud", type=int, default=115200, help="board back end: serial speed (default 115200)")
         op.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
         op.add_argument("--batch-size", type=int, default=8,
                         help="configurations per batch; the cost model is refitted after each (default 8)")
@@ -66,13 +68,17 @@ def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., di
     from openvta.tune import tune
 
     params = operator_params(args, REGISTRY[args.operator], "tune")
+    if (args.backend == "board") != (args.port is not None):
+        raise ValueError("--backend board needs --port (the board's serial port)" if args.port is None
+                         else "--port needs --backend board")
+    options = {"port": args.port, "baud": args.baud} if args.port else {}
     space = make_space(args.operator, config=args.config, **params)
     log = output(args.log)
     start = time.perf_counter()
     with ProgressDisplay(f"tune {args.operator}", enabled=False if args.quiet else None) as show:
         result = tune(space, args.trials, tuner=args.tuner, executor=args.executor, log=log, seed=args.seed,
                       backend=args.backend, batch_size=args.batch_size, budget=args.budget, model=args.model,
-                      transfer=args.transfer, progress=show)
+                      transfer=args.transfer, progress=show, backend_options=options)
     if not args.quiet:
         elapsed = time.perf_counter() - start
         print(f"tuned {space.kernel}: {len(result.records)} trials, {result.jobs} measured in {elapsed:.1f} s "

@@ -100,6 +100,9 @@ def test_compile_command_with_records(log: Path, tmp_path: Path, capsys: pytest.
     (["tune", "dense", *ARGS, "--executor", "gpu"],
      "openvta: error: executor must be 'serial', 'local[:N]', 'dask://host:port' or a "
      "concurrent.futures.Executor, not 'gpu'\n"),
+    (["tune", "dense", *ARGS, "--backend", "board"],
+     "openvta: error: --backend board needs --port (the board's serial port)\n"),
+    (["tune", "dense", *ARGS, "--port", "/dev/ttyUSB0"], "openvta: error: --port needs --backend board\n"),
     (["compile", "dense", *ARGS, "--records", "nowhere.jsonl", "-o", "x.npz"],
      "openvta: error: records file nowhere.jsonl does not exist\n"),
 ])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 
 import openvta
 from openvta import tune
@@ -86,3 +87,15 @@ def test_a_configuration_the_space_refuses_is_refused_by_lowering_too() -> None:
     outcome = run_job(_job(knobs))
     assert outcome.error is not None and outcome.error["kind"] == "buffer overflow"
     assert outcome.error["message"].startswith("check buffers: the schedule does not fit: the inp buffer needs ")
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_job_measures_on_the_rtl_too() -> None:
+    space = tune.space("dense", layer="dense_1x16x16", config="tiny")
+    knobs = space.get(space.default_index())  # type: ignore[arg-type]
+    jobs = {backend: MeasureJob("dense", space.params, space.cfg.to_dict(), knobs, backend=backend,
+                                max_cycles=10_000) for backend in ("cycle", "rtl")}
+    model, rtl = run_job(jobs["cycle"]), run_job(jobs["rtl"])
+    assert rtl.error is None and model.cycles is not None and rtl.cycles is not None
+    assert abs(rtl.cycles - model.cycles) <= 0.05 * rtl.cycles  # the stated model-vs-RTL tolerance
