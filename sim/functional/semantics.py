@@ -230,6 +230,9 @@ class _LoopPlan(NamedTuple):
     gemm: GemmPlan | None = None
     #: GEMM: the distinct targets, and how to sum repeated ones (None: all distinct)
     sums: tuple[np.ndarray | slice, np.ndarray, np.ndarray] | None = None
+    #: GEMM: distinct targets ``first + r·row + c·col`` of one ``(R, C)`` product, as
+    #: ``(first, R, C, row, col)``: added through a strided view, not gathered
+    strided: tuple[int, int, int, int, int] | None = None
     #: ALU: the sources, and the waves that run the executions exactly
     src: np.ndarray | None = None
     waves: list[tuple[Index, Index | None]] | None = None
@@ -272,8 +275,25 @@ def _gemm_plan(state: MachineState, insn: GemmInsn, dst: Grid, src: Grid, wgt: G
         Access("wgt", False, as_span(unique_index(gemm.weights, cfg.wgt_depth))),
         Access("out", True, touched),
     ]
-    return _LoopPlan(executions, as_index(targets) if sums is None else targets, touched, accesses,
-                     gemm, sums)
+    dst_index = as_index(targets) if sums is None else targets
+    strided = None
+    if (sums is None and not isinstance(dst_index, slice) and len(gemm.parts) == 1
+            and gemm.parts[0].matmul):
+        strided = _strided(targets, len(gemm.parts[0].src), len(gemm.parts[0].wgt))
+    return _LoopPlan(executions, dst_index, touched, accesses, gemm, sums, strided)
+
+
+def _strided(targets: np.ndarray, rows: int, cols: int) -> tuple[int, int, int, int, int] | None:
+    """``targets`` ``(rows·cols,)`` as ``(first, rows, cols, row, col)`` when they are
+    ``first + r·row + c·col`` with non-negative steps (None otherwise)."""
+    grid = targets.reshape(rows, cols)
+    first = int(grid[0, 0])
+    row = int(grid[1, 0]) - first if rows > 1 else 0
+    col = int(grid[0, 1]) - first if cols > 1 else 0
+    affine = first + np.arange(rows)[:, None] * row + np.arange(cols)[None, :] * col
+    if row < 0 or col < 0 or not np.array_equal(grid, affine):
+        return None
+    return first, rows, cols, row, col
 
 
 def _alu_plan(state: MachineState, insn: AluInsn, dst: np.ndarray, src: np.ndarray) -> _LoopPlan:
@@ -296,12 +316,19 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
         return [], plan.executions
     assert plan.gemm is not None
     values = plan.gemm.products(state.inp, state.wgt)  # int32: the sums wrap as acc does
-    if plan.sums is None:
-        target: Index = plan.dst
+    if plan.strided is not None:
+        first, rows, cols, row, col = plan.strided
+        tile = acc.strides[0]
+        view: np.ndarray = np.ndarray((rows, cols) + acc.shape[1:], acc.dtype, acc, first * tile,
+                                      (row * tile, col * tile) + acc.strides[1:])
+        view += values.reshape(view.shape)
     else:
-        target, order, starts = plan.sums
-        values = np.add.reduceat(values[order], starts, axis=0)
-    acc[target] += values
+        if plan.sums is None:
+            target: Index = plan.dst
+        else:
+            target, order, starts = plan.sums
+            values = np.add.reduceat(values[order], starts, axis=0)
+        acc[target] += values
     state.out[plan.touched] = acc[plan.touched].astype(np.int8)
     return plan.accesses, plan.executions
 

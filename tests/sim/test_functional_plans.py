@@ -124,3 +124,25 @@ def test_plans_follow_the_micro_ops_in_the_same_slots() -> None:
         np.testing.assert_array_equal(state.acc, np.array(reference.acc, dtype=np.int32))
         np.testing.assert_array_equal(state.out, np.array(reference.out, dtype=np.int8))
     assert len(state.plans) == 2
+
+
+def test_affine_targets_are_added_through_a_strided_view() -> None:
+    """Rows 2 tiles apart, columns 7 apart: distinct, not one run, added in place."""
+    cfg = PRESETS["default"]
+    rng = np.random.default_rng(3)
+    state = MachineState(cfg, np.zeros(64, dtype=np.uint8))
+    state.inp[:8] = rng.integers(-128, 128, state.inp[:8].shape)
+    state.wgt[:8] = rng.integers(-128, 128, state.wgt[:8].shape)
+    state.acc[:16] = rng.integers(-(2**31), 2**31, state.acc[:16].shape, dtype=np.int32)
+    state.uop[:2] = [Uop(0, 0, 0).encode(cfg), Uop(7, 0, 1).encode(cfg)]
+    reference = ReferenceMachine(cfg, state.dram)
+    reference.inp, reference.wgt = state.inp.tolist(), state.wgt.tolist()
+    reference.acc, reference.uop = state.acc.tolist(), state.uop.tolist()
+    insn = GemmInsn(cfg=cfg, uop_bgn=0, uop_end=2, iter_out=3, iter_in=1, dst_factor_out=2,
+                    src_factor_out=1)
+    execute_gemm(state, insn, "instruction 0")
+    reference.gemm(insn)
+    (plan,) = state.plans.values()
+    assert plan.strided == (0, 3, 2, 2, 7)
+    np.testing.assert_array_equal(state.acc, np.array(reference.acc, dtype=np.int32))
+    np.testing.assert_array_equal(state.out, np.array(reference.out, dtype=np.int8))
