@@ -64,3 +64,13 @@ def test_bad_executors_are_one_line_errors(spec: object, message: str) -> None:
     with pytest.raises(tune.ExecutorError, match=message):
         with open_executor(spec):  # type: ignore[arg-type]
             pass
+
+
+def test_dask_without_the_tune_extra_is_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # what an absent package looks like to import
+    with pytest.raises(tune.ExecutorError, match=r"^executor dask://host:8786 needs dask\[distributed\] "
+                                                 r"\(pip install 'openvta\[tune\]'\)$"):
+        with open_executor("dask://host:8786"):
+            pass

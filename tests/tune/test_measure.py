@@ -99,3 +99,18 @@ def test_a_job_measures_on_the_rtl_too() -> None:
     model, rtl = run_job(jobs["cycle"]), run_job(jobs["rtl"])
     assert rtl.error is None and model.cycles is not None and rtl.cycles is not None
     assert abs(rtl.cycles - model.cycles) <= 0.05 * rtl.cycles  # the stated model-vs-RTL tolerance
+
+
+class _Failing:
+    def __init__(self, **options: object) -> None:
+        pass
+
+    def run(self, program: openvta.Program) -> Result:
+        raise RuntimeError("the board stopped answering\nsecond line")
+
+
+def test_a_failing_back_end_is_a_run_error() -> None:
+    register_backend("failing", _Failing)
+    outcome = run_job(_job(DEFAULT, backend="failing"))
+    assert outcome == tune.Outcome(error={"kind": "run error",
+                                          "message": "RuntimeError: the board stopped answering"})

@@ -148,3 +148,20 @@ def test_ids_and_knobs_out_of_range_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^a configuration of dense sets exactly the knobs nb, ob, kb, "
                                          r"vthreads, not nb$"):
         space.index_of({"nb": 1})
+
+
+def test_an_operator_without_knobs_is_named() -> None:
+    from openvta.tune.knobs import knobs_of
+
+    with pytest.raises(ValueError, match=r"^tune has no knobs for operator 'pool' \(operators: conv2d, dense, "
+                                         r"elementwise\)$"):
+        knobs_of("pool")
+
+
+def test_a_space_without_a_valid_configuration_cannot_be_tuned() -> None:
+    space = tune.space("conv2d", config="tiny", hw=17, ci=4, co=4, kernel=17)  # 17 × 17 > 256 entries
+    assert space.valid_count() == 0 and space.default_index() is None
+    with pytest.raises(tune.TuneError, match=r"^no configuration of conv2d\(.*\) on tiny@[0-9a-f]{8} is valid: "
+                                             r"\{'inp buffer overflow': 8, 'wgt buffer overflow': 8, "
+                                             r"'thread split': 6, 'duplicate': 1\}$"):
+        tune.tune(space)
