@@ -64,16 +64,20 @@ def _queues(module: Module, flags: int) -> tuple[list[TokenQueue], list[TokenQue
     return pops, pushes
 
 
+def _queue_table() -> dict[tuple[int, int], tuple[list[TokenQueue], list[TokenQueue]]]:
+    """(module, flag bits) -> (queues popped, queues pushed), for every valid pair."""
+    table = {}
+    for module in Module:
+        for flags in range(16):
+            try:
+                table[int(module), flags] = _queues(module, flags)
+            except ValueError:  # a flag with no queue on this module: check_stream rejects it
+                pass
+    return table
+
+
 _MODULES = list(Module)
-#: (module, flag bits) -> (queues popped, queues pushed); check_stream has rejected the
-#: flags a module has no queue for, so only the valid pairs are listed
-_QUEUES = {}
-for _m in Module:
-    for _flags in range(16):
-        try:
-            _QUEUES[_m, _flags] = _queues(_m, _flags)
-        except ValueError:
-            pass
+_QUEUES = _queue_table()
 
 
 def _dram_shared(table: dict[str, np.ndarray], cfg: Config, size: int, granule: int) -> list[tuple[int, int]]:
