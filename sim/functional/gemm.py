@@ -106,6 +106,9 @@ class _Part(NamedTuple):
     matmul: bool
     src: np.ndarray
     wgt: np.ndarray
+    #: the product's working arrays, kept between runs of the plan: fresh ones of a
+    #: megabyte cost more in page faults than the copies into them
+    scratch: dict[str, np.ndarray]
 
 
 class GemmPlan(NamedTuple):
@@ -122,7 +125,7 @@ class GemmPlan(NamedTuple):
 
     def products(self, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
         """The int32 ``(N, BATCH, BLOCK_OUT)`` products, wrapped to 32 bits like the accumulator."""
-        values = [_matmul(inp, wgt, part.src, part.wgt) if part.matmul
+        values = [_matmul(inp, wgt, part.src, part.wgt, part.scratch) if part.matmul
                   else _per_execution(inp, wgt, part.src, part.wgt) for part in self.parts]
         return values[0] if len(values) == 1 else np.concatenate(values)
 
@@ -196,37 +199,51 @@ def _matmul_part(
     s = src.plane(cols, rows + red, (n_rows, n_red))  # inputs do not vary along columns
     w = wgt_idx.plane(rows, cols + red, (n_cols, n_red))  # weights do not vary along rows
     d = dst.plane(red, rows + cols, (n_rows * n_cols,))  # destinations do not vary along K
-    return _Part(True, np.ascontiguousarray(s), np.ascontiguousarray(w)), d
+    return _Part(True, np.ascontiguousarray(s), np.ascontiguousarray(w), {}), d
 
 
-def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray,
+            scratch: dict[str, np.ndarray]) -> np.ndarray:
     """Products ``(R·C, B, BO)`` of inputs ``s`` ``(R, K)`` and weights ``w`` ``(C, K)``."""
     (n_rows, n_red), n_cols = s.shape, w.shape[0]
     b, bi, bo = inp.shape[1], inp.shape[2], wgt.shape[1]
     # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI): whole rows gathered
     # and transposed as wide items, then converted to float32 contiguously (numpy converts
     # a transposed int8 view an order of magnitude slower)
-    lhs = _transposed(_items(inp).take(s.reshape(-1), axis=0), n_rows, n_red)
-    rhs = _transposed(_items(wgt).take(w.reshape(-1), axis=0), n_cols, n_red)
-    product = _float32_product(lhs.reshape(n_rows * b, n_red * bi).astype(np.float32),
-                               rhs.reshape(n_cols * bo, n_red * bi).astype(np.float32), np.int32)
+    lhs = _gather(inp, s, scratch, "lhs").reshape(n_rows * b, n_red * bi)
+    rhs = _gather(wgt, w, scratch, "rhs").reshape(n_cols * bo, n_red * bi)
+    x, y = _buffer(scratch, "x", lhs.shape, np.float32), _buffer(scratch, "y", rhs.shape, np.float32)
+    np.copyto(x, lhs, casting="unsafe")
+    np.copyto(y, rhs, casting="unsafe")
+    product = _float32_product(x, y, np.int32, _buffer(scratch, "xy", (len(x), len(y)), np.float32))
     product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
     return product.reshape(n_rows * n_cols, b, bo)
 
 
-def _items(buffer: np.ndarray) -> np.ndarray:
-    """An int8 ``(depth, A, B)`` buffer viewed with the widest items (up to 16 bytes) that
-    divide its rows: numpy moves one wide item much faster than many bytes."""
-    for dtype in (np.complex128, np.int64, np.int32, np.int16):
-        if buffer.shape[2] % np.dtype(dtype).itemsize == 0:
-            return buffer.view(dtype)
+def _buffer(scratch: dict[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """The working array ``name`` of ``scratch``, made on first use."""
+    buffer = scratch.get(name)
+    if buffer is None:
+        buffer = scratch[name] = np.empty(shape, dtype)
     return buffer
 
 
-def _transposed(taken: np.ndarray, n_outer: int, n_red: int) -> np.ndarray:
-    """Gathered items ``(N·K, A, n)`` as int8 ``(N, A, K, n·item)``, contiguous."""
-    items = taken.reshape((n_outer, n_red) + taken.shape[1:]).transpose(0, 2, 1, 3)
-    return np.ascontiguousarray(items).view(np.int8)
+def _gather(buffer: np.ndarray, index: np.ndarray, scratch: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """``buffer[index]`` of an int8 ``(depth, A, B)`` buffer and ``(N, K)`` indices, as int8
+    ``(N, A, K, B)``: moved as the widest items (up to 16 bytes) that divide its rows, as
+    numpy moves one wide item much faster than many bytes."""
+    items = buffer
+    for dtype in (np.complex128, np.int64, np.int32, np.int16):
+        if buffer.shape[2] % np.dtype(dtype).itemsize == 0:
+            items = buffer.view(dtype)
+            break
+    taken = _buffer(scratch, name, (index.size,) + items.shape[1:], items.dtype)
+    items.take(index.reshape(-1), axis=0, out=taken, mode="clip")  # indices checked in range
+    moved = taken.reshape(index.shape + items.shape[1:]).transpose(0, 2, 1, 3)
+    if not moved.flags.c_contiguous:  # (a size-1 A needs no copy)
+        np.copyto(transposed := _buffer(scratch, name + "_t", moved.shape, items.dtype), moved)
+        moved = transposed
+    return moved.view(np.int8)
 
 
 def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -234,26 +251,28 @@ def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return _float32_product(lhs.astype(np.float32), rhs.astype(np.float32), np.int64)
 
 
-def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type) -> np.ndarray:
-    """``x @ y.T`` of float32 matrices holding int8 values, as ``dtype``.
+def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """``x @ y.T`` of float32 matrices holding int8 values, as a new ``dtype`` array.
 
     int64 gives the exact integers; int32 gives them modulo ``2**32`` (wrapped, as the
-    accumulator adds them), as exact for the simulator and cheaper.
+    accumulator adds them), as exact for the simulator and cheaper.  ``out``: a float32
+    array for the products in float32.
     """
     terms = x.shape[1]
     if terms <= FLOAT32_EXACT_TERMS:
-        return (x @ y.T).astype(dtype)
+        return np.matmul(x, y.T, out=out).astype(dtype)
     # equal chunks of at most FLOAT32_EXACT_TERMS terms, each exact, summed in dtype
     chunks = -(-terms // FLOAT32_EXACT_TERMS)
     size = -(-terms // chunks)
     total = np.zeros((x.shape[0], y.shape[0]), dtype=dtype)
     for lo in range(0, terms, size):
-        total += (x[:, lo : lo + size] @ y[:, lo : lo + size].T).astype(dtype)
+        total += np.matmul(x[:, lo : lo + size], y[:, lo : lo + size].T, out=out).astype(dtype)
     return total
 
 
 def _per_execution_part(dst: Grid, src: Grid, wgt_idx: Grid) -> tuple[_Part, np.ndarray]:
-    return _Part(False, src.full().reshape(-1), wgt_idx.full().reshape(-1)), dst.full().reshape(-1)
+    return _Part(False, src.full().reshape(-1), wgt_idx.full().reshape(-1), {}), dst.full().reshape(-1)
 
 
 def _per_execution(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
