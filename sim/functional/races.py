@@ -195,18 +195,18 @@ class RaceChecker:
         )
 
 
-def _rows_view(table: np.ndarray, index: Rows, writeable: bool) -> np.ndarray:
-    step = table.strides[-1]
-    return np.lib.stride_tricks.as_strided(
-        table[..., index.start:], table.shape[:-1] + (index.rows, index.row_len),
-        table.strides[:-1] + (index.stride * step, step), writeable=writeable)
+def _rows_view(table: np.ndarray, index: Rows) -> np.ndarray:
+    """The rows ``index`` of a one-dimensional ``table``, as a ``(rows, row_len)`` view."""
+    step = table.itemsize
+    return np.ndarray((index.rows, index.row_len), table.dtype, table, index.start * step,
+                      (index.stride * step, step))
 
 
 def _select(table: np.ndarray, index: Elements) -> np.ndarray:
-    """``table[..., index]``; a view unless ``index`` is an index array."""
+    """``table[index]``; a view unless ``index`` is an index array."""
     if isinstance(index, Rows):
-        return _rows_view(table, index, False)
-    return table[..., index]
+        return _rows_view(table, index)
+    return table[index]
 
 
 def _max(table: np.ndarray, index: Elements) -> int:
@@ -216,11 +216,11 @@ def _max(table: np.ndarray, index: Elements) -> int:
 
 
 def _assign(table: np.ndarray, index: Elements, value: int) -> None:
-    """``table[..., index] = value`` (overlapping rows get the same value, so order is moot)."""
+    """``table[index] = value`` (overlapping rows get the same value, so order is moot)."""
     if isinstance(index, Rows):
-        _rows_view(table, index, True)[...] = value
+        _rows_view(table, index)[...] = value
     else:
-        table[..., index] = value
+        table[index] = value
 
 
 def _bounds(index: Elements) -> tuple[int, int]:
