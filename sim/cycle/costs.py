@@ -16,7 +16,7 @@ from openvta.isa.timing import AXI_BOUNDARY
 
 __all__ = [
     "Bursts", "split_bursts", "item_bursts", "load_row_bursts", "store_row_bursts",
-    "row_bursts", "fetch_bursts", "pad_elems", "hazard_stall_cycles",
+    "row_bursts", "rows_of", "fetch_bursts", "pad_elems", "hazard_stall_cycles",
 ]
 
 
@@ -99,9 +99,30 @@ def row_bursts(insn: MemInsn, cfg: Config, timing: Timing) -> list[Bursts]:
     """The bursts of every data row of a LOAD or STORE, in order (as
     :func:`load_row_bursts` and :func:`store_row_bursts`, reading the configuration once)."""
     elem = cfg.out_elem_bytes if insn.opcode == Opcode.STORE else cfg.elem_bytes(insn.memory_type)
-    bus_bytes, nbytes, max_burst = cfg.bus_bytes, insn.x_size * elem, timing.max_burst_beats
-    return [_item_bursts((insn.dram_base + row * insn.x_stride) * elem % AXI_BOUNDARY, nbytes, elem,
-                         bus_bytes, max_burst) for row in range(insn.y_size)]
+    return rows_of(insn, elem, cfg.bus_bytes, timing.max_burst_beats)
+
+
+def rows_of(insn: MemInsn, elem_bytes: int, bus_bytes: int, max_burst: int) -> list[Bursts]:
+    """:func:`row_bursts` for elements of ``elem_bytes`` bytes (the cycle model's inner
+    call: every row is a lookup of its first byte within 4 KiB)."""
+    nbytes = insn.x_size * elem_bytes
+    trains = _trains(nbytes, elem_bytes, bus_bytes, max_burst)
+    base, stride = insn.dram_base * elem_bytes, insn.x_stride * elem_bytes
+    rows = []
+    for start in range(base, base + insn.y_size * stride, stride) if stride else [base] * insn.y_size:
+        start %= AXI_BOUNDARY
+        bursts = trains.get(start)
+        if bursts is None:
+            bursts = trains[start] = _item_bursts(start, nbytes, elem_bytes, bus_bytes, max_burst)
+        rows.append(bursts)
+    return rows
+
+
+@lru_cache(maxsize=256)
+def _trains(nbytes: int, item_bytes: int, bus_bytes: int, max_burst: int) -> dict[int, Bursts]:
+    """The trains of rows of one size, by their first byte within 4 KiB (filled in as
+    rows come; shared by every run, as :func:`_item_bursts`)."""
+    return {}
 
 
 def fetch_bursts(start: int, count: int, cfg: Config, timing: Timing) -> list[int]:

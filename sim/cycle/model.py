@@ -25,6 +25,7 @@ from openvta.isa import (
     AluInsn,
     GemmInsn,
     MemInsn,
+    MemoryType,
     Module,
     Opcode,
     Timing,
@@ -36,7 +37,7 @@ from openvta.runtime.program import Program, Progress, Result
 from ..errors import DeadlockError, MemoryAccessError, SimulationError
 from ..functional.machine import Machine
 from ..functional.semantics import loop_indices
-from .costs import Bursts, fetch_bursts, hazard_stall_cycles, row_bursts
+from .costs import Bursts, fetch_bursts, hazard_stall_cycles, rows_of
 from .memory import Channel, ModuleStats, Row, horizon
 from .report import CycleReport, build_report
 
@@ -145,6 +146,9 @@ class CycleModel:
         bound = max_cycles + 1
         self._until = None if event_by_event else (lambda: horizon(env, bound))
         self._loops: dict[tuple[GemmInsn | AluInsn, bytes], int] = {}
+        # bytes per DRAM element (the configuration's properties are computed per call)
+        self._elem_bytes = {mt: cfg.elem_bytes(mt) for mt in MemoryType}
+        self._out_elem_bytes = cfg.out_elem_bytes
 
     # -- processes -------------------------------------------------------------------
     def _fetch(self) -> Generator[Any, Any, None]:
@@ -266,7 +270,9 @@ class CycleModel:
         insn, timing, env = self.machine.insns[index], self.timing, self.env
         busy = timing.issue_cycles - 1  # the take cycle is spent before the pops
         if isinstance(insn, MemInsn) and insn.x_size:
-            bursts = row_bursts(insn, self.cfg, timing)
+            elem = (self._out_elem_bytes if insn.opcode == Opcode.STORE
+                    else self._elem_bytes[insn.memory_type])
+            bursts = rows_of(insn, elem, self.cfg.bus_bytes, timing.max_burst_beats)
             rows: list[Row] = [(busy, None)]
             if insn.opcode == Opcode.STORE:
                 rows += [(timing.store_row_cycles, train) for train in bursts]
