@@ -258,7 +258,7 @@ def print_row(row: dict[str, Any], tuners: Sequence[str], trials: int) -> None:
     sweep_s = f"{row['sweep_s']:.0f}" if row["sweep_s"] is not None else "-"
     print(f"{row['layer']:<5}{row['min_tile']:>7}{row['valid']:>6}{sweep_s:>8}{row['default']:>10,}{row['best']:>10,}"
           f"{row['ideal'] / row['best']:>7.1%}{tuned:>11,.0f}{row['ideal'] / tuned:>7.1%}{row['ceiling']:>8.1%}"
-          + "".join(f"{_mean_trials(row['found'][t], trials):>15}" for t in tuners)
+          + "".join(f"{_mean_trials(row['found'][t], trials):>18}" for t in tuners)
           + f"  {row['checked']}", flush=True)
 
 
@@ -287,9 +287,10 @@ def summarize(rows: Sequence[dict[str, Any]], tuners: Sequence[str], trials: int
         def mean(row: dict[str, Any], name: str) -> float:
             return float(np.mean([trials + 1 if n is None else n for n in row["found"][name]]))
         fewer = [row["layer"] for row in rows if mean(row, "xgb") < mean(row, "random")]
-        print(f"xgb needs fewer trials than random (mean over seeds) on {len(fewer)} of {len(rows)} layers "
-              f"({', '.join(row['layer'] for row in rows if row['layer'] not in fewer) or 'none'} not): "
-              f"{mark(len(fewer) == len(rows))}; totals xgb {sum(mean(r, 'xgb') for r in rows):.0f}, "
+        others = [row["layer"] for row in rows if row["layer"] not in fewer]
+        print(f"xgb needs fewer trials than random (mean over seeds) on {len(fewer)} of {len(rows)} layers"
+              + (f" (not {', '.join(others)})" if others else "")
+              + f": {mark(not others)}; totals xgb {sum(mean(r, 'xgb') for r in rows):.0f}, "
               f"random {sum(mean(r, 'random') for r in rows):.0f} trials")
     rates = [row["rate"] for row in rows if row["rate"]]
     if rates:
@@ -323,7 +324,7 @@ def main() -> None:
     print("frac: ideal cycles / cycles; ceiling: ideal cycles / (GEMM + ALU busy cycles) of the xgb plan; "
           "to 1%: mean trials (the default plan is trial 1) to within 1 % of the best")
     print(f"{'layer':<5}{'tile>=':>7}{'valid':>6}{'sweep s':>8}{'default':>10}{'best':>10}{'frac':>7}{'xgb best':>11}"
-          f"{'frac':>7}{'ceiling':>8}" + "".join(f"{t + ' to 1%':>15}" for t in tuners) + "  check")
+          f"{'frac':>7}{'ceiling':>8}" + "".join(f"{t + ' to 1%':>18}" for t in tuners) + "  check")
     rows = []
     for layer in layers:
         rows.append(compare(layer, args, sweeps))
