@@ -5,6 +5,16 @@ bounded token queues (pushing into a full one stalls the pusher), a shared memor
 system (:mod:`.memory`) and the per-instruction costs of :mod:`.costs`.  Time advances
 per instruction and per burst, never per cycle.
 
+Event by event (``event_by_event=True``), every step is a SimPy event.  The fast path
+(the default) leaves out the events no process could tell apart from their absence,
+and only those: DMA steps that end before any other process can act (the train of
+:meth:`.memory.Channel.train`), the grant and release of a burst nobody else waits
+for, a queue get or put that succeeds at once with nobody on the other side and no
+other event in the same cycle, a prefetch put or routed signal nobody waits for.  What
+every process sees, when and in which order is unchanged, so the cycles, the counters,
+the records and the traces are the same (``tests/sim/test_cycle_fast.py``); the cost
+left is about a dozen SimPy events per instruction and the functional semantics.
+
 Data moves at simulated time: when an instruction's cycles are spent, the functional
 simulator's :class:`~openvta.sim.functional.Machine` applies its effect, so the
 arithmetic exists once and the final DRAM equals the functional simulator's for
@@ -98,9 +108,9 @@ class CycleModel:
         called as ``progress("cycles", now, None)`` as simulated time goes on
         (:data:`openvta.runtime.Progress`).
     event_by_event :
-        spend every step of a DMA transfer as its own SimPy event (the reference the
-        fast path is tested against) instead of fast-forwarding the steps nothing else
-        can see (:meth:`.memory.Channel.train`); both give the same cycles, counters,
+        make every step its own SimPy event (the reference the fast path is tested
+        against) instead of leaving out the events nothing could tell apart from their
+        absence (see the module docstring); both give the same cycles, counters,
         records and traces.
     """
 
