@@ -100,8 +100,9 @@ class Grid(NamedTuple):
 
 
 class _Part(NamedTuple):
-    """One matrix product (``src`` ``(R, K)``, ``wgt`` ``(C, K)``) or, when not ``matmul``,
-    one tile product per execution (``src``, ``wgt`` ``(N,)``)."""
+    """One matrix product (``src`` ``(R, K)``, ``wgt`` ``(C, K)``), a batch of them
+    (``(G, R, K)``, ``(G, C, K)``) or, when not ``matmul``, one tile product per execution
+    (``src``, ``wgt`` ``(N,)``)."""
 
     matmul: bool
     src: np.ndarray
@@ -153,8 +154,13 @@ def plan_gemm(dst: Grid, src: Grid, wgt_idx: Grid) -> GemmPlan:
         if split is not None:
             grids, split_roles = split
             return _plan([_matmul_part(*grids, roles[:2] + split_roles)])
-    return _plan([_matmul_part(dst.select(sel), src.select(sel), wgt_idx.select(sel), roles[:2] + [_RED])
-                  for sel in (np.flatnonzero(offsets == offset) for offset in groups)])
+    parts = [_matmul_part(dst.select(sel), src.select(sel), wgt_idx.select(sel), roles[:2] + [_RED])
+             for sel in (np.flatnonzero(offsets == offset) for offset in groups)]
+    if len({(p.src.shape, p.wgt.shape) for p, _ in parts}) == 1:
+        # groups of one shape: one batched product, (G, R, K) by (G, C, K)
+        batched = _Part(True, np.stack([p.src for p, _ in parts]), np.stack([p.wgt for p, _ in parts]), {})
+        return _plan([(batched, np.concatenate([d for _, d in parts]))])
+    return _plan(parts)
 
 
 def _plan(parts: list[tuple[_Part, np.ndarray]]) -> GemmPlan:
@@ -204,20 +210,23 @@ def _matmul_part(
 
 def _matmul(inp: np.ndarray, wgt: np.ndarray, s: np.ndarray, w: np.ndarray,
             scratch: dict[str, np.ndarray]) -> np.ndarray:
-    """Products ``(R·C, B, BO)`` of inputs ``s`` ``(R, K)`` and weights ``w`` ``(C, K)``."""
-    (n_rows, n_red), n_cols = s.shape, w.shape[0]
+    """Products ``(G·R·C, B, BO)`` of inputs ``s`` ``([G,] R, K)`` and weights ``w`` ``([G,] C, K)``."""
+    s, w = (s, w) if s.ndim == 3 else (s[None], w[None])
+    n_batch, n_rows, n_red = s.shape
+    n_cols = w.shape[1]
     b, bi, bo = inp.shape[1], inp.shape[2], wgt.shape[1]
     # (R, K, B, BI) -> (R·B, K·BI) and (C, K, BO, BI) -> (C·BO, K·BI): whole rows gathered
     # and transposed as wide items, then converted to float32 contiguously (numpy converts
     # a transposed int8 view an order of magnitude slower)
-    lhs = _gather(inp, s, scratch, "lhs").reshape(n_rows * b, n_red * bi)
-    rhs = _gather(wgt, w, scratch, "rhs").reshape(n_cols * bo, n_red * bi)
+    lhs = _gather(inp, s, scratch, "lhs").reshape(n_batch, n_rows * b, n_red * bi)
+    rhs = _gather(wgt, w, scratch, "rhs").reshape(n_batch, n_cols * bo, n_red * bi)
     x, y = _buffer(scratch, "x", lhs.shape, np.float32), _buffer(scratch, "y", rhs.shape, np.float32)
     np.copyto(x, lhs, casting="unsafe")
     np.copyto(y, rhs, casting="unsafe")
-    product = _float32_product(x, y, np.int32, _buffer(scratch, "xy", (len(x), len(y)), np.float32))
-    product = product.reshape(n_rows, b, n_cols, bo).transpose(0, 2, 1, 3)
-    return product.reshape(n_rows * n_cols, b, bo)
+    out = _buffer(scratch, "xy", (n_batch, n_rows * b, n_cols * bo), np.float32)
+    product = _float32_product(x, y, np.int32, out)
+    product = product.reshape(n_batch, n_rows, b, n_cols, bo).transpose(0, 1, 3, 2, 4)
+    return product.reshape(n_batch * n_rows * n_cols, b, bo)
 
 
 def _buffer(scratch: dict[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
@@ -229,9 +238,9 @@ def _buffer(scratch: dict[str, np.ndarray], name: str, shape: tuple[int, ...], d
 
 
 def _gather(buffer: np.ndarray, index: np.ndarray, scratch: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """``buffer[index]`` of an int8 ``(depth, A, B)`` buffer and ``(N, K)`` indices, as int8
-    ``(N, A, K, B)``: moved as the widest items (up to 16 bytes) that divide its rows, as
-    numpy moves one wide item much faster than many bytes."""
+    """``buffer[index]`` of an int8 ``(depth, A, B)`` buffer and ``(G, N, K)`` indices, as
+    int8 ``(G, N, A, K, B)``: moved as the widest items (up to 16 bytes) that divide its
+    rows, as numpy moves one wide item much faster than many bytes."""
     items = buffer
     for dtype in (np.complex128, np.int64, np.int32, np.int16):
         if buffer.shape[2] % np.dtype(dtype).itemsize == 0:
@@ -239,7 +248,7 @@ def _gather(buffer: np.ndarray, index: np.ndarray, scratch: dict[str, np.ndarray
             break
     taken = _buffer(scratch, name, (index.size,) + items.shape[1:], items.dtype)
     items.take(index.reshape(-1), axis=0, out=taken, mode="clip")  # indices checked in range
-    moved = taken.reshape(index.shape + items.shape[1:]).transpose(0, 2, 1, 3)
+    moved = taken.reshape(index.shape + items.shape[1:]).transpose(0, 1, 3, 2, 4)
     if not moved.flags.c_contiguous:  # (a size-1 A needs no copy)
         np.copyto(transposed := _buffer(scratch, name + "_t", moved.shape, items.dtype), moved)
         moved = transposed
@@ -253,21 +262,23 @@ def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type,
                      out: np.ndarray | None = None) -> np.ndarray:
-    """``x @ y.T`` of float32 matrices holding int8 values, as a new ``dtype`` array.
+    """``x @ yᵀ`` of float32 matrices (or stacks of them) holding int8 values, as a new
+    ``dtype`` array.
 
     int64 gives the exact integers; int32 gives them modulo ``2**32`` (wrapped, as the
     accumulator adds them), as exact for the simulator and cheaper.  ``out``: a float32
     array for the products in float32.
     """
-    terms = x.shape[1]
+    terms = x.shape[-1]
     if terms <= FLOAT32_EXACT_TERMS:
-        return np.matmul(x, y.T, out=out).astype(dtype)
+        return np.matmul(x, y.swapaxes(-1, -2), out=out).astype(dtype)
     # equal chunks of at most FLOAT32_EXACT_TERMS terms, each exact, summed in dtype
     chunks = -(-terms // FLOAT32_EXACT_TERMS)
     size = -(-terms // chunks)
-    total = np.zeros((x.shape[0], y.shape[0]), dtype=dtype)
+    total = np.zeros(x.shape[:-1] + y.shape[-2:-1], dtype=dtype)
     for lo in range(0, terms, size):
-        total += np.matmul(x[:, lo : lo + size], y[:, lo : lo + size].T, out=out).astype(dtype)
+        chunk = np.matmul(x[..., lo : lo + size], y[..., lo : lo + size].swapaxes(-1, -2), out=out)
+        total += chunk.astype(dtype)
     return total
 
 

@@ -278,7 +278,7 @@ def _gemm_plan(state: MachineState, insn: GemmInsn, dst: Grid, src: Grid, wgt: G
     dst_index = as_index(targets) if sums is None else targets
     strided = None
     if (sums is None and not isinstance(dst_index, slice) and len(gemm.parts) == 1
-            and gemm.parts[0].matmul):
+            and gemm.parts[0].matmul and gemm.parts[0].src.ndim == 2):
         strided = _strided(targets, len(gemm.parts[0].src), len(gemm.parts[0].wgt))
     return _LoopPlan(executions, dst_index, touched, accesses, gemm, sums, strided)
 

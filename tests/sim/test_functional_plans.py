@@ -146,3 +146,26 @@ def test_affine_targets_are_added_through_a_strided_view() -> None:
     assert plan.strided == (0, 3, 2, 2, 7)
     np.testing.assert_array_equal(state.acc, np.array(reference.acc, dtype=np.int32))
     np.testing.assert_array_equal(state.out, np.array(reference.out, dtype=np.int8))
+
+
+def test_groups_of_one_shape_are_one_batched_product() -> None:
+    """Micro-ops that differ in destination, input and weight at once, in two groups of
+    two that do not split: one (2, R, K) by (2, C, K) product, equal to the reference."""
+    cfg = PRESETS["default"]
+    rng = np.random.default_rng(5)
+    state = MachineState(cfg, np.zeros(64, dtype=np.uint8))
+    state.inp[:16] = rng.integers(-128, 128, state.inp[:16].shape)
+    state.wgt[:16] = rng.integers(-128, 128, state.wgt[:16].shape)
+    uops = [Uop(0, 0, 0), Uop(0, 1, 1), Uop(1, 5, 7), Uop(1, 6, 2)]
+    state.uop[:4] = [u.encode(cfg) for u in uops]
+    reference = ReferenceMachine(cfg, state.dram)
+    reference.inp, reference.wgt = state.inp.tolist(), state.wgt.tolist()
+    reference.acc, reference.uop = state.acc.tolist(), state.uop.tolist()
+    insn = GemmInsn(cfg=cfg, uop_bgn=0, uop_end=4, iter_out=3, iter_in=1, dst_factor_out=2,
+                    src_factor_out=1)
+    execute_gemm(state, insn, "instruction 0")
+    reference.gemm(insn)
+    (plan,) = state.plans.values()
+    assert plan.gemm is not None and [p.src.shape for p in plan.gemm.parts] == [(2, 3, 2)]
+    np.testing.assert_array_equal(state.acc, np.array(reference.acc, dtype=np.int32))
+    np.testing.assert_array_equal(state.out, np.array(reference.out, dtype=np.int8))
