@@ -5,9 +5,10 @@ ResNet-18 layers C2–C11 (default preset, 1 and 2 virtual threads) with every c
 unchanged; issue [2/6], at least 1e6 on a blocked 256×256×256 int8 GEMM, and its table
 of cycles and GEMM utilization with 1, 2 and 4 virtual threads.
 
-For each layer: the event-by-event reference (``event_by_event=True``: every burst its
-own SimPy event, as before issue 14) and the fast path, best of ``--repeat`` runs each,
-checked identical (cycles and every counter); the fast run's time split into the
+For each layer: the event-by-event reference (``event_by_event=True``: every step its
+own SimPy event, as before issue 14, though with this version's cheaper bookkeeping, so
+the model of before issue 14 was slower still) and the fast path, best of ``--repeat``
+runs each, checked identical (cycles and every counter); the fast run's time split into the
 machine's share (the functional semantics computing the results, race checks included:
 ``Machine.execute`` and the loop-index expansion) and the timing model's, and cycles/s
 of the whole run and of the timing model alone.  Times are wall clock: on a shared
