@@ -16,7 +16,8 @@ from hypothesis import given, settings
 import openvta
 from openvta import tune
 from openvta.compiler import AluStage, ChannelOperand, Epilogue, TensorOperand, conv2d, dense, elementwise
-from openvta.compiler.kernel_key import PLAN_KNOBS, kernel_key, plan_kwargs
+from openvta.compiler.kernel_key import PLAN_KNOBS, kernel_key, plan_kwargs, plan_refusals
+from openvta.compiler.ops.dense import DensePlan
 from openvta.graph.passes.match_kernels import group_kernels
 from openvta.graph.pipeline import compile_model
 from openvta.graph.summary import plans_line
@@ -70,6 +71,16 @@ def test_plan_kwargs_refuses_another_operator_or_other_knobs() -> None:
         plan_kwargs("pool", {})
     with pytest.raises(ValueError, match=r"^a dense plan sets exactly the knobs nb, ob, kb, vthreads, not nb, ob$"):
         plan_kwargs("dense", {"nb": 1, "ob": 1})
+
+
+def test_plan_refusals_are_the_planners_checks_of_a_given_plan() -> None:
+    assert plan_refusals(conv2d(TINY, ci=8, co=8, hw=4, kernel=3, pad=1)) == []
+    assert plan_refusals(dense(TINY, batch=1, in_features=16, out_features=16, plan=DensePlan(1, 4, 4, 3),
+                               vthreads=3)) == ["thread split: 3 threads must divide the whole output tiles "
+                                                "(4 in tiles of 4)"]
+    assert plan_refusals(elementwise(TINY, batch=2, channels=12, relu=True)) == []  # the factory's choice
+    big = elementwise(TINY, batch=2, channels=768, relu=True, block=192)
+    assert plan_refusals(big) == ["acc buffer overflow: 1 thread × 576 = 576 entries > 256"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -149,6 +160,20 @@ def test_tune_model_table(tuned: tuple[ModelTuning, Path]) -> None:
     assert len(lines) == 2 + len(tuned[0].kernels)
     assert re.fullmatch(r"kernels alone: [\d,]+ cycles with the default plans, [\d,]+ tuned \(\d\.\d{3}x\)",
                         lines[-1])
+
+
+def test_tune_model_reports_progress_per_kernel() -> None:
+    compiled = compile_model(residual_graph(), X, config="tiny")
+    seen: list[tuple[str, int, int | None]] = []
+    after: list[tuple[str, int, int]] = []
+    tuning = tune_model(compiled, trials_per_kernel=2, tuner="grid", progress=lambda *a: seen.append(a),
+                        on_kernel=lambda k, i, n: after.append((k.names[0], i, n)))
+    names = [k.names[0] for k in tuning.kernels]
+    assert after == [(name, index, 3) for index, name in enumerate(names)]
+    assert [what.split(":")[0] for what, _, _ in seen] == [f"kernel {i + 1}/3 {name.split('+')[0]} "
+                                                          f"+{name.count('+')}" for i, name in enumerate(names)]
+    assert all(re.fullmatch(r"trials, best [\d,]+ cycles", what.split(": ")[1]) and total == 2
+               for what, _, total in seen)
 
 
 def test_tune_model_needs_calibration_for_a_model_to_compile_only() -> None:
