@@ -213,6 +213,10 @@ def test_the_tune_model_command_then_compile_with_its_records(tmp_path: Path,
     assert kernels and all(re.fullmatch(r"kernel \d/\d \S+ \(x1\): 3 trials, 3 measured in [\d.]+ s; "
                                         r"default [\d,]+, tuned [\d,]+ cycles", line) for line in kernels)
     assert printed[-1] == f"records written to {log}; openvta model compile ... --records {log} uses them"
+    quiet = parser.parse_args(["model", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
+                               "--config", "tiny", "--trials-per-kernel", "3", "--tuner", "random",
+                               "--log", str(log), "--quiet"])
+    assert tune_model_cli.run(quiet) == 0 and capsys.readouterr().out == ""  # resumed: nothing measured
     out = tmp_path / "digits.ovta"
     assert main(["model", "compile", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
                  "--config", "tiny", "--records", str(log), "-o", str(out)]) == 0
