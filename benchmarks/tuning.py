@@ -181,11 +181,13 @@ class ReplayExecutor(Executor):
 
 
 def check_reference(space: TileSpace, reference: Reference, count: int, seed: int) -> str:
-    """Re-measure the best and ``count - 1`` random configurations of the reference (serially)."""
+    """Re-measure the ``count`` best configurations of the reference and ``count`` random others."""
     rng = np.random.default_rng(seed)
-    sample = [reference.best] + [reference.records[int(i)] for i in
-                                 rng.choice(len(reference.records), size=max(0, count - 1), replace=False)]
-    for record in sample[:count]:
+    ranked = sorted((r for r in reference.records if r.ok), key=lambda r: (r.cycles, r.index))
+    sample = ranked[:count] + [reference.records[int(i)] for i in
+                               rng.choice(len(reference.records), size=min(count, len(reference.records)),
+                                          replace=False)]
+    for record in sample:
         job = MeasureJob(space.operator, space.params, space.cfg.to_dict(), record.knobs, "cycle",
                          reference.budget)
         outcome = run_job(job)
@@ -194,7 +196,7 @@ def check_reference(space: TileSpace, reference: Reference, count: int, seed: in
             raise SystemExit(f"the reference of {space.kernel} is stale: {record.knobs} measures "
                              f"{outcome.cycles} cycles ({outcome.error}), the reference says {record.cycles} "
                              f"({record.error}); re-run the sweep")
-    return f"{min(count, len(sample))} same"
+    return f"{len(sample)} re-measured, same"
 
 
 def trials_to_near(records: Sequence[Record], reference: Reference) -> int | None:
@@ -307,7 +309,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--tuners", default="xgb,random,anneal")
-    parser.add_argument("--check", type=int, default=3, help="reference configurations re-measured per layer")
+    parser.add_argument("--check", type=int, default=3,
+                        help="the N best and N random reference configurations re-measured per layer")
     parser.add_argument("--live", default="C5", help="layers also tuned live on --executor (trials/s)")
     parser.add_argument("--min-tile", type=int, default=None, help="instead of the table MIN_TILES")
     args = parser.parse_args()
