@@ -29,7 +29,7 @@ from .ir import Device, Graph, RequantMode
 from .regions import check_program
 from .report import KernelReport, ModelReport
 from .serialize import graph_from_json, graph_to_json, read_archive, write_archive
-from .summary import NodeSummary, summarize, summary_text
+from .summary import NodeSummary, kernel_plans, summarize, summary_text
 
 __all__ = ["CompiledModel", "ModelOutputs", "ModelReport", "KernelReport", "load_model"]
 
@@ -119,6 +119,18 @@ class CompiledModel:
     def nodes(self) -> list[NodeSummary]:
         """One row per node: op, placement and why, fused group, MACs, bytes."""
         return summarize(self.graph)
+
+    def kernel_plans(self) -> dict[str, str]:
+        """Fused group name → which plan its kernel has (``tuned plan from records (…)``,
+        ``default plan (no record)``, …), for a model compiled with tuned plans; empty
+        otherwise.  ``ModelReport.format(plans=)`` shows them."""
+        notes = kernel_plans(self.graph)
+        groups: dict[int, list[str]] = {}
+        for node in self.graph.nodes:
+            if node.group is not None:
+                groups.setdefault(node.group, []).append(node.name)
+        by_node = {name: "+".join(names) for names in groups.values() for name in names}
+        return {by_node[anchor]: note for anchor, note in notes.items()}
 
     def summary(self) -> str:
         """The per-node table (see :meth:`nodes`) under a one-line model header."""

@@ -16,7 +16,7 @@ and bias, each output, once) at one bus beat per cycle, over the kernel's cycles
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from openvta.isa import AluInsn, Config, GemmInsn, MemInsn, Opcode
@@ -25,6 +25,7 @@ from openvta.sim.cycle.model import InsnRecord
 from openvta.sim.cycle.report import CycleReport
 
 from .ir import Device
+from .kernel_match import TUNED_PLAN
 
 __all__ = ["KernelReport", "ModelReport", "span_dram_bytes", "span_compute_busy_cycles"]
 
@@ -145,18 +146,25 @@ class ModelReport:
         """Bytes the accelerator's loads and stores moved (0 where no time is counted)."""
         return sum(k.dram_bytes or 0 for k in self.kernels)
 
-    def format(self) -> str:
-        """A text table: one row per fused group, then the totals and where the time goes."""
+    def format(self, plans: Mapping[str, str] | None = None) -> str:
+        """A text table: one row per fused group, then the totals and where the time goes.
+
+        ``plans`` (group name → which plan its kernel has, ``CompiledModel.kernel_plans()``
+        of a model compiled with tuned plans) adds a ``plan`` column: ``tuned`` or ``default``.
+        """
         names = [_short(k.name) for k in self.kernels]
         width = max([len(n) for n in names] + [6])
+        plan = " plan" if plans else ""
         lines = [f"{'kernel':<{width}} {'where':>5} {'cycles':>12} {'util':>6} {'ideal':>6} "
-                 f"{'bound':>7} {'DRAM KiB':>9} {'CPU ms':>8}"]
+                 f"{'bound':>7} {'DRAM KiB':>9} {'CPU ms':>8}{plan}"]
         for name, k in zip(names, self.kernels):
             cpu = f"{k.cpu_seconds * 1e3:.2f}" if k.placement is Device.CPU else ""
             dram = "" if k.dram_bytes is None else f"{k.dram_bytes / 1024:.0f}"
+            note = (plans or {}).get(k.name, "")
+            which = " " + ("tuned" if note.startswith(TUNED_PLAN) else "default") if note else ""
             lines.append(f"{name:<{width}} {k.placement.value:>5} {k.cycles:>12,} "
                          f"{_percent(k.utilization):>6} {_percent(k.ideal_fraction):>6} "
-                         f"{k.ideal_bound or '':>7} {dram:>9} {cpu:>8}")
+                         f"{k.ideal_bound or '':>7} {dram:>9} {cpu:>8}{which}")
         lines.append(self._total())
         lines.extend(self._where())
         return "\n".join(lines)

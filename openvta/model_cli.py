@@ -108,7 +108,7 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         for name, value in outputs.items():
             print(f"{name}: float32{list(value.shape)}")
         print(f"cycles: {outputs.report.cycles}")
-        print(outputs.report.format())
+        print(outputs.report.format(plans=model.kernel_plans()))
         if out is not None:
             print(f"outputs written to {args.output}")
     return 0

@@ -67,6 +67,13 @@ def test_each_kernel_gets_its_tuned_plan(default: CompiledModel, plans: dict[str
     assert np.array_equal(out["y"], tuned.reference(IMAGE)["y"])
     assert np.array_equal(out["y"], default.reference(IMAGE)["y"])
     assert out.report.cycles != default.run(IMAGE, backend="cycle").report.cycles
+    groups = tuned.kernel_plans()
+    assert list(groups.values()) == list(notes.values()) and all(a in g.split("+") for a, g in zip(notes, groups))
+    rows = out.report.format(plans=groups).splitlines()
+    assert rows[0].split()[-1] == "plan"
+    assert [row.split()[-1] for row in rows[1:1 + len(out.report.kernels)]
+            if " accel " in row] == ["tuned"] * 3
+    assert default.kernel_plans() == {} and "plan" not in default.run(IMAGE).report.format(plans={})
 
 
 def test_a_kernel_without_a_record_keeps_the_default_plan(default: CompiledModel,
@@ -83,6 +90,8 @@ def test_a_kernel_without_a_record_keeps_the_default_plan(default: CompiledModel
     assert np.array_equal(out["y"], partial.reference(IMAGE)["y"])
     base = default.run(IMAGE, backend="cycle").report.kernels
     assert [k.cycles for k in out.report.kernels][-2:] == [k.cycles for k in base][-2:]
+    rows = out.report.format(plans=partial.kernel_plans()).splitlines()
+    assert [row.split()[-1] for row in rows if " accel " in row] == ["tuned", "default", "default"]
 
 
 def test_a_tuned_plan_that_does_not_fit_is_refused_with_the_reason(default: CompiledModel) -> None:
