@@ -23,6 +23,7 @@ from typing import Any
 
 from openvta.compiler.epilogue import Epilogue
 from openvta.compiler.ir import LoweringError
+from openvta.compiler.kernel_key import plan_kwargs
 from openvta.compiler.ops.common import divisors, operator_epilogue, tile_sizes
 from openvta.compiler.ops.conv2d import Conv2dPlan, check_conv2d_plan, plan_conv2d
 from openvta.compiler.ops.dense import DensePlan, check_dense_plan, plan_dense
@@ -176,11 +177,11 @@ def _elementwise_default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None
 #: The tuner's view of every operator of the registry, by name.
 KNOBS: Mapping[str, OperatorKnobs] = MappingProxyType({
     "conv2d": OperatorKnobs(_conv2d_knobs, _conv2d_check, _conv2d_default,
-                            lambda k: {"vthreads": k["vthreads"], "plan": Conv2dPlan(**k)}, ("vthreads", "plan")),
+                            lambda k: plan_kwargs("conv2d", k), ("vthreads", "plan")),
     "dense": OperatorKnobs(_dense_knobs, _dense_check, _dense_default,
-                           lambda k: {"vthreads": k["vthreads"], "plan": DensePlan(**k)}, ("vthreads", "plan")),
+                           lambda k: plan_kwargs("dense", k), ("vthreads", "plan")),
     "elementwise": OperatorKnobs(_elementwise_knobs, _elementwise_check, _elementwise_default,
-                                 lambda k: {"block": k["block"], "vthreads": k["vthreads"]}, ("block", "vthreads")),
+                                 lambda k: plan_kwargs("elementwise", k), ("block", "vthreads")),
 })
 
 

@@ -3,7 +3,8 @@
 A record holds what was measured (the operator, its parameters, the hardware
 configuration, the back end, the knobs and their id in the space) and what came of
 it: cycles and GEMM utilization, or an error (its kind and one line).  A record's key
-is ``(kernel, backend, version, openvta, knobs)``; :func:`kernel_key` names the kernel
+is ``(kernel, backend, version, openvta, knobs)``; :func:`kernel_key`
+(:mod:`openvta.compiler.kernel_key`, re-exported here) names the kernel
 — the operator, its shape, its whole epilogue and the hardware — so that a log tuned
 once serves every later compile of that kernel (``openvta.compile(..., records=)``)
 and a resumed run re-measures nothing.  Records are plain JSON, never pickle
@@ -17,24 +18,20 @@ and a resumed run re-measures nothing.  Records are plain JSON, never pickle
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from openvta.compiler.epilogue import Epilogue
-from openvta.compiler.ops.common import Operator
-from openvta.compiler.ops.registry import operator_spec
-from openvta.isa import Config
+# one definition of kernel keys and plan keywords, in the compiler: the graph level applies
+# tuned plans without importing the tuner (re-exported here for the tuner's users)
+from openvta.compiler.kernel_key import hardware_name, kernel_key, kernel_key_of, plan_kwargs
 
-from .knobs import knobs_of
-
-__all__ = ["FORMAT_VERSION", "OPENVTA_VERSION", "Record", "RecordError", "TuningNote", "best_plans", "kernel_key",
-           "kernel_key_of", "plan_kwargs", "read_records", "append_records"]
+__all__ = ["FORMAT_VERSION", "OPENVTA_VERSION", "Record", "RecordError", "TuningNote", "best_plans", "hardware_name",
+           "kernel_key", "kernel_key_of", "plan_kwargs", "read_records", "append_records"]
 
 #: The version of the record format; records of another version are not read back.
 FORMAT_VERSION = 1
@@ -57,30 +54,6 @@ class RecordError(ValueError):
 
 class TuningNote(UserWarning):
     """A tuning log without a record for the kernel being compiled: the default plan is used."""
-
-
-def hardware_name(cfg: Config) -> str:
-    """``"default@1a2b3c4d"``: the preset name (or ``custom``) and a hash of every key."""
-    digest = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
-    return f"{cfg.name}@{digest[:8]}"
-
-
-def kernel_key_of(operator: str, params: Mapping[str, Any], epilogue: Epilogue, cfg: Config) -> str:
-    """The kernel key of ``operator`` with ``params`` (every shape parameter), its whole
-    ``epilogue``, on ``cfg``: ``"conv2d(n=1, ci=64, …; SHR 8, ADD bias[c], …) on default@…"``."""
-    spec = operator_spec(operator)
-    shape = ", ".join(f"{name}={params[name]}" for name in spec.shape_params)
-    return f"{operator}({shape}; {epilogue.describe()}) on {hardware_name(cfg)}"
-
-
-def kernel_key(op: Operator) -> str:
-    """The kernel key of a scheduled operator: its name, shape, whole epilogue and hardware.
-
-    Two operators with the same key compute the same thing on the same machine, whatever
-    their schedule: a tuned plan of one applies to the other.  ``graph``'s kernels (with
-    fused epilogues) get their key here too.
-    """
-    return kernel_key_of(op.name, op.params, op.epilogue, op.cfg)
 
 
 @dataclass(frozen=True)
@@ -218,8 +191,3 @@ def best_plans(path: str | os.PathLike[str], *, backend: str | None = None) -> d
         if held is None or (record.cycles, record.index) < (held.cycles, held.index):  # type: ignore[operator]
             best[record.kernel] = record
     return {kernel: dict(record.knobs) for kernel, record in best.items()}
-
-
-def plan_kwargs(operator: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
-    """The factory keywords (``plan=``, ``vthreads=``, ``block=``) that apply ``knobs``."""
-    return knobs_of(operator).factory_kwargs(dict(knobs))
