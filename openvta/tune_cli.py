@@ -3,7 +3,8 @@
     openvta tune OPERATOR [--layer LAYER | shape options] [--config PRESET]
                  [--trials 200] [--tuner xgb|anneal|random|grid] [--executor serial|local[:N]|dask://HOST:PORT]
                  [--log LOG.jsonl] [--backend cycle|rtl|board [--port PORT --baud N]] [--seed 0]
-                 [--batch-size 8] [--budget 2] [--model auto|xgb|numpy] [--transfer OTHER.jsonl ...] [--quiet]
+                 [--batch-size 8] [--budget 2] [--cost-model auto|xgb|numpy] [--transfer OTHER.jsonl ...] [--quiet]
+    openvta tune model MODEL.onnx --calibration CALIB.npz [--trials-per-kernel 100] ...   (openvta/tune_model_cli.py)
 
 A live line on a terminal shows the trials done, the best so far and the measurements
 per second (never in a pipe, never with ``--quiet``); a table of the fastest
@@ -21,6 +22,7 @@ from typing import Any
 
 from openvta.runtime import backends
 
+from . import tune_model_cli
 from .progress import ProgressDisplay
 
 __all__ = ["add_tune_parser", "run_tune_command", "format_table"]
@@ -35,7 +37,7 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
     from openvta.tune.search import TUNERS
 
     tune = sub.add_parser("tune", help="search an operator's schedules on a back end (docs/TUNING.md)")
-    ops = tune.add_subparsers(dest="operator", required=True, metavar="OPERATOR", help=", ".join(KNOBS))
+    ops = tune.add_subparsers(dest="operator", required=True, metavar="OPERATOR", help=", ".join([*KNOBS, "model"]))
     for name in KNOBS:
         spec = REGISTRY[name]
         op = ops.add_parser(name, help=f"tune {spec.summary}", description=f"tune {spec.summary}")
@@ -54,11 +56,12 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
                         help="configurations per batch; the cost model is refitted after each (default 8)")
         op.add_argument("--budget", type=float, default=2.0,
                         help="stop a run past this many times the default plan's cycles (default 2)")
-        op.add_argument("--model", default="auto", choices=MODELS,
+        op.add_argument("--cost-model", default="auto", choices=MODELS,
                         help="the xgb tuner's cost model: XGBoost, or numpy's ridge (default auto)")
         op.add_argument("--transfer", nargs="+", default=[], metavar="LOG",
                         help="logs of other shapes of the operator to train the cost model on")
         op.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    tune_model_cli.add_parser(ops)
 
 
 def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., dict[str, Any]],
@@ -67,6 +70,8 @@ def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., di
     from openvta.tune import space as make_space
     from openvta.tune import tune
 
+    if args.operator == "model":
+        return tune_model_cli.run(args)
     params = operator_params(args, REGISTRY[args.operator], "tune")
     if (args.backend == "board") != (args.port is not None):
         raise ValueError("--backend board needs --port (the board's serial port)" if args.port is None
@@ -77,7 +82,7 @@ def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., di
     start = time.perf_counter()
     with ProgressDisplay(f"tune {args.operator}", enabled=False if args.quiet else None) as show:
         result = tune(space, args.trials, tuner=args.tuner, executor=args.executor, log=log, seed=args.seed,
-                      backend=args.backend, batch_size=args.batch_size, budget=args.budget, model=args.model,
+                      backend=args.backend, batch_size=args.batch_size, budget=args.budget, model=args.cost_model,
                       transfer=args.transfer, progress=show, backend_options=options)
     if not args.quiet:
         elapsed = time.perf_counter() - start

@@ -78,11 +78,15 @@ def _tiles(n: int, block: int) -> int:
 
 
 def epilogue_of(operator: str, params: Mapping[str, Any]) -> Epilogue:
-    """The whole epilogue the operator computes for ``params`` (as its factory builds it)."""
+    """The whole epilogue the operator computes for ``params`` (as its factory builds it);
+    ``params["epilogue"]`` may be an :class:`Epilogue` or its JSON form, as records hold it."""
     if operator == "elementwise":
         clip = RELU_CLIP if params["relu"] else params["clip"]
         return Epilogue.from_params(params["shift"], "bias" if params["bias"] else None, clip)
-    return operator_epilogue(operator, params["shift"], params["bias"], params["clip"], params["epilogue"])
+    extra = params["epilogue"]
+    if extra is not None and not isinstance(extra, Epilogue):
+        extra = Epilogue.from_json(extra)
+    return operator_epilogue(operator, params["shift"], params["bias"], params["clip"], extra)
 
 
 # -- conv2d -------------------------------------------------------------------------------------

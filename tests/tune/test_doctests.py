@@ -10,7 +10,8 @@ import pytest
 
 MODULES = ["openvta.tune", "openvta.tune.executors", "openvta.tune.features", "openvta.tune.knobs",
            "openvta.tune.measure", "openvta.tune.model", "openvta.tune.records", "openvta.tune.search",
-           "openvta.tune.space", "openvta.tune.tuner", "openvta.tune_cli"]
+           "openvta.tune.space", "openvta.tune.tuner", "openvta.tune.tune_model", "openvta.tune_cli",
+           "openvta.tune_model_cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)

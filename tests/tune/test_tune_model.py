@@ -3,7 +3,6 @@ plan keywords (what the graph applies) against the tuner's; the epilogue's JSON 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -194,29 +193,22 @@ DIGITS = Path(__file__).parents[2] / "examples" / "digits"
 
 def test_the_tune_model_command_then_compile_with_its_records(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from openvta import tune_model_cli
     from openvta.cli import main
 
     sys.path.insert(0, str(DIGITS))
     from digits_data import load_split
 
     np.savez(tmp_path / "calib.npz", image=load_split()[0][:32])
-    parser = argparse.ArgumentParser()
-    tune_model_cli.add_parser(parser.add_subparsers(dest="operator"))
     log = tmp_path / "digits.jsonl"
-    args = parser.parse_args(["model", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
-                              "--config", "tiny", "--trials-per-kernel", "3", "--tuner", "random",
-                              "--log", str(log)])
-    assert tune_model_cli.run(args) == 0
+    args = ["tune", "model", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
+            "--config", "tiny", "--trials-per-kernel", "3", "--tuner", "random", "--log", str(log)]
+    assert main(args) == 0
     printed = capsys.readouterr().out.splitlines()
     kernels = [line for line in printed if line.startswith("kernel ") and " trials, " in line]
     assert kernels and all(re.fullmatch(r"kernel \d/\d \S+ \(x1\): 3 trials, 3 measured in [\d.]+ s; "
                                         r"default [\d,]+, tuned [\d,]+ cycles", line) for line in kernels)
     assert printed[-1] == f"records written to {log}; openvta model compile ... --records {log} uses them"
-    quiet = parser.parse_args(["model", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
-                               "--config", "tiny", "--trials-per-kernel", "3", "--tuner", "random",
-                               "--log", str(log), "--quiet"])
-    assert tune_model_cli.run(quiet) == 0 and capsys.readouterr().out == ""  # resumed: nothing measured
+    assert main([*args, "--quiet"]) == 0 and capsys.readouterr().out == ""  # resumed: nothing measured
     out = tmp_path / "digits.ovta"
     assert main(["model", "compile", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
                  "--config", "tiny", "--records", str(log), "-o", str(out)]) == 0
@@ -225,3 +217,12 @@ def test_the_tune_model_command_then_compile_with_its_records(tmp_path: Path,
     assert main(["model", "compile", str(DIGITS / "digits.onnx"), "--calibration", str(tmp_path / "calib.npz"),
                  "--records", str(tmp_path / "none.jsonl"), "-o", str(out)]) == 1
     assert capsys.readouterr().err == f"openvta: error: records file {tmp_path / 'none.jsonl'} does not exist\n"
+
+
+def test_a_model_log_trains_the_cost_model_of_another_kernel(tuned: tuple[ModelTuning, Path]) -> None:
+    # records of fused kernels hold their epilogue as JSON: features read it back
+    tuning, log = tuned
+    space = tuning.kernels[-1].result.space
+    learnt = tune.tuner._transfer(space, [log])
+    assert learnt is not None
+    assert len(learnt[1]) == sum(r.ok for r in read_records(log) if r.operator == space.operator)
