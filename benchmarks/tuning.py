@@ -62,7 +62,7 @@ LAYERS = tuple(f"C{i}" for i in range(2, 12))
 DATA = Path(__file__).resolve().parent / "data"
 #: Each layer's space: output tiles of at least this many vectors — the smallest power of
 #: two from 128 that leaves at most ~330 valid configurations (a sweep of minutes).
-MIN_TILES = {"C2": 512, "C3": 128, "C4": 128, "C5": 512, "C6": 128, "C7": 128, "C8": 128, "C9": 128,
+MIN_TILES = {"C2": 512, "C3": 128, "C4": 128, "C5": 128, "C6": 128, "C7": 128, "C8": 128, "C9": 128,
              "C10": 128, "C11": 128}
 WITHIN = 0.01  # "within 1 % of the exhaustive best"
 ALU_CYCLES_PER_VECTOR = 4  # the requantizing epilogue: SHR, ADD bias, MIN, MAX
