@@ -17,9 +17,13 @@ from amaranth.lib import wiring
 from openvta.isa import Config
 from openvta.runtime import BackendError, Program, Progress, Result
 
-from . import cosim
+from . import cosim, native_dram
 
-__all__ = ["DEFAULT_TOP", "RtlBackend"]
+__all__ = ["DEFAULT_TOP", "MEMORIES", "RtlBackend"]
+
+#: Where the DRAM of a run lives: inside the Verilated design, or cocotbext-axi's
+#: AxiRam in Python (every beat a Python call; it has idle and back-pressure generators).
+MEMORIES = ("native", "cocotb")
 
 #: Where the default top-level factory lives ("module:attribute"), imported on first use.
 DEFAULT_TOP = "openvta.hw.top:make_top"
@@ -54,7 +58,14 @@ class RtlBackend:
     max_cycles :
         cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.RtlError`.
     idle, backpressure :
-        random stalls in the DRAM model (see :func:`openvta.hw.cosim.run`).
+        random stalls in the DRAM model (see :func:`openvta.hw.cosim.run`); they need
+        ``memory="cocotb"``.
+    memory :
+        ``"native"``: the DRAM is inside the Verilated design
+        (:mod:`openvta.hw.native_dram`, with cocotbext-axi AxiRam's timing, so the same
+        results and counters, cycles included, at several times the speed);
+        ``"cocotb"``: cocotbext-axi's AxiRam.  Default: native unless idle or
+        backpressure is asked for.  Each has its own Verilator build.
     seed :
         seed of those stalls and of cocotb's random module.
     waves :
@@ -78,7 +89,7 @@ class RtlBackend:
     def __init__(self, top_factory: TopFactory | None = None, *, max_cycles: int = 2_000_000,
                  idle: bool = False, backpressure: bool = False, seed: int = 0,
                  waves: Path | str | None = None, build_root: Path | str | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, memory: str | None = None) -> None:
         if top_factory is not None and not callable(top_factory):
             raise TypeError(f"top_factory must be callable, not {top_factory!r}")
         if progress is not None and not callable(progress):
@@ -87,38 +98,55 @@ class RtlBackend:
             raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"seed must be an integer, not {seed!r}")
+        stalls = bool(idle) or bool(backpressure)
+        if memory is None:
+            memory = "cocotb" if stalls else "native"
+        if memory not in MEMORIES:
+            raise ValueError(f"memory must be one of {', '.join(map(repr, MEMORIES))}, "
+                             f"not {memory!r}")
+        if memory == "native" and stalls:
+            raise ValueError("idle and backpressure need memory='cocotb' (cocotbext-axi's "
+                             "AxiRam has the pause generators), not 'native'")
+        self.memory = memory
         self.max_cycles = max_cycles
         self.idle, self.backpressure, self.seed = bool(idle), bool(backpressure), seed
         self.waves = None if waves is None else Path(waves)
         self.build_root = None if build_root is None else Path(build_root)
         self._top_factory = top_factory
         self.progress = progress
-        self._builds: dict[Config, Path] = {}
+        self._builds: dict[tuple[Config, int | None], Path] = {}
 
-    def build_dir(self, cfg: Config) -> Path:
+    def build_dir(self, cfg: Config, image_bytes: int = 0) -> Path:
         """The Verilator build for ``cfg``, elaborated and built on first use.
 
+        With the native memory, the build whose DRAM holds ``image_bytes``
+        (:func:`~openvta.hw.native_dram.dram_bytes_for`: one build up to 16 MiB).
         For the default top level, a build made from the same configuration and the same
         ``hw/`` sources is found without elaborating again (elaborating ``default`` takes
         several seconds).
         """
-        if cfg not in self._builds:
-            index = self._index(cfg)
+        dram_bytes = native_dram.dram_bytes_for(image_bytes) if self.memory == "native" else None
+        key = (cfg, dram_bytes)
+        if key not in self._builds:
+            index = self._index(cfg, dram_bytes)
             known = index.read_text().strip() if index is not None and index.is_file() else ""
             if known and (Path(known) / cosim.BUILD_MARKER).is_file():
-                self._builds[cfg] = Path(known)
-                return self._builds[cfg]
+                self._builds[key] = Path(known)
+                return self._builds[key]
             factory = self._top_factory or _default_top_factory()
             top = factory(cfg)
             cosim.check_top(top, cfg.bus_bytes * 8)
             verilog = cosim.verilog_of(top)
-            self._builds[cfg] = cosim.build(verilog, self.build_root, progress=self.progress)
+            if dram_bytes is not None:
+                verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes)
+            self._builds[key] = cosim.build(verilog, self.build_root, progress=self.progress,
+                                            dram_bytes=dram_bytes)
             if index is not None:
                 index.parent.mkdir(parents=True, exist_ok=True)
-                index.write_text(str(self._builds[cfg]))
-        return self._builds[cfg]
+                index.write_text(str(self._builds[key]))
+        return self._builds[key]
 
-    def _index(self, cfg: Config) -> Path | None:
+    def _index(self, cfg: Config, dram_bytes: int | None) -> Path | None:
         """Where the build of ``cfg`` made from the current ``hw/`` sources is recorded."""
         if self._top_factory is not None:
             return None  # a custom top: only its Verilog identifies it
@@ -126,6 +154,8 @@ class RtlBackend:
 
         digest = hashlib.sha256(cfg.to_json().encode())
         digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
+        if dram_bytes is not None:
+            digest.update(f"native {dram_bytes}".encode())
         digest.update(cosim._tool_versions().encode())
         for source in sorted(Path(__file__).parent.glob("*.py")):
             digest.update(source.read_bytes())
@@ -145,6 +175,7 @@ class RtlBackend:
         """
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
-        return cosim.run(self.build_dir(program.config), program, max_cycles=self.max_cycles,
+        build_dir = self.build_dir(program.config, len(program.dram))
+        return cosim.run(build_dir, program, max_cycles=self.max_cycles,
                          idle=self.idle, backpressure=self.backpressure, seed=self.seed,
                          waves=self.waves, progress=self.progress)

@@ -22,6 +22,10 @@ AXI4 master ``m_axi_*`` to DRAM and the AXI4-Lite slave ``s_axil_*`` of
 ``OPENVTA_TB_RUN`` environment variable (``run.json``, ``program.npz``) and writes
 ``result.npz``, or ``error.txt`` when it fails; at every status poll it appends the
 cycle count to ``progress.txt``, which :func:`run` passes on to its ``progress`` hook.
+
+A build with ``dram_bytes`` (:func:`build`) is of ``openvta_top_mem`` instead
+(:mod:`openvta.hw.native_dram`: the same ``openvta_top`` with its DRAM inside the
+design), run by :mod:`openvta.hw.tb_native` with the same run directory contract.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from openvta.runtime import Program, Progress, Result, load_result
 
 from .csr import AXIL_MEMBERS
 from .memory import axi_master_signature
+from .dram_image import IMAGE_IN, write_image
+from .native_dram import NATIVE_TOP_NAME, verilator_control
 
 __all__ = ["TOP_NAME", "RtlError", "build", "check_top", "default_build_root", "run",
            "top_members", "verilog_of", "BUILDING", "CYCLES", "PROGRESS_FILE"]
@@ -56,6 +62,7 @@ __all__ = ["TOP_NAME", "RtlError", "build", "check_top", "default_build_root", "
 TOP_NAME = "openvta_top"
 BUILD_MARKER = "openvta-build.json"
 TB_MODULE = "openvta.hw.tb_openvta"
+TB_NATIVE_MODULE = "openvta.hw.tb_native"
 #: The ``what`` of the progress hook: a Verilator build started (done 0, total None;
 #: done 1, total 1 when it is built), and a run's simulated cycles (total: max_cycles).
 BUILDING = "building the Verilator model"
@@ -213,7 +220,7 @@ def default_build_root() -> Path:
 
 
 def build(verilog: str, build_root: Path | None = None, *,
-          progress: Progress | None = None) -> Path:
+          progress: Progress | None = None, dram_bytes: int | None = None) -> Path:
     """Build ``verilog`` (module ``openvta_top``) with Verilator, once per text.
 
     Parameters
@@ -227,6 +234,11 @@ def build(verilog: str, build_root: Path | None = None, *,
         ``progress(BUILDING, 0, None)`` when a build starts, ``progress(BUILDING, 1, 1)``
         when it is done (a cached build reports nothing); without it, both are printed
         on standard error.
+    dram_bytes :
+        None: the DRAM of a run is cocotbext-axi's AxiRam, in Python.  A size: the
+        DRAM is inside the design, ``verilog`` is
+        :func:`~openvta.hw.native_dram.native_verilog` of this size and the top level
+        :data:`~openvta.hw.native_dram.NATIVE_TOP_NAME`.
 
     Returns
     -------
@@ -243,14 +255,16 @@ def build(verilog: str, build_root: Path | None = None, *,
         tail of the build log).
     """
     root = Path(build_root) if build_root is not None else default_build_root()
-    key = hashlib.sha256(f"{verilog}\0traced\0{_tool_versions()}".encode()).hexdigest()
+    # (the keys of builds made before the native DRAM stand)
+    native = "" if dram_bytes is None else f"\0{NATIVE_TOP_NAME}\0{dram_bytes}\0{verilator_control()}\0x0\0O2"
+    key = hashlib.sha256(f"{verilog}\0traced\0{_tool_versions()}{native}".encode()).hexdigest()
     build_dir = root / key[:24]
     if (build_dir / BUILD_MARKER).is_file():
         return build_dir
     root.mkdir(parents=True, exist_ok=True)
     with _lock(root / f"{key[:24]}.lock"):
         if not (build_dir / BUILD_MARKER).is_file():
-            _build(verilog, build_dir, progress)
+            _build(verilog, build_dir, progress, dram_bytes)
     return build_dir
 
 
@@ -269,7 +283,9 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(verilog: str, build_dir: Path, progress: Progress | None) -> None:
+def _build(verilog: str, build_dir: Path, progress: Progress | None,
+           dram_bytes: int | None) -> None:
+    toplevel = TOP_NAME if dram_bytes is None else NATIVE_TOP_NAME
     if build_dir.exists():  # a build that was interrupted: start again
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
@@ -285,11 +301,13 @@ def _build(verilog: str, build_dir: Path, progress: Progress | None) -> None:
         progress(BUILDING, 0, None)
     began = time.monotonic()
     runner = _runner()
+    if dram_bytes is not None:
+        _native_flags(runner, build_dir)
     if shared:
         _touch_after_verilating(runner, build_dir)
     with _toolchain_environ():
         try:
-            runner.build(sources=[source], hdl_toplevel=TOP_NAME, build_dir=build_dir,
+            runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=BUILD_ARGS, waves=True, log_file=log)
         except (RuntimeError, SystemExit) as exc:
             raise RtlError(f"Verilator build of {source} failed ({exc}); log {log}:\n"
@@ -302,7 +320,8 @@ def _build(verilog: str, build_dir: Path, progress: Progress | None) -> None:
     _keep_runtime_objects(build_dir)
     for header in build_dir.glob("*.gch"):  # precompiled headers: ~150 MB for the core
         header.unlink()
-    marker = {"waves": True, "tools": _tool_versions(), "seconds": round(seconds, 1)}
+    marker = {"waves": True, "tools": _tool_versions(), "seconds": round(seconds, 1),
+              "dram_bytes": dram_bytes}
     (build_dir / BUILD_MARKER).write_text(json.dumps(marker))
 
 
@@ -333,6 +352,27 @@ def _seed_runtime_objects(build_dir: Path) -> bool:
     for name in _RUNTIME_OBJECTS:
         shutil.copy2(shared / name, build_dir / name)  # keeps the mtime: make sees it current
     return True
+
+
+def _native_flags(runner: Any, build_dir: Path) -> None:
+    """Make only the top's ports visible to cocotb, not every signal (``--public-flat-rw``,
+    which cocotb_tools 2.1 always passes; :func:`~openvta.hw.native_dram.verilator_control`):
+    a signal that VPI may write is an input of the design to Verilator, so with every
+    signal public it evaluates most of the combinational logic at every evaluation.
+    ``--x-initial 0``: variables without an initial value start at 0, as they do by
+    default (``+verilator+rand+reset+0``), but without a call per element (0.4 s for
+    the DRAM array of 4M words)."""
+    control = build_dir / "public_ports.vlt"
+    control.write_text(verilator_control())
+    commands = runner._build_command
+
+    def with_ports_only() -> list[list[str]]:
+        verilate, *rest = commands()
+        flags = [arg for arg in verilate if arg != "--public-flat-rw"]
+        make, *others = rest
+        return [[*flags, "--x-initial", "0", str(control)], [*make, "OPT_FAST=-O2"], *others]
+
+    runner._build_command = with_ports_only
 
 
 def _touch_after_verilating(runner: Any, build_dir: Path) -> None:
@@ -383,13 +423,16 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
     build_dir :
         from :func:`build`.
     program :
-        loaded into the AXI RAM at address 0; the registers are then set from its
-        ``insn_addr`` and ``insn_count`` and the core started.
+        loaded into the DRAM at address 0 (cocotbext-axi's AxiRam, or for a build with
+        ``dram_bytes`` the design's own, which it must fit); the registers are then set
+        from its ``insn_addr`` and ``insn_count`` and the core started.
     max_cycles :
-        clock cycles after start before the run is abandoned (checked every 1000).
+        clock cycles after start before the run is abandoned (checked at every poll:
+        every 1000 cycles with AxiRam, every :data:`~openvta.hw.tb_native.POLL_CYCLES`
+        with the native DRAM, whose runs go on up to that many cycles past FINISH).
     idle, backpressure :
         insert random idle cycles on the RAM's R and B channels / drop its ready
-        on AR, AW and W, from a generator seeded with ``seed``.
+        on AR, AW and W, from a generator seeded with ``seed`` (AxiRam only).
     waves :
         copy a VCD of the whole run to this path.
     progress :
@@ -411,11 +454,17 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None, not {progress!r}")
     build_dir = Path(build_dir)
-    if waves is not None and not _build_info(build_dir).get("waves"):
+    info = _build_info(build_dir)
+    if waves is not None and not info.get("waves"):
         raise RtlError(f"waves need a design built with tracing; {build_dir} was built "
                        f"without (by an older openvta): build it again")
+    dram_bytes = info.get("dram_bytes")
+    if dram_bytes is not None:
+        _check_native(program, int(dram_bytes), idle, backpressure)  # type: ignore[call-overload]
     run_dir = Path(tempfile.mkdtemp(prefix="openvta-run-"))  # kept when the run fails
     program.save(run_dir / "program.npz")
+    if dram_bytes is not None:
+        write_image(run_dir / IMAGE_IN, program.dram, program.config.bus_bytes)
     options = {"max_cycles": max_cycles, "idle": idle, "backpressure": backpressure, "seed": seed}
     (run_dir / "run.json").write_text(json.dumps(options))
     try:
@@ -432,6 +481,15 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
         progress(CYCLES, int(result.counters["cycles"]), max_cycles)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
+
+
+def _check_native(program: Program, dram_bytes: int, idle: bool, backpressure: bool) -> None:
+    if idle or backpressure:
+        raise ValueError("idle and backpressure need cocotbext-axi's AxiRam as the DRAM, "
+                         "not a build with the DRAM inside the design")
+    if len(program.dram) > dram_bytes:
+        raise RtlError(f"the program's DRAM image ({len(program.dram)} bytes) does not fit "
+                       f"the design's DRAM ({dram_bytes} bytes)")
 
 
 def _simulate_watched(build_dir: Path, run_dir: Path, seed: int, waves: bool,
@@ -474,7 +532,7 @@ def _report_polls(path: Path, seen: int, report: Callable[[int], None]) -> int:
 
 
 def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
-    _build_info(build_dir)
+    native = _build_info(build_dir).get("dram_bytes") is not None
     results = run_dir / "results.xml"
     log = run_dir / "sim.log"
     runner = _runner()
@@ -482,7 +540,9 @@ def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
     # run is always reported the same way, as an RtlError.
     with _toolchain_environ(OPENVTA_TB_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
-            runner.test(test_module=TB_MODULE, hdl_toplevel=TOP_NAME, hdl_toplevel_lang="verilog",
+            runner.test(test_module=TB_NATIVE_MODULE if native else TB_MODULE,
+                        hdl_toplevel=NATIVE_TOP_NAME if native else TOP_NAME,
+                        hdl_toplevel_lang="verilog",
                         build_dir=build_dir,
                         test_dir=run_dir, results_xml=str(results), seed=seed, waves=waves,
                         log_file=log)

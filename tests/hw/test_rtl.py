@@ -1,4 +1,7 @@
-"""The RTL on Verilator (cocotb, AxiRam, AxiLiteMaster) against the functional simulator.
+"""The RTL on Verilator (cocotb, AxiLiteMaster) against the functional simulator.
+
+Runs without stalls use the DRAM inside the design (``memory="native"``), runs under
+stalls cocotbext-axi's AxiRam with its idle and back-pressure generators.
 
 Every program's final DRAM must equal the functional simulator's bit for bit, every
 event counter must be equal, and the cycle model must stay within 5 % of the RTL's
