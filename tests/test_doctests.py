@@ -13,12 +13,13 @@ import pytest
 
 import openvta
 
-PACKAGES = ("isa", "runtime", "sim", "compiler", "graph")
+PACKAGES = ("isa", "runtime", "sim", "compiler", "graph", "tune")
 MODULES = sorted(
     [info.name for package in PACKAGES
      for info in pkgutil.walk_packages(importlib.import_module(f"openvta.{package}").__path__,
                                        f"openvta.{package}.")]
-    + ["openvta.api", "openvta.blocked_gemm", "openvta.progress"])
+    + ["openvta.api", "openvta.blocked_gemm", "openvta.progress", "openvta.tune", "openvta.tune_cli",
+       "openvta.tune_model_cli"])
 
 
 @pytest.mark.parametrize("name", MODULES)
