@@ -21,16 +21,16 @@ tuning run) into ``benchmarks/data/exhaustive_<layer>.jsonl`` and its wall time 
 ``benchmarks/data/sweeps.json``; a sweep resumes from its log.  The spaces are restricted
 to output tiles of at least 128 vectors (``cob * yb * xb >= 128``, issue 14's own
 restriction; ``--min-tile`` otherwise): 258–1,398 configurations per layer, 7,055 in all,
-swept in 48 minutes on a shared 2-core machine.  The whole spaces hold 1,900–4,700 valid
-configurations each, three quarters of them smaller tiles, which reload weights and
-inputs more often, mostly run past the cycle budget and cost up to 30 s each to build
-and simulate.  Among tiles of 64–127 vectors, a partial sweep (C10: 408 of 503, C7: 163
+swept in 73 minutes on local:2 (a 2-core machine shared with other jobs).  The whole
+spaces hold 1,900–4,700 valid configurations each, three quarters of them smaller tiles,
+which reload weights and inputs more often, mostly run past the cycle budget and cost
+up to 30 s each to build and simulate.  Among tiles of 64–127 vectors, a partial sweep (C10: 408 of 503, C7: 163
 of 598) found nothing faster.  The tuners search the same restricted spaces.
 
 **The comparison.** The cycle model is deterministic, so each tuner run is replayed on
 the reference: a ``concurrent.futures.Executor`` answers every job from the committed
 records (a job the reference lacks is measured).  Every run first re-measures a sample
-of the reference (``--check``: the best configuration and random others) and stops on
+of the reference (``--check N``: its N best configurations and N random ones) and stops on
 a difference; ``--live`` layers also run the ``xgb`` tuner (seed 0) for real on
 ``--executor`` (``local:2``) for the trials per second, and check its records against
 the replay.
