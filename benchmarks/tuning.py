@@ -262,7 +262,8 @@ def compare(layer: str, args: argparse.Namespace, sweeps: dict[str, Any]) -> dic
         result = tune.tune(space, args.trials, tuner="xgb", executor=args.executor, seed=0)
         row["rate"] = (result.jobs, time.perf_counter() - start)
         same = [(r.index, r.cycles) for r in result.records] == [(r.index, r.cycles) for r in replays.get("xgb", [])]
-        row["checked"] += ", live xgb " + ("= replay" if same else "DIFFERS from replay")
+        row["checked"] += (f", live xgb {result.jobs / row['rate'][1]:.2f} trials/s, "
+                           + ("= replay" if same else "DIFFERS from replay"))
     return row
 
 
