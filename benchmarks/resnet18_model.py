@@ -11,9 +11,10 @@ script prints the Verilator build time (or that it was cached), the simulation's
 simulated cycles per second, the RTL's cycles against the cycle model's, whether the
 logits equal the reference, and an ``rtl`` column in the per-group table (the RTL counts
 whole programs: each region's total is apportioned over its kernels as the cycle model's
-spans are).  At about 16,000 cycles/s the 224x224 model takes about 11 minutes (10.2
-million cycles, with a 49 s build of ``default``); the tests' small variant on ``small``
-about 15 s, plus 25-40 s for a first build:
+spans are).  With the DRAM inside the Verilated design (the ``rtl`` back end's default) the
+224x224 model takes about 45 s (10.2 million cycles at some 235,000 cycles/s, plus a
+60-80 s first build of ``default``; 11 minutes through cocotbext-axi's AxiRam); the tests'
+small variant on ``small`` a few seconds, plus 25-40 s for a first build:
 
     .venv/bin/python benchmarks/resnet18_model.py [--size 224] [--width 64] [--config default]
     .venv/bin/python benchmarks/resnet18_model.py --size 32 --width 16 --config small --rtl
