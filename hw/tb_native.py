@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +27,16 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from openvta.isa import COUNTER_BASE, HW_COUNTERS, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT, REG_STATUS
-from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from openvta.runtime import Result, load_program
 
 from .dram_image import IMAGE_OUT, read_image
+from .tb_common import fail, run_to_finish
 
 CLOCK_PERIOD_NS = 10
 RESET_CYCLES = 5
 #: The longest wait between two polls, and the shortest.
 POLL_CYCLES = 20_000
 MIN_POLL_CYCLES = 1000
-
-
-def _fail(run_dir: Path, message: str) -> None:
-    (run_dir / "error.txt").write_text(message)
-    raise AssertionError(message)
 
 
 class TB:
@@ -69,15 +64,6 @@ class TB:
         await Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
         await RisingEdge(self.dut.clk)
 
-    async def read_counters(self) -> dict[str, int]:
-        counters = {}
-        for k, counter in enumerate(HW_COUNTERS):
-            base = COUNTER_BASE + COUNTER_WIDTH // 8 * k
-            low = await self.axil.read_dword(base)
-            high = await self.axil.read_dword(base + REG_WIDTH // 8)
-            counters[str(counter)] = high << REG_WIDTH | low
-        return counters
-
     async def dram(self, run_dir: Path, image_bytes: int, bus_bytes: int) -> np.ndarray:
         """The image, dumped by the design at the edge after ``dump`` rises."""
         self.dut.dump.value = 1
@@ -90,21 +76,21 @@ class TB:
         """Fail on what cocotbext-axi's AxiRam or the AxiRam harness would have refused."""
         dut = self.dut
         if int(dut.bad_bursts.value):
-            _fail(run_dir, f"the core broke the AXI protocol: {int(dut.bad_bursts.value)} bursts "
-                           f"not INCR of full bus beats within 4 KiB, the first at "
-                           f"{int(dut.bad_addr.value):#x}")
+            fail(run_dir, f"the core broke the AXI protocol: {int(dut.bad_bursts.value)} bursts "
+                          f"not INCR of full bus beats within 4 KiB, the first at "
+                          f"{int(dut.bad_addr.value):#x}")
         if int(dut.wild_accesses.value):
-            _fail(run_dir, f"the core accessed the DRAM past the simulated "
-                           f"{1 << int(dut.dram_log2.value)} bytes: "
-                           f"{int(dut.wild_accesses.value)} bursts, the first at "
-                           f"{int(dut.wild_addr.value):#x}")
+            fail(run_dir, f"the core accessed the DRAM past the simulated "
+                          f"{1 << int(dut.dram_log2.value)} bytes: "
+                          f"{int(dut.wild_accesses.value)} bursts, the first at "
+                          f"{int(dut.wild_addr.value):#x}")
         if int(dut.stray_writes.value):
             beat, strobes = int(dut.stray_addr.value), int(dut.stray_strb.value)
             lanes = [lane for lane in range(bus_bytes) if strobes >> lane & 1
                      and beat + lane >= image_bytes]
-            _fail(run_dir, f"the core wrote outside the DRAM image ({image_bytes} bytes): "
-                           f"{int(dut.stray_writes.value)} write beats, the first "
-                           f"{len(lanes)} bytes from {beat + lanes[0]:#x}")
+            fail(run_dir, f"the core wrote outside the DRAM image ({image_bytes} bytes): "
+                          f"{int(dut.stray_writes.value)} write beats, the first "
+                          f"{len(lanes)} bytes from {beat + lanes[0]:#x}")
 
 
 @cocotb.test()
@@ -118,30 +104,11 @@ async def run_program(dut: Any) -> None:
 
     tb = TB(dut, image_bytes)
     await tb.reset()
-    await tb.axil.write_dword(REG_INSN_ADDR, program.insn_addr)
-    await tb.axil.write_dword(REG_INSN_COUNT, program.insn_count)
-    started = tb.cycles()
-    await tb.axil.write_dword(REG_CONTROL, 1)
-    running = tb.cycles()
-    progress = open(run_dir / "progress.txt", "a")  # noqa: SIM115 (open for the whole run)
-    while True:
-        ran = tb.cycles() - running
-        if (await tb.axil.read_dword(REG_STATUS)) & 1:
-            break
-        progress.write(f"{ran}\n")
-        progress.flush()
-        elapsed = tb.cycles() - started
-        if elapsed >= max_cycles:
-            counters = await tb.read_counters()
-            listing = "\n".join(f"  {name} = {value}" for name, value in counters.items())
-            _fail(run_dir, f"RTL hit the cycle bound: no FINISH (REG_STATUS bit 0 clear) "
-                           f"after {elapsed} cycles, max_cycles={max_cycles}; "
-                           f"counters:\n{listing}")
-        wait = min(POLL_CYCLES, max(MIN_POLL_CYCLES, elapsed // 8), max_cycles - elapsed)
-        await tb.wait(max(wait, 1))
-    progress.close()
 
-    counters = await tb.read_counters()
+    def wait(elapsed: int) -> Awaitable[None]:
+        return tb.wait(max(1, min(POLL_CYCLES, max(MIN_POLL_CYCLES, elapsed // 8), max_cycles - elapsed)))
+
+    counters = await run_to_finish(tb, run_dir, program, max_cycles, wait)
     tb.check_accesses(run_dir, image_bytes, bus_bytes)
     dram = await tb.dram(run_dir, image_bytes, bus_bytes)
     Result(dram=dram, counters=counters).save(run_dir / "result.npz")

@@ -26,16 +26,9 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from openvta.isa import (
-    COUNTER_BASE,
-    HW_COUNTERS,
-    REG_CONTROL,
-    REG_INSN_ADDR,
-    REG_INSN_COUNT,
-    REG_STATUS,
-)
-from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from openvta.runtime import Result, load_program
+
+from .tb_common import fail, run_to_finish
 
 CLOCK_PERIOD_NS = 10
 RESET_CYCLES = 5
@@ -100,22 +93,8 @@ class TB:
     def cycles(self) -> int:
         return int(get_sim_time("ns")) // CLOCK_PERIOD_NS
 
-    async def read_counters(self) -> dict[str, int]:
-        counters = {}
-        for k, counter in enumerate(HW_COUNTERS):
-            base = COUNTER_BASE + COUNTER_WIDTH // 8 * k
-            low = await self.axil.read_dword(base)
-            high = await self.axil.read_dword(base + REG_WIDTH // 8)
-            counters[str(counter)] = high << REG_WIDTH | low
-        return counters
-
     def dram(self) -> bytes:
         return bytes(self.ram.read(0, self.image_bytes))
-
-
-def _fail(run_dir: Path, message: str) -> None:
-    (run_dir / "error.txt").write_text(message)
-    raise AssertionError(message)
 
 
 @cocotb.test()
@@ -133,35 +112,11 @@ async def run_program(dut: Any) -> None:
         tb.set_backpressure(seed)
     await tb.reset()
 
-    await tb.axil.write_dword(REG_INSN_ADDR, program.insn_addr)
-    await tb.axil.write_dword(REG_INSN_COUNT, program.insn_count)
-    started = tb.cycles()
-    await tb.axil.write_dword(REG_CONTROL, 1)
-    # the core started during that write: counted from here, and before the status is
-    # read, every poll's count is below the run's final cycle count
-    running = tb.cycles()
-    # one line per poll, read by openvta.hw.cosim (its PROGRESS_FILE) while this runs
-    progress = open(run_dir / "progress.txt", "a")  # noqa: SIM115 (open for the whole run)
-    while True:
-        ran = tb.cycles() - running
-        if (await tb.axil.read_dword(REG_STATUS)) & 1:
-            break
-        progress.write(f"{ran}\n")
-        progress.flush()
-        elapsed = tb.cycles() - started
-        if elapsed >= max_cycles:
-            counters = await tb.read_counters()
-            listing = "\n".join(f"  {name} = {value}" for name, value in counters.items())
-            _fail(run_dir, f"RTL hit the cycle bound: no FINISH (REG_STATUS bit 0 clear) "
-                           f"after {elapsed} cycles, max_cycles={max_cycles}; "
-                           f"counters:\n{listing}")
-        await ClockCycles(dut.clk, POLL_CYCLES)
-    progress.close()
-
-    counters = await tb.read_counters()
+    counters = await run_to_finish(tb, run_dir, program, max_cycles,
+                                   lambda elapsed: ClockCycles(dut.clk, POLL_CYCLES))
     if tb.stray_writes:
         first, size = tb.stray_writes[0]
-        _fail(run_dir, f"the core wrote outside the DRAM image ({tb.image_bytes} bytes): "
-                       f"{len(tb.stray_writes)} writes, the first {size} bytes at {first:#x}")
+        fail(run_dir, f"the core wrote outside the DRAM image ({tb.image_bytes} bytes): "
+                      f"{len(tb.stray_writes)} writes, the first {size} bytes at {first:#x}")
     dram = np.frombuffer(tb.dram(), dtype=np.uint8).copy()
     Result(dram=dram, counters=counters).save(run_dir / "result.npz")
