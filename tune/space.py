@@ -177,19 +177,7 @@ def space(operator: str, *, layer: str | None = None, config: str | Config = "de
     if params.get("epilogue") is not None:
         raise ValueError(f"tune.space takes no epilogue (records hold JSON parameters), not "
                          f"{params['epilogue']!r}")
-    if layer is not None:
-        if spec.layer is None:
-            raise ValueError(f"{operator} has no named layers, not {layer!r}")
-        shape = spec.layer(layer)
-        fixed = [name for name in params if name in shape]
-        if fixed:
-            raise ValueError(f"layer {layer} fixes {', '.join(shape)}; give either layer= or the shape, "
-                             f"not both ({', '.join(fixed)})")
-        params = {**shape, **params}
-    missing = [p.name for p in spec.params if p.required and p.name not in params]
-    if missing:
-        raise TypeError(f"{operator} needs {', '.join(missing)}"
-                        + (f" (or layer=, one of {', '.join(spec.layers)})" if spec.layers else ""))
+    params = spec.resolve(layer, params)
     full = {p.name: params.get(p.name, p.default) for p in spec.params if p.name not in knob_params}
     check_params(tuple(p for p in spec.params if p.name in full), operator, full)
     return Space(operator, full, cfg)

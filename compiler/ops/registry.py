@@ -110,6 +110,18 @@ class OperatorSpec:
             for a shape parameter given with ``layer``, an unknown layer, or a bad value.
         """
         cfg = config if isinstance(config, Config) else preset(config)
+        return self.factory(cfg, **self.resolve(layer, params))
+
+    def resolve(self, layer: str | None, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with the shape of ``layer`` filled in, every required one present.
+
+        Raises
+        ------
+        TypeError
+            for a parameter the operator does not have, or a required one missing.
+        ValueError
+            for an unknown layer or a shape parameter given with ``layer``.
+        """
         for name in params:
             self.param(name)
         if layer is not None:
@@ -126,7 +138,7 @@ class OperatorSpec:
         if missing:
             raise TypeError(f"{self.name} needs {', '.join(missing)}"
                             + (f" (or layer=, one of {', '.join(self.layers)})" if self.layers else ""))
-        return self.factory(cfg, **params)
+        return dict(params)
 
 
 _SPECS = (

@@ -123,7 +123,7 @@ def test_the_kernel_key_names_operator_shape_epilogue_and_hardware() -> None:
      r"^tune.space takes no epilogue \(records hold JSON parameters\), not <object object at .*>$"),
     (lambda: tune.space("conv2d", layer="resnet18.C5", hw=3), ValueError,
      r"^layer resnet18.C5 fixes n, ci, co, hw, kernel, pad, stride; give either layer= or the shape, "
-     r"not both \(hw\)$"),
+     r"not both \(hw=3\)$"),
     (lambda: tune.space("conv2d", hw=8), TypeError, r"^conv2d needs ci, co, kernel \(or layer=, one of .*\)$"),
     (lambda: tune.space("conv2d", layer="resnet18.C5", shift=99), ValueError,
      r"^conv2d shift must be an integer in 0\.\.31 or None, not 99$"),
