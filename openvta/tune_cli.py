@@ -25,7 +25,7 @@ from openvta.runtime import backends
 from . import tune_model_cli
 from .progress import ProgressDisplay
 
-__all__ = ["add_tune_parser", "run_tune_command", "format_table"]
+__all__ = ["add_tune_parser", "add_search_options", "run_tune_command", "format_table"]
 
 
 def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None:
@@ -33,8 +33,6 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
     from ``add_operator_options`` (the knobs' parameters left out)."""
     from openvta.compiler.ops import REGISTRY
     from openvta.tune.knobs import KNOBS
-    from openvta.tune.model import MODELS
-    from openvta.tune.search import TUNERS
 
     tune = sub.add_parser("tune", help="search an operator's schedules on a back end (docs/TUNING.md)")
     ops = tune.add_subparsers(dest="operator", required=True, metavar="OPERATOR", help=", ".join([*KNOBS, "model"]))
@@ -43,25 +41,33 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
         op = ops.add_parser(name, help=f"tune {spec.summary}", description=f"tune {spec.summary}")
         add_operator_options(op, spec, skip=KNOBS[name].keywords)
         op.add_argument("--trials", type=int, default=200, help="configurations to measure (default 200)")
-        op.add_argument("--tuner", default="xgb", choices=TUNERS, help="the search (default xgb)")
-        op.add_argument("--executor", default="serial",
-                        help="serial, local[:N] (N processes) or dask://HOST:PORT (default serial)")
-        op.add_argument("--log", help="the records file (JSON lines): resumed if it exists, appended to")
-        op.add_argument("--backend", default="cycle",
-                        help=f"where to measure: {', '.join(backends())} (default cycle)")
+        add_search_options(op)
         op.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
         op.add_argument("--baud", type=int, default=115200, help="board back end: serial speed (default 115200)")
-        op.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
-        op.add_argument("--batch-size", type=int, default=8,
-                        help="configurations per batch; the cost model is refitted after each (default 8)")
-        op.add_argument("--budget", type=float, default=2.0,
-                        help="stop a run past this many times the default plan's cycles (default 2)")
-        op.add_argument("--cost-model", default="auto", choices=MODELS,
-                        help="the xgb tuner's cost model: XGBoost, or numpy's ridge (default auto)")
         op.add_argument("--transfer", nargs="+", default=[], metavar="LOG",
                         help="logs of other shapes of the operator to train the cost model on")
-        op.add_argument("--quiet", action="store_true", help="print nothing but errors")
     tune_model_cli.add_parser(ops)
+
+
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a search, the same for ``openvta tune OPERATOR`` and ``openvta tune model``."""
+    from openvta.tune.model import MODELS
+    from openvta.tune.search import TUNERS
+
+    parser.add_argument("--tuner", default="xgb", choices=TUNERS, help="the search (default xgb)")
+    parser.add_argument("--executor", default="serial",
+                        help="serial, local[:N] (N processes) or dask://HOST:PORT (default serial)")
+    parser.add_argument("--log", help="the records file (JSON lines): resumed if it exists, appended to")
+    parser.add_argument("--backend", default="cycle",
+                        help=f"where to measure: {', '.join(backends())} (default cycle)")
+    parser.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="configurations per batch; the cost model is refitted after each (default 8)")
+    parser.add_argument("--budget", type=float, default=2.0,
+                        help="stop a run past this many times the default plan's cycles (default 2)")
+    parser.add_argument("--cost-model", default="auto", choices=MODELS,
+                        help="the xgb tuner's cost model: XGBoost, or numpy's ridge (default auto)")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
 def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., dict[str, Any]],

@@ -20,7 +20,6 @@ import time
 from typing import Any
 
 from openvta.isa import PRESETS
-from openvta.runtime import backends
 
 from .progress import ProgressDisplay
 
@@ -29,8 +28,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``model`` to ``openvta tune``'s sub-commands; returns its parser."""
-    from openvta.tune.model import MODELS
-    from openvta.tune.search import TUNERS
+    from . import tune_cli
 
     p = subparsers.add_parser("model", help="tune every accelerator kernel of an ONNX model into one log",
                               description="tune every accelerator kernel of an ONNX model into one log")
@@ -39,23 +37,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="calibration samples: an .npz with one array per graph input")
     p.add_argument("--trials-per-kernel", type=int, default=100,
                    help="configurations to measure per kernel, its default plan included (default 100)")
-    p.add_argument("--log", help="the records file (JSON lines): resumed if it exists, appended to")
-    p.add_argument("--tuner", default="xgb", choices=TUNERS, help="the search (default xgb)")
-    p.add_argument("--executor", default="serial",
-                   help="serial, local[:N] (N processes) or dask://HOST:PORT (default serial)")
     p.add_argument("--config", default="default", choices=sorted(PRESETS), help="accelerator preset (default default)")
     p.add_argument("--quantize", default="fixed", choices=("fixed", "pow2"),
                    help="requantization, as openvta model compile (default fixed)")
     p.add_argument("--cpu-ops", default="", help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
-    p.add_argument("--backend", default="cycle", help=f"where to measure: {', '.join(backends())} (default cycle)")
-    p.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
-    p.add_argument("--batch-size", type=int, default=8,
-                   help="configurations per batch; the cost model is refitted after each (default 8)")
-    p.add_argument("--budget", type=float, default=2.0,
-                   help="stop a run past this many times the default plan's cycles (default 2)")
-    p.add_argument("--cost-model", default="auto", choices=MODELS,
-                   help="the xgb tuner's cost model: XGBoost, or numpy's ridge (default auto)")
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    tune_cli.add_search_options(p)
     return p
 
 
