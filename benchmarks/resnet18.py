@@ -9,12 +9,19 @@ the ideal bound, at least 90 % on average with virtual threads and no layer belo
 under 2 s to compile a layer.
 
     .venv/bin/python benchmarks/resnet18.py [--layers C2,C5] [--vthreads 1,2] [--config default]
+    .venv/bin/python benchmarks/resnet18.py --whole [resnet18_model.py's options]
+
+``--whole`` runs the whole network instead (``benchmarks/resnet18_model.py``: compile time,
+functional and cycle wall times, total cycles and the per-layer table, ``--rtl`` too).
 """
 
 from __future__ import annotations
 
 import argparse
+import runpy
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +30,10 @@ from openvta.compiler.workloads import RESNET18, random_inputs
 
 
 def main() -> None:
+    if "--whole" in sys.argv[1:]:
+        sys.argv = [sys.argv[0], *(arg for arg in sys.argv[1:] if arg != "--whole")]
+        runpy.run_path(str(Path(__file__).with_name("resnet18_model.py")), run_name="__main__")
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--layers", default=",".join(f"C{i}" for i in range(2, 12)))
     parser.add_argument("--vthreads", default="1,2")
