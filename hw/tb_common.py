@@ -11,11 +11,30 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ClockCycles
+
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT, REG_STATUS
 from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from openvta.runtime import Program
 
-__all__ = ["fail", "read_counters", "run_to_finish"]
+__all__ = ["CLOCK_PERIOD_NS", "RESET_CYCLES", "cycles", "fail", "read_counters", "reset", "run_to_finish"]
+
+CLOCK_PERIOD_NS = 10
+RESET_CYCLES = 5
+
+
+def cycles() -> int:
+    """Clock cycles simulated so far."""
+    return int(get_sim_time("ns")) // CLOCK_PERIOD_NS
+
+
+async def reset(dut: Any) -> None:
+    """Hold ``rst`` for :data:`RESET_CYCLES` cycles, then two cycles out of reset."""
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, RESET_CYCLES)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
 
 
 def fail(run_dir: Path, message: str) -> NoReturn:

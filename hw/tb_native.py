@@ -23,17 +23,14 @@ from typing import Any
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from openvta.runtime import Result, load_program
 
 from .dram_image import IMAGE_OUT, read_image
-from .tb_common import fail, run_to_finish
+from .tb_common import CLOCK_PERIOD_NS, cycles, fail, reset, run_to_finish
 
-CLOCK_PERIOD_NS = 10
-RESET_CYCLES = 5
 #: The longest wait between two polls, and the shortest.
 POLL_CYCLES = 20_000
 MIN_POLL_CYCLES = 1000
@@ -51,13 +48,10 @@ class TB:
         dut.dump.value = 0
 
     async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, RESET_CYCLES)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 2)
+        await reset(self.dut)
 
     def cycles(self) -> int:
-        return int(get_sim_time("ns")) // CLOCK_PERIOD_NS
+        return cycles()
 
     async def wait(self, cycles: int) -> None:
         """``cycles`` clock cycles with one timer, then back on a rising edge."""

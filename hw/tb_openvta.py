@@ -22,16 +22,13 @@ from typing import Any
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
 from openvta.runtime import Result, load_program
 
-from .tb_common import fail, run_to_finish
+from .tb_common import CLOCK_PERIOD_NS, cycles, fail, reset, run_to_finish
 
-CLOCK_PERIOD_NS = 10
-RESET_CYCLES = 5
 POLL_CYCLES = 1000
 #: The RAM spans the whole 32-bit address space (sparse, so free): a stray address
 #: lands outside the image instead of aliasing into it.
@@ -85,13 +82,10 @@ class TB:
         self.ram.write_if.w_channel.set_pause_generator(_pauses(seed + 4))
 
     async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, RESET_CYCLES)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 2)
+        await reset(self.dut)
 
     def cycles(self) -> int:
-        return int(get_sim_time("ns")) // CLOCK_PERIOD_NS
+        return cycles()
 
     def dram(self) -> bytes:
         return bytes(self.ram.read(0, self.image_bytes))
