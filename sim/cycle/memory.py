@@ -73,15 +73,19 @@ class Channel:
         self.beats = 0
 
     def train(self, rows: Sequence[Row], stats: ModuleStats,
-              until: Callable[[], int] | None) -> Generator[Any, Any, None]:
-        """Spend ``rows`` in order; with ``until`` (:func:`horizon`), fast-forward.
+              until: Callable[[], int] | None, start: int | None = None) -> Generator[Any, Any, None]:
+        """Spend ``rows`` in order from cycle ``start`` (default: now); with ``until``
+        (:func:`horizon`), fast-forward.
 
         ``until()`` is the first cycle at which another process may act; steps that
         end before it cannot be told apart from their events, so they cost arithmetic.
         The step reaching it becomes one SimPy event, created now: exactly where the
         event-by-event run would have created it, since no event is created between.
+        A ``start`` ahead of SimPy's time is the caller's own fast-forward (before
+        ``until()``): the train goes on from it.
         """
         if until is None:
+            assert start is None or start == self.env.now, "event by event, no time runs ahead"
             for busy, bursts in rows:
                 if busy:
                     yield self.env.timeout(busy)
@@ -90,7 +94,8 @@ class Channel:
                     yield from self.transfer(bursts, stats)
             return
         env, port, overhead = self.env, self.port, self.overhead_cycles
-        now = t = int(env.now)  # t: the train's own time, ahead of SimPy's by t - now
+        now = int(env.now)
+        t = now if start is None else start  # t: the train's own time, ahead of SimPy's by t - now
         limit = until()
         for busy, bursts in rows:
             if busy:

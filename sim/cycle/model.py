@@ -10,10 +10,17 @@ Event by event (``event_by_event=True``), every step is a SimPy event.  The fast
 and only those: DMA steps that end before any other process can act (the train of
 :meth:`.memory.Channel.train`), the grant and release of a burst nobody else waits
 for, a queue get or put that succeeds at once with nobody on the other side and no
-other event in the same cycle, a prefetch put or routed signal nobody waits for.  What
-every process sees, when and in which order is unchanged, so the cycles, the counters,
-the records and the traces are the same (``tests/sim/test_cycle_fast.py``); the cost
-left is about a dozen SimPy events per instruction and the functional semantics.
+other event in the same cycle, a prefetch put or routed signal nobody waits for, and
+a module's wait for an instruction to become visible and its take cycle when they end
+before any other process may act (the module's own time then runs ahead of SimPy's
+into the instruction's train or busy time, as a train's does).  What every process
+sees, when and in which order is unchanged, so the cycles, the counters, the records
+and the traces are the same (``tests/sim/test_cycle_fast.py``); the cost left is a few
+SimPy events per instruction and the functional semantics.
+
+What depends on the program alone is worked out once per program and kept for its
+next runs (see :class:`~openvta.sim.functional.Machine`): the decoding and the loop
+plans, and here, per timings, the loop cycles and the DMA trains of each instruction.
 
 Data moves at simulated time: when an instruction's cycles are spent, the functional
 simulator's :class:`~openvta.sim.functional.Machine` applies its effect, so the
@@ -56,6 +63,7 @@ __all__ = ["CycleModel", "CycleBackend", "CycleLimitError", "simulate_cycles"]
 #: Default bound on simulated cycles; a program needing more is stopped with an error.
 DEFAULT_MAX_CYCLES = 10**10
 _PROGRESS_STEPS = 4096  # SimPy events between two progress reports
+_NO_TOKENS: dict[TokenQueue, int] = {}  # what an instruction other than FINISH is told of the queues
 
 
 class CycleLimitError(SimulationError):
@@ -155,7 +163,12 @@ class CycleModel:
         self._flow = 0
         bound = max_cycles + 1
         self._until = None if event_by_event else (lambda: horizon(env, bound))
-        self._loops: dict[tuple[GemmInsn | AluInsn, bytes], int] = {}
+        # loop cycles by instruction and micro-ops, shared by every run of the program
+        # with these timings (the machine keeps what is worked out once per program)
+        self._loops: dict[tuple[GemmInsn | AluInsn, bytes], int] = self.machine.decoded.extra.setdefault(
+            ("loop cycles", self.timing), {})
+        self._trains: dict[tuple[int, int], list[Row]] = self.machine.decoded.extra.setdefault(
+            ("trains", self.timing), {})
         # bytes per DRAM element (the configuration's properties are computed per call)
         self._elem_bytes = {mt: cfg.elem_bytes(mt) for mt in MemoryType}
         self._out_elem_bytes = cfg.out_elem_bytes
@@ -211,44 +224,74 @@ class CycleModel:
                 event.succeed()
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
-        env, machine = self.env, self.machine
+        env, machine, until = self.env, self.machine, self._until
         name = module.name.lower()
         stats = self.stats[name]
+        commands, tokens, latency = self.commands[module], self.tokens, self.timing.queue_latency_cycles
+        pops_of, pushes_of, insns = machine.pops, machine.pushes, machine.insns
         while True:
             self.status[name] = "waiting for an instruction"
             asked = self.asked[name] = int(env.now)
-            index, routed = yield from self._get(self.commands[module])
-            visible = routed + self.timing.queue_latency_cycles
-            if visible > int(env.now):
-                yield env.timeout(visible - int(env.now))
-            stats.wait_queue += int(env.now) - asked
-            yield env.timeout(1)  # take the instruction; its pops follow
+            index, routed = yield from self._get(commands)
+            # the instruction is visible at ``visible`` and taken in the cycle after it:
+            # on the fast path, as a train's steps (:meth:`.memory.Channel.train`), a wait
+            # that ends before any other process may act is no event, and the module's
+            # own time ``t`` runs ahead of SimPy's until it must be seen
+            now = int(env.now)
+            visible = max(routed + latency, now)
+            if until is None:
+                if visible > now:
+                    yield env.timeout(visible - now)
+                yield env.timeout(1)
+                now = t = visible + 1
+            else:
+                limit = until()
+                if visible >= limit and visible > now:
+                    yield env.timeout(visible - now)
+                    now, limit = visible, until()
+                t = visible + 1
+                if t >= limit:
+                    yield env.timeout(t - now)
+                    now = t
+            stats.wait_queue += visible - asked
             stats.busy += 1
-            asked = int(env.now)
-            popped = []
-            for queue in machine.pops[index]:
-                self.status[name] = (index, "waits for a token on", queue)
-                popped.append((queue, (yield from self._get(self.tokens[queue]))))
-            stats.wait_token += int(env.now) - asked
-            machine.begin(module, index)
-            start = int(env.now) - 1  # the slice starts with the take cycle, after the pops
-            for queue, token in popped:
-                machine.receive(module, token.stamp)
-                self.token_records.append(TokenRecord(queue, token.flow, token.time,
-                                                      token.producer_insn, int(env.now), index))
+            pops = pops_of[index]
+            if pops:
+                if t > now:  # (the pops look at the queues now)
+                    yield env.timeout(t - now)
+                asked = t
+                popped = []
+                for queue in pops:
+                    self.status[name] = (index, "waits for a token on", queue)
+                    popped.append((queue, (yield from self._get(tokens[queue]))))
+                t = int(env.now)
+                stats.wait_token += t - asked
+                machine.begin(module, index)
+                for queue, token in popped:
+                    machine.receive(module, token.stamp)
+                    self.token_records.append(TokenRecord(queue, token.flow, token.time,
+                                                          token.producer_insn, t, index))
+            else:
+                machine.begin(module, index)
+            start = t - 1  # the slice starts with the take cycle, after the pops
             self.status[name] = (index, "executing", None)
-            yield from self._spend(module, index, stats)
-            machine.execute(module, index, {q: len(s.items) for q, s in self.tokens.items()})
+            yield from self._spend(module, index, stats, t)
+            insn = insns[index]
+            finish = insn.opcode == Opcode.FINISH
+            machine.execute(module, index, {q: len(s.items) for q, s in tokens.items()}
+                            if finish else _NO_TOKENS)
             stats.insns += 1
-            self.records.append(InsnRecord(name, index, start, int(env.now)))
-            asked = int(env.now)
-            for queue in machine.pushes[index]:
-                self.status[name] = (index, "waits for room on", queue)
-                self._flow += 1
-                yield from self._put(self.tokens[queue],
-                                     Token(machine.stamp(module), int(env.now), self._flow, index))
-            stats.wait_token += int(env.now) - asked
-            if machine.insns[index].opcode == Opcode.FINISH:
+            end = int(env.now)
+            self.records.append(InsnRecord(name, index, start, end))
+            pushes = pushes_of[index]
+            if pushes:
+                for queue in pushes:
+                    self.status[name] = (index, "waits for room on", queue)
+                    self._flow += 1
+                    yield from self._put(tokens[queue],
+                                         Token(machine.stamp(module), int(env.now), self._flow, index))
+                stats.wait_token += int(env.now) - end
+            if finish:
                 self.status[name] = "finished"
                 self.done.succeed()
                 return
@@ -276,25 +319,21 @@ class CycleModel:
         yield store.put(item)
 
     # -- instruction costs -------------------------------------------------------------
-    def _spend(self, module: Module, index: int, stats: ModuleStats) -> Generator[Any, Any, None]:
+    def _spend(self, module: Module, index: int, stats: ModuleStats,
+               t: int) -> Generator[Any, Any, None]:
+        """Spend instruction ``index``'s cycles from the module's own time ``t`` (ahead of
+        SimPy's only on the fast path, when nobody else may act before it); SimPy's time
+        is the instruction's end when it returns."""
         insn, timing, env = self.machine.insns[index], self.timing, self.env
         busy = timing.issue_cycles - 1  # the take cycle is spent before the pops
         if isinstance(insn, MemInsn) and insn.x_size:
-            elem = (self._out_elem_bytes if insn.opcode == Opcode.STORE
-                    else self._elem_bytes[insn.memory_type])
-            bursts = rows_of(insn, elem, self.cfg.bus_bytes, timing.max_burst_beats)
-            rows: list[Row] = [(busy, None)]
-            if insn.opcode == Opcode.STORE:
-                rows += [(timing.store_row_cycles, train) for train in bursts]
-            else:
-                rows += self._load_rows(insn, bursts)
-            rows.append((timing.dma_done_cycles, None))
-            yield from (self.write if insn.opcode == Opcode.STORE else self.read).train(
-                rows, stats, self._until)
+            store = insn.opcode == Opcode.STORE
+            yield from (self.write if store else self.read).train(
+                self._rows(index, insn, busy), stats, self._until, t)
             return
         if isinstance(insn, (GemmInsn, AluInsn)) and insn.opcode != Opcode.FINISH:
             cycles = self._loop_cycles(index, insn)
-            if int(env.now) + cycles > self.max_cycles:
+            if t + cycles > self.max_cycles:
                 raise CycleLimitError(
                     f"instruction {index} ({self.machine.describe(index)}) needs {cycles} cycles "
                     f"and would pass the cycle bound of {self.max_cycles} cycles"
@@ -303,12 +342,29 @@ class CycleModel:
             # the GEMM/ALU counters count the execute cycles: the first one and the loop's
             stats.extra[unit] = stats.extra.get(unit, 0) + cycles + 1
             busy += cycles
-        yield from self._busy(busy, stats)
+        stats.busy += busy
+        end = t + busy
+        if end > int(env.now):  # (one event, created now: nobody acted since t)
+            yield env.timeout(end - int(env.now))
 
-    def _busy(self, cycles: int, stats: ModuleStats) -> Generator[Any, Any, None]:
-        if cycles:
-            yield self.env.timeout(cycles)
-            stats.busy += cycles
+    def _rows(self, index: int, insn: MemInsn, busy: int) -> list[Row]:
+        """The train of a LOAD or STORE moving data: a function of the instruction alone,
+        worked out once per program and timings."""
+        key = (index, busy)
+        rows = self._trains.get(key)
+        if rows is not None:
+            return rows
+        timing = self.timing
+        if insn.opcode == Opcode.STORE:
+            bursts = rows_of(insn, self._out_elem_bytes, self.cfg.bus_bytes, timing.max_burst_beats)
+            rows = [(busy, None)] + [(timing.store_row_cycles, train) for train in bursts]
+        else:
+            bursts = rows_of(insn, self._elem_bytes[insn.memory_type], self.cfg.bus_bytes,
+                             timing.max_burst_beats)
+            rows = [(busy, None)] + self._load_rows(insn, bursts)
+        rows.append((timing.dma_done_cycles, None))
+        self._trains[key] = rows
+        return rows
 
     def _load_rows(self, insn: MemInsn, bursts: list[Bursts]) -> list[Row]:
         """A LOAD's padding rows (written to the buffer, not read), then its data rows."""

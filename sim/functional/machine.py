@@ -9,7 +9,10 @@ simulated time it completes.  Both therefore compute with the same code.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -117,6 +120,57 @@ def _union(lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(lo[first].tolist(), reach[last].tolist()))
 
 
+class _Decoded(NamedTuple):
+    """What a program's instruction words decode to: a pure function of the words, the
+    configuration and the DRAM size, worked out once per program (:func:`_decode`)."""
+
+    insns: list[Instruction]
+    module: list[Module]
+    pops: list[list[TokenQueue]]
+    pushes: list[list[TokenQueue]]
+    dram_shared: list[tuple[int, int]]
+    #: loop plans (:func:`.semantics.loop_plan`) shared by every run of the program
+    plans: dict[tuple, Any]
+    #: what other simulators work out once per program (the cycle model: loop cycles)
+    extra: dict[Any, Any]
+
+
+_DECODED_PROGRAMS = 16  # programs whose decoding each thread keeps
+_decoded_cache = threading.local()  # per thread: the plans' scratch arrays are not shared
+
+
+def _decode(program: Program) -> _Decoded:
+    """Decode and validate ``program`` (:class:`EncodingError`), or reuse the decoding of
+    a program with the same words, configuration and DRAM size run before (on this
+    thread): running one program again, as benchmarks and measurements do, skips the
+    decoding, the checks and the loop plans."""
+    cfg = program.config
+    words = program.words()
+    cache: OrderedDict[tuple, _Decoded] | None = getattr(_decoded_cache, "programs", None)
+    if cache is None:
+        cache = _decoded_cache.programs = OrderedDict()
+    key = (cfg, len(program.dram), words.tobytes())
+    decoded = cache.get(key)
+    if decoded is not None:
+        cache.move_to_end(key)
+        return decoded
+    table = decode_table(words, cfg)
+    check_stream(table, words, cfg)
+    insns = decode_stream(words, cfg, table=table)
+    modules = modules_of(table["opcode"], table["memory_type"]).tolist()
+    flags = table["pop_prev_dep"] | table["pop_next_dep"] << 1
+    flags |= table["push_prev_dep"] << 2 | table["push_next_dep"] << 3
+    queues = [_QUEUES[m, f] for m, f in zip(modules, flags.tolist())]
+    granule = min(cfg.elem_bytes(m) for m in MemoryType)
+    shared = _dram_shared(table, cfg, -(-len(program.dram) // granule), granule)
+    decoded = _Decoded(insns, [_MODULES[m] for m in modules], [q[0] for q in queues],
+                       [q[1] for q in queues], shared, {}, {})
+    cache[key] = decoded
+    if len(cache) > _DECODED_PROGRAMS:
+        cache.popitem(last=False)
+    return decoded
+
+
 class Machine:
     """One program's machine state, ready to execute its instructions.
 
@@ -133,30 +187,27 @@ class Machine:
         the decoded instructions and the module each one runs on.
     pops, pushes :
         the token queues each instruction pops and pushes.
+    decoded :
+        all of the above and the loop plans, shared by every run of the same
+        instruction words (same configuration and DRAM size) on this thread.
     """
 
     def __init__(self, program: Program, *, check_races: bool = True) -> None:
         self.program = program
         self.cfg = cfg = program.config
-        words = program.words()
-        table = decode_table(words, cfg)
-        check_stream(table, words, cfg)
-        self.insns = decode_stream(words, cfg, table=table)
-        modules = modules_of(table["opcode"], table["memory_type"]).tolist()
-        self.module = [_MODULES[m] for m in modules]
-        flags = table["pop_prev_dep"] | table["pop_next_dep"] << 1
-        flags |= table["push_prev_dep"] << 2 | table["push_next_dep"] << 3
-        queues = [_QUEUES[m, f] for m, f in zip(modules, flags.tolist())]
-        self.pops = [q[0] for q in queues]
-        self.pushes = [q[1] for q in queues]
-        self.state = MachineState(cfg, program.dram)
+        decoded = self.decoded = _decode(program)
+        self.insns = decoded.insns
+        self.module = decoded.module
+        self.pops = decoded.pops
+        self.pushes = decoded.pushes
+        self.state = MachineState(cfg, program.dram, plans=decoded.plans)
         self.clocks = VectorClocks()
         self.races: RaceChecker | None = None
         if check_races:
             granule = self.state.granule
             dram = -(-len(program.dram) // granule)
             sizes = {"inp": cfg.inp_depth, "wgt": cfg.wgt_depth, "out": cfg.out_depth, "dram": dram}
-            shared = {"dram": _dram_shared(table, cfg, dram, granule)}
+            shared = {"dram": decoded.dram_shared}
             self.races = RaceChecker(sizes, self.clocks, self.describe, granule, shared)
         self.counters: dict[str, int] = {c.value: 0 for c in EVENT_COUNTERS}
         self.finished = False

@@ -13,7 +13,8 @@ pick, a missing token is reported even when the numbers come out right.
 
 Incremental checking: the checker keeps, per resource and per module, the epoch of
 that module's last write and last read of every element, and tests an access with
-one maximum per other module that ever touched the resource.  Testing every other
+one maximum per other module that touched the resource since the last epoch of it
+the accessing module knows of (none at all when it knows of every one).  Testing every other
 module's last write, not only the last writer's, gives the same verdict while no
 race has been found: the last writer's own check ordered every earlier write before
 it, and vector clocks are transitive.  Only when a test fails does the checker look
@@ -78,6 +79,11 @@ class _Resource:
         # epochs count one module's instructions: int32 halves the memory each check streams
         self.writes: list[np.ndarray | None] = [None] * n
         self.reads: list[np.ndarray | None] = [None] * n
+        #: per module, the latest epoch written into its table of writes and of reads: no
+        #: entry of the table is larger (a module's epochs only grow), so an access needs
+        #: no look at the table when the accessing module's clock has reached it
+        self.last_write = [0] * n
+        self.last_read = [0] * n
         #: sorted disjoint ranges of the elements that more than one module may touch
         #: (None: all of them)
         self.shared = None if shared is None else ([lo for lo, _ in shared], [hi for _, hi in shared])
@@ -145,17 +151,21 @@ class RaceChecker:
             res, index = self.resources[access.resource], access.elements
             if res.untouchable(index):
                 continue
-            for other, table in enumerate(res.writes):
-                if other != module and table is not None and _max(table, index) > clock[other]:
+            for other, last in enumerate(res.last_write):
+                if (last > clock[other] and other != module
+                        and _max(res.writes[other], index) > clock[other]):  # type: ignore[arg-type]
                     self._report_write(module, access, res)
             if access.write:
-                for other, table in enumerate(res.reads):
-                    if other != module and table is not None and _max(table, index) > clock[other]:
-                        self._report_read(module, access, res, other, table)
+                for other, last in enumerate(res.last_read):
+                    if (last > clock[other] and other != module
+                            and _max(table := res.reads[other], index) > clock[other]):  # type: ignore[arg-type]
+                        self._report_read(module, access, res, other, table)  # type: ignore[arg-type]
                 _assign(res.writer, index, module)
                 _assign(res.table(res.writes, module), index, epoch)
+                res.last_write[module] = epoch
             else:
                 _assign(res.table(res.reads, module), index, epoch)
+                res.last_read[module] = epoch
 
     def _report_write(self, module: int, access: Access, res: _Resource) -> None:
         """The first element whose last writer, another module, is not ordered before."""

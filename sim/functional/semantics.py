@@ -49,7 +49,7 @@ class Access(NamedTuple):
 class MachineState:
     """The accelerator's buffers and its DRAM, as numpy arrays."""
 
-    def __init__(self, cfg: Config, dram: np.ndarray) -> None:
+    def __init__(self, cfg: Config, dram: np.ndarray, plans: dict[tuple, _LoopPlan] | None = None) -> None:
         b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
         self.cfg = cfg
         self.dram = np.array(dram, dtype=np.uint8)
@@ -64,8 +64,9 @@ class MachineState:
         assert not any(f.signed or f.word for f in fields)
         #: DRAM race tracking granule: the smallest element of any memory type.
         self.granule = min(cfg.elem_bytes(m) for m in MemoryType)
-        #: loop plans of GEMM and ALU instructions, by fields and micro-ops (see :func:`loop_plan`)
-        self.plans: dict[tuple, _LoopPlan] = {}
+        #: loop plans of GEMM and ALU instructions, by fields and micro-ops (see :func:`loop_plan`);
+        #: ``plans`` shares them with other states of the same configuration
+        self.plans: dict[tuple, _LoopPlan] = {} if plans is None else plans
         self._buffers = {MemoryType.INP: self.inp, MemoryType.WGT: self.wgt, MemoryType.ACC: self.acc,
                          MemoryType.ACC_8BIT: self.acc, MemoryType.UOP: self.uop, MemoryType.OUT: self.out}
         self._elem_bytes = {m: cfg.elem_bytes(m) for m in MemoryType}

@@ -23,10 +23,11 @@ from programs import random_programs
 import openvta
 from openvta.blocked_gemm import build_blocked_gemm
 from openvta.compiler.workloads import RESNET18, random_inputs
-from openvta.isa import PRESETS, Config, MemoryType, Module, Timing, preset
+from openvta.isa import PRESETS, Config, MemoryType, Module, Timing, preset, timing_for
 from openvta.runtime import Device, Program, ProgramBuilder
 from openvta.sim.cycle import CycleModel
 from openvta.sim.cycle.trace import chrome_trace
+from openvta.sim.functional import machine as machine_module
 
 
 
@@ -221,3 +222,30 @@ def test_progress_reports_a_short_run_too() -> None:
     result = Device("cycle", progress=lambda *call: calls.append(call)).run(program)
     assert calls[-1] == ("cycles", result.counters["cycles"], None)
     assert [c[1] for c in calls] == sorted(c[1] for c in calls)
+
+
+def _cold(program: Program, **options: Any) -> dict[str, Any]:
+    """A run of ``program`` with no decoding, plans, loop cycles or trains kept from before."""
+    machine_module._decoded_cache.__dict__.clear()
+    return _run(program, False, **options)
+
+
+def test_runs_of_one_program_share_its_decoding_and_match_cold_runs() -> None:
+    """What is worked out once per program (the decoding, the loop plans, the loop cycles
+    and the DMA trains per timing) gives what a first run gives, for other data in the
+    same instruction words too."""
+    cfg = preset("tiny")
+    rng = np.random.default_rng(1)
+    a, b, w = (rng.integers(-128, 128, (24, 20), dtype=np.int8) for _ in range(3))
+    first, second = (build_blocked_gemm(cfg, x, w, vthreads=2, shift=6) for x in (a, b))
+    assert np.array_equal(first.words(), second.words())
+    slower = dataclasses.replace(timing_for(cfg), gemm_ii_cycles=3, dma_row_cycles=5)
+    cold = {"first": _cold(first), "second": _cold(second), "slower": _cold(first, timing=slower)}
+    machine_module._decoded_cache.__dict__.clear()
+    for _ in range(2):
+        assert _run(first, False) == cold["first"]
+        assert _run(first, False, timing=slower) == cold["slower"]
+        assert _run(second, False) == cold["second"]
+    assert cold["slower"]["cycles"] > cold["first"]["cycles"]
+    assert cold["first"]["dram"] != cold["second"]["dram"]
+    assert cold["second"]["dram"] == Device("functional").run(second).dram.tobytes()
