@@ -108,24 +108,32 @@ class Channel:
                 continue
             for count, beats, cycles in bursts.runs:
                 self.beats += count * beats
-                for _ in range(count):
+                step = overhead + cycles
+                while count:
                     if t < limit and not port.users and not port.put_queue:
-                        end = t + overhead + cycles  # granted at t, nobody to wait for
-                        if end >= limit:
+                        # granted at t, nobody to wait for: the bursts that end before
+                        # ``limit`` at once (nothing can change the channel meanwhile)
+                        n = min(count, (limit - 1 - t) // step) if step > 0 else count
+                        if n <= 0:  # the next burst ends at or past the limit: held
+                            n, end = 1, t + step
                             yield from self._hold(end - now)
                             now, limit = int(env.now), until()
-                        t = end
-                        stats.wait_memory += overhead
+                            t = end
+                        else:
+                            t += n * step
+                        stats.wait_memory += n * overhead
                     else:  # someone holds or wants the channel (or may, at t)
+                        n = 1
                         if t > now:
                             yield env.timeout(t - now)
                         with port.request() as grant:
                             yield grant
-                            yield env.timeout(overhead + cycles)
+                            yield env.timeout(step)
                         stats.wait_memory += int(env.now) - t - cycles
                         now = t = int(env.now)
                         limit = until()
-                    stats.busy += cycles
+                    stats.busy += n * cycles
+                    count -= n
         if t > now:
             yield env.timeout(t - now)
 

@@ -206,21 +206,34 @@ class CycleModel:
 
     def _route(self) -> Generator[Any, Any, None]:
         """The router: one instruction per cycle from the prefetch buffer to its queue."""
-        env, stats = self.env, self.stats["fetch"]
+        env, stats, until, queue = self.env, self.stats["fetch"], self._until, self.env._queue
+        prefetch, commands, module_of = self.prefetch, self.commands, self.machine.module
+        latency = self.timing.prefetch_latency_cycles
         while True:
-            index, arrived = yield from self._get(self.prefetch)
-            ready = max(arrived + self.timing.prefetch_latency_cycles, self._last_route + 1)
-            if ready > int(env.now):
-                yield env.timeout(ready - int(env.now))
-            target = self.machine.module[index]
-            asked = int(env.now)
-            yield from self._put(self.commands[target], (index, int(env.now)))
-            stats.wait_queue += int(env.now) - asked
+            # (:meth:`_get` and :meth:`_put` written out: this loop runs per instruction)
+            if (prefetch.items and not prefetch.put_queue and not prefetch.get_queue
+                    and until is not None and (not queue or queue[0][0] > env.now)):
+                index, arrived = prefetch.items.pop(0)
+            else:
+                index, arrived = yield prefetch.get()
+            now = int(env.now)
+            ready = max(arrived + latency, self._last_route + 1)
+            if ready > now:
+                yield env.timeout(ready - now)
+                now = ready
+            target = commands[module_of[index]]
+            if (len(target.items) < target.capacity and not target.put_queue and not target.get_queue
+                    and until is not None and (not queue or queue[0][0] > now)):
+                target.items.append((index, now))
+            else:
+                yield target.put((index, now))
+                stats.wait_queue += int(env.now) - now
+                now = int(env.now)
             stats.insns += 1
-            self._last_route = int(env.now)
+            self._last_route = now
             self.routed += 1
-            event, self.routed_event = self.routed_event, env.event()
-            if self._until is None or event.callbacks:  # (fast path: only if fetch waits)
+            if until is None or self.routed_event.callbacks:  # (fast path: only if fetch waits)
+                event, self.routed_event = self.routed_event, env.event()
                 event.succeed()
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
@@ -229,10 +242,15 @@ class CycleModel:
         stats = self.stats[name]
         commands, tokens, latency = self.commands[module], self.tokens, self.timing.queue_latency_cycles
         pops_of, pushes_of, insns = machine.pops, machine.pushes, machine.insns
+        events = env._queue  # (read directly, as in :meth:`_quiet`)
         while True:
             self.status[name] = "waiting for an instruction"
             asked = self.asked[name] = int(env.now)
-            index, routed = yield from self._get(commands)
+            if (commands.items and not commands.put_queue and not commands.get_queue
+                    and until is not None and (not events or events[0][0] > env.now)):
+                index, routed = commands.items.pop(0)  # (:meth:`_get` written out)
+            else:
+                index, routed = yield commands.get()
             # the instruction is visible at ``visible`` and taken in the cycle after it:
             # on the fast path, as a train's steps (:meth:`.memory.Channel.train`), a wait
             # that ends before any other process may act is no event, and the module's
