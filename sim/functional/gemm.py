@@ -31,6 +31,10 @@ instruction's fields and micro-ops come back.
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -260,6 +264,27 @@ def exact_product(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return _float32_product(lhs.astype(np.float32), rhs.astype(np.float32), np.int64)
 
 
+def _openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """The thread count getter and setter of the OpenBLAS numpy's wheels bundle (None
+    with any other BLAS: then the products run as that BLAS sees fit)."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)  # (loaded already by numpy: the same library)
+        except OSError:
+            continue
+        for suffix in ("64_", ""):
+            get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
+            put = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                put.argtypes = [ctypes.c_int]
+                return get, put
+    return None
+
+
+_OPENBLAS = _openblas_threads()
+
+
 def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type,
                      out: np.ndarray | None = None) -> np.ndarray:
     """``x @ yᵀ`` of float32 matrices (or stacks of them) holding int8 values, as a new
@@ -268,7 +293,27 @@ def _float32_product(x: np.ndarray, y: np.ndarray, dtype: type,
     int64 gives the exact integers; int32 gives them modulo ``2**32`` (wrapped, as the
     accumulator adds them), as exact for the simulator and cheaper.  ``out``: a float32
     array for the products in float32.
+
+    On one BLAS thread: an instruction's products are small, and OpenBLAS's other
+    threads, on a machine whose cores are busy, make each wait for a core (measured ten
+    times slower end to end on two shared cores; no faster on idle ones).
     """
+    if _OPENBLAS is None:
+        return _float32_product_here(x, y, dtype, out)
+    get, put = _OPENBLAS
+    threads = get()
+    if threads == 1:
+        return _float32_product_here(x, y, dtype, out)
+    put(1)
+    try:
+        return _float32_product_here(x, y, dtype, out)
+    finally:
+        put(threads)
+
+
+def _float32_product_here(x: np.ndarray, y: np.ndarray, dtype: type,
+                          out: np.ndarray | None) -> np.ndarray:
+    """:func:`_float32_product` on the BLAS threads set."""
     terms = x.shape[-1]
     if terms <= FLOAT32_EXACT_TERMS:
         return np.matmul(x, y.swapaxes(-1, -2), out=out).astype(dtype)

@@ -8,6 +8,8 @@ back to exact chunks.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from reference import ReferenceMachine
 
 from openvta.isa import PRESETS, Config, GemmInsn, Uop
+from openvta.sim.functional import gemm
 from openvta.sim.functional.gemm import FLOAT32_EXACT_TERMS, exact_product
 from openvta.sim.functional.semantics import MachineState, execute_gemm
 
@@ -115,3 +118,27 @@ def test_gemm_long_sums_match_reference() -> None:
         _check_against_reference(cfg, *case, kind, seed)
 
     check()
+
+
+def test_products_run_on_one_blas_thread_and_leave_the_count_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if gemm._OPENBLAS is None:
+        pytest.skip("numpy's BLAS is not the OpenBLAS its wheels bundle")
+    get, put = gemm._OPENBLAS
+    seen: list[int] = []
+    here = gemm._float32_product_here
+
+    def spy(*args: Any) -> np.ndarray:
+        seen.append(get())
+        return here(*args)
+
+    monkeypatch.setattr(gemm, "_float32_product_here", spy)
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(-128, 128, (40, 30), dtype=np.int8) for _ in range(2))
+    before = get()
+    put(2)
+    try:
+        np.testing.assert_array_equal(gemm.exact_product(x, y), x.astype(np.int64) @ y.T.astype(np.int64))
+        assert seen == [1] and get() == 2
+    finally:
+        put(before)
