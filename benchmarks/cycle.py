@@ -12,7 +12,7 @@ runs each, checked identical (cycles and every counter); the fast run's time spl
 machine's share (the functional semantics computing the results, race checks included:
 ``Machine.execute`` and the loop-index expansion) and the timing model's, and cycles/s
 of the whole run and of the timing model alone.  Times are wall clock: on a shared
-machine take the best of several runs.
+machine take the best of several runs (the load average is printed before and after).
 
     .venv/bin/python benchmarks/cycle.py [--layers C2,C5] [--vthreads 1,2] [--repeat 3]
                                          [--gemm-size 256] (0: no GEMM table)
@@ -21,6 +21,7 @@ machine take the best of several runs.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,7 +67,8 @@ def best_of(program: Program, event_by_event: bool, repeat: int) -> tuple[CycleR
 
 
 def resnet18(layers: list[str], threads: list[int], repeat: int) -> None:
-    print(f"ResNet-18 conv layers, default preset, cycle model (best of {repeat} runs)")
+    print(f"ResNet-18 conv layers, default preset, cycle model (best of {repeat} runs; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"{'layer':<6}{'vt':>3}{'insns':>6}{'cycles':>9}{'before ms':>11}{'after ms':>10}"
           f"{'speed-up':>9}{'before c/s':>12}{'after c/s':>11}{'timing ms':>11}"
           f"{'timing c/s':>12}  same")
@@ -88,6 +90,7 @@ def resnet18(layers: list[str], threads: list[int], repeat: int) -> None:
                   f"{cycles / after_s:>11.3g}{timing_s * 1e3:>11.1f}{cycles / timing_s:>12.3g}"
                   f"  {'yes' if same else 'NO'}", flush=True)
     c = totals["cycles"]
+    print(f"(load average at the end {os.getloadavg()[0]:.1f}: on a loaded machine wall times are longer)")
     print(f"all layers: {c} cycles; before {c / totals['before']:.3g} cycles/s, after "
           f"{c / totals['after']:.3g} cycles/s (timing model alone {c / totals['timing']:.3g}); "
           f"target >= {TARGET:.0e} cycles/s")
