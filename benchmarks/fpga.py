@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openvta.hw.bitstream import build_bitstream
-from openvta.hw.boards import BOARDS, FitError
+from openvta.hw.fpga.bitstream import build_bitstream
+from openvta.hw.fpga.boards import BOARDS, FitError
 from openvta.isa import preset
 
 

@@ -77,7 +77,7 @@ def run_timed(model: CompiledModel, x: np.ndarray, backend: str, expected: np.nd
 def run_rtl(model: CompiledModel, x: np.ndarray, expected: np.ndarray,
             modelled: int) -> ModelOutputs:
     """Every region on the RTL: the build's and the simulation's wall time, the cycles."""
-    from openvta.hw.cosim import BUILDING  # loads Amaranth: only for --rtl
+    from openvta.hw.cosim.runner import BUILDING  # loads Amaranth: only for --rtl
 
     build: list[float] = []
 

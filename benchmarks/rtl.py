@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "hw"))
 
 from openvta.blocked_gemm import build_blocked_gemm  # noqa: E402
-from openvta.hw.backend import RtlBackend  # noqa: E402
+from openvta.hw.cosim.backend import RtlBackend  # noqa: E402
 from openvta.isa import preset  # noqa: E402
 from openvta.sim.cycle import simulate_cycles  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from openvta.hw.boards import BOARDS
+from openvta.hw.fpga.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
 
@@ -306,7 +306,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _verilog(args: argparse.Namespace) -> int:
-    from openvta.hw.export import export_verilog, lint
+    from openvta.hw.cosim.export import export_verilog, lint
 
     out = _output(args.output)
     text = export_verilog(PRESETS[args.config])
@@ -323,7 +323,7 @@ def _verilog(args: argparse.Namespace) -> int:
 
 
 def _bitstream(args: argparse.Namespace) -> int:
-    from openvta.hw.bitstream import build_bitstream
+    from openvta.hw.fpga.bitstream import build_bitstream
 
     out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024

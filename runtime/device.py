@@ -32,8 +32,8 @@ BackendFactory = Callable[..., Backend]
 _BUILTIN: dict[str, str] = {
     "functional": "openvta.sim.functional:FunctionalBackend",
     "cycle": "openvta.sim.cycle:CycleBackend",
-    "rtl": "openvta.hw.backend:RtlBackend",
-    "board": "openvta.hw.board:BoardBackend",
+    "rtl": "openvta.hw.cosim.backend:RtlBackend",
+    "board": "openvta.hw.fpga.backend:BoardBackend",
 }
 _REGISTRY: dict[str, BackendFactory] = {}
 

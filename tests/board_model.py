@@ -1,7 +1,7 @@
 """The board's side of the UART bridge, modelled in Python, for the ``board`` back end's tests.
 
 A serial-port-like object (``read``, ``write``) in front of ``mem_bytes`` of board memory:
-it answers every frame of :mod:`openvta.hw.bridge_protocol` and runs START with ``run``
+it answers every frame of :mod:`openvta.hw.fpga.bridge_protocol` and runs START with ``run``
 (the functional simulator by default; the graph tests use the cycle model to get cycles).
 ``faults`` maps a frame number (from 0) to ``"bad_checksum"`` (answer status 1 without
 executing), ``"garble"`` (execute, flip a bit of the reply) or ``"silent"`` (no reply from
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openvta.hw import bridge_protocol as bp
-from openvta.hw.bridge_protocol import Command, Status
+from openvta.hw.fpga import bridge_protocol as bp
+from openvta.hw.fpga.bridge_protocol import Command, Status
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, Config
 from openvta.runtime import Program, Result
 from openvta.sim import functional

@@ -18,7 +18,7 @@ import pytest
 
 import openvta
 from openvta.graph.model import CompiledModel
-from openvta.hw.backend import RtlBackend
+from openvta.hw.cosim.backend import RtlBackend
 from openvta.isa import EVENT_COUNTERS, Counter
 from openvta.runtime import Program, Result
 from openvta.sim.cycle import simulate_cycles

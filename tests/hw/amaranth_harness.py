@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
-from openvta.hw.core import Core
+from openvta.hw.rtl.core import Core
 from openvta.isa import HW_COUNTERS
 from openvta.runtime import Program
 

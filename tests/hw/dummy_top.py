@@ -15,8 +15,8 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.utils import exact_log2
 
-from openvta.hw.cosim import top_members
-from openvta.hw.csr import ControlRegisters, connect_axil
+from openvta.hw.cosim.runner import top_members
+from openvta.hw.rtl.csr import ControlRegisters, connect_axil
 from openvta.isa import INSN_BYTES, Counter
 from openvta.isa.counters import HW_COUNTERS
 

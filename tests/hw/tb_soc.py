@@ -2,7 +2,7 @@
 
 :class:`SimulatedSerial` is a pyserial-like port whose ``write()`` shifts bytes into
 ``uart_rx`` bit by bit at the divisor rate and whose ``read()`` returns the bytes
-decoded from ``uart_tx``; :class:`openvta.hw.board.BoardBackend` runs unchanged on it
+decoded from ``uart_tx``; :class:`openvta.hw.fpga.backend.BoardBackend` runs unchanged on it
 in a cocotb bridge thread.  Options come from ``$OPENVTA_SOC_RUN/run.json``; the
 program from ``program.npz``; the result goes to ``result.npz`` and what else was
 observed to ``observed.json``.
@@ -22,8 +22,8 @@ from cocotb.clock import Clock
 from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles, Event, FallingEdge
 
-from openvta.hw import bridge_protocol as bp
-from openvta.hw.board import BoardBackend
+from openvta.hw.fpga import bridge_protocol as bp
+from openvta.hw.fpga.backend import BoardBackend
 from openvta.runtime import load_program
 
 CLOCK_PERIOD_NS = 10

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from openvta.cli import main
-from openvta.hw import bitstream
-from openvta.hw.bitstream import BitstreamError, _cell_counts, _pnr_report, _run, build_bitstream
-from openvta.hw.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
+from openvta.hw.fpga import bitstream
+from openvta.hw.fpga.bitstream import BitstreamError, _cell_counts, _pnr_report, _run, build_bitstream
+from openvta.hw.fpga.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
 from openvta.isa import preset
 
 ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]

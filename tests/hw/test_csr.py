@@ -15,7 +15,7 @@ amaranth = pytest.importorskip("amaranth")
 from amaranth.hdl import Fragment  # noqa: E402
 from amaranth.sim import Simulator  # noqa: E402
 
-from openvta.hw.csr import ControlRegisters  # noqa: E402
+from openvta.hw.rtl.csr import ControlRegisters  # noqa: E402
 from openvta.isa.counters import (  # noqa: E402
     COUNTER_BASE,
     HW_COUNTERS,

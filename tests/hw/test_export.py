@@ -7,7 +7,7 @@ import pytest
 from config_sample import NARROW_STORE, SAMPLE, describe
 
 from openvta.cli import main
-from openvta.hw.export import LINT_WAIVERS, export_verilog, lint
+from openvta.hw.cosim.export import LINT_WAIVERS, export_verilog, lint
 from openvta.isa import Config, preset
 
 LINTED = [preset("tiny"), preset("small"), NARROW_STORE,

@@ -1,4 +1,4 @@
-"""The DRAM inside the Verilated design (``hw/native_dram.py``) against cocotbext-axi's AxiRam.
+"""The DRAM inside the Verilated design (``hw/cosim/native_dram.py``) against cocotbext-axi's AxiRam.
 
 The native DRAM copies AxiRam's timing, so a program must end with the same DRAM image
 and the same counters, cycles included, on both; both images must equal the functional
@@ -18,8 +18,8 @@ from config_sample import NARROW_STORE, SAMPLE, describe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openvta.hw import native_dram
-from openvta.hw.native_dram import MIN_DRAM_BYTES, dram_bytes_for, read_image, write_image
+from openvta.hw.cosim import native_dram
+from openvta.hw.cosim.native_dram import MIN_DRAM_BYTES, dram_bytes_for, read_image, write_image
 from openvta.isa import Config, preset
 from openvta.runtime import Program
 
@@ -87,9 +87,9 @@ from programs import random_programs  # noqa: E402
 from test_cosim import INSN_ADDR, INSN_COUNT, copy_program, expected_copy  # noqa: E402
 from test_rtl import _alu_program, _gemm_program, _load_program  # noqa: E402
 
-from openvta.hw import cosim  # noqa: E402
-from openvta.hw.backend import RtlBackend  # noqa: E402
-from openvta.hw.cosim import RtlError  # noqa: E402
+from openvta.hw.cosim import runner  # noqa: E402
+from openvta.hw.cosim.backend import RtlBackend  # noqa: E402
+from openvta.hw.cosim.runner import RtlError  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
 _BACKENDS = {memory: RtlBackend(memory=memory) for memory in ("native", "cocotb")}
@@ -134,17 +134,17 @@ SMALL_DRAM = 4096
 @pytest.fixture(scope="module")
 def dummy_native() -> Path:
     cfg = copy_program().config
-    verilog = cosim.verilog_of(DummyTop(cfg.bus_bytes * 8))
-    return cosim.build(native_dram.native_verilog(verilog, cfg.bus_bytes, SMALL_DRAM),
+    verilog = runner.verilog_of(DummyTop(cfg.bus_bytes * 8))
+    return runner.build(native_dram.native_verilog(verilog, cfg.bus_bytes, SMALL_DRAM),
                        dram_bytes=SMALL_DRAM)
 
 
 @pytest.mark.rtl
 def test_the_dummy_copies_the_instruction_bytes_in_the_native_dram(dummy_native: Path) -> None:
     program = copy_program()
-    native = cosim.run(dummy_native, program, max_cycles=10_000)
+    native = runner.run(dummy_native, program, max_cycles=10_000)
     np.testing.assert_array_equal(native.dram, expected_copy(program))
-    cocotb = cosim.run(cosim.build(cosim.verilog_of(DummyTop(program.config.bus_bytes * 8))),
+    cocotb = runner.run(runner.build(runner.verilog_of(DummyTop(program.config.bus_bytes * 8))),
                        program, max_cycles=10_000)
     assert native.counters == cocotb.counters
 
@@ -155,7 +155,7 @@ def test_a_write_outside_the_image_fails_the_native_run(dummy_native: Path) -> N
     with pytest.raises(RtlError, match=rf"^the core wrote outside the DRAM image \({INSN_ADDR + 208} "
                                        rf"bytes\): \d+ write beats, the first \d+ bytes from "
                                        rf"{INSN_ADDR + 208:#x}\n"):
-        cosim.run(dummy_native, program, max_cycles=10_000)
+        runner.run(dummy_native, program, max_cycles=10_000)
 
 
 @pytest.mark.rtl
@@ -164,14 +164,14 @@ def test_an_access_past_the_simulated_dram_fails_the_native_run(dummy_native: Pa
     program = Program(copy_program().config, dram, SMALL_DRAM - 64, 4)  # copies to 4096..4159
     with pytest.raises(RtlError, match=rf"^the core accessed the DRAM past the simulated "
                                        rf"{SMALL_DRAM} bytes: \d+ bursts, the first at {SMALL_DRAM:#x}\n"):
-        cosim.run(dummy_native, program, max_cycles=10_000)
+        runner.run(dummy_native, program, max_cycles=10_000)
 
 
 @pytest.mark.rtl
 def test_an_image_larger_than_the_native_dram_is_refused(dummy_native: Path) -> None:
     with pytest.raises(RtlError, match=rf"^the program's DRAM image \({SMALL_DRAM + 1} bytes\) "
                                        rf"does not fit the design's DRAM \({SMALL_DRAM} bytes\)$"):
-        cosim.run(dummy_native, copy_program(image_bytes=SMALL_DRAM + 1), max_cycles=10_000)
+        runner.run(dummy_native, copy_program(image_bytes=SMALL_DRAM + 1), max_cycles=10_000)
 
 
 @pytest.mark.rtl
@@ -179,7 +179,7 @@ def test_an_image_larger_than_the_native_dram_is_refused(dummy_native: Path) -> 
 def test_stalls_need_the_cocotb_dram(dummy_native: Path, stall: str) -> None:
     with pytest.raises(ValueError, match=r"^idle and backpressure need cocotbext-axi's AxiRam "
                                          r"as the DRAM, not a build with the DRAM inside"):
-        cosim.run(dummy_native, copy_program(), max_cycles=10_000, **{stall: True})
+        runner.run(dummy_native, copy_program(), max_cycles=10_000, **{stall: True})
 
 
 @pytest.mark.parametrize("kwargs,pattern", [

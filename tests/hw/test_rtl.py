@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from programs import random_programs
 
 from openvta.blocked_gemm import build_blocked_gemm
-from openvta.hw import cosim
-from openvta.hw.backend import RtlBackend
+from openvta.hw.cosim import runner
+from openvta.hw.cosim.backend import RtlBackend
 from openvta.isa import EVENT_COUNTERS, AluOp, Config, MemoryType, Module, Uop, preset
 from openvta.runtime import Device, Program, ProgramBuilder, UopKernel, UopLoop
 from openvta.sim.cycle import simulate_cycles
@@ -164,7 +164,7 @@ def test_device_and_waves_share_one_build(tmp_path) -> None:
     backend = RtlBackend(waves=waves, progress=lambda *call: calls.append(call))
     assert backend.build_dir(program.config) == RtlBackend().build_dir(program.config)
     with_waves = backend.run(program)
-    assert (cosim.BUILDING, 0, None) not in calls  # the build of the run without waves
+    assert (runner.BUILDING, 0, None) not in calls  # the build of the run without waves
     assert with_waves.counters == result.counters
     assert waves.stat().st_size > 1000 and b"$enddefinitions" in waves.read_bytes()[:200000]
 

@@ -1,9 +1,9 @@
 """The SoC and its host side: the bridge protocol, the board back end, and end to end.
 
 The back end is first checked against :class:`ModelBoard`, a pure-Python device that
-answers frames with :mod:`openvta.hw.bridge_protocol` and runs START on the functional
+answers frames with :mod:`openvta.hw.fpga.bridge_protocol` and runs START on the functional
 simulator (fast, and able to misbehave on purpose).  The end-to-end test builds the
-:class:`~openvta.hw.soc.Soc` with Verilator and runs the unchanged back end on it
+:class:`~openvta.hw.rtl.soc.Soc` with Verilator and runs the unchanged back end on it
 through a bit-level simulated UART (``tb_soc.py``).
 """
 
@@ -22,9 +22,9 @@ from board_model import ModelBoard as _ModelBoard
 from config_sample import NARROW_STORE
 
 from openvta.blocked_gemm import build_blocked_gemm
-from openvta.hw import bridge_protocol as bp
-from openvta.hw.board import BoardBackend, BoardError
-from openvta.hw.bridge_protocol import Command, ProtocolError, Status
+from openvta.hw.fpga import bridge_protocol as bp
+from openvta.hw.fpga.backend import BoardBackend, BoardError
+from openvta.hw.fpga.bridge_protocol import Command, ProtocolError, Status
 from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Config, Counter, preset
 from openvta.runtime import Program
 from openvta.sim import functional
@@ -271,7 +271,7 @@ REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 ])
 def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> None:
     pytest.importorskip("amaranth")
-    from openvta.hw.soc import Soc
+    from openvta.hw.rtl.soc import Soc
 
     with pytest.raises(error, match=f"^{message}$"):
         Soc(**{"cfg": CFG, "mem_bytes": 4096, "divisor": 4, **kwargs})
@@ -293,21 +293,21 @@ def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: 
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
-    from openvta.hw import cosim
-    from openvta.hw.soc import Soc
+    from openvta.hw.cosim import runner
+    from openvta.hw.rtl.soc import Soc
 
-    # Named like the accelerator's top so that cosim.build (and its cache) serves it.
+    # Named like the accelerator's top so that runner.build (and its cache) serves it.
     soc = Soc(cfg, mem_bytes=SOC_MEM_BYTES, divisor=SOC_DIVISOR)
-    build_dir = cosim.build(cosim.verilog_of(soc, name=cosim.TOP_NAME))
+    build_dir = runner.build(runner.verilog_of(soc, name=runner.TOP_NAME))
     program = gemm_program(cfg=cfg)
     run_dir = tmp_path
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
     results = run_dir / "results.xml"
-    with cosim._toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+    with runner._toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
             get_runner("verilator").test(
-                test_module="tb_soc", hdl_toplevel=cosim.TOP_NAME, hdl_toplevel_lang="verilog",
+                test_module="tb_soc", hdl_toplevel=runner.TOP_NAME, hdl_toplevel_lang="verilog",
                 build_dir=build_dir, test_dir=run_dir, results_xml=str(results),
                 log_file=run_dir / "sim.log")
         except (RuntimeError, SystemExit):

@@ -2,7 +2,7 @@
 
 The UART is checked against a bit-banged line (the 8N1 frame written out in Python)
 and in a loopback; the bridge against a plain dict as its memory, with frames from
-:mod:`openvta.hw.bridge_protocol` (the one definition of the protocol).
+:mod:`openvta.hw.fpga.bridge_protocol` (the one definition of the protocol).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ pytest.importorskip("amaranth")
 from amaranth import Module  # noqa: E402
 from amaranth.sim import Simulator  # noqa: E402
 
-from openvta.hw import bridge_protocol as bp  # noqa: E402
-from openvta.hw.axi_ram import AxiRam  # noqa: E402
-from openvta.hw.bridge import Bridge  # noqa: E402
-from openvta.hw.bridge_protocol import Command, Status  # noqa: E402
-from openvta.hw.uart import UartRx, UartTx  # noqa: E402
+from openvta.hw.fpga import bridge_protocol as bp  # noqa: E402
+from openvta.hw.rtl.axi_ram import AxiRam  # noqa: E402
+from openvta.hw.rtl.bridge import Bridge  # noqa: E402
+from openvta.hw.fpga.bridge_protocol import Command, Status  # noqa: E402
+from openvta.hw.rtl.uart import UartRx, UartTx  # noqa: E402
 from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT  # noqa: E402
 
 DIVISORS = (4, 5, 7, 16)

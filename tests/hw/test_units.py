@@ -20,10 +20,10 @@ amaranth = pytest.importorskip("amaranth")
 
 from amaranth.sim import Simulator  # noqa: E402
 
-from openvta.hw.dma import DmaReader, DmaWriter  # noqa: E402
-from openvta.hw.fetch import Fetch, TokenCounter  # noqa: E402
-from openvta.hw.memory import AxiArbiter  # noqa: E402
-from openvta.hw.units import AluLanes, GemmCore  # noqa: E402
+from openvta.hw.rtl.dma import DmaReader, DmaWriter  # noqa: E402
+from openvta.hw.rtl.fetch import Fetch, TokenCounter  # noqa: E402
+from openvta.hw.rtl.memory import AxiArbiter  # noqa: E402
+from openvta.hw.rtl.units import AluLanes, GemmCore  # noqa: E402
 from openvta.isa import AluOp, Config, preset  # noqa: E402
 from openvta.sim.functional.alu import alu_lanes  # noqa: E402
 

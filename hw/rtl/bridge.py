@@ -1,10 +1,10 @@
-"""The UART host bridge: frames of :mod:`.bridge_protocol` in, memory and registers out.
+"""The UART host bridge: frames of :mod:`~openvta.hw.fpga.bridge_protocol` in, memory and registers out.
 
 It receives a whole request, buffering a write's payload, and verifies the checksum
 before anything is executed: a corrupted frame is answered with status 1 and nothing
 is written or started.  It then executes the request against the SoC memory's byte
 port and the core's control signals (the semantics of
-:class:`~openvta.hw.csr.ControlRegisters`, without the AXI4-Lite block) and replies.
+:class:`~openvta.hw.rtl.csr.ControlRegisters`, without the AXI4-Lite block) and replies.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 from .axi_ram import byte_port_signature, check_mem_bytes
 from .csr import read_register
 from .params import refusing
-from .bridge_protocol import (
+from ..fpga.bridge_protocol import (
     FIXED_LENGTH,
     HEADER_BYTES,
     MAX_PAYLOAD,
@@ -55,15 +55,15 @@ class Bridge(wiring.Component):
     Members
     -------
     rx : In(stream.Signature(8, always_ready=True))
-        received bytes (from :class:`~openvta.hw.uart.UartRx`).
+        received bytes (from :class:`~openvta.hw.rtl.uart.UartRx`).
     rx_error : In(1)
         a UART framing error: the current frame is answered with status 1.
     tx : Out(stream.Signature(8))
-        reply bytes (to :class:`~openvta.hw.uart.UartTx`).
+        reply bytes (to :class:`~openvta.hw.rtl.uart.UartTx`).
     mem : Out(byte_port_signature(log2(mem_bytes)))
         the memory's byte port (read data one cycle after the address).
     start, insn_addr, insn_count, done, busy, counters :
-        the core's control interface, as :class:`~openvta.hw.csr.ControlRegisters`
+        the core's control interface, as :class:`~openvta.hw.rtl.csr.ControlRegisters`
         drives and reads it: ``start`` is a one-cycle pulse, the done bit of
         ``REG_STATUS`` and of STATUS is set by a rising ``done`` and cleared by ``start``.
     active : Out(1)

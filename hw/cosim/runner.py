@@ -17,15 +17,15 @@ and builds up to about 40 % longer (small 22 s against 23–32 s).
 The top-level contract the harness relies on (:func:`top_members`): a module named
 ``openvta_top`` with the implicit ``sync`` domain (``clk``, ``rst`` active high), an
 AXI4 master ``m_axi_*`` to DRAM and the AXI4-Lite slave ``s_axil_*`` of
-:class:`~openvta.hw.csr.ControlRegisters`.  The testbench is
-:mod:`openvta.hw.tb_openvta`; it reads its options from a run directory named by the
+:class:`~openvta.hw.rtl.csr.ControlRegisters`.  The testbench is
+:mod:`openvta.hw.cosim.tb_openvta`; it reads its options from a run directory named by the
 ``OPENVTA_TB_RUN`` environment variable (``run.json``, ``program.npz``) and writes
 ``result.npz``, or ``error.txt`` when it fails; at every status poll it appends the
 cycle count to ``progress.txt``, which :func:`run` passes on to its ``progress`` hook.
 
 A build with ``dram_bytes`` (:func:`build`) is of ``openvta_top_mem`` instead
-(:mod:`openvta.hw.native_dram`: the same ``openvta_top`` with its DRAM inside the
-design), run by :mod:`openvta.hw.tb_native` with the same run directory contract.
+(:mod:`openvta.hw.cosim.native_dram`: the same ``openvta_top`` with its DRAM inside the
+design), run by :mod:`openvta.hw.cosim.tb_native` with the same run directory contract.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from amaranth.lib import wiring
 
 from openvta.runtime import Program, Progress, Result, load_result
 
-from .csr import AXIL_MEMBERS
-from .memory import axi_master_signature
+from ..rtl.csr import AXIL_MEMBERS
+from ..rtl.memory import axi_master_signature
 from .dram_image import IMAGE_IN, write_image
 from .native_dram import NATIVE_TOP_NAME, verilator_control
 
@@ -61,8 +61,8 @@ __all__ = ["TOP_NAME", "RtlError", "build", "check_top", "default_build_root", "
 
 TOP_NAME = "openvta_top"
 BUILD_MARKER = "openvta-build.json"
-TB_MODULE = "openvta.hw.tb_openvta"
-TB_NATIVE_MODULE = "openvta.hw.tb_native"
+TB_MODULE = "openvta.hw.cosim.tb_openvta"
+TB_NATIVE_MODULE = "openvta.hw.cosim.tb_native"
 #: The ``what`` of the progress hook: a Verilator build started (done 0, total None;
 #: done 1, total 1 when it is built), and a run's simulated cycles (total: max_cycles).
 BUILDING = "building the Verilator model"
@@ -85,8 +85,8 @@ class RtlError(RuntimeError):
 def top_members(bus_width: int) -> dict[str, wiring.Member]:
     """Ports of the accelerator top, with an AXI4 master ``bus_width`` bits wide.
 
-    :func:`~openvta.hw.memory.axi_master_signature` plus the register block's
-    :data:`~openvta.hw.csr.AXIL_MEMBERS`.  IDs are 1 bit; ``m_axi_awsize``/``arsize``
+    :func:`~openvta.hw.rtl.memory.axi_master_signature` plus the register block's
+    :data:`~openvta.hw.rtl.csr.AXIL_MEMBERS`.  IDs are 1 bit; ``m_axi_awsize``/``arsize``
     must be ``log2(bus_width / 8)``, bursts ``INCR`` and must not cross a 4 KiB
     boundary (the RAM model checks both).
     """
@@ -237,8 +237,8 @@ def build(verilog: str, build_root: Path | None = None, *,
     dram_bytes :
         None: the DRAM of a run is cocotbext-axi's AxiRam, in Python.  A size: the
         DRAM is inside the design, ``verilog`` is
-        :func:`~openvta.hw.native_dram.native_verilog` of this size and the top level
-        :data:`~openvta.hw.native_dram.NATIVE_TOP_NAME`.
+        :func:`~openvta.hw.cosim.native_dram.native_verilog` of this size and the top level
+        :data:`~openvta.hw.cosim.native_dram.NATIVE_TOP_NAME`.
 
     Returns
     -------
@@ -356,7 +356,7 @@ def _seed_runtime_objects(build_dir: Path) -> bool:
 
 def _native_flags(runner: Any, build_dir: Path) -> None:
     """Make only the top's ports visible to cocotb, not every signal (``--public-flat-rw``,
-    which cocotb_tools 2.1 always passes; :func:`~openvta.hw.native_dram.verilator_control`):
+    which cocotb_tools 2.1 always passes; :func:`~openvta.hw.cosim.native_dram.verilator_control`):
     a signal that VPI may write is an input of the design to Verilator, so with every
     signal public it evaluates most of the combinational logic at every evaluation.
     ``--x-initial 0``: variables without an initial value start at 0, as they do by
@@ -428,7 +428,7 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
         from its ``insn_addr`` and ``insn_count`` and the core started.
     max_cycles :
         clock cycles after start before the run is abandoned (checked at every poll:
-        every 1000 cycles with AxiRam, every :data:`~openvta.hw.tb_native.POLL_CYCLES`
+        every 1000 cycles with AxiRam, every :data:`~openvta.hw.cosim.tb_native.POLL_CYCLES`
         with the native DRAM, whose runs go on up to that many cycles past FINISH).
     idle, backpressure :
         insert random idle cycles on the RAM's R and B channels / drop its ready

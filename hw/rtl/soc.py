@@ -2,8 +2,8 @@
 
 Its only pins are the UART and four LEDs (the clock and reset are the ``sync``
 domain's), so it fits any board with a USB serial port.  The host speaks
-:mod:`openvta.hw.bridge_protocol` (``docs/BRIDGE.md``) through
-:class:`openvta.hw.board.BoardBackend`.
+:mod:`openvta.hw.fpga.bridge_protocol` (``docs/BRIDGE.md``) through
+:class:`openvta.hw.fpga.backend.BoardBackend`.
 
 ::
 
@@ -55,7 +55,7 @@ class Soc(wiring.Component):
     divisor : int
         UART clock cycles per bit (at least 4), ``round(clock_hz / baud)``.
     timing : Timing, optional
-        passed to :class:`~openvta.hw.core.Core` (its longest AXI burst).
+        passed to :class:`~openvta.hw.rtl.core.Core` (its longest AXI burst).
     accelerator : bool
         False builds the link-test image: the bridge and the memory without the core
         (START is answered with "bad command"; the registers read zero).  It fits any

@@ -1,7 +1,7 @@
 """The UART host bridge protocol, written once for the host back end, the RTL and the tests.
 
-Pure Python (no Amaranth): :mod:`openvta.hw.bridge` implements the device side in
-hardware, :mod:`openvta.hw.board` the host side, and the tests use both.  The byte
+Pure Python (no Amaranth): :mod:`openvta.hw.rtl.bridge` implements the device side in
+hardware, :mod:`openvta.hw.fpga.backend` the host side, and the tests use both.  The byte
 tables and examples are in ``docs/BRIDGE.md``.
 
 A request is ``0xA5, command, addr (4 bytes LE), length (2 bytes LE), payload,

@@ -1,7 +1,7 @@
 """The ``rtl`` back end: run a program on the Amaranth RTL under Verilator.
 
 Each configuration is elaborated and built once (the build is cached on disk, see
-:func:`openvta.hw.cosim.build`); every program then runs in a fresh simulator
+:func:`openvta.hw.cosim.runner.build`); every program then runs in a fresh simulator
 process.  The first run of a configuration pays the Verilator build, later runs and
 later sessions only the simulation, with or without waves (one build serves both).
 """
@@ -17,7 +17,7 @@ from amaranth.lib import wiring
 from openvta.isa import Config
 from openvta.runtime import BackendError, Program, Progress, Result
 
-from . import cosim, native_dram
+from . import native_dram, runner
 
 __all__ = ["DEFAULT_TOP", "MEMORIES", "RtlBackend"]
 
@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_TOP", "MEMORIES", "RtlBackend"]
 MEMORIES = ("native", "cocotb")
 
 #: Where the default top-level factory lives ("module:attribute"), imported on first use.
-DEFAULT_TOP = "openvta.hw.top:make_top"
+DEFAULT_TOP = "openvta.hw.rtl.top:make_top"
 
 TopFactory = Callable[[Config], wiring.Component]
 
@@ -53,16 +53,16 @@ class RtlBackend:
     ----------
     top_factory :
         builds the top-level component for a configuration (default
-        ``openvta.hw.top.make_top``); it must have the ports of
-        :func:`openvta.hw.cosim.top_members` for ``cfg.bus_bytes * 8``.
+        ``openvta.hw.rtl.top.make_top``); it must have the ports of
+        :func:`openvta.hw.cosim.runner.top_members` for ``cfg.bus_bytes * 8``.
     max_cycles :
-        cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.RtlError`.
+        cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.runner.RtlError`.
     idle, backpressure :
-        random stalls in the DRAM model (see :func:`openvta.hw.cosim.run`); they need
+        random stalls in the DRAM model (see :func:`openvta.hw.cosim.runner.run`); they need
         ``memory="cocotb"``.
     memory :
         ``"native"``: the DRAM is inside the Verilated design
-        (:mod:`openvta.hw.native_dram`, with cocotbext-axi AxiRam's timing, so the same
+        (:mod:`openvta.hw.cosim.native_dram`, with cocotbext-axi AxiRam's timing, so the same
         results and counters, cycles included, at several times the speed);
         ``"cocotb"``: cocotbext-axi's AxiRam.  Default: native unless idle or
         backpressure is asked for.  Each has its own Verilator build.
@@ -77,11 +77,11 @@ class RtlBackend:
         ``progress(what, done, total)``, or None: ``("building the Verilator model", 0,
         None)`` when a Verilator build starts (and ``(…, 1, 1)`` when it is built), then
         ``("cycles", cycles, max_cycles)`` at every status poll of a run, increasing,
-        and with the final count (:func:`openvta.hw.cosim.run`).
+        and with the final count (:func:`openvta.hw.cosim.runner.run`).
 
     Examples
     --------
-    >>> from openvta.hw.backend import RtlBackend
+    >>> from openvta.hw.cosim.backend import RtlBackend
     >>> backend = RtlBackend(max_cycles=100_000)  # doctest: +SKIP
     >>> result = backend.run(program)  # doctest: +SKIP
     """
@@ -120,7 +120,7 @@ class RtlBackend:
         """The Verilator build for ``cfg``, elaborated and built on first use.
 
         With the native memory, the build whose DRAM holds ``image_bytes``
-        (:func:`~openvta.hw.native_dram.dram_bytes_for`: one build up to 16 MiB).
+        (:func:`~openvta.hw.cosim.native_dram.dram_bytes_for`: one build up to 16 MiB).
         For the default top level, a build made from the same configuration and the same
         ``hw/`` sources is found without elaborating again (elaborating ``default`` takes
         several seconds).
@@ -130,16 +130,16 @@ class RtlBackend:
         if key not in self._builds:
             index = self._index(cfg, dram_bytes)
             known = index.read_text().strip() if index is not None and index.is_file() else ""
-            if known and (Path(known) / cosim.BUILD_MARKER).is_file():
+            if known and (Path(known) / runner.BUILD_MARKER).is_file():
                 self._builds[key] = Path(known)
                 return self._builds[key]
             factory = self._top_factory or _default_top_factory()
             top = factory(cfg)
-            cosim.check_top(top, cfg.bus_bytes * 8)
-            verilog = cosim.verilog_of(top)
+            runner.check_top(top, cfg.bus_bytes * 8)
+            verilog = runner.verilog_of(top)
             if dram_bytes is not None:
                 verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes)
-            self._builds[key] = cosim.build(verilog, self.build_root, progress=self.progress,
+            self._builds[key] = runner.build(verilog, self.build_root, progress=self.progress,
                                             dram_bytes=dram_bytes)
             if index is not None:
                 index.parent.mkdir(parents=True, exist_ok=True)
@@ -156,10 +156,10 @@ class RtlBackend:
         digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
         if dram_bytes is not None:
             digest.update(f"native {dram_bytes}".encode())
-        digest.update(cosim._tool_versions().encode())
-        for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(runner._tool_versions().encode())
+        for source in sorted(Path(__file__).parent.parent.rglob("*.py")):  # every room of hw/
             digest.update(source.read_bytes())
-        root = self.build_root or cosim.default_build_root()
+        root = self.build_root or runner.default_build_root()
         return root / "index" / digest.hexdigest()[:24]
 
     def run(self, program: Program) -> Result:
@@ -169,13 +169,13 @@ class RtlBackend:
         ------
         RtlError
             when the build fails or the run does not finish correctly (see
-            :func:`openvta.hw.cosim.run`).
+            :func:`openvta.hw.cosim.runner.run`).
         BackendError
             when the top level cannot be imported.
         """
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         build_dir = self.build_dir(program.config, len(program.dram))
-        return cosim.run(build_dir, program, max_cycles=self.max_cycles,
+        return runner.run(build_dir, program, max_cycles=self.max_cycles,
                          idle=self.idle, backpressure=self.backpressure, seed=self.seed,
                          waves=self.waves, progress=self.progress)

@@ -1,0 +1,1 @@
+"""The Amaranth RTL of the accelerator and of the SoC (see :mod:`openvta.hw`)."""
