@@ -12,6 +12,8 @@
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test]
     openvta config [PRESET]
+    openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
+                                         (see openvta/dse_cli.py)
     openvta model compile|run|show ...   (see openvta/model_cli.py)
     openvta tune conv2d --layer resnet18.C5 --trials N --tuner xgb --executor local:2 --log C5.jsonl
                                          (see openvta/tune_cli.py)
@@ -38,6 +40,7 @@ from openvta.hw.fpga.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
 
+from .dse_cli import add_dse_parser, run_dse_command
 from .model_cli import add_model_parser, run_model_command
 from .progress import ProgressDisplay
 from .tune_cli import add_tune_parser, run_tune_command
@@ -94,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
     _bitstream_parser(sub)
+    add_dse_parser(sub, sorted(BOARDS))
     add_model_parser(sub)
     cfg = sub.add_parser("config", help="print a preset configuration as JSON")
     cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS),
@@ -358,7 +362,8 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"model": _model, "tune": _tune, "run": _run, "read": _read, "disasm": _disasm, "compile": _compile,
-             "verilog": _verilog, "bitstream": _bitstream, "config": _config}
+             "verilog": _verilog, "bitstream": _bitstream, "config": _config,
+             "dse": run_dse_command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,437 @@
+"""Hardware design-space exploration: which configuration runs a workload fastest per resource.
+
+For each hardware configuration (GEMM shape, buffer sizes, bus width — any
+:class:`~openvta.isa.Config`), three stages, cheapest first:
+
+1. **estimate**: :func:`~openvta.hw.fpga.boards.check_fit`, the configuration alone
+   against the part (multipliers, block RAM bits); a configuration that cannot fit
+   stops here;
+2. **build**: synthesis, place and route of the whole SoC with
+   :func:`~openvta.hw.fpga.bitstream.build_bitstream` (Yosys, nextpnr): LUTs,
+   flip-flops, DSPs, block RAMs and the routed Fmax.  A design that routes below the
+   board clock still has its Fmax recorded (the point of the exploration is the
+   figure, not the image); one that fails synthesis's fit check or a tool is recorded
+   as such;
+3. **cycles**: the workload's layers compiled for the configuration (the best plans of
+   a tuning log where it has some, else the default plans) and run on the cycle model,
+   each output checked against the operator's reference.
+
+Latency = cycles / Fmax.  A configuration is on the **Pareto front** of a resource when
+no other one is at least as fast with at most as much of it, and strictly better in one.
+
+Everything is written to the output folder as it is found: ``dse.json`` (plain JSON,
+one entry per configuration, each stage's result), one build folder per configuration
+(``build_<name>/``, the bitstream flow's own ``report.json`` and logs), and
+``pareto.png``.  A run given the same folder again resumes: a stage whose result is
+there for the same configuration (and the same workload, records and tool settings) is
+not run again.
+
+>>> parse_config("tiny:LOG_BUS_WIDTH=6").LOG_BUS_WIDTH
+6
+>>> pareto_front([("a", 10.0, 5), ("b", 8.0, 9), ("c", 12.0, 9)])
+['a', 'b']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openvta.compiler.layout import unpack_by_layout
+from openvta.compiler.workloads import RESNET18
+from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
+from openvta.hw.fpga.boards import FitError, board, check_fit
+from openvta.isa import PRESETS, Config, ConfigError
+from openvta.runtime import Device
+
+__all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "DsePoint", "DseError",
+           "parse_config", "pareto_front", "run_dse", "plot_pareto"]
+
+DSE_FILE = "dse.json"
+PLOT_FILE = "pareto.png"
+
+#: The workloads: a name → the conv2d layers (``layer=`` of :func:`openvta.operator`).
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "resnet18": tuple(f"resnet18.{name}" for name in RESNET18 if name != "C1"),
+}
+
+#: The configurations explored when none are given, per board: GEMM shape (4×4, 8×8,
+#: 16×16), buffer sizes and bus width around the presets.
+DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
+    "ulx3s-85f": (
+        "tiny",
+        "tiny:LOG_BUS_WIDTH=6",
+        "tiny:LOG_INP_BUFF_SIZE=12,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13",
+        "tiny:LOG_INP_BUFF_SIZE=12,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13,LOG_BUS_WIDTH=6",
+        "tiny:LOG_INP_BUFF_SIZE=13,LOG_WGT_BUFF_SIZE=14,LOG_ACC_BUFF_SIZE=14,LOG_BUS_WIDTH=6",
+        "small:LOG_INP_BUFF_SIZE=11,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13",
+        "small",
+        "default",
+    ),
+    "icebreaker": ("tiny", "tiny:LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11"),
+}
+
+Builder = Callable[..., Any]
+
+
+class DseError(ValueError):
+    """A bad exploration request: an unknown workload, a malformed configuration, a
+    damaged ``dse.json``."""
+
+
+def parse_config(spec: str) -> Config:
+    """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE`` (keys of :meth:`Config.to_dict`).
+
+    Raises
+    ------
+    DseError
+        for an unknown preset or key, a value that is not an integer, or a configuration
+        the ISA rejects (the message says which).
+    """
+    name, _, rest = spec.partition(":")
+    if name not in PRESETS:
+        raise DseError(f"configuration {spec!r}: unknown preset {name!r} (one of {', '.join(sorted(PRESETS))})")
+    values = PRESETS[name].to_dict()
+    for item in filter(None, rest.split(",")):
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or key not in values:
+            raise DseError(f"configuration {spec!r}: {item!r} is not KEY=VALUE with a key of "
+                           f"{', '.join(values)}")
+        try:
+            values[key] = int(text)
+        except ValueError:
+            raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
+    try:
+        return Config.from_dict(values)
+    except ConfigError as exc:
+        raise DseError(f"configuration {spec!r}: {exc}") from None
+
+
+def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """The names of ``(name, latency, resource)`` points no other point dominates.
+
+    A point dominates another when it is no worse in both figures and better in one.
+    """
+    front = []
+    for name, lat, res in points:
+        dominated = any(ol <= lat and orr <= res and (ol < lat or orr < res) for _, ol, orr in points)
+        if not dominated:
+            front.append(name)
+    return front
+
+
+@dataclass
+class DsePoint:
+    """One configuration's figures; ``None`` where a stage did not run or did not reach it.
+
+    ``status`` is the hardware's: ``pending``, ``does not fit`` (estimate or synthesis),
+    ``build failed`` (a tool failed or timed out), ``routed`` (Fmax known) or ``not built``
+    (``build=False``).  ``error`` says why a stage stopped, the cycle stage included (a
+    layer that does not compile for this configuration).
+    """
+
+    name: str
+    config: dict[str, int]
+    status: str = "pending"
+    estimate: dict[str, int] | None = None
+    build: dict[str, Any] | None = None
+    cycles: dict[str, int] | None = None
+    cycles_key: str | None = None
+    error: str | None = None
+    fmax_mhz: float | None = None
+    resources: dict[str, int] = field(default_factory=dict)
+    total_cycles: int | None = None
+    latency_ms: float | None = None
+    pareto: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DsePoint:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def _folder_name(spec: str) -> str:
+    return "build_" + "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.replace("LOG_", ""))
+
+
+def _records_digest(records: str | os.PathLike[str] | None) -> str:
+    if records is None:
+        return "default plans"
+    data = Path(records).read_bytes()
+    return f"{Path(records).name}:{hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def _layer_cycles(cfg: Config, layer: str, records: str | os.PathLike[str] | None) -> int:
+    """Cycles of one conv2d layer on the cycle model, its output checked against the reference."""
+    import warnings
+
+    from openvta.api import operator, random_operands
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no record for this kernel": the default plan, as documented
+        op = operator("conv2d", config=cfg, layer=layer, records=records)
+    inputs = random_operands(op, 0)
+    program = op.build(inputs)
+    result = Device("cycle").run(program)
+    symbol = program.symbols["out"]
+    out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
+    if not np.array_equal(out, op.reference(inputs)):
+        raise RuntimeError(f"{layer}: the cycle model's output differs from the reference")
+    return int(result.counters["cycles"])
+
+
+def _load(path: Path) -> dict[str, DsePoint]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {p["name"]: DsePoint.from_json(p) for p in data["points"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DseError(f"cannot resume from {path}: not a dse.json ({exc}); move it away or "
+                       "choose another folder") from None
+
+
+def _save(path: Path, board_name: str, workload: str, points: list[DsePoint]) -> None:
+    data = {"board": board_name, "workload": workload, "points": [p.to_json() for p in points]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _resources(report: dict[str, Any]) -> dict[str, int]:
+    res = report.get("resources", {})
+    return {k: int(v["used"]) for k, v in res.items()}
+
+
+def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequence[str] | None = None,
+            workload: str = "resnet18", layers: Sequence[str] | None = None,
+            records: str | os.PathLike[str] | None = None, build: bool = True,
+            target_mhz: float | None = None, timeout_s: float = 3600.0,
+            progress: Callable[[str], None] | None = None,
+            builder: Builder = build_bitstream) -> list[DsePoint]:
+    """Explore ``configs`` on ``board_name`` for ``workload``; returns every point.
+
+    Parameters
+    ----------
+    board_name :
+        a board of :data:`~openvta.hw.fpga.boards.BOARDS`.
+    out_dir :
+        the output folder (created; a run resumes from what it holds).
+    configs :
+        configuration specs (:func:`parse_config`); :data:`DEFAULT_CONFIGS` of the board
+        when omitted.
+    workload, layers :
+        a key of :data:`WORKLOADS`; ``layers`` a subset of its layers (``"C5"`` or
+        ``"resnet18.C5"``).
+    records :
+        a tuning log; each layer uses its best plan there (for this configuration's
+        kernel), else the default plan.
+    build :
+        run synthesis and place and route (False: estimate and cycles only).
+    target_mhz, timeout_s :
+        nextpnr's Fmax target (the board's by default) and each tool's time limit.
+    progress :
+        receives one line per step (default: print).
+    builder :
+        the bitstream flow (:func:`~openvta.hw.fpga.bitstream.build_bitstream`'s signature).
+
+    Raises
+    ------
+    DseError
+        for an unknown workload or layer, a malformed configuration, an unreadable
+        ``dse.json``; FitError for an unknown board.
+    """
+    target = board(board_name)
+    if workload not in WORKLOADS:
+        raise DseError(f"unknown workload {workload!r} (one of {', '.join(sorted(WORKLOADS))})")
+    chosen = list(WORKLOADS[workload])
+    if layers:
+        wanted = [name if "." in name else f"{workload}.{name}" for name in layers]
+        unknown = [name for name in wanted if name not in chosen]
+        if unknown:
+            raise DseError(f"{', '.join(unknown)} not in workload {workload} ({', '.join(chosen)})")
+        chosen = wanted
+    specs = list(DEFAULT_CONFIGS.get(target.name, ("tiny",)) if not configs else configs)
+    if len(set(specs)) != len(specs):
+        raise DseError("a configuration is given twice")
+    cfgs = {spec: parse_config(spec) for spec in specs}
+    if records is not None and not Path(records).is_file():
+        raise DseError(f"records file {records} does not exist")
+    say = progress or (lambda line: print(line, flush=True))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / DSE_FILE
+    done = _load(path)
+    cycles_key = f"{workload}:{','.join(chosen)}:{_records_digest(records)}"
+    points = []
+    for spec, cfg in cfgs.items():
+        old = done.get(spec)
+        points.append(old if old is not None and old.config == cfg.to_dict()
+                      else DsePoint(name=spec, config=cfg.to_dict()))
+    t0 = time.monotonic()
+    for i, (point, cfg) in enumerate(zip(points, cfgs.values())):
+        head = f"[{i + 1}/{len(points)}] {point.name}"
+        _estimate(point, cfg, target, say, head)
+        if build and point.status != "does not fit":
+            _build(point, cfg, target, out, builder, target_mhz, timeout_s, say, head)
+        elif not build and point.status == "pending":
+            point.status = "not built"
+        if point.status != "does not fit":
+            _cycles(point, cfg, chosen, records, cycles_key, say, head)
+        _finish(point)
+        _save(path, target.name, workload, points)
+    _mark_front(points)
+    _save(path, target.name, workload, points)
+    if any(p.latency_ms is not None for p in points):
+        try:
+            plot_pareto(points, out / PLOT_FILE, title=f"{workload} on {target.name}")
+        except ImportError:
+            say("matplotlib is not installed (pip install 'openvta[cycle]'): no plot")
+    say(f"explored {len(points)} configurations in {time.monotonic() - t0:.0f} s: {path}")
+    return points
+
+
+def _estimate(point: DsePoint, cfg: Config, target: Any, say: Callable[[str], None], head: str) -> None:
+    try:
+        point.estimate = check_fit(target, cfg, target.default_mem_bytes, point.name)
+    except FitError as exc:
+        point.status, point.error = "does not fit", f"estimate: {exc}"
+        say(f"{head}: does not fit (estimate)")
+
+
+def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder,
+           target_mhz: float | None, timeout_s: float, say: Callable[[str], None], head: str) -> None:
+    folder = out / _folder_name(point.name)
+    if point.build is not None and point.build.get("status") in _ROUTED:
+        say(f"{head}: built before ({point.build['fmax_mhz']} MHz), not rebuilt")
+        return
+    report = _routed_report(folder, cfg, target_mhz or target.target_mhz)
+    error = None
+    if report is not None:
+        say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
+    else:
+        say(f"{head}: synthesis, place and route in {folder}")
+        try:
+            builder(target.name, cfg, folder, preset_name=point.name, target_mhz=target_mhz,
+                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"))
+        except FitError as exc:
+            error = ("does not fit", f"synthesis: {exc}")
+        except BitstreamError as exc:
+            error = ("build failed", str(exc))
+        report_path = folder / REPORT_NAME
+        report = json.loads(report_path.read_text()) if report_path.exists() else None
+    if report is not None and "fmax_mhz" in report:  # routed, even if too slow for the clock
+        point.build = {k: report.get(k) for k in ("status", "fmax_mhz", "resources", "synthesis",
+                                                   "times_s", "target_mhz", "timing_met")}
+        point.status, point.error = "routed", None
+        point.fmax_mhz = float(report["fmax_mhz"])
+        point.resources = _resources(report)
+        say(f"{head}: Fmax {point.fmax_mhz:.1f} MHz, "
+            + ", ".join(f"{v} {k}" for k, v in point.resources.items()))
+    elif error is not None:
+        point.status, point.error = error
+        point.build = {"status": error[0]} if report is None else {"status": report.get("status")}
+        say(f"{head}: {error[0]}: {error[1]}")
+
+
+_ROUTED = ("ok", "too slow for the board clock")
+
+
+def _routed_report(folder: Path, cfg: Config, target_mhz: float) -> dict[str, Any] | None:
+    """The report of a routed build of ``cfg`` already in ``folder`` (a resumed run), or None."""
+    try:
+        report = json.loads((folder / REPORT_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    same = report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
+    return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
+
+
+def _cycles(point: DsePoint, cfg: Config, layers: list[str], records: str | os.PathLike[str] | None,
+            key: str, say: Callable[[str], None], head: str) -> None:
+    if point.cycles is not None and point.cycles_key == key:
+        return
+    cycles = {}
+    for n, layer in enumerate(layers):
+        try:
+            cycles[layer] = _layer_cycles(cfg, layer, records)
+        except (ValueError, RuntimeError) as exc:
+            point.cycles, point.cycles_key = None, None
+            point.error = f"cycles: {layer}: {str(exc).splitlines()[0]}"
+            say(f"{head}: {point.error}")
+            return
+        say(f"{head}: cycle model {n + 1}/{len(layers)} {layer}: {cycles[layer]:,} cycles")
+    point.cycles, point.cycles_key = cycles, key
+
+
+def _finish(point: DsePoint) -> None:
+    point.total_cycles = None if point.cycles is None else sum(point.cycles.values())
+    point.latency_ms = None
+    if point.total_cycles is not None and point.fmax_mhz:
+        point.latency_ms = round(point.total_cycles / (point.fmax_mhz * 1e3), 3)
+
+
+def _mark_front(points: list[DsePoint]) -> None:
+    done = [p for p in points if p.latency_ms is not None]
+    for p in points:
+        p.pareto = []
+    for res in ("lut", "dsp"):
+        have = [(p.name, float(p.latency_ms), float(p.resources[res]))  # type: ignore[arg-type]
+                for p in done if res in p.resources]
+        for name in pareto_front(have):
+            next(p for p in points if p.name == name).pareto.append(res)
+
+
+def plot_pareto(points: Sequence[DsePoint], path: str | os.PathLike[str], title: str = "") -> None:
+    """Latency against LUTs and against DSPs, the Pareto front of each marked and joined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [p for p in points if p.latency_ms is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, res, label in ((axes[0], "lut", "LUT4"), (axes[1], "dsp", "DSP blocks (MULT18X18D)")):
+        have = [p for p in done if res in p.resources]
+        front = sorted((p for p in have if res in p.pareto), key=lambda p: p.resources[res])
+        ax.scatter([p.resources[res] for p in have], [p.latency_ms for p in have], color="tab:gray",
+                   label="configurations")
+        ax.plot([p.resources[res] for p in front], [p.latency_ms for p in front], "o-", color="tab:red",
+                label="Pareto front")
+        for p in have:
+            ax.annotate(p.name, (p.resources[res], p.latency_ms), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        ax.set_xlabel(label)
+        ax.set_ylabel("latency (ms) = cycles / Fmax")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_table(points: Sequence[DsePoint]) -> str:
+    """The exploration as a text table, one configuration a row."""
+    rows = [f"{'configuration':<58}{'status':<14}{'Fmax':>7}{'LUT4':>8}{'FF':>7}{'DSP':>5}{'BRAM':>6}"
+            f"{'cycles':>12}{'latency ms':>11}  front"]
+    for p in points:
+        r = p.resources
+        rows.append(f"{p.name:<58}{p.status:<14}"
+                    f"{'' if p.fmax_mhz is None else f'{p.fmax_mhz:.1f}':>7}"
+                    f"{r.get('lut', ''):>8}{r.get('ff', ''):>7}{r.get('dsp', ''):>5}{r.get('bram', ''):>6}"
+                    f"{'' if p.total_cycles is None else f'{p.total_cycles:,}':>12}"
+                    f"{'' if p.latency_ms is None else f'{p.latency_ms:.2f}':>11}  {','.join(p.pareto)}")
+    return "\n".join(rows)

@@ -1,0 +1,194 @@
+"""``openvta dse`` and :mod:`openvta.dse`: configurations, the Pareto front, stages, resuming.
+
+Synthesis and place and route take minutes to hours, so these tests give
+:func:`~openvta.dse.run_dse` a builder that writes the bitstream flow's ``report.json``
+as the real one does (``benchmarks/fpga.py --dse`` runs the real tools); the estimate
+and the cycle model are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openvta import dse
+from openvta.cli import main
+from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError
+from openvta.hw.fpga.boards import FitError
+from openvta.isa import preset
+
+LAYER = "C10"  # the cheapest ResNet-18 layer on the cycle model
+
+
+class FakeBuilder:
+    """Writes ``report.json`` as :func:`build_bitstream` does, with given figures per config."""
+
+    def __init__(self, figures: dict[str, Any]) -> None:
+        self.figures = figures
+        self.calls: list[str] = []
+
+    def __call__(self, board_name: str, cfg: Any, out: Path, *, preset_name: str, target_mhz: float | None,
+                 **_: Any) -> dict[str, Any]:
+        self.calls.append(preset_name)
+        what = self.figures[preset_name]
+        if isinstance(what, Exception):
+            raise what
+        fmax, lut, dsp = what
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        report = {"board": board_name, "config": preset_name, "config_keys": cfg.to_dict(),
+                  "status": "ok" if fmax >= 25 else "too slow for the board clock", "fmax_mhz": fmax,
+                  "resources": {"lut": {"used": lut, "available": 83640}, "ff": {"used": lut // 2, "available": 83640},
+                                "dsp": {"used": dsp, "available": 156}, "bram": {"used": 40, "available": 208}},
+                  "times_s": {"synthesis": 1.0}, "target_mhz": target_mhz or 50.0,
+                  "timing_met": fmax >= (target_mhz or 50.0)}
+        (out / REPORT_NAME).write_text(json.dumps(report))
+        if fmax < 25:
+            raise BitstreamError(f"routes at {fmax} MHz, below its 25 MHz clock")
+        return report
+
+
+def test_parse_config_changes_keys_of_a_preset() -> None:
+    cfg = dse.parse_config("small:LOG_BUS_WIDTH=5,LOG_ACC_BUFF_SIZE=14")
+    assert cfg.to_dict() == {**preset("small").to_dict(), "LOG_BUS_WIDTH": 5, "LOG_ACC_BUFF_SIZE": 14}
+    assert dse.parse_config("tiny") == preset("tiny")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("huge", "configuration 'huge': unknown preset 'huge' (one of default, small, tiny)"),
+    ("tiny:FOO=1", "configuration 'tiny:FOO=1': 'FOO=1' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
+    ("tiny:LOG_BLOCK", "'LOG_BLOCK' is not KEY=VALUE"),
+    ("tiny:LOG_BLOCK=x", "configuration 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),
+    ("tiny:LOG_BLOCK=9", "configuration 'tiny:LOG_BLOCK=9': LOG_BLOCK must be between 1 and 6, not 9"),
+])
+def test_parse_config_errors_name_the_problem(spec: str, message: str) -> None:
+    with pytest.raises(dse.DseError) as info:
+        dse.parse_config(spec)
+    assert message in str(info.value)
+
+
+points = st.lists(st.tuples(st.floats(0.1, 100), st.integers(1, 50)), min_size=1, max_size=12)
+
+
+@given(points)
+@settings(max_examples=200, deadline=None)
+def test_pareto_front_is_exactly_the_undominated_points(raw: list[tuple[float, int]]) -> None:
+    named = [(f"p{i}", lat, float(res)) for i, (lat, res) in enumerate(raw)]
+    front = set(dse.pareto_front(named))
+    for name, lat, res in named:
+        beaten = any(ol <= lat and orr <= res and (ol, orr) != (lat, res) for _, ol, orr in named)
+        assert (name in front) == (not beaten)
+    assert front  # the fastest of the smallest is always there
+
+
+def test_run_dse_estimates_builds_counts_and_marks_the_front(tmp_path: Path) -> None:
+    builder = FakeBuilder({"tiny": (60.0, 9000, 20), "small": (40.0, 20000, 70),
+                           "tiny:LOG_BUS_WIDTH=6": (55.0, 12000, 20)})
+    lines: list[str] = []
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "small", "default", "tiny:LOG_BUS_WIDTH=6"],
+                      layers=[LAYER], builder=builder, progress=lines.append)
+    by = {p.name: p for p in got}
+    assert builder.calls == ["tiny", "small", "tiny:LOG_BUS_WIDTH=6"]  # default never reaches the tools
+    assert by["default"].status == "does not fit"
+    assert "256 multipliers" in by["default"].error
+    for name in ("tiny", "small", "tiny:LOG_BUS_WIDTH=6"):
+        p = by[name]
+        assert p.status == "routed"
+        expected = dse._layer_cycles(preset(name.split(":")[0]) if ":" not in name else dse.parse_config(name),
+                                     f"resnet18.{LAYER}", None)
+        assert p.cycles == {f"resnet18.{LAYER}": expected}
+        assert p.latency_ms == round(expected / (p.fmax_mhz * 1e3), 3)
+    # tiny has the fewest LUTs; small is the fastest (8x8 core); the bus-64 variant uses more
+    # LUTs than tiny, so it is on the front only if it is faster than tiny.
+    assert "lut" in by["tiny"].pareto and "lut" in by["small"].pareto
+    faster = by["tiny:LOG_BUS_WIDTH=6"].latency_ms < by["tiny"].latency_ms
+    assert ("lut" in by["tiny:LOG_BUS_WIDTH=6"].pareto) == faster
+    saved = json.loads((tmp_path / dse.DSE_FILE).read_text())
+    assert [p["name"] for p in saved["points"]] == [p.name for p in got]
+    assert saved["points"][1]["fmax_mhz"] == 40.0 and saved["board"] == "ulx3s-85f"
+    assert (tmp_path / dse.PLOT_FILE).stat().st_size > 1000
+    assert any("does not fit (estimate)" in line for line in lines)
+    table = dse.format_table(got)
+    assert "does not fit" in table and "routed" in table
+
+
+def test_run_dse_resumes_without_rebuilding_or_rerunning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER],
+                        builder=FakeBuilder({"tiny": (60.0, 9000, 20)}), progress=lambda _: None)
+
+    def no_cycles(*_: Any) -> int:
+        raise AssertionError("the cycle model ran again")
+
+    monkeypatch.setattr(dse, "_layer_cycles", no_cycles)
+    again = FakeBuilder({})
+    second = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], builder=again,
+                         progress=lambda _: None)
+    assert again.calls == [] and second[0].to_json() == first[0].to_json()
+
+
+def test_run_dse_records_tool_failures_and_slow_designs(tmp_path: Path) -> None:
+    builder = FakeBuilder({"tiny": BitstreamError("place and route: nextpnr-ecp5 exceeded 10 s"),
+                           "tiny:LOG_BUS_WIDTH=6": FitError("does not fit ulx3s-85f after synthesis: 90000 LUT4"),
+                           "small": (20.0, 20000, 70)})
+    got = {p.name: p for p in dse.run_dse("ulx3s-85f", tmp_path, configs=list(builder.figures),
+                                          layers=[LAYER], builder=builder, progress=lambda _: None)}
+    assert got["tiny"].status == "build failed" and "exceeded 10 s" in got["tiny"].error
+    assert got["tiny"].latency_ms is None and got["tiny"].cycles  # cycles are still counted
+    assert got["tiny:LOG_BUS_WIDTH=6"].status == "does not fit"
+    assert got["tiny:LOG_BUS_WIDTH=6"].error.startswith("synthesis: does not fit")
+    assert got["small"].status == "routed" and got["small"].fmax_mhz == 20.0  # below the clock, still a figure
+
+
+def test_run_dse_without_build_estimates_and_counts(tmp_path: Path) -> None:
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], build=False,
+                      progress=lambda _: None)
+    assert got[0].status == "not built" and got[0].total_cycles and got[0].latency_ms is None
+    assert not (tmp_path / dse.PLOT_FILE).exists()
+
+
+def test_dse_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dse", "--board", "ulx3s-85f", "--configs", "tiny", "default", "--layers", LAYER,
+                 "--no-build", "-o", str(tmp_path / "d"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "does not fit" in out and "not built" in out and "dse.json" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--configs", "tiny", "tiny"], "a configuration is given twice"),
+    (["--layers", "C1"], "resnet18.C1 not in workload resnet18"),
+    (["--configs", "tiny:LOG_BLOCK=x"], "LOG_BLOCK must be an integer"),
+    (["--records", "missing.jsonl"], "records file missing.jsonl does not exist"),
+    (["--timeout", "0"], "--timeout must be a positive number of seconds, not 0"),
+])
+def test_dse_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                     message: str) -> None:
+    assert main(["dse", "--board", "ulx3s-85f", "-o", str(tmp_path / "d"), "--no-build", *args]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_dse_refuses_a_damaged_dse_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / dse.DSE_FILE).write_text("{not json")
+    assert main(["dse", "--board", "ulx3s-85f", "-o", str(tmp_path), "--no-build"]) == 1
+    assert f"cannot resume from {tmp_path / dse.DSE_FILE}: not a dse.json" in capsys.readouterr().err
+
+
+def test_a_routed_build_folder_is_reused_when_dse_json_is_lost(tmp_path: Path) -> None:
+    dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER],
+                builder=FakeBuilder({"tiny": (60.0, 9000, 20)}), progress=lambda _: None)
+    (tmp_path / dse.DSE_FILE).unlink()
+    again = FakeBuilder({"tiny": (61.0, 9000, 20)})
+    lines: list[str] = []
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], builder=again,
+                      progress=lines.append)
+    assert again.calls == [] and got[0].fmax_mhz == 60.0
+    assert any("holds this configuration's routed build, not rebuilt" in line for line in lines)
+    (tmp_path / dse.DSE_FILE).unlink()  # another Fmax target is another build
+    dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], builder=again,
+                target_mhz=40.0, progress=lambda _: None)
+    assert again.calls == ["tiny"]
