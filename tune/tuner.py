@@ -202,7 +202,8 @@ def tune(space: Space, trials: int = 200, *, tuner: str = "xgb", executor: str |
             if not batch:
                 break
             records = run.measure(batch)
-            search.update(batch, [run.cost(r) for r in records])
+            search.update(batch, [run.cost(r) for r in records],
+                          {i for i, r in zip(batch, records) if r.error and r.error["kind"] == "timeout"})
             if progress is not None:
                 best = min((r.cycles for r in run.result.records if r.cycles is not None), default=None)
                 what = f"trials, best {best:,} cycles" if best is not None else "trials"

@@ -38,3 +38,18 @@ def test_every_configuration_has_the_same_features_and_a_positive_roofline() -> 
     assert len({v.shape for v in vectors}) == 1 and all(np.isfinite(v).all() for v in vectors)
     bound = roofline_cycles("conv2d", space.cfg, space.params, space.get(space.valid_indices()[0]))
     assert bound >= 1 and target(2 * bound, bound) == pytest.approx(np.log(2))
+
+
+@pytest.mark.parametrize(("name", "params"), SHAPES[:4] + SHAPES[5:6])
+def test_the_roofline_counts_the_epilogue_and_bounds_the_cycles(name: str, params: dict[str, int]) -> None:
+    """The compute module runs GEMM and ALU one after the other: the bound adds the epilogue's
+    ALU cycles (a lower bound of the run's) to the MACs at the peak rate."""
+    space = tune.space(name, config="tiny", **params)
+    cfg = space.cfg
+    for index in space.valid_indices()[::53][:3]:
+        op = space.operator_for(index)
+        report = openvta.simulate(op.build(), backend="cycle").report
+        named = _named(name, cfg, space.params, space.get(index))
+        assert 0 < named["alu_cycles"] <= report.counters["alu_busy_cycles"]
+        compute = named["macs"] / (cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT) + named["alu_cycles"]
+        assert named["roofline"] == max(compute, named["bytes"] / cfg.bus_bytes, 1.0) <= report.cycles

@@ -10,7 +10,7 @@ import pytest
 from openvta import tune
 from openvta.tune import model as cost_models
 from openvta.tune.records import read_records
-from openvta.tune.search import TUNERS, make_tuner
+from openvta.tune.search import TUNERS, ModelTuner, make_tuner
 
 SPACE = tune.space("dense", config="tiny", batch=4, in_features=64, out_features=64)
 
@@ -137,3 +137,45 @@ def test_a_conv2d_space_is_searched_by_the_model_and_by_annealing(tuner: str) ->
     result = tune.tune(space, trials=20, tuner=tuner, batch_size=8, seed=0, model="numpy")
     assert result.jobs == 20 and len({r.index for r in result.records}) == 20
     assert result.best().cycles <= result.default.cycles  # type: ignore[union-attr, operator]
+
+
+def test_the_first_xgb_batch_is_spread_over_every_knobs_values() -> None:
+    """Before the model has data the batch covers each knob's values (not one region of a
+    uniform draw), so that the model sees what every knob does."""
+    space = tune.space("conv2d", config="tiny", hw=8, ci=16, co=16, kernel=3, pad=1)
+    tuner = make_tuner("xgb", space, seed=0, trials=20, model="numpy")
+    batch = tuner.next_batch(8)
+    assert len(set(batch)) == 8 and all(not space.check(i) for i in batch)
+    for knob in space.knobs:
+        held = {space.get(i)[knob.name] for i in batch}
+        valid = {space.get(i)[knob.name] for i in space.valid_indices()}
+        assert len(held) >= min(len(valid), 3), (knob.name, held, valid)
+
+
+def test_the_diverse_pick_trades_rank_for_new_knob_values() -> None:
+    space = tune.space("conv2d", config="tiny", hw=8, ci=16, co=16, kernel=3, pad=1)
+    tuner = make_tuner("xgb", space, seed=0, trials=20, model="numpy")
+    assert isinstance(tuner, ModelTuner)
+    first = space.valid_indices()[0]
+
+    def apart(i: int) -> int:  # knobs in which i differs from the first
+        return sum(a != b for a, b in zip(tuner._digits(i), tuner._digits(first)))
+
+    twins = [i for i in space.valid_indices() if apart(i) == 1]
+    other = max(space.valid_indices(), key=apart)
+    ranked = [first, *twins[:3], other]
+    assert tuner._diverse(ranked, 1) == [first]
+    assert tuner._diverse(ranked, 2) == [first, other]  # the last ranked, but every knob new
+    assert tuner._diverse(ranked, 5) == [first, other, *twins[:3]]
+
+
+def test_a_timeout_is_learnt_as_no_faster_than_the_slowest_measured() -> None:
+    """A timeout's cycles are the budget, a lower bound: below a small tile's roofline bound
+    it would read as faster than the bound, so the model learns it as the worst measured."""
+    tuner = make_tuner("xgb", SPACE, seed=0, trials=8, model="numpy")
+    assert isinstance(tuner, ModelTuner)
+    ids = SPACE.valid_indices()[:3]
+    bounds = [tuner._roofline.get(i) or (tuner._feature(i), tuner._roofline[i])[1] for i in ids]
+    tuner.update(ids, [2.0 * bounds[0], 1.5 * bounds[1], 0.5 * bounds[2]], timeouts={ids[2]})
+    assert tuner._targets() == pytest.approx([np.log(2.0), np.log(1.5), np.log(2.0)])
+    assert tuner.y[2] == pytest.approx(np.log(0.5))  # the record itself is kept as measured
