@@ -8,6 +8,12 @@ link-test image (UART bridge and memory, no accelerator) is built for each board
     .venv/bin/python benchmarks/fpga.py [--boards icebreaker,ulx3s-85f]
         [--presets tiny,small,default] [--out build/bench] [--json figures.json]
 
+``--dse DIR`` prints instead the design-space exploration in ``DIR`` (``openvta dse``, which
+runs and resumes it; docs/DSE.md): its table, its Pareto fronts, and how many
+configurations were synthesized and routed against issue [5/5]'s six.
+
+    .venv/bin/python benchmarks/fpga.py --dse dse/
+
 An ECP5-85F build of ``small`` places in about 7 minutes and 1.5 GB, but its routing
 did not converge in 45 minutes this session (docs/FPGA_NOTES.md); run it in the
 background, or pass ``--boards icebreaker`` for the quick half.
@@ -41,13 +47,33 @@ def _row(board: str, name: str, report: dict[str, Any] | None, error: str, secon
             f"(target {report['target_mhz']:g} {met}) | {seconds:.0f} s |")
 
 
+def dse_figures(folder: Path) -> None:
+    from openvta.dse import DSE_FILE, DsePoint, format_table
+
+    data = json.loads((folder / DSE_FILE).read_text())
+    points = [DsePoint.from_json(p) for p in data["points"]]
+    print(f"design-space exploration: {data['workload']} on {data['board']} ({folder / DSE_FILE})\n")
+    print(format_table(points))
+    routed = [p for p in points if p.status == "routed"]
+    for res in ("lut", "dsp"):
+        front = [p.name for p in points if res in p.pareto]
+        print(f"Pareto front, latency against {res}: {', '.join(front) or '-'}")
+    ok = "✔" if len(routed) >= 6 else "✘"
+    print(f"synthesized and routed: {len(routed)} configurations (target >= 6 {ok}); "
+          f"best latency {min((p.latency_ms for p in routed if p.latency_ms), default=float('nan')):.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boards", default="icebreaker,ulx3s-85f")
     parser.add_argument("--presets", default="tiny,small,default")
     parser.add_argument("--out", default="build/bench", help="build directories go here")
     parser.add_argument("--json", help="also write every report here")
+    parser.add_argument("--dse", help="print the exploration in this folder (openvta dse -o DIR)")
     args = parser.parse_args()
+    if args.dse:
+        dse_figures(Path(args.dse))
+        return
     rows, reports = [], {}
     for board in args.boards.split(","):
         if board not in BOARDS:

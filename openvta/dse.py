@@ -290,9 +290,8 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         if point.status != "does not fit":
             _cycles(point, cfg, chosen, records, cycles_key, say, head)
         _finish(point)
+        _mark_front(points)
         _save(path, target.name, workload, points)
-    _mark_front(points)
-    _save(path, target.name, workload, points)
     if any(p.latency_ms is not None for p in points):
         try:
             plot_pareto(points, out / PLOT_FILE, title=f"{workload} on {target.name}")
@@ -425,11 +424,12 @@ def plot_pareto(points: Sequence[DsePoint], path: str | os.PathLike[str], title:
 
 def format_table(points: Sequence[DsePoint]) -> str:
     """The exploration as a text table, one configuration a row."""
-    rows = [f"{'configuration':<58}{'status':<14}{'Fmax':>7}{'LUT4':>8}{'FF':>7}{'DSP':>5}{'BRAM':>6}"
+    w = max([len("configuration"), *(len(p.name) for p in points)]) + 2
+    rows = [f"{'configuration':<{w}}{'status':<14}{'Fmax':>7}{'LUT4':>8}{'FF':>7}{'DSP':>5}{'BRAM':>6}"
             f"{'cycles':>12}{'latency ms':>11}  front"]
     for p in points:
         r = p.resources
-        rows.append(f"{p.name:<58}{p.status:<14}"
+        rows.append(f"{p.name:<{w}}{p.status:<14}"
                     f"{'' if p.fmax_mhz is None else f'{p.fmax_mhz:.1f}':>7}"
                     f"{r.get('lut', ''):>8}{r.get('ff', ''):>7}{r.get('dsp', ''):>5}{r.get('bram', ''):>6}"
                     f"{'' if p.total_cycles is None else f'{p.total_cycles:,}':>12}"
