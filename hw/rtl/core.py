@@ -32,14 +32,15 @@ from openvta.isa import (
     TokenQueue,
     timing_for,
 )
-from openvta.isa.config import UOP_WIDTH
 from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
 
+from .buffers import buffer_geometry
 from .compute import ComputeUnit
 from .fetch import INSN_BITS, Fetch, TokenCounter
 from .fields import Decoded
 from .loadstore import LoadUnit, StoreUnit
 from .memory import AxiArbiter, axi_master_signature
+from .stage import Stage, token_queues
 
 __all__ = ["Core"]
 
@@ -67,15 +68,13 @@ class Core(wiring.Component):
         members.update(axi_master_signature(self.bus_bits))
         super().__init__(members)
 
-    def _memories(self, m: Module) -> dict[str, object]:
-        cfg = self.cfg
-        specs = {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
-                 "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
-                 "uop": (UOP_WIDTH, cfg.uop_depth)}
-        mems = {name: Memory(shape=unsigned(width), depth=depth, init=[]) for name, (width, depth) in specs.items()}
+    def _memories(self, m: Module) -> dict[str, Any]:
+        """The buffers, and their ports by the names of the modules' members."""
+        mems = {name: Memory(shape=unsigned(width), depth=depth, init=[])
+                for name, (width, depth) in buffer_geometry(self.cfg).items()}
         for name, mem in mems.items():
             m.submodules[f"{name}_buffer"] = mem
-        ports: dict[str, object] = {}
+        ports: dict[str, Any] = {}
         for name in ("inp", "wgt", "out", "uop"):
             ports[f"{name}_w"] = mems[name].write_port()
             ports[f"{name}_r"] = mems[name].read_port()
@@ -95,16 +94,20 @@ class Core(wiring.Component):
         for q, counter in tokens.items():
             m.submodules[f"tokens_{q.name.lower()}"] = counter
         m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst)
-        remaining = fetch.busy
-        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, fifos[0], tokens,
-                                            ports["inp_w"], ports["wgt_w"], remaining)
-        m.submodules.compute = compute = ComputeUnit(cfg, self.bus_bits, burst, fifos[1], tokens,
-                                                     ports, remaining)
-        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, fifos[2], tokens,
-                                               ports["out_r"], remaining)
-        masters = [fetch.mem, load.dmas[MemoryType.INP].mem, load.dmas[MemoryType.WGT].mem,
-                   *(compute.dmas[t].mem for t in (MemoryType.UOP, MemoryType.ACC, MemoryType.ACC_8BIT)),
-                   store.dma.mem]
+        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst)
+        m.submodules.compute = compute = ComputeUnit(cfg, self.bus_bits, burst)
+        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst)
+        for unit, fifo in zip((load, compute, store), fifos):
+            wiring.connect(m, fifo.r_stream, unit.cmd)
+            m.d.comb += unit.remaining.eq(fetch.busy)
+            _connect_tokens(m, unit, tokens)
+        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r",)),
+                            (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r",
+                                       "out_w"))):
+            for name in names:
+                wiring.connect(m, getattr(unit, name), ports[name])
+        masters = [fetch.mem, load.inp_mem, load.wgt_mem, compute.uop_mem, compute.acc_mem,
+                   compute.acc_8bit_mem, store.out_mem]
         m.submodules.arbiter = arbiter = AxiArbiter(len(masters), self.bus_bits)
         for i, port in enumerate(masters):
             wiring.connect(m, port, arbiter.masters[i])
@@ -138,7 +141,7 @@ class Core(wiring.Component):
             return d.mem("y_size") * d.mem("x_size") * elem_bytes
 
         def started_mem(unit: Any, d: Decoded, mtype: MemoryType | None) -> Any:
-            cond = unit.status.started & (d.mem("x_size") != 0)  # type: ignore[attr-defined]
+            cond = unit.status.started & (d.mem("x_size") != 0)
             return cond if mtype is None else cond & (d.mem("memory_type") == mtype)
 
         inc[Counter.FETCH_INSNS].append(fetch.fetched)
@@ -195,3 +198,14 @@ class Core(wiring.Component):
                 m.d.sync += value.eq(0)
             with m.Elif(running):
                 m.d.sync += value.eq(value + total)
+
+
+def _connect_tokens(m: Module, unit: Stage, tokens: dict[TokenQueue, TokenCounter]) -> None:
+    """A module's token queue ends to the queues (each queue has one pusher, one popper)."""
+    pops, pushes = token_queues(unit.unit)
+    for q in pops:
+        end = getattr(unit, q.name.lower())
+        m.d.comb += [tokens[q].pop.eq(end.pop), end.empty.eq(tokens[q].empty)]
+    for q in pushes:
+        end = getattr(unit, q.name.lower())
+        m.d.comb += [tokens[q].push.eq(end.push), end.full.eq(tokens[q].full)]

@@ -140,16 +140,16 @@ class DmaReader(_Dma):
                     m.next = "REQ"
             with m.State("REQ"):
                 beats = next_burst(burst_addr, beats_left, self.max_burst, self.b_bytes)
-                m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(burst_addr),
-                             self.mem.rreq_beats.eq(beats), self.waiting.eq(1)]
-                with m.If(self.mem.rreq_ready):
+                m.d.comb += [self.mem.rreq.valid.eq(1), self.mem.rreq.payload.addr.eq(burst_addr),
+                             self.mem.rreq.payload.beats.eq(beats), self.waiting.eq(1)]
+                with m.If(self.mem.rreq.ready):
                     m.d.sync += [beats_left.eq(beats_left - beats),
                                  burst_addr.eq(burst_addr + beats * self.b_bytes)]
                     m.next = "DATA"
             with m.State("DATA"):
                 self._receive(m, data_left, sram, slot, part, shift)
-                m.d.comb += self.waiting.eq(~self.mem.rdata_valid)
-                with m.If(self.mem.rdata_valid & self.mem.rdata_ready & self.mem.rdata_last):
+                m.d.comb += self.waiting.eq(~self.mem.rdata.valid)
+                with m.If(self.mem.rdata.valid & self.mem.rdata.ready & self.mem.rdata.payload.last):
                     with m.If(beats_left == 0):
                         m.d.sync += [zeros.eq(f["x_pad_1"]), after.eq(1),
                                      row_elem.eq(row_elem + f["x_stride"])]
@@ -160,22 +160,22 @@ class DmaReader(_Dma):
 
     def _receive(self, m: Module, data_left: Signal, sram: Signal, slot: Signal, part: Signal,
                  shift: Signal) -> None:
-        beat = self.mem.rdata
+        beat = self.mem.rdata.payload.data
         if self.elems_per_beat > 1:
             # several elements per beat: write them one per cycle, then take the next beat
             last_slot = (slot == self.elems_per_beat - 1) | (data_left == 1)
-            with m.If(self.mem.rdata_valid):
+            with m.If(self.mem.rdata.valid):
                 with m.If(data_left != 0):
                     m.d.comb += [self.wr_en.eq(1),
                                  self.wr_data.eq(beat.word_select(slot, self.elem_bits))]
                     m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1), slot.eq(slot + 1)]
-                m.d.comb += self.mem.rdata_ready.eq(last_slot | (data_left == 0))
-                with m.If(self.mem.rdata_ready):
+                m.d.comb += self.mem.rdata.ready.eq(last_slot | (data_left == 0))
+                with m.If(self.mem.rdata.ready):
                     m.d.sync += slot.eq(0)
         else:
-            m.d.comb += self.mem.rdata_ready.eq(1)
+            m.d.comb += self.mem.rdata.ready.eq(1)
             element = Cat(shift[self.bus_bits:], beat) if self.beats_per_elem > 1 else beat
-            with m.If(self.mem.rdata_valid):
+            with m.If(self.mem.rdata.valid):
                 m.d.sync += shift.eq(element)
                 with m.If(part == self.beats_per_elem - 1):
                     m.d.sync += part.eq(0)
@@ -235,14 +235,14 @@ class DmaWriter(_Dma):
                     m.next = "REQ"
             with m.State("REQ"):
                 beats = next_burst(addr, beats_left, self.max_burst, self.b_bytes)
-                m.d.comb += [self.mem.wreq_valid.eq(1), self.mem.wreq_addr.eq(addr),
-                             self.mem.wreq_beats.eq(beats), self.waiting.eq(1)]
-                with m.If(self.mem.wreq_ready):
+                m.d.comb += [self.mem.wreq.valid.eq(1), self.mem.wreq.payload.addr.eq(addr),
+                             self.mem.wreq.payload.beats.eq(beats), self.waiting.eq(1)]
+                with m.If(self.mem.wreq.ready):
                     m.d.sync += [burst_left.eq(beats), beats_left.eq(beats_left - beats),
                                  addr.eq(addr + beats * self.b_bytes)]
                     m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += self.mem.wdata_last.eq(burst_left == 1)
+                m.d.comb += self.mem.wdata.payload.last.eq(burst_left == 1)
                 sent = self._send(m, idx, left, slot, part)
                 with m.If(sent):
                     m.d.sync += burst_left.eq(burst_left - 1)
@@ -250,7 +250,7 @@ class DmaWriter(_Dma):
                         m.next = "RESP"
             with m.State("RESP"):
                 m.d.comb += self.waiting.eq(1)
-                with m.If(self.mem.wresp_valid):
+                with m.If(self.mem.wresp.valid):
                     with m.If(beats_left == 0):
                         m.d.sync += [row.eq(row + 1), row_elem.eq(row_elem + x_stride)]
                         m.next = "ROW"
@@ -267,9 +267,9 @@ class DmaWriter(_Dma):
         """The DATA state's beats; returns the signal that is high when a beat is accepted."""
         sent = Signal()
         if self.elems_per_beat == 1:
-            m.d.comb += [self.mem.wdata_valid.eq(1), self.mem.wstrb.eq(-1),
-                         self.mem.wdata.eq(self.rd_data.word_select(part, self.bus_bits)),
-                         sent.eq(self.mem.wdata_ready), self.waiting.eq(~self.mem.wdata_ready)]
+            m.d.comb += [self.mem.wdata.valid.eq(1), self.mem.wdata.payload.strb.eq(-1),
+                         self.mem.wdata.payload.data.eq(self.rd_data.word_select(part, self.bus_bits)),
+                         sent.eq(self.mem.wdata.ready), self.waiting.eq(~self.mem.wdata.ready)]
             with m.If(sent):
                 with m.If(part == self.beats_per_elem - 1):
                     self._next_element(m, idx, left)
@@ -284,8 +284,8 @@ class DmaWriter(_Dma):
                      lane_strb.word_select(slot, self.e_bytes).eq((1 << self.e_bytes) - 1)]
         beat, strb = gathered | lane, gathered_strb | lane_strb
         complete = (slot == self.elems_per_beat - 1) | (left == 1)
-        m.d.comb += [self.mem.wdata.eq(beat), self.mem.wstrb.eq(strb),
-                     self.mem.wdata_valid.eq(complete), sent.eq(complete & self.mem.wdata_ready)]
+        m.d.comb += [self.mem.wdata.payload.data.eq(beat), self.mem.wdata.payload.strb.eq(strb),
+                     self.mem.wdata.valid.eq(complete), sent.eq(complete & self.mem.wdata.ready)]
         with m.If(~complete):
             self._next_element(m, idx, left)
             m.d.sync += [gathered.eq(beat), gathered_strb.eq(strb), slot.eq(slot + 1)]

@@ -131,40 +131,40 @@ class Fetch(wiring.Component):
                 with m.If(left == 0):
                     m.next = "IDLE"
                 with m.Elif(~prefetch.r_rdy & (prefetch.level == 0)):  # the last burst is routed
-                    m.d.comb += [self.mem.rreq_valid.eq(1), self.mem.rreq_addr.eq(addr),
-                                 self.mem.rreq_beats.eq(beats), self.waiting_memory.eq(1)]
-                    with m.If(self.mem.rreq_ready):
+                    m.d.comb += [self.mem.rreq.valid.eq(1), self.mem.rreq.payload.addr.eq(addr),
+                                 self.mem.rreq.payload.beats.eq(beats), self.waiting_memory.eq(1)]
+                    with m.If(self.mem.rreq.ready):
                         m.d.sync += [addr.eq(addr + beats * (bus // 8)),
                                      left.eq(Mux(left < avail, 0, left - avail))]
                         if k > 1:
                             m.d.sync += take.eq(Mux(left < avail, left, avail))
                         m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += self.waiting_memory.eq(~self.mem.rdata_valid)
+                m.d.comb += self.waiting_memory.eq(~self.mem.rdata.valid)
                 self._receive(m, prefetch, slot, take)
-                with m.If(self.mem.rdata_valid & self.mem.rdata_ready & self.mem.rdata_last):
+                with m.If(self.mem.rdata.valid & self.mem.rdata.ready & self.mem.rdata.payload.last):
                     m.next = "REQ"
         self._route(m, prefetch, routing)
         return m
 
     def _receive(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any) -> None:
         """The DATA state: beats into the prefetch FIFO, whole instructions only."""
-        bpi, k, rdata = self.beats_per_insn, self.insns_per_beat, self.mem.rdata
+        bpi, k, rdata = self.beats_per_insn, self.insns_per_beat, self.mem.rdata.payload.data
         if k == 1:
             part = Signal(range(bpi + 1))
             shift = Signal(INSN_BITS)
             word = Cat(shift[self.bus_bits:], rdata) if bpi > 1 else rdata
             complete = part == bpi - 1
-            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata_ready.eq(1)]
-            with m.If(self.mem.rdata_valid):
+            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata.ready.eq(1)]
+            with m.If(self.mem.rdata.valid):
                 m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
                 m.d.comb += prefetch.w_en.eq(complete)
             return
         # several instructions per beat: one per cycle, then the next beat
         last = (slot == k - 1) | (take <= 1)
         m.d.comb += [prefetch.w_data.eq(rdata.word_select(slot, INSN_BITS)),
-                     self.mem.rdata_ready.eq(last)]
-        with m.If(self.mem.rdata_valid):
+                     self.mem.rdata.ready.eq(last)]
+        with m.If(self.mem.rdata.valid):
             with m.If(take != 0):
                 m.d.comb += prefetch.w_en.eq(1)
                 m.d.sync += [take.eq(take - 1), slot.eq(slot + 1)]

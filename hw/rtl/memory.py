@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from openvta.isa.timing import AXI_BOUNDARY, AXI_MAX_BURST_BEATS
 
 from .params import check_bus_bits, refusing
 
-__all__ = ["mem_port", "AxiArbiter", "axi_master_signature", "burst_beats", "AXI_BOUNDARY",
+__all__ = ["mem_port", "BURST_LAYOUT", "AxiArbiter", "axi_master_signature", "burst_beats", "AXI_BOUNDARY",
            "ADDR_WIDTH", "BEATS_SHAPE"]
 
 #: Bits of a DRAM byte address (the AXI4 address channels).
@@ -40,20 +40,27 @@ def burst_beats(addr: Any, left: Any, max_burst: int, bus_bytes: int) -> Any:
     return Mux(left > limit, limit, left)
 
 
-def mem_port(bus_bits: int) -> wiring.Signature:
-    """A master's burst port (seen from the master: requests and write data go Out).
+#: A burst request: its first byte address and its length in beats.
+BURST_LAYOUT = data.StructLayout({"addr": ADDR_WIDTH, "beats": BEATS_SHAPE})
 
-    ``wstrb`` marks the bytes of a write beat to store (a STORE of elements narrower
-    than a beat writes part of its first and last beats)."""
+
+def mem_port(bus_bits: int) -> wiring.Signature:
+    """A master's burst port, seen from the master: five streams (valid/ready channels).
+
+    ``rreq`` and ``wreq`` (out) request a burst (:data:`BURST_LAYOUT`); ``rdata`` (in)
+    brings its beats (``data``, ``last``), ``wdata`` (out) takes them (``data``, ``strb``,
+    ``last``: ``strb`` marks the bytes of a write beat to store, since a STORE of elements
+    narrower than a beat writes part of its first and last beats); ``wresp`` (in, no
+    payload, always ready) pulses when the write burst is done.  A transfer happens in a
+    cycle where ``valid`` and ``ready`` are both high, as in AXI4.
+    """
     return wiring.Signature({
-        "rreq_valid": Out(1), "rreq_ready": In(1), "rreq_addr": Out(ADDR_WIDTH),
-        "rreq_beats": Out(BEATS_SHAPE),
-        "rdata_valid": In(1), "rdata_ready": Out(1), "rdata": In(bus_bits), "rdata_last": In(1),
-        "wreq_valid": Out(1), "wreq_ready": In(1), "wreq_addr": Out(ADDR_WIDTH),
-        "wreq_beats": Out(BEATS_SHAPE),
-        "wdata_valid": Out(1), "wdata_ready": In(1), "wdata": Out(bus_bits),
-        "wstrb": Out(bus_bits // 8), "wdata_last": Out(1),
-        "wresp_valid": In(1),
+        "rreq": Out(stream.Signature(BURST_LAYOUT)),
+        "rdata": In(stream.Signature(data.StructLayout({"data": bus_bits, "last": 1}))),
+        "wreq": Out(stream.Signature(BURST_LAYOUT)),
+        "wdata": Out(stream.Signature(data.StructLayout({"data": bus_bits, "strb": bus_bits // 8,
+                                                         "last": 1}))),
+        "wresp": In(stream.Signature(0, always_ready=True)),
     })
 
 
@@ -130,29 +137,29 @@ class AxiArbiter(wiring.Component):
                 m.d.sync += sel.eq(chosen)
                 for i, p in enumerate(ports):
                     with m.If(chosen == i):
-                        m.d.sync += [addr_q.eq(getattr(p, f"{side}req_addr")),
-                                     len_q.eq(getattr(p, f"{side}req_beats") - 1)]
+                        m.d.sync += [addr_q.eq(getattr(p, f"{side}req").payload.addr),
+                                     len_q.eq(getattr(p, f"{side}req").payload.beats - 1)]
                 m.next = "ADDR"
         with m.State("ADDR"):
             m.d.comb += [axi["valid"].eq(1), axi["addr"].eq(addr_q), axi["len"].eq(len_q)]
             for i, p in enumerate(ports):
                 with m.If(sel == i):
-                    m.d.comb += getattr(p, f"{side}req_ready").eq(axi["ready"])
+                    m.d.comb += getattr(p, f"{side}req").ready.eq(axi["ready"])
             with m.If(axi["ready"]):
                 m.next = "DATA"
 
     def _read(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        choice = self._next(m, [p.rreq_valid for p in ports], last)
+        choice = self._next(m, [p.rreq.valid for p in ports], last)
         with m.FSM(name="read"):
             self._grant(m, ports, "r", sel, choice)
             with m.State("DATA"):
                 for i, p in enumerate(ports):
                     with m.If(sel == i):
-                        m.d.comb += [p.rdata_valid.eq(self.m_axi_rvalid), p.rdata.eq(self.m_axi_rdata),
-                                     p.rdata_last.eq(self.m_axi_rlast),
-                                     self.m_axi_rready.eq(p.rdata_ready)]
+                        m.d.comb += [p.rdata.valid.eq(self.m_axi_rvalid), p.rdata.payload.data.eq(self.m_axi_rdata),
+                                     p.rdata.payload.last.eq(self.m_axi_rlast),
+                                     self.m_axi_rready.eq(p.rdata.ready)]
                 with m.If(self.m_axi_rvalid & self.m_axi_rready & self.m_axi_rlast):
                     m.d.sync += last.eq(sel)
                     m.next = "IDLE"
@@ -160,15 +167,16 @@ class AxiArbiter(wiring.Component):
     def _write(self, m: Module, ports: Any) -> None:
         sel = Signal(range(self._count))
         last = Signal(range(self._count), init=self._count - 1)
-        choice = self._next(m, [p.wreq_valid for p in ports], last)
+        choice = self._next(m, [p.wreq.valid for p in ports], last)
         with m.FSM(name="write"):
             self._grant(m, ports, "w", sel, choice)
             with m.State("DATA"):
                 for i, p in enumerate(ports):
                     with m.If(sel == i):
-                        m.d.comb += [self.m_axi_wvalid.eq(p.wdata_valid), self.m_axi_wdata.eq(p.wdata),
-                                     self.m_axi_wstrb.eq(p.wstrb), self.m_axi_wlast.eq(p.wdata_last),
-                                     p.wdata_ready.eq(self.m_axi_wready)]
+                        beat = p.wdata.payload
+                        m.d.comb += [self.m_axi_wvalid.eq(p.wdata.valid), self.m_axi_wdata.eq(beat.data),
+                                     self.m_axi_wstrb.eq(beat.strb), self.m_axi_wlast.eq(beat.last),
+                                     p.wdata.ready.eq(self.m_axi_wready)]
                 with m.If(self.m_axi_wvalid & self.m_axi_wready & self.m_axi_wlast):
                     m.next = "RESP"
             with m.State("RESP"):
@@ -176,6 +184,6 @@ class AxiArbiter(wiring.Component):
                 with m.If(self.m_axi_bvalid):
                     for i, p in enumerate(ports):
                         with m.If(sel == i):
-                            m.d.comb += p.wresp_valid.eq(1)
+                            m.d.comb += p.wresp.valid.eq(1)
                     m.d.sync += last.eq(sel)
                     m.next = "IDLE"

@@ -10,33 +10,39 @@ performance counters.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 from amaranth import Module, Signal, Value
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from openvta.isa import Config, TokenQueue
 from openvta.isa import Module as Unit
 from openvta.isa.instructions import POP_FLAGS, PUSH_FLAGS
 
-from .fetch import INSN_BITS, TokenCounter
+from .fetch import INSN_BITS
 from .fields import Decoded
+from .params import check_bus_bits
 
-__all__ = ["StageStatus", "instruction_cycle"]
+__all__ = ["STATUS", "TOKEN_POP", "TOKEN_PUSH", "Stage", "instruction_cycle", "token_queues"]
 
-@dataclass
-class StageStatus:
-    """Per-cycle status of one module (1-bit signals) and its instruction register."""
-
-    insn: Signal = field(default_factory=lambda: Signal(INSN_BITS))
-    busy: Signal = field(default_factory=Signal)  # executing (EXEC state)
-    issue: Signal = field(default_factory=Signal)  # taking, popping or pushing without waiting
-    wait_token: Signal = field(default_factory=Signal)
-    wait_queue: Signal = field(default_factory=Signal)
-    started: Signal = field(default_factory=Signal)  # pulses when an instruction starts executing
-    retired: Signal = field(default_factory=Signal)  # pulses when it has pushed its tokens
-    pops: Signal = field(default_factory=lambda: Signal(len(POP_FLAGS)))  # one bit per flag
-    pushes: Signal = field(default_factory=lambda: Signal(len(PUSH_FLAGS)))
+#: Per-cycle status of one module (1-bit signals but ``insn``, its instruction register),
+#: for the performance counters.
+STATUS = wiring.Signature({
+    "insn": Out(INSN_BITS),
+    "busy": Out(1),  # executing (EXEC state)
+    "issue": Out(1),  # taking, popping or pushing without waiting
+    "wait_token": Out(1),
+    "wait_queue": Out(1),
+    "started": Out(1),  # pulses when an instruction starts executing
+    "retired": Out(1),  # pulses when it has pushed its tokens
+    "pops": Out(len(POP_FLAGS)),  # one bit per flag
+    "pushes": Out(len(PUSH_FLAGS)),
+})
+#: A module's end of a token queue it pops from: take a token; whether there is none.
+TOKEN_POP = wiring.Signature({"pop": Out(1), "empty": In(1)})
+#: A module's end of a token queue it pushes to: add a token; whether there is no room.
+TOKEN_PUSH = wiring.Signature({"push": Out(1), "full": In(1)})
 
 
 def _queue(unit: Unit, flag: str, popping: bool) -> TokenQueue | None:
@@ -46,15 +52,66 @@ def _queue(unit: Unit, flag: str, popping: bool) -> TokenQueue | None:
         return None  # e.g. a load never has a previous module: the flag names no queue
 
 
+def token_queues(unit: Unit) -> tuple[list[TokenQueue], list[TokenQueue]]:
+    """(the queues ``unit`` pops from, the queues it pushes to)."""
+    pops = [_queue(unit, f, True) for f in POP_FLAGS]
+    pushes = [_queue(unit, f, False) for f in PUSH_FLAGS]
+    return [q for q in pops if q is not None], [q for q in pushes if q is not None]
+
+
+class Stage(wiring.Component):
+    """What load, compute and store share: their configuration and the ports of
+    :func:`instruction_cycle`.
+
+    Members
+    -------
+    cmd : In(stream.Signature(INSN_BITS))
+        the module's command queue.
+    remaining : In(1)
+        high while fetch may still route instructions here (for ``wait_queue``).
+    status : Out(STATUS)
+        what the module does this cycle, and its instruction.
+    waiting_memory : Out(1)
+        executing, but waiting for the memory.
+    <queue> : Out(TOKEN_POP) or Out(TOKEN_PUSH)
+        one per token queue the module pops from or pushes to, named after the
+        :class:`~openvta.isa.TokenQueue` in lower case (e.g. ``load_to_compute``).
+    """
+
+    def __init__(self, unit: Unit, cfg: Config, bus_bits: int, members: dict[str, wiring.Member]) -> None:
+        if not isinstance(cfg, Config):
+            raise TypeError(f"cfg must be a Config, not {cfg!r}")
+        check_bus_bits(bus_bits, f"{unit.name.lower()} bus width")
+        self.unit, self.cfg, self.bus_bits = unit, cfg, bus_bits
+        pops, pushes = token_queues(unit)
+        members.update({"cmd": In(stream.Signature(INSN_BITS)), "remaining": In(1),
+                        "status": Out(STATUS), "waiting_memory": Out(1)})
+        members.update({q.name.lower(): Out(TOKEN_POP) for q in pops})
+        members.update({q.name.lower(): Out(TOKEN_PUSH) for q in pushes})
+        super().__init__(members)
+
+    def tokens(self) -> dict[TokenQueue, Any]:
+        """The token queue ends of this module, by queue."""
+        pops, pushes = token_queues(self.unit)
+        return {q: getattr(self, q.name.lower()) for q in (*pops, *pushes)}
+
+    def instruction_cycle(self, m: Module, execute: Callable[[Module, Decoded, Value], Value]) -> None:
+        """:func:`instruction_cycle` on this module's ports."""
+        instruction_cycle(m, self.cfg, self.unit, self.cmd, self.tokens(), self.status, execute,
+                          self.remaining)
+
+
 def instruction_cycle(
-    m: Module, cfg: Config, unit: Unit, fifo: SyncFIFOBuffered,
-    tokens: dict[TokenQueue, TokenCounter], status: StageStatus,
+    m: Module, cfg: Config, unit: Unit, cmd: Any, tokens: dict[TokenQueue, Any], status: Any,
     execute: Callable[[Module, Decoded, Value], Value], remaining: Value,
 ) -> None:
     """Build the instruction FSM around ``execute(m, insn, first) -> done``.
 
-    ``first`` is high on the first EXEC cycle (start the work then); ``remaining`` is
-    high while fetch may still route instructions here (for the wait_queue status).
+    ``cmd`` is the command queue (a :class:`~amaranth.lib.stream.Signature` stream of
+    instructions), ``tokens`` the ends of the token queues (:data:`TOKEN_POP`,
+    :data:`TOKEN_PUSH`) and ``status`` a :data:`STATUS` interface.  ``first`` is high on
+    the first EXEC cycle (start the work then); ``remaining`` is high while fetch may
+    still route instructions here (for the wait_queue status).
     """
     insn = Decoded(status.insn, cfg)
     pops = [(insn.flag(f), _queue(unit, f, True)) for f in POP_FLAGS]
@@ -64,10 +121,10 @@ def instruction_cycle(
     first = Signal(name=f"{unit.name.lower()}_first")
     with m.FSM(name=f"{unit.name.lower()}_insn"):
         with m.State("IDLE"):
-            m.d.comb += [fifo.r_en.eq(1), status.wait_queue.eq(~fifo.r_rdy & remaining),
-                         status.issue.eq(fifo.r_rdy)]
-            with m.If(fifo.r_rdy):
-                m.d.sync += status.insn.eq(fifo.r_data)
+            m.d.comb += [cmd.ready.eq(1), status.wait_queue.eq(~cmd.valid & remaining),
+                         status.issue.eq(cmd.valid)]
+            with m.If(cmd.valid):
+                m.d.sync += status.insn.eq(cmd.payload)
                 m.next = "POP"
         with m.State("POP"):
             m.d.comb += [status.wait_token.eq(~can_pop), status.issue.eq(can_pop)]

@@ -246,12 +246,12 @@ def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: i
         done_at = None
         held = False  # a beat offered and not taken stays offered (AXI rvalid)
         for cycle in range(20000):
-            ctx.set(mem.rreq_ready, burst is None and (not stall or rng.random() < 0.6))
+            ctx.set(mem.rreq.ready, burst is None and (not stall or rng.random() < 0.6))
             valid = burst is not None and (held or not stall or rng.random() < 0.7)
-            ctx.set(mem.rdata_valid, valid)
+            ctx.set(mem.rdata.valid, valid)
             if valid:
-                ctx.set(mem.rdata, int.from_bytes(dram[burst[0] : burst[0] + bus_bytes], "little"))
-                ctx.set(mem.rdata_last, burst[1] == 1)
+                ctx.set(mem.rdata.payload.data, int.from_bytes(dram[burst[0] : burst[0] + bus_bytes], "little"))
+                ctx.set(mem.rdata.payload.last, burst[1] == 1)
             if ctx.get(dut.wr_en):
                 assert done_at is None, "a buffer write after done"
                 addr, data = ctx.get(dut.wr_addr), ctx.get(dut.wr_data)
@@ -262,9 +262,9 @@ def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: i
                 done_at = cycle
             if done_at is not None and cycle >= done_at + 3:
                 break
-            request = ctx.get(mem.rreq_valid) and ctx.get(mem.rreq_ready)
-            r_addr, r_beats = ctx.get(mem.rreq_addr), ctx.get(mem.rreq_beats)
-            taken = valid and ctx.get(mem.rdata_ready)
+            request = ctx.get(mem.rreq.valid) and ctx.get(mem.rreq.ready)
+            r_addr, r_beats = ctx.get(mem.rreq.payload.addr), ctx.get(mem.rreq.payload.beats)
+            taken = valid and ctx.get(mem.rdata.ready)
             held = valid and not taken
             await ctx.tick()
             if taken:
@@ -367,19 +367,20 @@ def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int
         rd_data, done = 0, False
         for _ in range(20000):
             ctx.set(dut.rd_data, rd_data)
-            ctx.set(mem.wreq_ready, write is None and (not stall or rng.random() < 0.6))
+            ctx.set(mem.wreq.ready, write is None and (not stall or rng.random() < 0.6))
             ready = isinstance(write, list) and (not stall or rng.random() < 0.6)
-            ctx.set(mem.wdata_ready, ready)
+            ctx.set(mem.wdata.ready, ready)
             resp = write == "resp" and (not stall or rng.random() < 0.5)
-            ctx.set(mem.wresp_valid, resp)
+            ctx.set(mem.wresp.valid, resp)
             if ctx.get(dut.done):
                 done = True
                 break
             rd_en, rd_addr = ctx.get(dut.rd_en), ctx.get(dut.rd_addr)
-            request = ctx.get(mem.wreq_valid) and ctx.get(mem.wreq_ready)
-            w_addr, w_beats = ctx.get(mem.wreq_addr), ctx.get(mem.wreq_beats)
-            beat = ready and ctx.get(mem.wdata_valid)
-            w_data, w_last, w_strb = ctx.get(mem.wdata), ctx.get(mem.wdata_last), ctx.get(mem.wstrb)
+            request = ctx.get(mem.wreq.valid) and ctx.get(mem.wreq.ready)
+            w_addr, w_beats = ctx.get(mem.wreq.payload.addr), ctx.get(mem.wreq.payload.beats)
+            beat = ready and ctx.get(mem.wdata.valid)
+            w_beat = mem.wdata.payload
+            w_data, w_last, w_strb = ctx.get(w_beat.data), ctx.get(w_beat.last), ctx.get(w_beat.strb)
             await ctx.tick()
             if rd_en:  # the read port: data one cycle after the address
                 rd_data = int.from_bytes(buffer[rd_addr % depth].tobytes(), "little")
@@ -444,11 +445,11 @@ def _run_arbiter_reads(count: int, requests: dict[int, int], bus_bits: int = 32)
             for i in range(count):
                 port = dut.masters[i]
                 req = i in todo and state[i] == "req"
-                ctx.set(port.rreq_valid, req)
+                ctx.set(port.rreq.valid, req)
                 if req:
-                    ctx.set(port.rreq_addr, todo[i][0][0])
-                    ctx.set(port.rreq_beats, todo[i][0][1])
-                ctx.set(port.rdata_ready, i in todo and state[i] == "data")
+                    ctx.set(port.rreq.payload.addr, todo[i][0][0])
+                    ctx.set(port.rreq.payload.beats, todo[i][0][1])
+                ctx.set(port.rdata.ready, i in todo and state[i] == "data")
             ctx.set(dut.m_axi_arready, burst is None)
             ctx.set(dut.m_axi_rvalid, burst is not None)
             if burst is not None:
@@ -457,9 +458,9 @@ def _run_arbiter_reads(count: int, requests: dict[int, int], bus_bits: int = 32)
             ar = ctx.get(dut.m_axi_arvalid) and burst is None
             araddr, arlen = ctx.get(dut.m_axi_araddr), ctx.get(dut.m_axi_arlen)
             rready = ctx.get(dut.m_axi_rready)
-            accepted = [i for i in range(count) if ctx.get(dut.masters[i].rreq_ready)]
-            beats = {i: (ctx.get(dut.masters[i].rdata), ctx.get(dut.masters[i].rdata_last))
-                     for i in range(count) if ctx.get(dut.masters[i].rdata_valid)}
+            accepted = [i for i in range(count) if ctx.get(dut.masters[i].rreq.ready)]
+            beats = {i: (ctx.get(dut.masters[i].rdata.payload.data), ctx.get(dut.masters[i].rdata.payload.last))
+                     for i in range(count) if ctx.get(dut.masters[i].rdata.valid)}
             await ctx.tick()
             if ar:
                 owner = next(i for i, t in todo.items() if state[i] == "req" and t[0][0] == araddr)
@@ -534,15 +535,15 @@ def _run_arbiter_writes(count: int, requests: dict[int, int], bus_bits: int = 64
                 break
             for i in range(count):
                 port, s = dut.masters[i], state.get(i, ["idle", 0])
-                ctx.set(port.wreq_valid, s[0] == "req")
-                ctx.set(port.wdata_valid, s[0] == "data")
+                ctx.set(port.wreq.valid, s[0] == "req")
+                ctx.set(port.wdata.valid, s[0] == "data")
                 if s[0] in ("req", "data"):
                     addr, beats = todo[i][0]
-                    ctx.set(port.wreq_addr, addr)
-                    ctx.set(port.wreq_beats, beats)
-                    ctx.set(port.wdata, _beat_value(addr + s[1] * bus_bytes, bus_bits))
-                    ctx.set(port.wstrb, _beat_value(addr + s[1] * bus_bytes, bus_bytes))
-                    ctx.set(port.wdata_last, s[1] == beats - 1)
+                    ctx.set(port.wreq.payload.addr, addr)
+                    ctx.set(port.wreq.payload.beats, beats)
+                    ctx.set(port.wdata.payload.data, _beat_value(addr + s[1] * bus_bytes, bus_bits))
+                    ctx.set(port.wdata.payload.strb, _beat_value(addr + s[1] * bus_bytes, bus_bytes))
+                    ctx.set(port.wdata.payload.last, s[1] == beats - 1)
             ctx.set(dut.m_axi_awready, slave is None)
             ctx.set(dut.m_axi_wready, isinstance(slave, list))
             ctx.set(dut.m_axi_bvalid, slave == "resp")
@@ -552,9 +553,9 @@ def _run_arbiter_writes(count: int, requests: dict[int, int], bus_bits: int = 64
             wdata, wlast = ctx.get(dut.m_axi_wdata), ctx.get(dut.m_axi_wlast)
             wstrb = ctx.get(dut.m_axi_wstrb)
             b = slave == "resp" and ctx.get(dut.m_axi_bready)
-            accepted = [i for i in range(count) if ctx.get(dut.masters[i].wreq_ready)]
-            taken = [i for i in range(count) if ctx.get(dut.masters[i].wdata_ready)]
-            resp = [i for i in range(count) if ctx.get(dut.masters[i].wresp_valid)]
+            accepted = [i for i in range(count) if ctx.get(dut.masters[i].wreq.ready)]
+            taken = [i for i in range(count) if ctx.get(dut.masters[i].wdata.ready)]
+            resp = [i for i in range(count) if ctx.get(dut.masters[i].wresp.valid)]
             await ctx.tick()
             if aw:
                 owner = next(i for i in todo if state[i][0] == "req" and todo[i][0][0] == awaddr)

@@ -1,0 +1,43 @@
+"""The on-chip buffers (docs/ISA.md §1): their geometry, and the signatures of their ports
+as the modules that drive them see them.
+
+One element per word: inp, wgt, acc, out and uop.  :class:`~.core.Core` builds each as
+an :class:`amaranth.lib.memory.Memory` and connects its ports to the modules' members
+typed here (:func:`write_port`, :func:`read_port`), so both sides agree on every width.
+"""
+
+from __future__ import annotations
+
+from amaranth import unsigned
+from amaranth.utils import ceil_log2
+from amaranth.lib import wiring
+from amaranth.lib.memory import ReadPort, WritePort
+from amaranth.lib.wiring import In
+
+from openvta.isa import Config
+from openvta.isa.config import UOP_WIDTH
+
+__all__ = ["BUFFERS", "buffer_geometry", "read_port", "write_port"]
+
+#: The buffers, by name.
+BUFFERS = ("inp", "wgt", "acc", "out", "uop")
+
+
+def buffer_geometry(cfg: Config) -> dict[str, tuple[int, int]]:
+    """(element width in bits, depth in elements) of each buffer of ``cfg``."""
+    return {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
+            "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
+            "uop": (UOP_WIDTH, cfg.uop_depth)}
+
+
+def write_port(cfg: Config, buffer: str) -> wiring.Member:
+    """A member driving a write port of ``buffer`` (``en``, ``addr``, ``data`` out)."""
+    width, depth = buffer_geometry(cfg)[buffer]
+    return In(WritePort.Signature(addr_width=ceil_log2(depth), shape=unsigned(width)))
+
+
+def read_port(cfg: Config, buffer: str) -> wiring.Member:
+    """A member driving a read port of ``buffer`` (``en``, ``addr`` out; ``data`` in, a cycle
+    after its address)."""
+    width, depth = buffer_geometry(cfg)[buffer]
+    return In(ReadPort.Signature(addr_width=ceil_log2(depth), shape=unsigned(width)))
