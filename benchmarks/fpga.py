@@ -26,25 +26,24 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from openvta.hw.fpga.bitstream import build_bitstream
+from openvta.hw.fpga.bitstream import BitstreamReport, build_bitstream
 from openvta.hw.fpga.boards import BOARDS, FitError
 from openvta.isa import preset
 
 
-def _row(board: str, name: str, report: dict[str, Any] | None, error: str, seconds: float) -> str:
+def _row(board: str, name: str, report: BitstreamReport | None, error: str, seconds: float) -> str:
     if report is None:
         return f"| {board} | {name} | does not fit: {error} | | | | | | {seconds:.0f} s |"
-    res = report["resources"]
+    res = report.resources or {}
 
     def cell(key: str) -> str:
         return f"{res[key]['used']}/{res[key]['available']}" if key in res else "—"
 
-    met = "✔" if report["timing_met"] else "✘"
-    return (f"| {board} | {name} | {report['status']} | {cell('lut')} | {cell('ff')} | "
-            f"{cell('dsp')} | {cell('bram')} | {report['fmax_mhz']:.1f} MHz "
-            f"(target {report['target_mhz']:g} {met}) | {seconds:.0f} s |")
+    met = "✔" if report.timing_met else "✘"
+    return (f"| {board} | {name} | {report.status} | {cell('lut')} | {cell('ff')} | "
+            f"{cell('dsp')} | {cell('bram')} | {report.fmax_mhz:.1f} MHz "
+            f"(target {report.target_mhz:g} {met}) | {seconds:.0f} s |")
 
 
 def dse_figures(folder: Path) -> None:
@@ -82,7 +81,8 @@ def main() -> None:
             link = name == "link-test"
             print(f"== {name} on {board}", flush=True)
             start = time.perf_counter()
-            report, error = None, ""
+            report: BitstreamReport | None = None
+            error = ""
             try:
                 report = build_bitstream(board, preset("tiny" if link else name),
                                          Path(args.out) / f"{board}-{name}", preset_name=name,
@@ -92,7 +92,8 @@ def main() -> None:
                 print(f"   {error}", flush=True)
             seconds = time.perf_counter() - start
             rows.append(_row(board, name, report, error, seconds))
-            reports[f"{board}/{name}"] = report or {"status": "does not fit", "reason": error}
+            reports[f"{board}/{name}"] = (report.to_dict() if report is not None
+                                          else {"status": "does not fit", "reason": error})
     print("\n| board | design | status | LUT | FF | DSP | block RAM | Fmax | build time |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:

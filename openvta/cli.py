@@ -342,8 +342,8 @@ def _bitstream(args: argparse.Namespace) -> int:
         report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
                                  mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
                                  timeout_s=args.timeout, link_test=args.link_test, progress=say)
-    res = report["resources"]
-    print(json.dumps({"fmax_mhz": report["fmax_mhz"], "timing_met": report["timing_met"],
+    res = report.resources or {}
+    print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))
     return 0
 

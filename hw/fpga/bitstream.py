@@ -14,7 +14,7 @@ Steps, each announced with its elapsed time (and a heartbeat while a tool runs):
 4. place and route (``yowasp-nextpnr-*``, asked for the board's target Fmax and
    allowed to miss it), then the bitstream (``yowasp-icepack`` / ``yowasp-ecppack``).
 
-``report.json`` in the output directory holds the resources (LUTs, flip-flops, DSPs,
+``report.json`` in the output directory (:meth:`BitstreamReport.to_dict`) holds the resources (LUTs, flip-flops, DSPs,
 block RAMs, used and available), nextpnr's achieved Fmax against the target and the
 board clock, tool times, and the paths of the logs and the bitstream.  The SoC runs
 from the board's oscillator (12 MHz on the ICEBreaker, 25 MHz on the ULX3S); the
@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,11 @@ from amaranth.lib import io
 from openvta.isa import Config
 
 from ..rtl.axi_ram import check_mem_bytes
-from .boards import Board, FitError, board, check_fit, check_synthesis
 from ..rtl.uart import check_divisor
+from .boards import Board, FitError, board, check_fit, check_synthesis
 
-__all__ = ["build_bitstream", "BitstreamError", "FitError", "SocOnBoard", "DEFAULT_BAUD",
-           "TOP_NAME", "REPORT_NAME"]
+__all__ = ["build_bitstream", "BitstreamReport", "BitstreamError", "FitError", "SocOnBoard",
+           "DEFAULT_BAUD", "TOP_NAME", "REPORT_NAME"]
 
 DEFAULT_BAUD = 115200
 TOP_NAME = "openvta_soc"
@@ -88,11 +89,58 @@ class SocOnBoard(Elaboratable):
         return m
 
 
+Resources = dict[str, dict[str, int]]  # resource -> {"used": n, "available": n}
+
+
+@dataclass
+class BitstreamReport:
+    """What a build was asked for, and what each step measured; ``report.json`` holds
+    :meth:`to_dict`.  The fields after ``status`` are None until their step has run
+    (and are then left out of ``report.json``).
+
+    Examples
+    --------
+    >>> report = BitstreamReport("icebreaker", "iCE40UP5K-SG48", "link-test", None, 65536,
+    ...                          115200, 12.0, 24.0)
+    >>> report.to_dict()["status"], "fmax_mhz" in report.to_dict()
+    ('running', False)
+    """
+
+    board: str
+    part: str
+    config: str  # the preset's name, the configuration's, or "link-test"
+    config_keys: dict[str, Any] | None  # Config.to_dict(); None for the link-test image
+    mem_bytes: int
+    baud: int
+    clock_mhz: float  # the board's oscillator: the SoC runs from it
+    target_mhz: float  # the Fmax nextpnr was asked for
+    times_s: dict[str, float] = field(default_factory=dict)  # per step
+    status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
+    synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
+    synthesis: dict[str, int] | None = None  # check_synthesis's usage
+    fmax_mhz: float | None = None  # nextpnr's achieved Fmax
+    utilization: Resources | None = None  # nextpnr's bel types in use
+    resources: Resources | None = None  # LUTs, flip-flops, DSPs, block RAMs
+    bitstream: str | None = None  # its path
+    timing_met: bool | None = None  # fmax_mhz >= target_mhz
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contents of ``report.json``: every field given at construction, then
+        the measured ones that are known, in this order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.default is MISSING and f.default_factory is MISSING
+                or f.name in ("times_s", "status") or getattr(self, f.name) is not None}
+
+    def write(self, out_dir: Path) -> None:
+        """Write ``report.json`` into ``out_dir``."""
+        (out_dir / REPORT_NAME).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
 def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str], *,
                     preset_name: str = "", mem_bytes: int | None = None,
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
-                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[str], None] | None = None) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
     Parameters
@@ -129,6 +177,30 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     """
     target = board(board_name)
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
+    target_mhz = target.target_mhz if target_mhz is None else target_mhz
+    _check_options(target, baud, target_mhz, timeout_s)
+    say, t0 = progress or _say, time.monotonic()
+    # 1. the fit pre-check
+    what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # 2. elaboration: the build plan's sources and tool commands
+    say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
+        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
+    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz).extract(str(out))
+    commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
+    report = BitstreamReport(
+        board=target.name, part=target.part,
+        config="link-test" if link_test else (preset_name or cfg.name),
+        config_keys=None if link_test else cfg.to_dict(), mem_bytes=mem_bytes, baud=baud,
+        clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz)
+    # 3. and 4. synthesis, place and route, bitstream
+    for command in commands:
+        _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
+    return _conclude(report, target, out, what, say, t0)
+
+
+def _check_options(target: Board, baud: object, target_mhz: object, timeout_s: object) -> None:
     if not isinstance(baud, int) or isinstance(baud, bool) or baud < 1:
         raise ValueError(f"baud must be a positive integer, not {baud!r}")
     try:
@@ -136,70 +208,72 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     except ValueError as exc:
         raise ValueError(f"baud {baud} is too fast for {target.name}'s "
                          f"{target.clock_hz / 1e6:g} MHz clock ({exc})") from None
-    target_mhz = target.target_mhz if target_mhz is None else target_mhz
     if not isinstance(target_mhz, (int, float)) or isinstance(target_mhz, bool) or target_mhz <= 0:
         raise ValueError(f"the target Fmax must be a positive number of MHz, not {target_mhz!r}")
     if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
-    say = progress or _say
-    t0 = time.monotonic()
+
+
+def _pre_check(target: Board, cfg: Config, mem_bytes: int, preset_name: str, link_test: bool,
+               say: Callable[[str], None], t0: float) -> str:
+    """Announce the build, after :func:`~.boards.check_fit` for an accelerator; returns
+    what is built, for messages."""
     if link_test:
         what = "the link-test image"
         say(f"[{_clock(t0)}] {what} (UART bridge and memory, no accelerator) on {target.name}")
-    else:
-        what = f"preset {preset_name!r}" if preset_name else "the configuration"
-        estimate = check_fit(target, cfg, mem_bytes, preset_name)
-        say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
-            f"({estimate['multipliers']} GEMM multipliers, "
-            f"{estimate['ram_bits'] // 8192} KiB of RAM)")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
-        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
-    plan = _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz)
-    plan.extract(str(out))
-    commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
-    report: dict[str, Any] = {
-        "board": target.name, "part": target.part, "config": "link-test" if link_test else (preset_name or cfg.name),
-        "config_keys": None if link_test else cfg.to_dict(),
-        "mem_bytes": mem_bytes, "baud": baud, "clock_mhz": target.clock_hz / 1e6,
-        "target_mhz": target_mhz, "times_s": {}, "status": "running",
-    }
-    for command in commands:
-        tool, args = command[0], list(command[1:])
-        step = _STEP_NAMES.get(tool, "place and route")
-        if tool.startswith("nextpnr"):
-            args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json",
-                     *target.nextpnr_opts]
-        log = out / f"{TOP_NAME}.{tool}.log"
-        say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} (log {log})")
-        started = time.monotonic()
-        _run(tool, args, out, log, timeout_s, say, t0, step)
-        report["times_s"][step] = round(time.monotonic() - started, 1)
-        if tool == "yosys":
-            cells = _cell_counts(out / f"{TOP_NAME}.stat.json")
-            report["synthesis_cells"] = cells
-            try:
-                report["synthesis"] = check_synthesis(target, cells, what)
-            except FitError:
-                report["status"] = "does not fit"
-                _write(out, report)
-                raise
-        elif tool.startswith("nextpnr"):
-            report.update(_pnr_report(out / f"{TOP_NAME}.pnr.json", target))
-            if "ff" not in report["resources"]:  # iCE40: flip-flops live in the logic cells
-                report["resources"]["ff"] = {"used": report["synthesis"]["ff"],
-                                             "available": target.capacity["logic"]}
-            say(f"[{_clock(t0)}] Fmax {report['fmax_mhz']:.1f} MHz (target {target_mhz:g}, "
-                f"board clock {target.clock_hz / 1e6:g})")
+        return what
+    what = f"preset {preset_name!r}" if preset_name else "the configuration"
+    estimate = check_fit(target, cfg, mem_bytes, preset_name)
+    say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
+        f"({estimate['multipliers']} GEMM multipliers, "
+        f"{estimate['ram_bits'] // 8192} KiB of RAM)")
+    return what
+
+
+def _tool_step(tool: str, args: list[str], target: Board, out: Path, report: BitstreamReport,
+               what: str, timeout_s: float, say: Callable[[str], None], t0: float) -> None:
+    """Run one tool of the build plan and record what it measured in ``report``."""
+    step = _STEP_NAMES.get(tool, "place and route")
+    if tool.startswith("nextpnr"):
+        args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json", *target.nextpnr_opts]
+    log = out / f"{TOP_NAME}.{tool}.log"
+    say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} (log {log})")
+    started = time.monotonic()
+    _run(tool, args, out, log, timeout_s, say, t0, step)
+    report.times_s[step] = round(time.monotonic() - started, 1)
+    if tool == "yosys":
+        report.synthesis_cells = _cell_counts(out / f"{TOP_NAME}.stat.json")
+        try:
+            report.synthesis = check_synthesis(target, report.synthesis_cells, what)
+        except FitError:
+            report.status = "does not fit"
+            report.write(out)
+            raise
+    elif tool.startswith("nextpnr"):
+        routed = _pnr_report(out / f"{TOP_NAME}.pnr.json", target)
+        report.fmax_mhz, report.utilization = routed["fmax_mhz"], routed["utilization"]
+        report.resources = routed["resources"]
+        if "ff" not in report.resources and report.synthesis is not None:
+            # iCE40: flip-flops live in the logic cells
+            report.resources["ff"] = {"used": report.synthesis["ff"],
+                                      "available": target.capacity["logic"]}
+        say(f"[{_clock(t0)}] Fmax {report.fmax_mhz:.1f} MHz (target {report.target_mhz:g}, "
+            f"board clock {target.clock_hz / 1e6:g})")
+
+
+def _conclude(report: BitstreamReport, target: Board, out: Path, what: str,
+              say: Callable[[str], None], t0: float) -> BitstreamReport:
+    """The status: whether the routed design runs at the board's clock; writes the report."""
+    if report.fmax_mhz is None:
+        raise BitstreamError(f"the build plan of {what} has no place and route step")
     bitstream = out / (f"{TOP_NAME}.bin" if target.family == "ice40" else f"{TOP_NAME}.bit")
-    report["bitstream"] = str(bitstream)
-    report["timing_met"] = report["fmax_mhz"] >= target_mhz
-    runs = report["fmax_mhz"] >= target.clock_hz / 1e6
-    report["status"] = "ok" if runs else "too slow for the board clock"
-    _write(out, report)
+    report.bitstream = str(bitstream)
+    report.timing_met = report.fmax_mhz >= report.target_mhz
+    runs = report.fmax_mhz >= target.clock_hz / 1e6
+    report.status = "ok" if runs else "too slow for the board clock"
+    report.write(out)
     if not runs:
-        raise BitstreamError(f"{what} routes at {report['fmax_mhz']:.1f} MHz on {target.name}, "
+        raise BitstreamError(f"{what} routes at {report.fmax_mhz:.1f} MHz on {target.name}, "
                              f"below its {target.clock_hz / 1e6:g} MHz clock: the bitstream "
                              f"{bitstream} would not work (report in {out / REPORT_NAME})")
     say(f"[{_clock(t0)}] done: {bitstream}, report {out / REPORT_NAME}")
@@ -332,10 +406,6 @@ def _summary(target: Board, used: dict[str, dict[str, int]]) -> dict[str, dict[s
             summary[res] = {"used": sum(h["used"] for h in hits),
                             "available": sum(h["available"] for h in hits)}
     return summary
-
-
-def _write(out: Path, report: dict[str, Any]) -> None:
-    (out / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
 
 
 def _clock(t0: float) -> str:

