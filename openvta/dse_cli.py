@@ -23,7 +23,11 @@ def add_dse_parser(sub: Any, boards: list[str]) -> None:
     from openvta.dse import WORKLOADS
 
     p = sub.add_parser("dse", help="hardware design-space exploration: fit, Fmax, resources and "
-                       "cycles of several configurations", description=__doc__.split("\n")[0])
+                       "cycles of several configurations",
+                       description="Explore hardware configurations on a board: the fit estimate, "
+                       "synthesis and place and route (resources, Fmax), the workload's cycles on "
+                       "the cycle model, latency = cycles / Fmax and the Pareto fronts; writes "
+                       "DIR/dse.json and DIR/pareto.png, and resumes from DIR (docs/DSE.md).")
     p.add_argument("--board", required=True, choices=boards, help="the FPGA board")
     p.add_argument("--workload", default="resnet18", choices=sorted(WORKLOADS),
                    help="the layers run on the cycle model (default resnet18: C2-C11)")
