@@ -7,11 +7,12 @@ also report the cycle counters, with the same definitions.  Back ends key their
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, IntEnum
 
 __all__ = [
     "Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC", "HW_COUNTERS", "COUNTER_BASE",
-    "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REGISTER_DOC",
+    "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS", "REGISTER_DOC",
+    "CounterSet", "counter_set",
 ]
 
 
@@ -125,6 +126,7 @@ REG_CONTROL = 0x00  # write bit 0 = 1: start (reads 1 while running)
 REG_STATUS = 0x04  # bit 0: done (FINISH executed); cleared by start
 REG_INSN_ADDR = 0x08  # byte address of the first instruction
 REG_INSN_COUNT = 0x0C  # number of instructions
+REG_COUNTERS = 0x10  # read only: the CounterSet code of the counters the image implements
 
 #: Access and meaning of each register above, by name (the docs' register table).
 REGISTER_DOC: dict[str, tuple[str, str]] = {
@@ -132,4 +134,58 @@ REGISTER_DOC: dict[str, tuple[str, str]] = {
     "REG_STATUS": ("R", "bit 0: done (FINISH executed since the last start)"),
     "REG_INSN_ADDR": ("R/W", "byte address of the first instruction"),
     "REG_INSN_COUNT": ("R/W", "number of instructions"),
+    "REG_COUNTERS": ("R", "counters the image implements: 0 all, 1 `cycles` only, 2 none "
+                          "(`CounterSet`); a missing counter's registers read 0"),
 }
+
+
+class CounterSet(IntEnum):
+    """The counters a hardware image implements (the build option ``counters``).
+
+    The code is what ``REG_COUNTERS`` reads.  A counter an image lacks keeps its
+    address (``COUNTER_BASE + 8·k``, ``k`` its index in :data:`HW_COUNTERS`) but reads
+    0 there, so the host reads ``REG_COUNTERS`` first and reports only the counters
+    the image has.  ``ALL`` is code 0 because images built before ``REG_COUNTERS``
+    existed read 0 at that offset and implement every counter.
+
+    Examples
+    --------
+    >>> CounterSet.CYCLES.counters
+    (<Counter.CYCLES: 'cycles'>,)
+    >>> counter_set("none").label, int(counter_set("none"))
+    ('none', 2)
+    """
+
+    ALL = 0
+    CYCLES = 1
+    NONE = 2
+
+    @property
+    def label(self) -> str:
+        """The option's name: ``all``, ``cycles`` or ``none``."""
+        return self.name.lower()
+
+    @property
+    def counters(self) -> tuple[Counter, ...]:
+        """The implemented counters, in :data:`HW_COUNTERS` order."""
+        if self is CounterSet.ALL:
+            return HW_COUNTERS
+        return (Counter.CYCLES,) if self is CounterSet.CYCLES else ()
+
+
+def counter_set(value: object) -> CounterSet:
+    """The :class:`CounterSet` named by ``value`` (``"all"``, ``"cycles"``, ``"none"``,
+    or a member).
+
+    Raises
+    ------
+    ValueError
+        if ``value`` names no counter set.
+    """
+    if isinstance(value, CounterSet):
+        return value
+    for member in CounterSet:
+        if value == member.label:
+            return member
+    choices = ", ".join(repr(m.label) for m in CounterSet)
+    raise ValueError(f"counters must be one of {choices}, not {value!r}")

@@ -10,7 +10,7 @@
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
     openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
-                      [--link-test]
+                      [--link-test] [--counters all|cycles|none]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -38,6 +38,7 @@ import numpy as np
 
 from openvta.hw.fpga.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
+from openvta.isa.counters import CounterSet
 from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
 
 from .dse_cli import add_dse_parser, run_dse_command
@@ -119,6 +120,9 @@ def _bitstream_parser(sub: Any) -> None:
                      "(default 24 on icebreaker, 50 on ulx3s-85f)")
     bit.add_argument("--link-test", action="store_true",
                      help="build the link-test image: UART bridge and memory, no accelerator")
+    bit.add_argument("--counters", default="all", choices=[c.label for c in CounterSet],
+                     help="hardware counters built: all of them, only cycles, or none (smaller "
+                     "images; the board back end then reports only those) (default all)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
@@ -341,7 +345,8 @@ def _bitstream(args: argparse.Namespace) -> int:
 
         report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
                                  mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
-                                 timeout_s=args.timeout, link_test=args.link_test, progress=say)
+                                 timeout_s=args.timeout, link_test=args.link_test,
+                                 counters=args.counters, progress=say)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

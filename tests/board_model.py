@@ -6,7 +6,9 @@ it answers every frame of :mod:`openvta.hw.fpga.bridge_protocol` and runs START 
 ``faults`` maps a frame number (from 0) to ``"bad_checksum"`` (answer status 1 without
 executing), ``"garble"`` (execute, flip a bit of the reply) or ``"silent"`` (no reply from
 this frame on). STATUS reports done from the ``finish_after``-th poll after START (never,
-if ``None``). The SoC itself is tested against the RTL in tests/hw.
+if ``None``). ``counters`` is the image's build option (``"all"``, ``"cycles"``, ``"none"``):
+``REG_COUNTERS`` reads its code and a counter the image lacks reads 0, as on the SoC.
+The SoC itself is tested against the RTL in tests/hw.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from openvta.hw.fpga import bridge_protocol as bp
 from openvta.hw.fpga.bridge_protocol import Command, Status
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, Config
+from openvta.isa.counters import REG_COUNTERS, counter_set
 from openvta.runtime import Program, Result
 from openvta.sim import functional
 
@@ -29,8 +32,9 @@ class ModelBoard:
 
     def __init__(self, cfg: Config, *, mem_bytes: int = 4096, faults: dict[int, str] | None = None,
                  finish_after: int | None = 2,
-                 run: Callable[[Program], Result] = functional.run) -> None:
+                 run: Callable[[Program], Result] = functional.run, counters: str = "all") -> None:
         self.cfg, self.run = cfg, run
+        self.counter_set = counter_set(counters)
         self.memory = bytearray(mem_bytes)
         self.faults, self.finish_after = faults or {}, finish_after
         self.frames: list[bp.Request] = []
@@ -66,7 +70,8 @@ class ModelBoard:
             image = np.frombuffer(bytes(self.memory), np.uint8).copy()
             result = self.run(Program(self.cfg, image, r.addr, int.from_bytes(r.payload, "little")))
             self.memory[:] = result.dram.tobytes()
-            self.counters = [result.counters.get(str(c), 0) for c in HW_COUNTERS]
+            built = self.counter_set.counters
+            self.counters = [result.counters.get(str(c), 0) if c in built else 0 for c in HW_COUNTERS]
             self.starts, self.polls = self.starts + 1, 0
         elif r.command == Command.STATUS:
             self.polls += 1
@@ -75,6 +80,8 @@ class ModelBoard:
         elif r.command == Command.READ_REG and r.addr >= COUNTER_BASE:
             k, high = divmod(r.addr - COUNTER_BASE, 8)
             return Status.OK, ((self.counters[k] >> (8 * high)) & 0xFFFF_FFFF).to_bytes(4, "little")
+        elif r.command == Command.READ_REG and r.addr == REG_COUNTERS:
+            return Status.OK, int(self.counter_set).to_bytes(4, "little")
         elif r.command == Command.READ_REG:
             return Status.OK, bytes(4)
         return Status.OK, b""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter
-from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_COUNTERS, REG_WIDTH, CounterSet
 from openvta.runtime import Program, Progress, Result
 
 from .bridge_protocol import (
@@ -66,7 +66,11 @@ class BoardBackend:
         ``progress(what, done, total)``: ``("bytes", sent, image bytes)`` after each
         frame of the upload and again of the read-back, and ``("cycles", cycles, None)``
         at each STATUS poll (the cycle counter is then read with it: two more frames
-        per poll).
+        per poll; not with an image built without the cycle counter).
+
+    The result's ``counters`` are those the image has (``REG_COUNTERS``, read once per
+    backend): every counter of ``HW_COUNTERS``, only ``cycles``, or none; a counter the
+    image lacks is absent from the dict, never 0.
 
     Each frame whose reply says "bad checksum" (the request was corrupted on the
     way) is sent once more; so is a frame whose reply is garbled, unless the
@@ -98,6 +102,7 @@ class BoardBackend:
         self.progress = progress
         self._name = port if isinstance(port, str) else None
         self._port = None if isinstance(port, str) else port
+        self._counter_set: CounterSet | None = None
 
     @property
     def port(self) -> Any:
@@ -187,15 +192,46 @@ class BoardBackend:
         """The STATUS byte: bit 0 done, bit 1 busy."""
         return self.request(Command.STATUS, 0)[0]
 
+    def counter_set(self) -> CounterSet:
+        """The counters the image implements (``REG_COUNTERS``; read once, then cached).
+
+        Raises
+        ------
+        BoardError
+            when the register holds no :class:`~openvta.isa.counters.CounterSet` code.
+        """
+        if self._counter_set is None:
+            code = self.read_register(REG_COUNTERS)
+            try:
+                self._counter_set = CounterSet(code)
+            except ValueError:
+                raise BoardError(f"REG_COUNTERS ({REG_COUNTERS:#x}) reads {code}, which is no "
+                                 f"counter set ({', '.join(f'{int(c)} {c.label}' for c in CounterSet)})"
+                                 "; is this an openvta SoC image?") from None
+        return self._counter_set
+
     def read_counter(self, counter: Counter) -> int:
         """One hardware counter (its two registers; read while the core runs, the
-        value may tear between them)."""
+        value may tear between them).
+
+        Raises
+        ------
+        BoardError
+            when the image was built without ``counter`` (``openvta bitstream --counters``).
+        """
+        present = self.counter_set()
+        if counter not in present.counters:
+            raise BoardError(f"the board's image has no {str(counter)!r} counter (it was built "
+                             f"with --counters {present.label}); rebuild it with --counters all"
+                             + ("" if counter is not Counter.CYCLES else " or cycles"))
         base = COUNTER_BASE + COUNTER_WIDTH // 8 * HW_COUNTERS.index(counter)
         low = self.read_register(base)
         return self.read_register(base + REG_WIDTH // 8) << REG_WIDTH | low
 
     def read_counters(self) -> dict[str, int]:
-        return {str(counter): self.read_counter(counter) for counter in HW_COUNTERS}
+        """The counters the image has (see :meth:`counter_set`), by name; the others are
+        absent, not 0."""
+        return {str(counter): self.read_counter(counter) for counter in self.counter_set().counters}
 
     def run(self, program: Program) -> Result:
         """Load ``program`` at address 0, start it, wait for FINISH, read everything back.
@@ -223,7 +259,7 @@ class BoardBackend:
             status = self.status()
             if status & _DONE:
                 break
-            if self.progress is not None:
+            if self.progress is not None and Counter.CYCLES in self.counter_set().counters:
                 self.progress(CYCLES, self.read_counter(Counter.CYCLES), None)
         else:
             raise BoardError(f"the board did not finish after {self.max_polls} STATUS polls; "

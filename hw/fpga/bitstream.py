@@ -40,6 +40,7 @@ from amaranth.build import ResourceError
 from amaranth.lib import io
 
 from openvta.isa import Config
+from openvta.isa.counters import CounterSet, counter_set
 
 from ..rtl.axi_ram import check_mem_bytes
 from ..rtl.uart import check_divisor
@@ -67,10 +68,11 @@ class SocOnBoard(Elaboratable):
     """:class:`~openvta.hw.rtl.soc.Soc` wired to a board's UART and LEDs."""
 
     def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
-                 accelerator: bool = True) -> None:
+                 accelerator: bool = True, counters: str | CounterSet = "all") -> None:
         from ..rtl.soc import Soc
 
-        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud), accelerator=accelerator)
+        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud), accelerator=accelerator,
+                       counters=counters)
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
@@ -114,6 +116,7 @@ class BitstreamReport:
     baud: int
     clock_mhz: float  # the board's oscillator: the SoC runs from it
     target_mhz: float  # the Fmax nextpnr was asked for
+    counters: str = "all"  # the counters built: "all", "cycles" or "none" (link-test: "none")
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -140,6 +143,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
                     preset_name: str = "", mem_bytes: int | None = None,
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
+                    counters: str = "all",
                     progress: Callable[[str], None] | None = None) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
@@ -164,11 +168,17 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     link_test : bool
         build the link-test image instead (bridge and memory, no accelerator): it
         fits any board and checks the serial link; START answers "bad command".
+    counters : str
+        the hardware counters built: ``"all"`` (every counter of ``HW_COUNTERS``),
+        ``"cycles"`` (only ``cycles``) or ``"none"``; the image reports which in
+        ``REG_COUNTERS`` and the ``board`` back end returns only those.
     progress : callable, optional
         receives each progress line; by default they are printed.
 
     Raises
     ------
+    ValueError
+        when an option is out of range (``counters`` names no counter set).
     FitError
         before synthesis, or before place and route, when ``cfg`` cannot fit.
     BitstreamError
@@ -176,6 +186,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         below the board clock.
     """
     target = board(board_name)
+    built = counter_set(counters)  # checked even for the link-test image, which has none
+    built = CounterSet.NONE if link_test else built
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s)
@@ -186,14 +198,14 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     out.mkdir(parents=True, exist_ok=True)
     # 2. elaboration: the build plan's sources and tool commands
     say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
-        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz)")
-    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz).extract(str(out))
+        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz, counters {built.label})")
+    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built).extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report = BitstreamReport(
         board=target.name, part=target.part,
         config="link-test" if link_test else (preset_name or cfg.name),
         config_keys=None if link_test else cfg.to_dict(), mem_bytes=mem_bytes, baud=baud,
-        clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz)
+        clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label)
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -285,9 +297,9 @@ def _say(line: str) -> None:
 
 
 def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool,
-          target_mhz: float) -> Any:
+          target_mhz: float, counters: CounterSet = CounterSet.ALL) -> Any:
     platform = _constrained(target.platform(), target_mhz)
-    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator)
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters)
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 

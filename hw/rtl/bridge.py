@@ -15,10 +15,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from openvta.isa import COUNTER_BASE, INSN_BYTES, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT
-from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH, CounterSet, counter_set
 
 from .axi_ram import byte_port_signature, check_mem_bytes
-from .csr import read_register
+from .csr import counter_slots, read_register
 from .params import refusing
 from ..fpga.bridge_protocol import (
     FIXED_LENGTH,
@@ -51,6 +51,9 @@ class Bridge(wiring.Component):
     can_start : bool
         False for the link-test image, which has no accelerator: START is then
         answered with status 2 (bad command) and starts nothing.
+    counters : str or CounterSet
+        which counters ``counters`` carries and ``REG_COUNTERS`` reports, as for
+        :class:`~openvta.hw.rtl.csr.ControlRegisters` (``"none"`` for the link-test image).
 
     Members
     -------
@@ -78,7 +81,7 @@ class Bridge(wiring.Component):
 
     @refusing
     def __init__(self, mem_bytes: int, counter_count: int, timeout_cycles: int,
-                 can_start: bool = True) -> None:
+                 can_start: bool = True, counters: str | CounterSet = "all") -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
         if not isinstance(counter_count, int) or not 0 <= counter_count <= \
                 (REG_WINDOW_BYTES - COUNTER_BASE) // 8:
@@ -88,6 +91,8 @@ class Bridge(wiring.Component):
             raise ValueError(f"timeout_cycles must be a positive integer, not {timeout_cycles!r}")
         self._counter_count, self._timeout_cycles = counter_count, timeout_cycles
         self._can_start = bool(can_start)
+        self._slots = counter_slots(counter_count, counters)
+        self._counters = counter_set(counters)
         super().__init__({
             "rx": In(stream.Signature(8, always_ready=True)), "rx_error": In(1),
             "tx": Out(stream.Signature(8)),
@@ -247,7 +252,7 @@ class Bridge(wiring.Component):
 
     def _register(self, m: Module, addr: Value, done_latched: Signal) -> Signal:
         return read_register(m, addr[2:12], self.busy, done_latched, self.insn_addr,
-                             self.insn_count, self.counters, self._counter_count)
+                             self.insn_count, self.counters, self._slots, self._counters)
 
     def _reply(self, m: Module, cmd: Value, length: Value, count: Signal, total: Signal,
                word: Signal, status: Signal) -> None:

@@ -8,7 +8,9 @@ store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
 
 The counters of :data:`openvta.isa.HW_COUNTERS` count from ``start`` to FINISH with the
 definitions of docs/ISA.md and the cycle model (event counters equal the functional
-simulator's exactly).
+simulator's exactly).  The build option ``counters`` keeps all of them, only ``cycles``,
+or none (:class:`openvta.isa.counters.CounterSet`): on a small FPGA the 38 64-bit
+counters and their read multiplexer are about a third of the logic.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from openvta.isa import (
     TokenQueue,
     timing_for,
 )
-from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
+from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH, CounterSet, counter_set
 
 from .buffers import buffer_geometry
 from .compute import ComputeUnit
@@ -40,6 +42,7 @@ from .fetch import INSN_BITS, Fetch, TokenCounter
 from .fields import Decoded
 from .loadstore import LoadUnit, StoreUnit
 from .memory import AxiArbiter, axi_master_signature
+from .params import refusing
 from .stage import Stage, token_queues
 
 __all__ = ["Core"]
@@ -54,16 +57,28 @@ class Core(wiring.Component):
         the configuration (every preset elaborates).
     timing :
         its ``max_burst_beats`` sets the longest AXI burst (default: the preset's).
+    counters : str or CounterSet
+        ``"all"`` (default), ``"cycles"`` or ``"none"``: the counters built; the
+        ``counters`` port carries them in ``HW_COUNTERS`` order
+        (``counter_set.counters``).
+
+    Raises
+    ------
+    ValueError
+        if ``counters`` names no counter set.
     """
 
-    def __init__(self, cfg: Config, timing: Timing | None = None) -> None:
+    @refusing
+    def __init__(self, cfg: Config, timing: Timing | None = None,
+                 counters: str | CounterSet = "all") -> None:
+        self.counter_set = counter_set(counters)
         self.cfg = cfg
         self.timing = timing or timing_for(cfg)
         self.bus_bits = cfg.bus_bytes * 8
         members = {
             "start": In(1), "insn_addr": In(REG_WIDTH), "insn_count": In(REG_WIDTH),
             "done": Out(1), "busy": Out(1),
-            "counters": Out(data.ArrayLayout(COUNTER_WIDTH, len(HW_COUNTERS))),
+            "counters": Out(data.ArrayLayout(COUNTER_WIDTH, len(self.counter_set.counters))),
         }
         members.update(axi_master_signature(self.bus_bits))
         super().__init__(members)
@@ -189,7 +204,7 @@ class Core(wiring.Component):
             inc[Counter[f"{name}_WAIT_QUEUE_CYCLES"]].append(s.wait_queue)
         inc[Counter.GEMM_BUSY_CYCLES].append(compute.gemm_busy)
         inc[Counter.ALU_BUSY_CYCLES].append(compute.alu_busy)
-        for k, counter in enumerate(HW_COUNTERS):
+        for k, counter in enumerate(self.counter_set.counters):
             value = self.counters[k]
             total = 0
             for term in inc[counter]:

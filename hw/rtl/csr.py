@@ -13,6 +13,7 @@ offset                    kind   meaning
                                  cleared by ``start``)
 ``REG_INSN_ADDR``         R/W    byte address of the first instruction
 ``REG_INSN_COUNT``        R/W    number of instructions
+``REG_COUNTERS``          R      the ``CounterSet`` code of the counters present
 ``COUNTER_BASE + 8·k``    R      counter ``k`` (``HW_COUNTERS`` order), low word
 ``COUNTER_BASE + 8·k+4``  R      counter ``k``, high word
 anything else             —      reads 0, writes are ignored
@@ -25,6 +26,7 @@ ignored too.  Both responses are always ``OKAY``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from amaranth.hdl import Module, Signal, Value
@@ -34,16 +36,21 @@ from amaranth.lib.wiring import In, Out
 from openvta.isa.counters import (
     COUNTER_BASE,
     COUNTER_WIDTH,
+    HW_COUNTERS,
     REG_CONTROL,
+    REG_COUNTERS,
     REG_INSN_ADDR,
     REG_INSN_COUNT,
     REG_STATUS,
     REG_WIDTH,
+    CounterSet,
+    counter_set,
 )
 
 from .params import refusing
 
-__all__ = ["AXIL_ADDR_WIDTH", "AXIL_DATA_WIDTH", "AXIL_MEMBERS", "ControlRegisters", "connect_axil"]
+__all__ = ["AXIL_ADDR_WIDTH", "AXIL_DATA_WIDTH", "AXIL_MEMBERS", "ControlRegisters", "connect_axil",
+           "counter_slots"]
 
 AXIL_ADDR_WIDTH = 12
 AXIL_DATA_WIDTH = REG_WIDTH
@@ -73,6 +80,26 @@ AXIL_MEMBERS: dict[str, wiring.Member] = {
 _MAX_COUNTERS = ((1 << AXIL_ADDR_WIDTH) - COUNTER_BASE) // 8
 
 
+def counter_slots(counter_count: int, counters: object) -> tuple[int, ...]:
+    """The register slot ``k`` (at ``COUNTER_BASE + 8·k``) of each of ``counter_count``
+    counters of the counter set ``counters``: ``0 … counter_count − 1`` for ``"all"``
+    (a register block of any size), the counters' indices in ``HW_COUNTERS`` otherwise.
+
+    Raises
+    ------
+    ValueError
+        if ``counters`` names no :class:`~openvta.isa.counters.CounterSet`, or it is not
+        ``"all"`` and ``counter_count`` is not its size.
+    """
+    chosen = counter_set(counters)
+    if chosen is CounterSet.ALL:
+        return tuple(range(counter_count))
+    if counter_count != len(chosen.counters):
+        raise ValueError(f"counter_count must be {len(chosen.counters)} for counters "
+                         f"{chosen.label!r}, not {counter_count!r}")
+    return tuple(HW_COUNTERS.index(c) for c in chosen.counters)
+
+
 class ControlRegisters(wiring.Component):
     """AXI4-Lite slave holding the control, status and counter registers.
 
@@ -81,6 +108,11 @@ class ControlRegisters(wiring.Component):
     counter_count : int
         Number of 64-bit counters exposed at ``COUNTER_BASE`` (``len(HW_COUNTERS)``
         for the accelerator); at most 480, which fills the 4 KiB window.
+    counters : str or CounterSet
+        Which counters the ``counters`` input carries (the image's build option):
+        ``"all"`` puts counter ``k`` at slot ``k``; ``"cycles"`` and ``"none"`` need
+        ``counter_count`` 1 and 0 and put each counter at its ``HW_COUNTERS`` slot.
+        ``REG_COUNTERS`` reads its code; the other counter slots read 0.
 
     Members
     -------
@@ -112,11 +144,12 @@ class ControlRegisters(wiring.Component):
     TypeError
         if ``counter_count`` is not an integer.
     ValueError
-        if ``counter_count`` is negative or does not fit the register window.
+        if ``counter_count`` is negative or does not fit the register window, or
+        ``counters`` names no counter set or does not match ``counter_count``.
     """
 
     @refusing
-    def __init__(self, counter_count: int) -> None:
+    def __init__(self, counter_count: int, counters: str | CounterSet = "all") -> None:
         if not isinstance(counter_count, int) or isinstance(counter_count, bool):
             raise TypeError(f"counter_count must be an integer, not {counter_count!r}")
         if not 0 <= counter_count <= _MAX_COUNTERS:
@@ -126,6 +159,8 @@ class ControlRegisters(wiring.Component):
                 f"not {counter_count!r}"
             )
         self._counter_count = counter_count
+        self._slots = counter_slots(counter_count, counters)
+        self._counters = counter_set(counters)
         super().__init__({
             **AXIL_MEMBERS,
             "start": Out(1),
@@ -139,6 +174,10 @@ class ControlRegisters(wiring.Component):
     @property
     def counter_count(self) -> int:
         return self._counter_count
+
+    @property
+    def counter_set(self) -> CounterSet:
+        return self._counters
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -185,7 +224,8 @@ class ControlRegisters(wiring.Component):
 
     def _elaborate_read(self, m: Module, done_latched: Signal) -> None:
         value = read_register(m, self.s_axil_araddr[2:], self.busy, done_latched,
-                              self.insn_addr, self.insn_count, self.counters, self._counter_count)
+                              self.insn_addr, self.insn_count, self.counters, self._slots,
+                              self._counters)
         m.d.comb += [
             self.s_axil_arready.eq(~self.s_axil_rvalid),
             self.s_axil_rresp.eq(0),
@@ -197,10 +237,12 @@ class ControlRegisters(wiring.Component):
 
 
 def read_register(m: Module, word_addr: Value, busy: Value, done: Value, insn_addr: Value,
-                  insn_count: Value, counters: Any, counter_count: int) -> Signal:
+                  insn_count: Value, counters: Any, slots: Sequence[int],
+                  present: CounterSet) -> Signal:
     """The 32-bit value of the register at word address ``word_addr`` (the register map of
     :mod:`openvta.isa.counters`; unknown addresses read 0), for the AXI-Lite block and the
-    UART bridge alike."""
+    UART bridge alike: ``counters[i]`` is read at slot ``slots[i]``, ``REG_COUNTERS``
+    reads ``present``."""
     value = Signal(AXIL_DATA_WIDTH)
     with m.Switch(word_addr):
         with m.Case(REG_CONTROL >> 2):
@@ -211,12 +253,14 @@ def read_register(m: Module, word_addr: Value, busy: Value, done: Value, insn_ad
             m.d.comb += value.eq(insn_addr)
         with m.Case(REG_INSN_COUNT >> 2):
             m.d.comb += value.eq(insn_count)
-        for k in range(counter_count):
+        with m.Case(REG_COUNTERS >> 2):
+            m.d.comb += value.eq(int(present))
+        for i, k in enumerate(slots):
             word = (COUNTER_BASE >> 2) + 2 * k
             with m.Case(word):
-                m.d.comb += value.eq(counters[k][:AXIL_DATA_WIDTH])
+                m.d.comb += value.eq(counters[i][:AXIL_DATA_WIDTH])
             with m.Case(word + 1):
-                m.d.comb += value.eq(counters[k][AXIL_DATA_WIDTH:])
+                m.d.comb += value.eq(counters[i][AXIL_DATA_WIDTH:])
     return value
 
 

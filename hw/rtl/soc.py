@@ -19,7 +19,8 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import HW_COUNTERS, Config, Timing
+from openvta.isa import Config, Timing
+from openvta.isa.counters import CounterSet, counter_set
 
 from .axi_ram import AxiRam, check_mem_bytes
 from .bridge import Bridge
@@ -60,6 +61,10 @@ class Soc(wiring.Component):
         False builds the link-test image: the bridge and the memory without the core
         (START is answered with "bad command"; the registers read zero).  It fits any
         board and checks the serial link and the memory before a full build.
+    counters : str or CounterSet
+        the core's counters: ``"all"`` (default), ``"cycles"`` or ``"none"``
+        (:class:`~openvta.hw.rtl.core.Core`); ``REG_COUNTERS`` reports them, and
+        reports none for the link-test image.
 
     Members
     -------
@@ -77,12 +82,14 @@ class Soc(wiring.Component):
     TypeError
         if ``cfg`` is not a :class:`~openvta.isa.Config`, or a size is not an integer.
     ValueError
-        if ``mem_bytes`` or ``divisor`` is out of range.
+        if ``mem_bytes`` or ``divisor`` is out of range, or ``counters`` names no
+        counter set.
     """
 
     @refusing
     def __init__(self, cfg: Config, mem_bytes: int, divisor: int,
-                 timing: Timing | None = None, accelerator: bool = True) -> None:
+                 timing: Timing | None = None, accelerator: bool = True,
+                 counters: str | CounterSet = "all") -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be an openvta.isa.Config, not {cfg!r}")
         self._cfg = cfg
@@ -90,6 +97,7 @@ class Soc(wiring.Component):
         self._divisor = check_divisor(divisor)
         self._timing = timing
         self._accelerator = bool(accelerator)
+        self._counters = counter_set(counters) if self._accelerator else CounterSet.NONE
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
 
     @property
@@ -104,18 +112,24 @@ class Soc(wiring.Component):
     def divisor(self) -> int:
         return self._divisor
 
+    @property
+    def counter_set(self) -> CounterSet:
+        """The counters built (``NONE`` for the link-test image)."""
+        return self._counters
+
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bus_bits = self._cfg.bus_bytes * 8
         m.submodules.ram = ram = AxiRam(self._mem_bytes, self._cfg.bus_bytes)
         m.submodules.rx = rx = UartRx(self._divisor)
         m.submodules.tx = tx = UartTx(self._divisor)
-        m.submodules.bridge = bridge = Bridge(self._mem_bytes, len(HW_COUNTERS),
+        m.submodules.bridge = bridge = Bridge(self._mem_bytes, len(self._counters.counters),
                                               frame_timeout_cycles(self._divisor),
-                                              can_start=self._accelerator)
+                                              can_start=self._accelerator,
+                                              counters=self._counters)
         busy, done = Signal(), Signal()
         if self._accelerator:
-            m.submodules.core = core = Core(self._cfg, self._timing)
+            m.submodules.core = core = Core(self._cfg, self._timing, self._counters)
             for name, member in axi_master_signature(bus_bits).items():
                 master, slave = getattr(core, name), getattr(ram, "s_axi_" + name[len("m_axi_"):])
                 if member.flow == Out:

@@ -10,20 +10,29 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.lib import wiring
 
-from openvta.isa import HW_COUNTERS, Config, Timing
+from openvta.isa import Config, Timing
+from openvta.isa.counters import CounterSet, counter_set
 
 from .core import Core
 from .csr import AXIL_MEMBERS as CSR_SIGNATURE_MEMBERS
 from .csr import ControlRegisters
 from .memory import axi_master_signature
+from .params import refusing
 
 __all__ = ["Top", "make_top"]
 
 
 class Top(wiring.Component):
-    """The accelerator as a system component: AXI4 master for memory, AXI4-Lite for control."""
+    """The accelerator as a system component: AXI4 master for memory, AXI4-Lite for control.
 
-    def __init__(self, cfg: Config, timing: Timing | None = None) -> None:
+    ``counters`` (``"all"``, ``"cycles"`` or ``"none"``) is :class:`~.core.Core`'s build
+    option; ``REG_COUNTERS`` reports it.
+    """
+
+    @refusing
+    def __init__(self, cfg: Config, timing: Timing | None = None,
+                 counters: str | CounterSet = "all") -> None:
+        self.counter_set = counter_set(counters)
         self.cfg, self.timing = cfg, timing
         members = dict(axi_master_signature(cfg.bus_bytes * 8))
         members.update(CSR_SIGNATURE_MEMBERS)
@@ -31,8 +40,8 @@ class Top(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.core = core = Core(self.cfg, self.timing)
-        m.submodules.csr = csr = ControlRegisters(len(HW_COUNTERS))
+        m.submodules.core = core = Core(self.cfg, self.timing, self.counter_set)
+        m.submodules.csr = csr = ControlRegisters(len(self.counter_set.counters), self.counter_set)
         for part, names in ((core, axi_master_signature(self.cfg.bus_bytes * 8)),
                             (csr, CSR_SIGNATURE_MEMBERS)):
             for name in names:
@@ -48,5 +57,6 @@ class Top(wiring.Component):
 
 
 def make_top(cfg: Config, timing: Timing | None = None) -> Top:
-    """The top level for ``cfg`` (the factory the ``rtl`` back end builds)."""
+    """The top level for ``cfg`` (the factory the ``rtl`` back end builds: every counter,
+    compared with the simulators')."""
     return Top(cfg, timing)

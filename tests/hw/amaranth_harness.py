@@ -10,14 +10,15 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from openvta.hw.rtl.core import Core
-from openvta.isa import HW_COUNTERS
 from openvta.runtime import Program
 
 
-def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray, dict[str, int]]:
-    """(final DRAM, counters) of ``program`` on the RTL core."""
+def simulate_core(program: Program, max_cycles: int = 20000,
+                  counters: str = "all") -> tuple[np.ndarray, dict[str, int]]:
+    """(final DRAM, counters) of ``program`` on the RTL core built with ``counters``
+    (only the counters it has are returned)."""
     cfg = program.config
-    dut = Core(cfg)
+    dut = Core(cfg, counters=counters)
     bus_bytes = cfg.bus_bytes
     memory = bytearray(program.dram.tobytes()) + bytearray(4096)
     out: dict[str, object] = {}
@@ -69,7 +70,8 @@ def simulate_core(program: Program, max_cycles: int = 20000) -> tuple[np.ndarray
                 write = [write[0] + bus_bytes, write[1] - 1, write[1] == 1]
         else:
             raise AssertionError(f"the core did not finish within {max_cycles} cycles")
-        out["counters"] = {c.value: ctx.get(dut.counters[k]) for k, c in enumerate(HW_COUNTERS)}
+        out["counters"] = {c.value: ctx.get(dut.counters[k])
+                           for k, c in enumerate(dut.counter_set.counters)}
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

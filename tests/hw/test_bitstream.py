@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "report.json").read_text()) == {
         "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
-        "times_s": {"synthesis": 1.5}, "status": "does not fit",
+        "counters": "all", "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
         "config_keys"] is None  # always written, null for the link-test image
@@ -142,6 +143,30 @@ def test_command_line_reports_a_preset_that_cannot_fit(tmp_path: Path,
     assert not (tmp_path / "b").exists()  # nothing was built
 
 
+@pytest.mark.parametrize("option", ["all", "cycles", "none"])
+def test_command_line_passes_the_counters_option(option: str, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
+        seen.update(kwargs)
+        return BitstreamReport("ulx3s-85f", "p", "small", {}, 1024, 115200, 25.0, 50.0,
+                               counters=kwargs["counters"])
+
+    monkeypatch.setattr(bitstream, "build_bitstream", fake)
+    assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet",
+                 "--counters", option]) == 0
+    assert seen["counters"] == option
+    capsys.readouterr()
+
+
+def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bitstream", "--board", "icebreaker", "--counters", "few"])
+    assert re.search(r"argument --counters: invalid choice: 'few' \(choose from '?all'?, "
+                     r"'?cycles'?, '?none'?\)", capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"baud": 5_000_000}, r"^baud 5000000 is too fast for icebreaker's 12 MHz clock \(UART divisor "
                           r"must be at least 4 clock cycles per bit, not 2\)$"),
@@ -149,6 +174,7 @@ def test_command_line_reports_a_preset_that_cannot_fit(tmp_path: Path,
     ({"mem_bytes": 3072}, r"^mem_bytes must be a power of two of at least 1024, not 3072$"),
     ({"target_mhz": 0}, r"^the target Fmax must be a positive number of MHz, not 0$"),
     ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
+    ({"counters": "few"}, r"^counters must be one of 'all', 'cycles', 'none', not 'few'$"),
 ])
 def test_build_options_are_checked_before_anything_runs(tmp_path: Path, options: dict,
                                                         message: str) -> None:
@@ -173,9 +199,10 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
-                             "target_mhz", "times_s", "status", "synthesis_cells", "synthesis",
+                             "target_mhz", "counters", "times_s", "status", "synthesis_cells", "synthesis",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None
+    assert report.counters == "none"  # the link-test image has no core, so no counters
     assert report.synthesis is not None and report.resources is not None and report.fmax_mhz
     assert report.synthesis["dsp"] == 0 and 0 < report.synthesis["logic"] < 2000
     assert set(report.resources) == {"lut", "bram", "ff"}

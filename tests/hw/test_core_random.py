@@ -31,11 +31,22 @@ from openvta.blocked_gemm import (  # noqa: E402
     read_gemm_output,
     reference_gemm,
 )
-from openvta.isa import EVENT_COUNTERS, AluOp, Config, MemoryType, Module, Uop, preset  # noqa: E402
+from openvta.isa import (  # noqa: E402
+    EVENT_COUNTERS,
+    HW_COUNTERS,
+    AluOp,
+    Config,
+    MemoryType,
+    Module,
+    Uop,
+    preset,
+)
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
 EXAMPLES = {"tiny": 12, "small": 6}
+# A component that refuses its parameters must not leave an UnusedElaboratable warning.
+REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 
 
 def assert_core_matches_functional(program: Program) -> np.ndarray:
@@ -94,6 +105,31 @@ def test_blocked_gemm_matches_functional_simulator(name: str, vthreads: int,
     program = build_blocked_gemm(cfg, a, w, vthreads=vthreads, shift=3, blocks=blocks)
     dram = assert_core_matches_functional(program)
     np.testing.assert_array_equal(read_gemm_output(program, dram, m, n), reference_gemm(a, w, 3))
+
+
+def test_a_core_built_with_fewer_counters_computes_the_same() -> None:
+    """``counters="cycles"`` and ``"none"``: the same DRAM, the same cycle count, and the
+    ``counters`` port carries only the counters built."""
+    cfg = preset("tiny")
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (8, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (8, 8), dtype=np.int8)
+    program = build_blocked_gemm(cfg, a, w, vthreads=2, shift=4, blocks=GemmBlocks(2, 1, 1))
+    dram, counters = simulate_core(program)
+    assert len(counters) == len(HW_COUNTERS)
+    for option, kept in (("cycles", ["cycles"]), ("none", [])):
+        lean_dram, lean = simulate_core(program, counters=option)
+        np.testing.assert_array_equal(lean_dram, dram)
+        assert lean == {name: counters[name] for name in kept}
+
+
+@REJECTED
+def test_the_core_names_the_counter_sets() -> None:
+    from openvta.hw.rtl.core import Core
+
+    with pytest.raises(ValueError, match=r"^counters must be one of 'all', 'cycles', 'none', "
+                                         r"not 'few'$"):
+        Core(preset("tiny"), counters="few")
 
 
 @pytest.mark.parametrize("cmd,dep,vthreads", [(1, 1, 1), (2, 1, 1), (1, 4, 2)])

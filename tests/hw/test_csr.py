@@ -20,9 +20,11 @@ from openvta.isa.counters import (  # noqa: E402
     COUNTER_BASE,
     HW_COUNTERS,
     REG_CONTROL,
+    REG_COUNTERS,
     REG_INSN_ADDR,
     REG_INSN_COUNT,
     REG_STATUS,
+    CounterSet,
 )
 
 Bench = Callable[[Any, ControlRegisters], Coroutine[Any, Any, None]]
@@ -32,10 +34,14 @@ MASK64 = (1 << 64) - 1
 class RegisterModel:
     """The register map as plain Python: what a read at ``addr`` must return."""
 
-    def __init__(self, counters: list[int]) -> None:
+    def __init__(self, counters: list[int], present: CounterSet = CounterSet.ALL) -> None:
         self.insn_addr = 0
         self.insn_count = 0
-        self.counters = counters
+        self.present = present
+        # slot k -> value: "all" puts counter k at slot k, the others at their HW_COUNTERS slot
+        slots = (range(len(counters)) if present is CounterSet.ALL
+                 else [HW_COUNTERS.index(c) for c in present.counters])
+        self.counters = dict(zip(slots, counters))
 
     def write(self, addr: int, value: int) -> None:
         if addr & ~3 == REG_INSN_ADDR:
@@ -46,11 +52,12 @@ class RegisterModel:
     def read(self, addr: int, busy: int, done_latched: int) -> int:
         addr &= ~3
         fixed = {REG_CONTROL: busy, REG_STATUS: done_latched,
-                 REG_INSN_ADDR: self.insn_addr, REG_INSN_COUNT: self.insn_count}
+                 REG_INSN_ADDR: self.insn_addr, REG_INSN_COUNT: self.insn_count,
+                 REG_COUNTERS: int(self.present)}
         if addr in fixed:
             return fixed[addr]
         k, high = divmod(addr - COUNTER_BASE, 8)
-        if 0 <= k < len(self.counters):
+        if addr >= COUNTER_BASE and k in self.counters:
             return (self.counters[k] >> (32 if high else 0)) & 0xFFFF_FFFF
         return 0
 
@@ -267,8 +274,46 @@ def test_counters_read_as_low_and_high_words(count: int) -> None:
     simulate(ControlRegisters(count), bench)
 
 
+@pytest.mark.parametrize("present", list(CounterSet), ids=lambda c: c.label)
+def test_each_counter_set_reads_its_code_and_only_its_counters(present: CounterSet) -> None:
+    """REG_COUNTERS reads the set's code; the counters it lacks read 0 at their slots."""
+    rng = random.Random(int(present))
+    values = [rng.getrandbits(64) | 1 << 63 for _ in present.counters]
+    model = RegisterModel(values, present)
+
+    async def bench(ctx: Any, dut: ControlRegisters) -> None:
+        for k, value in enumerate(values):
+            ctx.set(dut.counters[k], value)
+        await axil_write(ctx, dut, REG_COUNTERS, 0xFFFF_FFFF)  # read-only: ignored
+        assert await axil_read(ctx, dut, REG_COUNTERS) == int(present)
+        for addr in range(COUNTER_BASE, COUNTER_BASE + 8 * len(HW_COUNTERS), 4):
+            assert await axil_read(ctx, dut, addr) == model.read(addr, 0, 0), hex(addr)
+
+    dut = ControlRegisters(len(present.counters), present.label)
+    assert dut.counter_set is present
+    simulate(dut, bench)
+
+
+@REJECTED
+def test_the_counter_set_must_be_named() -> None:
+    with pytest.raises(ValueError, match=r"^counters must be one of 'all', 'cycles', 'none', "
+                                         r"not 'some'$"):
+        ControlRegisters(1, "some")
+    gc.collect()
+
+
+@REJECTED
+@pytest.mark.parametrize("present, count", [("cycles", 0), ("cycles", len(HW_COUNTERS)), ("none", 1)])
+def test_the_counter_count_must_match_the_counter_set(present: str, count: int) -> None:
+    size = len(CounterSet[present.upper()].counters)
+    with pytest.raises(ValueError, match=rf"^counter_count must be {size} for counters "
+                                         rf"'{present}', not {count}$"):
+        ControlRegisters(count, present)
+    gc.collect()
+
+
 def test_unmapped_addresses_read_zero_and_ignore_writes() -> None:
-    unmapped = [0x010, 0x0FC, COUNTER_BASE + 8 * 3, 0xFFC]
+    unmapped = [0x014, 0x0FC, COUNTER_BASE + 8 * 3, 0xFFC]
 
     async def bench(ctx: Any, dut: ControlRegisters) -> None:
         await axil_write(ctx, dut, REG_INSN_ADDR, 0x40)

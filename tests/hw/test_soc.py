@@ -26,8 +26,10 @@ from openvta.hw.fpga import bridge_protocol as bp
 from openvta.hw.fpga.backend import BoardBackend, BoardError
 from openvta.hw.fpga.bridge_protocol import Command, ProtocolError, Status
 from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Config, Counter, preset
+from openvta.isa.counters import REG_COUNTERS
 from openvta.runtime import Program
 from openvta.sim import functional
+from openvta.sim.cycle import simulate_cycles
 
 CFG = preset("tiny")
 
@@ -161,6 +163,54 @@ def test_board_backend_reports_bytes_and_cycles_to_the_progress_hook() -> None:
     assert calls[6:] == upload  # the read-back
 
 
+def test_a_cycles_only_image_gives_only_its_cycles() -> None:
+    program = gemm_program()
+    expected = simulate_cycles(program)
+    calls: list[tuple[str, int, int | None]] = []
+    board = ModelBoard(counters="cycles", run=simulate_cycles)
+    result = BoardBackend(board, progress=lambda *call: calls.append(call)).run(program)
+    np.testing.assert_array_equal(result.dram, expected.dram)
+    assert result.counters == {"cycles": expected.counters["cycles"]}
+    assert ("cycles", expected.counters["cycles"], None) in calls  # the poll before done
+    reads = [f.addr for f in board.frames if f.command == Command.READ_REG]
+    assert reads.count(REG_COUNTERS) == 1  # read once per back end
+
+
+def test_an_image_without_counters_reports_none_of_them() -> None:
+    calls: list[tuple[str, int, int | None]] = []
+    board = ModelBoard(counters="none", finish_after=3)
+    backend = BoardBackend(board, progress=lambda *call: calls.append(call))
+    result = backend.run(gemm_program())
+    assert result.counters == {}
+    assert all(what == "bytes" for what, _, _ in calls)  # no cycles to report while polling
+    assert all(f.addr < COUNTER_BASE for f in board.frames if f.command == Command.READ_REG)
+    with pytest.raises(BoardError, match=r"^the board's image has no 'cycles' counter \(it was "
+                                         r"built with --counters none\); rebuild it with "
+                                         r"--counters all or cycles$"):
+        backend.read_counter(Counter.CYCLES)
+
+
+def test_a_missing_counter_is_named_not_read_as_zero() -> None:
+    backend = BoardBackend(ModelBoard(counters="cycles"))
+    with pytest.raises(BoardError, match=r"^the board's image has no 'macs' counter \(it was "
+                                         r"built with --counters cycles\); rebuild it with "
+                                         r"--counters all$"):
+        backend.read_counter(Counter.MACS)
+
+
+def test_an_unknown_counter_set_code_is_an_error() -> None:
+    class Foreign(ModelBoard):
+        def execute(self, r: bp.Request) -> tuple[Status, bytes]:
+            if r.command == Command.READ_REG and r.addr == REG_COUNTERS:
+                return Status.OK, (7).to_bytes(4, "little")
+            return super().execute(r)
+
+    with pytest.raises(BoardError, match=r"^REG_COUNTERS \(0x10\) reads 7, which is no counter "
+                                         r"set \(0 all, 1 cycles, 2 none\); is this an openvta "
+                                         r"SoC image\?$"):
+        BoardBackend(Foreign()).read_counters()
+
+
 def test_a_link_test_image_is_named_when_it_refuses_start() -> None:
     class LinkTestBoard(ModelBoard):
         def execute(self, r: bp.Request) -> tuple[Status, bytes]:
@@ -268,6 +318,7 @@ REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
     ({"mem_bytes": 512}, ValueError, r"mem_bytes must be a power of two of at least 1024, not 512"),
     ({"mem_bytes": 4096.0}, TypeError, r"mem_bytes must be an integer, not 4096.0"),
     ({"divisor": 2}, ValueError, r"UART divisor must be at least 4 clock cycles per bit, not 2"),
+    ({"counters": "few"}, ValueError, r"counters must be one of 'all', 'cycles', 'none', not 'few'"),
 ])
 def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> None:
     pytest.importorskip("amaranth")

@@ -23,7 +23,8 @@ from openvta.hw.rtl.axi_ram import AxiRam  # noqa: E402
 from openvta.hw.rtl.bridge import Bridge  # noqa: E402
 from openvta.hw.fpga.bridge_protocol import Command, Status  # noqa: E402
 from openvta.hw.rtl.uart import UartRx, UartTx  # noqa: E402
-from openvta.isa import COUNTER_BASE, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT  # noqa: E402
+from openvta.isa import COUNTER_BASE, HW_COUNTERS, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT  # noqa: E402
+from openvta.isa.counters import REG_COUNTERS, Counter, CounterSet  # noqa: E402
 
 DIVISORS = (4, 5, 7, 16)
 
@@ -186,8 +187,12 @@ TIMEOUT = 200
 class BridgeBench:
     """The bridge with a dict as memory; frames in as bytes, replies out as bytes."""
 
-    def __init__(self, *, gap: int = 1, tx_stall: int = 0, can_start: bool = True) -> None:
-        self.dut = Bridge(MEM_BYTES, len(COUNTERS), TIMEOUT, can_start=can_start)
+    def __init__(self, *, gap: int = 1, tx_stall: int = 0, can_start: bool = True,
+                 counters: CounterSet = CounterSet.ALL) -> None:
+        # "all" with three counters at slots 0..2; the other sets with their own counters
+        self.values = COUNTERS if counters is CounterSet.ALL else COUNTERS[:len(counters.counters)]
+        self.dut = Bridge(MEM_BYTES, len(self.values), TIMEOUT, can_start=can_start,
+                          counters=counters)
         self.memory = {a: (a * 7 + 3) & 0xFF for a in range(MEM_BYTES)}  # sentinels
         self.starts: list[tuple[int, int]] = []
         self.errors = 0
@@ -242,7 +247,7 @@ class BridgeBench:
         counters = self.dut.counters
 
         async def bench(ctx: Any) -> None:
-            for k, value in enumerate(COUNTERS):
+            for k, value in enumerate(self.values):
                 ctx.set(counters[k], value)
             for frame, payload_bytes in frames:
                 await self.send(ctx, frame, error_at=error_at)
@@ -377,6 +382,18 @@ def test_registers_start_and_status() -> None:
     assert bench.starts == [(0x120, 5), (0x40, 3)]
 
 
+@pytest.mark.parametrize("present", [CounterSet.CYCLES, CounterSet.NONE], ids=lambda c: c.label)
+def test_reg_counters_names_the_counters_the_image_has(present: CounterSet) -> None:
+    bench = BridgeBench(counters=present)
+    cycles = COUNTER_BASE + 8 * HW_COUNTERS.index(Counter.CYCLES)
+    addrs = [REG_COUNTERS, cycles, cycles + 4, COUNTER_BASE, COUNTER_BASE + 4]
+    requests = [(bp.encode_request(Command.READ_REG, a), 4) for a in addrs]
+    replies = decode(bench.exchange(*requests), [n for _, n in requests])
+    values = [int.from_bytes(r.payload, "little") for r in replies]
+    words = [COUNTERS[0] & 0xFFFF_FFFF, COUNTERS[0] >> 32] if present.counters else [0, 0]
+    assert values == [int(present), *words, 0, 0]  # the absent counter 0 reads 0
+
+
 @REJECTED
 def test_bridge_parameters_are_checked() -> None:
     with pytest.raises(ValueError, match=r"^mem_bytes must be a power of two of at least 1024, "
@@ -387,6 +404,11 @@ def test_bridge_parameters_are_checked() -> None:
     with pytest.raises(ValueError, match=r"^counter_count must be an integer between 0 and 480, "
                                          r"not -1$"):
         Bridge(1024, -1, 10)
+    with pytest.raises(ValueError, match=r"^counters must be one of 'all', 'cycles', 'none', "
+                                         r"not 'few'$"):
+        Bridge(1024, 1, 10, counters="few")
+    with pytest.raises(ValueError, match=r"^counter_count must be 0 for counters 'none', not 3$"):
+        Bridge(1024, 3, 10, counters="none")
     gc.collect()
 
 
