@@ -50,10 +50,11 @@ from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.isa import PRESETS, Config, ConfigError
+from openvta.isa.counters import CounterSet
 from openvta.runtime import Device
 
-__all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "DsePoint", "DseError",
-           "parse_config", "pareto_front", "run_dse", "plot_pareto"]
+__all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
+           "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
 
 DSE_FILE = "dse.json"
 PLOT_FILE = "pareto.png"
@@ -89,33 +90,53 @@ class DseError(ValueError):
     damaged ``dse.json``."""
 
 
-def parse_config(spec: str) -> Config:
-    """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE`` (keys of :meth:`Config.to_dict`).
+#: The build options a configuration may set besides the ISA's keys (lean builds), with
+#: their values; each is a keyword of :func:`~openvta.hw.fpga.bitstream.build_bitstream`.
+BUILD_OPTIONS: dict[str, tuple[str, ...]] = {"counters": tuple(c.label for c in CounterSet)}
+
+
+def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
+    """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``: the configuration and the build options.
+
+    A key is one of :meth:`Config.to_dict` (an integer value) or of :data:`BUILD_OPTIONS`
+    (``counters=none``: the image without the hardware counters).
 
     Raises
     ------
     DseError
-        for an unknown preset or key, a value that is not an integer, or a configuration
-        the ISA rejects (the message says which).
+        for an unknown preset or key, a value that is not an integer or not one of a
+        build option's, or a configuration the ISA rejects (the message says which).
     """
     name, _, rest = spec.partition(":")
     if name not in PRESETS:
         raise DseError(f"configuration {spec!r}: unknown preset {name!r} (one of {', '.join(sorted(PRESETS))})")
     values = PRESETS[name].to_dict()
+    options: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, text = item.partition("=")
-        key = key.strip()
+        key, text = key.strip(), text.strip()
+        if eq and key in BUILD_OPTIONS:
+            if text not in BUILD_OPTIONS[key]:
+                raise DseError(f"configuration {spec!r}: {key} must be one of "
+                               f"{', '.join(BUILD_OPTIONS[key])}, not {text!r}")
+            options[key] = text
+            continue
         if not eq or key not in values:
             raise DseError(f"configuration {spec!r}: {item!r} is not KEY=VALUE with a key of "
-                           f"{', '.join(values)}")
+                           f"{', '.join([*values, *BUILD_OPTIONS])}")
         try:
             values[key] = int(text)
         except ValueError:
             raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
     try:
-        return Config.from_dict(values)
+        return Config.from_dict(values), options
     except ConfigError as exc:
         raise DseError(f"configuration {spec!r}: {exc}") from None
+
+
+def parse_config(spec: str) -> Config:
+    """The :class:`Config` of a configuration spec (:func:`parse_spec`, without its build options)."""
+    return parse_spec(spec)[0]
 
 
 def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
@@ -143,6 +164,7 @@ class DsePoint:
 
     name: str
     config: dict[str, int]
+    options: dict[str, str] = field(default_factory=dict)
     status: str = "pending"
     estimate: dict[str, int] | None = None
     build: dict[str, Any] | None = None
@@ -267,7 +289,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     specs = list(DEFAULT_CONFIGS.get(target.name, ("tiny",)) if not configs else configs)
     if len(set(specs)) != len(specs):
         raise DseError("a configuration is given twice")
-    cfgs = {spec: parse_config(spec) for spec in specs}
+    cfgs = {spec: parse_spec(spec) for spec in specs}
     if records is not None and not Path(records).is_file():
         raise DseError(f"records file {records} does not exist")
     say = progress or (lambda line: print(line, flush=True))
@@ -277,12 +299,12 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     done = _load(path)
     cycles_key = f"{workload}:{','.join(chosen)}:{_records_digest(records)}"
     points = []
-    for spec, cfg in cfgs.items():
+    for spec, (cfg, options) in cfgs.items():
         old = done.get(spec)
-        points.append(old if old is not None and old.config == cfg.to_dict()
-                      else DsePoint(name=spec, config=cfg.to_dict()))
+        points.append(old if old is not None and old.config == cfg.to_dict() and old.options == options
+                      else DsePoint(name=spec, config=cfg.to_dict(), options=options))
     t0 = time.monotonic()
-    for i, (point, cfg) in enumerate(zip(points, cfgs.values())):
+    for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
         head = f"[{i + 1}/{len(points)}] {point.name}"
         _estimate(point, cfg, target, say, head)
         if build and point.status != "does not fit":
@@ -317,7 +339,7 @@ def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builde
     if point.build is not None and point.build.get("status") in _ROUTED:
         say(f"{head}: built before ({point.build['fmax_mhz']} MHz), not rebuilt")
         return
-    report = _routed_report(folder, cfg, target_mhz or target.target_mhz)
+    report = _routed_report(folder, cfg, point.options, target_mhz or target.target_mhz)
     error = None
     if report is not None:
         say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
@@ -325,7 +347,7 @@ def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builde
         say(f"{head}: synthesis, place and route in {folder}")
         try:
             builder(target.name, cfg, folder, preset_name=point.name, target_mhz=target_mhz,
-                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"))
+                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"), **point.options)
         except FitError as exc:
             error = ("does not fit", f"synthesis: {exc}")
         except BitstreamError as exc:
@@ -349,13 +371,16 @@ def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builde
 _ROUTED = ("ok", "too slow for the board clock")
 
 
-def _routed_report(folder: Path, cfg: Config, target_mhz: float) -> dict[str, Any] | None:
-    """The report of a routed build of ``cfg`` already in ``folder`` (a resumed run), or None."""
+def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mhz: float) -> dict[str, Any] | None:
+    """The report of a routed build of ``cfg`` with ``options`` already in ``folder`` (a
+    resumed run), or None."""
     try:
         report = json.loads((folder / REPORT_NAME).read_text())
     except (OSError, ValueError):
         return None
-    same = report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
+    same = (report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
+            and all(report.get(key, values[0]) == options.get(key, values[0])
+                    for key, values in BUILD_OPTIONS.items()))
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 

@@ -31,10 +31,12 @@ class FakeBuilder:
     def __init__(self, figures: dict[str, Any]) -> None:
         self.figures = figures
         self.calls: list[str] = []
+        self.counters: list[str] = []
 
     def __call__(self, board_name: str, cfg: Any, out: Path, *, preset_name: str, target_mhz: float | None,
-                 **_: Any) -> dict[str, Any]:
+                 counters: str = "all", **_: Any) -> dict[str, Any]:
         self.calls.append(preset_name)
+        self.counters.append(counters)
         what = self.figures[preset_name]
         if isinstance(what, Exception):
             raise what
@@ -45,7 +47,7 @@ class FakeBuilder:
                   "status": "ok" if fmax >= 25 else "too slow for the board clock", "fmax_mhz": fmax,
                   "resources": {"lut": {"used": lut, "available": 83640}, "ff": {"used": lut // 2, "available": 83640},
                                 "dsp": {"used": dsp, "available": 156}, "bram": {"used": 40, "available": 208}},
-                  "times_s": {"synthesis": 1.0}, "target_mhz": target_mhz or 50.0,
+                  "times_s": {"synthesis": 1.0}, "target_mhz": target_mhz or 50.0, "counters": counters,
                   "timing_met": fmax >= (target_mhz or 50.0)}
         (out / REPORT_NAME).write_text(json.dumps(report))
         if fmax < 25:
@@ -65,6 +67,8 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
     ("tiny:LOG_BLOCK", "'LOG_BLOCK' is not KEY=VALUE"),
     ("tiny:LOG_BLOCK=x", "configuration 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),
     ("tiny:LOG_BLOCK=9", "configuration 'tiny:LOG_BLOCK=9': LOG_BLOCK must be between 1 and 6, not 9"),
+    ("tiny:counters=few", "configuration 'tiny:counters=few': counters must be one of all, cycles, none, not 'few'"),
+    ("tiny:counters", "'counters' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
 ])
 def test_parse_config_errors_name_the_problem(spec: str, message: str) -> None:
     with pytest.raises(dse.DseError) as info:
@@ -192,3 +196,24 @@ def test_a_routed_build_folder_is_reused_when_dse_json_is_lost(tmp_path: Path) -
     dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], builder=again,
                 target_mhz=40.0, progress=lambda _: None)
     assert again.calls == ["tiny"]
+
+
+def test_a_build_option_reaches_the_builder_and_keys_the_resume(tmp_path: Path) -> None:
+    cfg, options = dse.parse_spec("tiny:LOG_BUS_WIDTH=6,counters=none")
+    assert cfg == dse.parse_config("tiny:LOG_BUS_WIDTH=6") and options == {"counters": "none"}
+    builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:counters=none": (62.0, 6000, 17)})
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:counters=none"], layers=[LAYER],
+                      builder=builder, progress=lambda _: None)
+    assert builder.counters == ["all", "none"]
+    assert got[1].options == {"counters": "none"} and got[1].config == got[0].config
+    assert got[1].total_cycles == got[0].total_cycles  # the counters change no timing
+    assert "lut" in got[1].pareto and "lut" not in got[0].pareto  # as fast, fewer LUTs
+    # a build folder of the same configuration with other counters is not reused
+    (tmp_path / dse.DSE_FILE).unlink()
+    lean = dse._folder_name("tiny:counters=none")
+    (tmp_path / lean).rename(tmp_path / "kept")
+    (tmp_path / dse._folder_name("tiny")).rename(tmp_path / lean)
+    again = FakeBuilder({"tiny:counters=none": (61.0, 6000, 17)})
+    dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny:counters=none"], layers=[LAYER], builder=again,
+                progress=lambda _: None)
+    assert again.calls == ["tiny:counters=none"]
