@@ -65,7 +65,7 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
 }
 
 #: The configurations explored when none are given, per board: GEMM shape (4×4, 8×8,
-#: 16×16), buffer sizes and bus width around the presets.
+#: 16×16), buffer sizes, bus width and the counters build option around the presets.
 DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
     "ulx3s-85f": (
         "tiny",
@@ -75,6 +75,9 @@ DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
         "tiny:LOG_BUS_WIDTH=7",
         "tiny:LOG_BLOCK=3",
         "tiny:LOG_BLOCK=3,LOG_BUS_WIDTH=6",
+        "tiny:LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11,LOG_BUS_WIDTH=6",
+        "tiny:counters=none",
+        "tiny:LOG_BUS_WIDTH=6,counters=none",
         "tiny:LOG_INP_BUFF_SIZE=12,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13",
         "small",
         "default",
