@@ -13,10 +13,13 @@ from .counters import (
     EVENT_COUNTERS,
     HW_COUNTERS,
     REG_CONTROL,
+    REG_COUNTERS,
     REG_INSN_ADDR,
     REG_INSN_COUNT,
     REG_STATUS,
     Counter,
+    CounterSet,
+    counter_set,
 )
 from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import LOAD_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, module_of, modules_of
@@ -47,6 +50,7 @@ __all__ = [
     "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
     "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "modules_of",
     "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for", "HW_COUNTERS",
-    "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT",
+    "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS",
+    "CounterSet", "counter_set",
     "words_from_bytes", "words_to_bytes",
 ]

@@ -112,7 +112,7 @@ def format_table(result: Any, top: int = 5) -> str:
     lines = [header]
     for label, r in rows:
         cycles = f"{r.cycles:,}" if r.ok else r.error["kind"]
-        util = f"{r.utilization:.1%}" if r.ok else "-"
+        util = f"{r.utilization:.1%}" if r.ok and r.utilization is not None else "-"
         speed = f"{default.cycles / r.cycles:.3f}x" if r.ok and default is not None and default.ok else "-"
         lines.append([label, *(str(r.knobs[n]) for n in names), cycles, util, speed])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]

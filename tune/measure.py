@@ -119,4 +119,5 @@ def run_job(job: MeasureJob) -> Outcome:
     if cycles is None:
         return _error("run error", f"back end {job.backend} reports no cycle count")
     peak = cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT
-    return Outcome(cycles=int(cycles), utilization=result.counters.get("macs", 0) / (int(cycles) * peak))
+    macs = result.counters.get("macs")  # an image built without its counters has none: unknown, not 0
+    return Outcome(cycles=int(cycles), utilization=None if macs is None else macs / (int(cycles) * peak))

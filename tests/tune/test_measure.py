@@ -114,3 +114,26 @@ def test_a_failing_back_end_is_a_run_error() -> None:
     outcome = run_job(_job(DEFAULT, backend="failing"))
     assert outcome == tune.Outcome(error={"kind": "run error",
                                           "message": "RuntimeError: the board stopped answering"})
+
+
+
+class _CyclesOnly:
+    """The cycle model, reporting only the cycle counter (a board image built with
+    ``counters=cycles``)."""
+
+    def __init__(self, **options: object) -> None:
+        from openvta.sim.cycle import CycleBackend
+
+        self.inner = CycleBackend(**options)  # type: ignore[arg-type]
+
+    def run(self, program: openvta.Program) -> Result:
+        result = self.inner.run(program)
+        result.counters = {"cycles": result.counters["cycles"]}
+        return result
+
+
+def test_an_image_without_a_mac_counter_has_unknown_utilization() -> None:
+    register_backend("cycles-only", _CyclesOnly)
+    outcome = run_job(_job(DEFAULT, backend="cycles-only"))
+    assert outcome.error is None and outcome.cycles == run_job(_job(DEFAULT)).cycles
+    assert outcome.utilization is None  # unknown, not 0
