@@ -306,6 +306,9 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         old = done.get(spec)
         points.append(old if old is not None and old.config == cfg.to_dict() and old.options == options
                       else DsePoint(name=spec, config=cfg.to_dict(), options=options))
+    others = [p for name, p in done.items() if name not in cfgs]  # kept in dse.json, not explored now
+    for p in others:
+        p.pareto = []  # a front is this run's
     t0 = time.monotonic()
     for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
         head = f"[{i + 1}/{len(points)}] {point.name}"
@@ -318,7 +321,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
             _cycles(point, cfg, chosen, records, cycles_key, say, head)
         _finish(point)
         _mark_front(points)
-        _save(path, target.name, workload, points)
+        _save(path, target.name, workload, points + others)
     if any(p.latency_ms is not None for p in points):
         try:
             plot_pareto(points, out / PLOT_FILE, title=f"{workload} on {target.name}")

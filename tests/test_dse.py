@@ -217,3 +217,14 @@ def test_a_build_option_reaches_the_builder_and_keys_the_resume(tmp_path: Path) 
     dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny:counters=none"], layers=[LAYER], builder=again,
                 progress=lambda _: None)
     assert again.calls == ["tiny:counters=none"]
+
+
+def test_configurations_of_an_earlier_run_stay_in_dse_json(tmp_path: Path) -> None:
+    builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:counters=none": (62.0, 6000, 17)})
+    dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], builder=builder, progress=lambda _: None)
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny:counters=none"], layers=[LAYER], builder=builder,
+                      progress=lambda _: None)
+    assert [p.name for p in got] == ["tiny:counters=none"] and got[0].pareto == ["lut", "dsp"]
+    saved = {p["name"]: p for p in json.loads((tmp_path / dse.DSE_FILE).read_text())["points"]}
+    assert set(saved) == {"tiny", "tiny:counters=none"}
+    assert saved["tiny"]["fmax_mhz"] == 60.0 and saved["tiny"]["pareto"] == []
