@@ -433,7 +433,8 @@ def plot_pareto(points: Sequence[DsePoint], path: str | os.PathLike[str], title:
     import matplotlib.pyplot as plt
 
     done = [p for p in points if p.latency_ms is not None]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    number = {p.name: i + 1 for i, p in enumerate(points)}  # points are numbered, named in a key below
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5 + 0.17 * len(done)))
     for ax, res, label in ((axes[0], "lut", "LUT4"), (axes[1], "dsp", "DSP blocks (MULT18X18D)")):
         have = [p for p in done if res in p.resources]
         front = sorted((p for p in have if res in p.pareto), key=lambda p: p.resources[res])
@@ -442,7 +443,7 @@ def plot_pareto(points: Sequence[DsePoint], path: str | os.PathLike[str], title:
         ax.plot([p.resources[res] for p in front], [p.latency_ms for p in front], "o-", color="tab:red",
                 label="Pareto front")
         for p in have:
-            ax.annotate(p.name, (p.resources[res], p.latency_ms), fontsize=7, xytext=(3, 3),
+            ax.annotate(str(number[p.name]), (p.resources[res], p.latency_ms), fontsize=8, xytext=(3, 3),
                         textcoords="offset points")
         ax.set_xlabel(label)
         ax.set_ylabel("latency (ms) = cycles / Fmax")
@@ -450,7 +451,10 @@ def plot_pareto(points: Sequence[DsePoint], path: str | os.PathLike[str], title:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    key = "\n".join(f"{number[p.name]}: {p.name}" for p in done)
+    bottom = (0.17 * len(done) + 0.3) / fig.get_figheight()
+    fig.text(0.02, 0.01, key, fontsize=7, va="bottom", family="monospace")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
