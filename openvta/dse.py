@@ -45,13 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from openvta.compiler.layout import unpack_by_layout
 from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.isa import PRESETS, Config, ConfigError
 from openvta.isa.counters import CounterSet
-from openvta.runtime import Device
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
            "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
@@ -203,18 +201,15 @@ def _layer_cycles(cfg: Config, layer: str, records: str | os.PathLike[str] | Non
     """Cycles of one conv2d layer on the cycle model, its output checked against the reference."""
     import warnings
 
-    from openvta.api import operator, random_operands
+    from openvta.api import operator, random_operands, simulate
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "no record for this kernel": the default plan, as documented
         op = operator("conv2d", config=cfg, layer=layer, records=records)
     inputs = random_operands(op, 0)
-    program = op.build(inputs)
-    result = Device("cycle").run(program)
-    symbol = program.symbols["out"]
-    out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
-    if not np.array_equal(out, op.reference(inputs)):
-        raise RuntimeError(f"{layer}: the cycle model's output differs from the reference")
+    result = simulate(op.build(inputs), backend="cycle")
+    if not np.array_equal(result["out"], op.reference(inputs)):
+        raise RuntimeError("the cycle model's output differs from the reference")
     return int(result.counters["cycles"])
 
 

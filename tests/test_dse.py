@@ -228,3 +228,20 @@ def test_configurations_of_an_earlier_run_stay_in_dse_json(tmp_path: Path) -> No
     saved = {p["name"]: p for p in json.loads((tmp_path / dse.DSE_FILE).read_text())["points"]}
     assert set(saved) == {"tiny", "tiny:counters=none"}
     assert saved["tiny"]["fmax_mhz"] == 60.0 and saved["tiny"]["pareto"] == []
+
+
+def test_a_wrong_answer_of_the_cycle_model_is_an_error_not_a_figure(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import openvta.api
+
+    real = openvta.api.simulate
+
+    def corrupted(program: Any, *args: Any, **kwargs: Any) -> Any:
+        result = real(program, *args, **kwargs)
+        result.outputs["out"] = result.outputs["out"] ^ 1
+        return result
+
+    monkeypatch.setattr(openvta.api, "simulate", corrupted)
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], build=False, progress=lambda _: None)
+    assert got[0].cycles is None and got[0].total_cycles is None
+    assert got[0].error == f"cycles: resnet18.{LAYER}: the cycle model's output differs from the reference"
