@@ -11,6 +11,7 @@
     openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test] [--counters all|cycles|none]
+                      [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -123,6 +124,14 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--counters", default="all", choices=[c.label for c in CounterSet],
                      help="hardware counters built: all of them, only cycles, or none (smaller "
                      "images; the board back end then reports only those) (default all)")
+    bit.add_argument("--gemm-ii", type=_positive_int, default=1, metavar="N",
+                     help="lean build: the GEMM core folded over N cycles, 1/N of the "
+                     "multipliers, one micro-op every N cycles (default 1)")
+    bit.add_argument("--alu-ii", type=_positive_int, default=1, metavar="N",
+                     help="lean build: the ALU folded over N cycles, 1/N of its lanes (default 1)")
+    bit.add_argument("--acc-ports", type=int, default=2, choices=(1, 2),
+                     help="lean build: read ports of the accumulator buffer; with 1, an ALU "
+                     "micro-op with a tile operand takes a cycle more (default 2)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
@@ -332,6 +341,7 @@ def _verilog(args: argparse.Namespace) -> int:
 
 def _bitstream(args: argparse.Namespace) -> int:
     from openvta.hw.fpga.bitstream import build_bitstream
+    from openvta.hw.rtl.compute import LeanBuild
 
     out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024
@@ -346,7 +356,8 @@ def _bitstream(args: argparse.Namespace) -> int:
         report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
                                  mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
                                  timeout_s=args.timeout, link_test=args.link_test,
-                                 counters=args.counters, progress=say)
+                                 counters=args.counters, progress=say,
+                                 lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports))
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

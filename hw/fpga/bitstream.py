@@ -39,10 +39,11 @@ from amaranth import Elaboratable, Module
 from amaranth.build import ResourceError
 from amaranth.lib import io
 
-from openvta.isa import Config
+from openvta.isa import Config, timing_for
 from openvta.isa.counters import CounterSet, counter_set
 
 from ..rtl.axi_ram import check_mem_bytes
+from ..rtl.compute import LeanBuild
 from ..rtl.uart import check_divisor
 from .boards import Board, FitError, board, check_fit, check_synthesis
 
@@ -68,10 +69,13 @@ class SocOnBoard(Elaboratable):
     """:class:`~openvta.hw.rtl.soc.Soc` wired to a board's UART and LEDs."""
 
     def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
-                 accelerator: bool = True, counters: str | CounterSet = "all") -> None:
+                 accelerator: bool = True, counters: str | CounterSet = "all",
+                 lean: LeanBuild | None = None) -> None:
         from ..rtl.soc import Soc
 
-        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud), accelerator=accelerator,
+        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud),
+                       timing=(lean or LeanBuild()).timing(timing_for(cfg)),
+                       accelerator=accelerator,
                        counters=counters)
 
     def elaborate(self, platform: Any) -> Module:
@@ -117,6 +121,7 @@ class BitstreamReport:
     clock_mhz: float  # the board's oscillator: the SoC runs from it
     target_mhz: float  # the Fmax nextpnr was asked for
     counters: str = "all"  # the counters built: "all", "cycles" or "none" (link-test: "none")
+    lean: dict[str, int] = field(default_factory=lambda: LeanBuild().to_dict())  # LeanBuild's
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -132,7 +137,7 @@ class BitstreamReport:
         the measured ones that are known, in this order."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.default is MISSING and f.default_factory is MISSING
-                or f.name in ("times_s", "status") or getattr(self, f.name) is not None}
+                or f.name in ("lean", "times_s", "status") or getattr(self, f.name) is not None}
 
     def write(self, out_dir: Path) -> None:
         """Write ``report.json`` into ``out_dir``."""
@@ -143,7 +148,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
                     preset_name: str = "", mem_bytes: int | None = None,
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
-                    counters: str = "all",
+                    counters: str = "all", lean: LeanBuild | None = None,
                     progress: Callable[[str], None] | None = None) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
@@ -172,13 +177,19 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         the hardware counters built: ``"all"`` (every counter of ``HW_COUNTERS``),
         ``"cycles"`` (only ``cycles``) or ``"none"``; the image reports which in
         ``REG_COUNTERS`` and the ``board`` back end returns only those.
+    lean : LeanBuild, optional
+        the compute unit's lean build (the GEMM core and the ALU folded over cycles, one
+        accumulator read port; :class:`~openvta.hw.rtl.compute.LeanBuild`); the full
+        build if omitted.  The cycle model runs such an image's programs with
+        ``lean.timing(timing_for(cfg))``.
     progress : callable, optional
         receives each progress line; by default they are printed.
 
     Raises
     ------
     ValueError
-        when an option is out of range (``counters`` names no counter set).
+        when an option is out of range (``counters`` names no counter set, ``lean``
+        folds the GEMM core or the ALU by what does not divide it).
     FitError
         before synthesis, or before place and route, when ``cfg`` cannot fit.
     BitstreamError
@@ -188,24 +199,29 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     target = board(board_name)
     built = counter_set(counters)  # checked even for the link-test image, which has none
     built = CounterSet.NONE if link_test else built
+    lean = LeanBuild() if lean is None or link_test else lean
+    if not link_test:
+        LeanBuild.of(cfg, lean.timing(timing_for(cfg)))  # the folds must divide the tile
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s)
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
-    what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0)
+    what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # 2. elaboration: the build plan's sources and tool commands
     say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
-        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz, counters {built.label})")
-    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built).extract(str(out))
+        f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz, counters {built.label}"
+        + (f", {lean.label}" if lean.label else "") + ")")
+    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built, lean).extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report = BitstreamReport(
         board=target.name, part=target.part,
         config="link-test" if link_test else (preset_name or cfg.name),
         config_keys=None if link_test else cfg.to_dict(), mem_bytes=mem_bytes, baud=baud,
-        clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label)
+        clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label,
+        lean=lean.to_dict())
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -227,7 +243,7 @@ def _check_options(target: Board, baud: object, target_mhz: object, timeout_s: o
 
 
 def _pre_check(target: Board, cfg: Config, mem_bytes: int, preset_name: str, link_test: bool,
-               say: Callable[[str], None], t0: float) -> str:
+               say: Callable[[str], None], t0: float, gemm_ii: int = 1) -> str:
     """Announce the build, after :func:`~.boards.check_fit` for an accelerator; returns
     what is built, for messages."""
     if link_test:
@@ -235,7 +251,7 @@ def _pre_check(target: Board, cfg: Config, mem_bytes: int, preset_name: str, lin
         say(f"[{_clock(t0)}] {what} (UART bridge and memory, no accelerator) on {target.name}")
         return what
     what = f"preset {preset_name!r}" if preset_name else "the configuration"
-    estimate = check_fit(target, cfg, mem_bytes, preset_name)
+    estimate = check_fit(target, cfg, mem_bytes, preset_name, gemm_ii)
     say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
         f"({estimate['multipliers']} GEMM multipliers, "
         f"{estimate['ram_bits'] // 8192} KiB of RAM)")
@@ -297,9 +313,10 @@ def _say(line: str) -> None:
 
 
 def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool,
-          target_mhz: float, counters: CounterSet = CounterSet.ALL) -> Any:
+          target_mhz: float, counters: CounterSet = CounterSet.ALL,
+          lean: LeanBuild | None = None) -> Any:
     platform = _constrained(target.platform(), target_mhz)
-    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters)
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean)
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 

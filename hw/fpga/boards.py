@@ -104,8 +104,10 @@ def buffer_bits(cfg: Config) -> int:
     return total * 8
 
 
-def check_fit(target: Board, cfg: Config, mem_bytes: int, preset_name: str = "") -> dict[str, int]:
-    """Lower bounds of what ``cfg`` needs on ``target``, before any tool runs.
+def check_fit(target: Board, cfg: Config, mem_bytes: int, preset_name: str = "",
+              gemm_ii: int = 1) -> dict[str, int]:
+    """Lower bounds of what ``cfg`` needs on ``target``, before any tool runs; a GEMM
+    core folded over ``gemm_ii`` cycles has ``1/gemm_ii`` of the multipliers.
 
     Returns the estimate (``multipliers``, ``ram_bits``).
 
@@ -116,12 +118,13 @@ def check_fit(target: Board, cfg: Config, mem_bytes: int, preset_name: str = "")
     """
     what = f"preset {preset_name!r}" if preset_name else "this configuration"
     shape = f"{cfg.BATCH}×{cfg.BLOCK_IN}×{cfg.BLOCK_OUT}"
-    multipliers = cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT
+    multipliers = cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT // gemm_ii
+    folded = f" folded over {gemm_ii} cycles" if gemm_ii > 1 else ""
     ram_bits = buffer_bits(cfg) + mem_bytes * 8
     available_bits = target.capacity["bram"] * target.bram_bits
     problems = []
     if multipliers > target.capacity["dsp"]:
-        problems.append(f"its {shape} GEMM core alone needs {multipliers} multipliers (one "
+        problems.append(f"its {shape} GEMM core{folded} alone needs {multipliers} multipliers (one "
                         f"8×8 product per DSP block) but the {target.part} has "
                         f"{target.capacity['dsp']} DSP blocks")
     if ram_bits > available_bits:

@@ -17,17 +17,30 @@ execution that reads the tile an earlier one writes always sees the new value:
 back-to-back accumulation into one tile needs no stall (docs/ISA.md: no hazard rule).
 LOAD ACC and ACC_8BIT write the accumulator only; GEMM with ``reset_reg`` writes zeros
 to the accumulator only.
+
+Lean builds (the machine's :class:`~openvta.isa.Timing` says which, and the cycle model
+charges the same): with ``gemm_ii_cycles`` = k the GEMM core has a k-th of the
+multipliers, and stage 1 issues every GEMM micro-op k times, each *pass* computing a
+k-th of the output rows (:class:`~.units.GemmCore`'s ``fold``); ``alu_imm_ii_cycles``
+= k does the same for the ALU's lanes.  ``alu_vec_ii_cycles`` = ``alu_imm_ii_cycles``
++ 1 builds the accumulator with one read port instead of two: an ALU micro-op with a
+tile operand first passes once to read that tile into a register.  Passes flow through
+the pipeline like micro-ops (forwarding makes each see the one before); only the first
+counts as an execution.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import Config, Format, MemoryType, Opcode, layouts_of
+from amaranth.utils import ceil_log2
+
+from openvta.isa import Config, Format, MemoryType, Opcode, Timing, layouts_of
 from openvta.isa import Module as Unit
 from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
 
@@ -38,9 +51,9 @@ from .loadstore import dma_fields
 from .memory import mem_port
 from .params import refusing
 from .stage import Stage
-from .units import AluLanes, GemmCore
+from .units import AluLanes, GemmCore, check_fold
 
-__all__ = ["ComputeUnit"]
+__all__ = ["ComputeUnit", "LeanBuild"]
 
 #: The micro-op's index fields, each offset by the loops (dst: acc/out, src: inp/acc, wgt).
 _INDICES = ("dst", "src", "wgt")
@@ -55,6 +68,9 @@ class _Issued:
     valid: Signal
     offsets: dict[str, Signal]
     issuing: Signal  # the loops have micro-ops left to issue
+    part: Signal  # which part of the tile this pass computes (lean builds)
+    load_b: Signal  # this pass reads the ALU's tile operand (one acc read port)
+    first: Signal  # the micro-op's first pass: it counts as an execution
 
 
 @dataclass(frozen=True)
@@ -64,9 +80,12 @@ class _Operands:
     s2_valid: Signal
     s2_dst: Signal
     s2_src: Signal
+    s2_first: Signal
     valid: Signal  # stage 3
-    dst: Signal
+    dst: Signal  # the tile read on the first read port (src on a load_b pass)
     src: Signal
+    part: Signal
+    load_b: Signal
     acc_a: Signal  # the accumulator tile at dst
     acc_b: Signal  # the accumulator tile at src (the ALU's second operand)
     inp: Signal
@@ -91,7 +110,8 @@ class ComputeUnit(Stage):
     uop_w, uop_r : write and read port of the uop buffer
         the micro-op loads write it; the loops read it.
     acc_w, acc_ra, acc_rb : write port and two read ports of the acc buffer
-        the read ports are transparent for the write port.
+        the read ports are transparent for the write port; ``acc_rb`` only when
+        ``timing.alu_vec_ii_cycles`` equals ``alu_imm_ii_cycles``.
     inp_r, wgt_r : read ports of the inp and wgt buffers
     out_w : write port of the out buffer
     uop_mem, acc_mem, acc_8bit_mem : Out(mem_port(bus_bits))
@@ -105,28 +125,41 @@ class ComputeUnit(Stage):
     uop_fire, uop_is_gemm, uop_reset : Out(1)
         a micro-op enters stage 3 this cycle; it is a GEMM's; a GEMM with ``reset_reg``.
 
-    and those of :class:`~.stage.Stage`.  Throughput: one micro-op execution per cycle;
-    a GEMM or ALU instruction is done five cycles after its last micro-op is issued.
+    and those of :class:`~.stage.Stage`.  Throughput: one pass per cycle, a micro-op
+    execution being ``timing.gemm_ii_cycles``, ``alu_imm_ii_cycles`` or
+    ``alu_vec_ii_cycles`` passes; a GEMM or ALU instruction is done five cycles after its
+    last pass is issued.
+
+    Raises
+    ------
+    ValueError
+        if ``timing`` asks for a lean build this unit cannot be (see :meth:`LeanBuild.of`).
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, timing: Timing) -> None:
+        lean = LeanBuild.of(cfg, timing)
+        self.gemm_fold, self.alu_fold, self.acc_ports = lean.gemm_ii, lean.alu_ii, lean.acc_ports
         members: dict[str, wiring.Member] = {
             "uop_w": write_port(cfg, "uop"), "uop_r": read_port(cfg, "uop"),
             "acc_w": write_port(cfg, "acc"), "acc_ra": read_port(cfg, "acc"),
-            "acc_rb": read_port(cfg, "acc"), "inp_r": read_port(cfg, "inp"),
+            "inp_r": read_port(cfg, "inp"),
             "wgt_r": read_port(cfg, "wgt"), "out_w": write_port(cfg, "out"),
             "clear": In(1), "finished": Out(1), "gemm_busy": Out(1), "alu_busy": Out(1),
             "uop_fire": Out(1), "uop_is_gemm": Out(1), "uop_reset": Out(1),
         }
+        if self.acc_ports == 2:
+            members["acc_rb"] = read_port(cfg, "acc")
         members.update({f"{mt.name.lower()}_mem": Out(mem_port(bus_bits)) for mt in _LOADED})
         super().__init__(Unit.COMPUTE, cfg, bus_bits, members)
+        max_burst = timing.max_burst_beats
         self.dmas = {
             MemoryType.UOP: DmaReader(UOP_WIDTH, bus_bits, max_burst),
             MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
-        self.gemm, self.alu = GemmCore(cfg, registered=True), AluLanes(cfg)
+        self.gemm = GemmCore(cfg, registered=True, fold=self.gemm_fold)
+        self.alu = AluLanes(cfg, fold=self.alu_fold)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -174,7 +207,8 @@ class ComputeUnit(Stage):
         m.d.comb += done.eq(self.status.busy & ~loop_start & ~issued.issuing & ~issued.valid
                             & ~operands.s2_valid & ~operands.valid & ~executed.valid
                             & ((d.opcode == Opcode.GEMM) | is_alu))
-        m.d.comb += [self.uop_fire.eq(operands.s2_valid), self.uop_is_gemm.eq(~is_alu),
+        m.d.comb += [self.uop_fire.eq(operands.s2_valid & operands.s2_first),
+                     self.uop_is_gemm.eq(~is_alu),
                      self.uop_reset.eq(d.gemm("reset_reg") & ~is_alu),
                      self.gemm_busy.eq(self.status.busy & (d.opcode == Opcode.GEMM)),
                      self.alu_busy.eq(self.status.busy & is_alu)]
@@ -205,12 +239,25 @@ class ComputeUnit(Stage):
         bgn, end = get("uop_bgn"), get("uop_end")
         iter_out, iter_in = get("iter_out"), get("iter_in")
         empty = (iter_out == 0) | (iter_in == 0) | (bgn >= end)
+        # the passes of one micro-op (lean builds): k parts, after a load_b pass if the
+        # ALU's tile operand must be read first (one accumulator read port)
+        vec_first = Const(self.acc_ports == 1) & is_alu & ~d.alu("use_imm")
+        passes = Mux(is_alu, self.alu_fold + vec_first, self.gemm_fold)
+        p_bits = ceil_log2(max(self.gemm_fold, self.alu_fold + 1) + 1)
+        p = Signal(p_bits)
+        s1_part, s1_load_b, s1_first = Signal(p_bits), Signal(), Signal()
         with m.If(loop_start):
-            m.d.sync += [i.eq(0), j.eq(0), u.eq(bgn), issuing.eq(~empty)]
+            m.d.sync += [i.eq(0), j.eq(0), u.eq(bgn), p.eq(0), issuing.eq(~empty)]
             m.d.sync += [base[n].eq(0) for n in _INDICES] + [off[n].eq(0) for n in _INDICES]
         m.d.comb += self.uop_r.addr.eq(u)
         with m.If(issuing):
             m.d.sync += [s1_valid.eq(1)] + [s1_off[n].eq(off[n]) for n in _INDICES]
+            m.d.sync += [s1_part.eq(p - vec_first), s1_load_b.eq(vec_first & (p == 0)),
+                         s1_first.eq(p == 0)]
+        with m.If(issuing & (p + 1 < passes)):
+            m.d.sync += p.eq(p + 1)  # the same micro-op again, for its next pass
+        with m.Elif(issuing):
+            m.d.sync += p.eq(0)
             with m.If(u + 1 < end):
                 m.d.sync += u.eq(u + 1)
             with m.Else():
@@ -223,9 +270,9 @@ class ComputeUnit(Stage):
                     m.d.sync += [off[n].eq(base[n] + factor[n][0]) for n in _INDICES]
                     with m.If(i + 1 >= iter_out):
                         m.d.sync += issuing.eq(0)
-        with m.Else():
+        with m.If(~issuing):
             m.d.sync += s1_valid.eq(0)
-        return _Issued(s1_valid, s1_off, issuing)
+        return _Issued(s1_valid, s1_off, issuing, s1_part, s1_load_b, s1_first)
 
     def _read_operands(self, m: Module, issued: _Issued) -> _Operands:
         """Stage 2: the indices from the micro-op read last cycle, and the buffer reads;
@@ -235,19 +282,33 @@ class ComputeUnit(Stage):
         dst = (udst + issued.offsets["dst"])[:bits["dst"]]
         src = (usrc + issued.offsets["src"])[:bits["src"]]
         wgt = (uwgt + issued.offsets["wgt"])[:bits["wgt"]]
-        m.d.comb += [self.acc_ra.addr.eq(dst), self.acc_rb.addr.eq(src),
-                     self.inp_r.addr.eq(src), self.wgt_r.addr.eq(wgt)]
+        # a load_b pass reads the ALU's tile operand on the first read port
+        first_addr = Mux(issued.load_b, src, dst)[:bits["dst"]] if self.acc_ports == 1 else dst
+        m.d.comb += [self.acc_ra.addr.eq(first_addr), self.inp_r.addr.eq(src),
+                     self.wgt_r.addr.eq(wgt)]
+        if self.acc_ports == 2:
+            m.d.comb += self.acc_rb.addr.eq(src)
         s2_valid, s2_dst, s2_src = Signal(), Signal(bits["dst"]), Signal(bits["src"])
-        m.d.sync += [s2_valid.eq(issued.valid), s2_dst.eq(dst), s2_src.eq(src)]
+        s2_part, s2_load_b, s2_first = Signal.like(issued.part), Signal(), Signal()
+        m.d.sync += [s2_valid.eq(issued.valid), s2_dst.eq(first_addr), s2_src.eq(src),
+                     s2_part.eq(issued.part), s2_load_b.eq(issued.load_b),
+                     s2_first.eq(issued.first)]
         s3_valid, s3_dst, s3_src = Signal(), Signal.like(s2_dst), Signal.like(s2_src)
+        s3_part, s3_load_b = Signal.like(s2_part), Signal()
         acc_bits = len(self.acc_ra.data)
         a3, b3 = Signal(acc_bits, name="a3"), Signal(acc_bits, name="b3")
         inp3 = Signal.like(self.inp_r.data, name="inp3")
-        wgt3 = Signal.like(self.wgt_r.data, name="wgt3")
+        wgt3 = Signal(len(self.gemm.wgt), name="wgt3")  # the rows of the pass's part
+        wgt = self.wgt_r.data
+        if self.gemm_fold > 1:
+            wgt = wgt.word_select(s2_part[:ceil_log2(self.gemm_fold)], len(wgt3))
         m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_src.eq(s2_src),
-                     a3.eq(self.acc_ra.data), b3.eq(self.acc_rb.data),
-                     inp3.eq(self.inp_r.data), wgt3.eq(self.wgt_r.data)]
-        return _Operands(s2_valid, s2_dst, s2_src, s3_valid, s3_dst, s3_src, a3, b3, inp3, wgt3)
+                     s3_part.eq(s2_part), s3_load_b.eq(s2_load_b),
+                     a3.eq(self.acc_ra.data), inp3.eq(self.inp_r.data), wgt3.eq(wgt)]
+        if self.acc_ports == 2:
+            m.d.sync += b3.eq(self.acc_rb.data)
+        return _Operands(s2_valid, s2_dst, s2_src, s2_first, s3_valid, s3_dst, s3_src,
+                         s3_part, s3_load_b, a3, b3, inp3, wgt3)
 
     def _execute(self, m: Module, d: Decoded, ops: _Operands) -> _Executed:
         """Stage 4: the GEMM core registers its products; the ALU computes on its operands
@@ -255,9 +316,11 @@ class ComputeUnit(Stage):
         the write of the cycle before, and registers its result.  Also the GEMM's inputs
         for stage 5: the accumulator tile brought up to date with the two writes made
         since stage 2 read it."""
-        s4_valid, s4_dst = Signal(), Signal.like(ops.dst)
+        s4_valid, s4_dst, s4_part = Signal(), Signal.like(ops.dst), Signal.like(ops.part)
         a4 = Signal(len(ops.acc_a), name="a4")
-        m.d.sync += [s4_valid.eq(ops.valid), s4_dst.eq(ops.dst), a4.eq(ops.acc_a)]
+        writes = ops.valid & ~ops.load_b  # a load_b pass writes nothing
+        m.d.sync += [s4_valid.eq(writes), s4_dst.eq(ops.dst), s4_part.eq(ops.part),
+                     a4.eq(ops.acc_a)]
         gemm, alu = self.gemm, self.alu
         alu_q, alu_out_q = Signal.like(alu.acc_out, name="alu_q"), Signal.like(alu.out, name="alu_out_q")
         m.d.sync += [alu_q.eq(alu.acc_out), alu_out_q.eq(alu.out)]
@@ -267,13 +330,23 @@ class ComputeUnit(Stage):
         # happening now
         acc_w = self.acc_w
         addr_bits = len(written[0][1])
-        upcoming = ((ops.valid, ops.dst[:addr_bits]), (acc_w.en, acc_w.addr))
+        upcoming = ((writes, ops.dst[:addr_bits]), (acc_w.en, acc_w.addr))
         a_sel = _selects_ahead(m, "a", upcoming, ops.s2_dst[:addr_bits])
-        b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits])
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
-                     alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], ops.acc_a))),
-                     alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], ops.acc_b)))]
+                     alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], ops.acc_a)))]
+        if self.acc_ports == 2:
+            b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits])
+            m.d.comb += alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], ops.acc_b)))
+        else:  # the tile the load_b pass read, brought up to date like a
+            held = Signal(len(ops.acc_a), name="held_b")
+            with m.If(ops.valid & ops.load_b):
+                m.d.sync += held.eq(alu.a)
+            m.d.comb += alu.b.eq(held)
+        if self.alu_fold > 1:
+            m.d.comb += alu.part.eq(ops.part)
+        if self.gemm_fold > 1:
+            m.d.comb += gemm.part.eq(s4_part)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
         g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits])
         m.d.comb += [gemm.inp.eq(ops.inp), gemm.wgt.eq(ops.wgt),
@@ -310,6 +383,76 @@ class ComputeUnit(Stage):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(executed.dst), acc_w.data.eq(result)]
             # a GEMM with reset_reg leaves the out buffer alone (docs/ISA.md decision)
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(executed.dst), out_w.data.eq(low8)]
+
+
+@dataclass(frozen=True)
+class LeanBuild:
+    """The compute unit's lean build options, and the :class:`~openvta.isa.Timing` they
+    give the machine (the RTL is built from the timing; the cycle model charges it).
+
+    Examples
+    --------
+    >>> from openvta.isa import Timing
+    >>> lean = LeanBuild(gemm_ii=2, acc_ports=1)
+    >>> t = lean.timing(Timing())
+    >>> t.gemm_ii_cycles, t.alu_imm_ii_cycles, t.alu_vec_ii_cycles
+    (2, 1, 2)
+    >>> lean.label
+    'gemm_ii=2,acc_ports=1'
+    """
+
+    #: cycles per GEMM micro-op: the GEMM core has 1/gemm_ii of the multipliers
+    gemm_ii: int = 1
+    #: cycles per ALU micro-op: the ALU has 1/alu_ii of the lanes
+    alu_ii: int = 1
+    #: read ports of the accumulator buffer (1: an ALU micro-op with a tile operand
+    #: takes one cycle more)
+    acc_ports: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_ii", "alu_ii"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if self.acc_ports not in (1, 2) or isinstance(self.acc_ports, bool):
+            raise ValueError(f"acc_ports must be 1 or 2, not {self.acc_ports!r}")
+
+    @property
+    def label(self) -> str:
+        """The options that differ from the full build, as ``key=value,…`` ("" for none)."""
+        full = LeanBuild()
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                        if getattr(self, f.name) != getattr(full, f.name))
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    def timing(self, base: Timing) -> Timing:
+        """``base`` with the micro-op intervals of this build."""
+        return base.replace(gemm_ii_cycles=self.gemm_ii, alu_imm_ii_cycles=self.alu_ii,
+                            alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1))
+
+    @classmethod
+    def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
+        """The build ``timing`` describes for ``cfg``: the GEMM fold is
+        ``gemm_ii_cycles`` (dividing ``BLOCK_OUT``), the ALU's ``alu_imm_ii_cycles``
+        (dividing ``BATCH·BLOCK_OUT``), and ``alu_vec_ii_cycles`` is either
+        ``alu_imm_ii_cycles`` (two read ports) or one more (one read port).
+
+        Raises
+        ------
+        ValueError
+            when no build of the compute unit has that timing.
+        """
+        gemm = check_fold(timing.gemm_ii_cycles, cfg.BLOCK_OUT, "gemm_ii_cycles (the GEMM "
+                          "core's fold)", "BLOCK_OUT")
+        alu = check_fold(timing.alu_imm_ii_cycles, cfg.BATCH * cfg.BLOCK_OUT,
+                         "alu_imm_ii_cycles (the ALU's fold)", "BATCH·BLOCK_OUT")
+        if timing.alu_vec_ii_cycles not in (alu, alu + 1):
+            raise ValueError(f"alu_vec_ii_cycles must be alu_imm_ii_cycles ({alu}: two "
+                             f"accumulator read ports) or one more ({alu + 1}: one read port), "
+                             f"not {timing.alu_vec_ii_cycles!r}")
+        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1)
 
 
 def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:

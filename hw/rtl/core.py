@@ -37,7 +37,7 @@ from openvta.isa import (
 from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH, CounterSet, counter_set
 
 from .buffers import buffer_geometry
-from .compute import ComputeUnit
+from .compute import ComputeUnit, LeanBuild
 from .fetch import INSN_BITS, Fetch, TokenCounter
 from .fields import Decoded
 from .loadstore import LoadUnit, StoreUnit
@@ -56,7 +56,10 @@ class Core(wiring.Component):
     cfg :
         the configuration (every preset elaborates).
     timing :
-        its ``max_burst_beats`` sets the longest AXI burst (default: the preset's).
+        its ``max_burst_beats`` sets the longest AXI burst (default: the preset's), and its
+        ``gemm_ii_cycles``, ``alu_imm_ii_cycles`` and ``alu_vec_ii_cycles`` the lean
+        build of the compute unit (:class:`~.compute.LeanBuild`: the GEMM core and the ALU
+        folded over that many cycles, one accumulator read port).
     counters : str or CounterSet
         ``"all"`` (default), ``"cycles"`` or ``"none"``: the counters built; the
         ``counters`` port carries them in ``HW_COUNTERS`` order
@@ -65,7 +68,8 @@ class Core(wiring.Component):
     Raises
     ------
     ValueError
-        if ``counters`` names no counter set.
+        if ``counters`` names no counter set, or ``timing`` a lean build the compute
+        unit cannot be.
     """
 
     @refusing
@@ -74,6 +78,7 @@ class Core(wiring.Component):
         self.counter_set = counter_set(counters)
         self.cfg = cfg
         self.timing = timing or timing_for(cfg)
+        LeanBuild.of(cfg, self.timing)  # a lean build the compute unit cannot be is refused here
         self.bus_bits = cfg.bus_bytes * 8
         members = {
             "start": In(1), "insn_addr": In(REG_WIDTH), "insn_count": In(REG_WIDTH),
@@ -83,7 +88,7 @@ class Core(wiring.Component):
         members.update(axi_master_signature(self.bus_bits))
         super().__init__(members)
 
-    def _memories(self, m: Module) -> dict[str, Any]:
+    def _memories(self, m: Module, acc_ports: int) -> dict[str, Any]:
         """The buffers, and their ports by the names of the modules' members."""
         mems = {name: Memory(shape=unsigned(width), depth=depth, init=[])
                 for name, (width, depth) in buffer_geometry(self.cfg).items()}
@@ -95,13 +100,15 @@ class Core(wiring.Component):
             ports[f"{name}_r"] = mems[name].read_port()
         ports["acc_w"] = mems["acc"].write_port()
         ports["acc_ra"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
-        ports["acc_rb"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
+        if acc_ports == 2:
+            ports["acc_rb"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
         return ports
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg, burst = self.cfg, self.timing.max_burst_beats
-        ports = self._memories(m)
+        compute = ComputeUnit(cfg, self.bus_bits, self.timing)
+        ports = self._memories(m, compute.acc_ports)
         fifos = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) for _ in range(3)]
         for name, fifo in zip(("load", "compute", "store"), fifos):
             m.submodules[f"{name}_queue"] = fifo
@@ -110,7 +117,7 @@ class Core(wiring.Component):
             m.submodules[f"tokens_{q.name.lower()}"] = counter
         m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst)
         m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst)
-        m.submodules.compute = compute = ComputeUnit(cfg, self.bus_bits, burst)
+        m.submodules.compute = compute
         m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst)
         for unit, fifo in zip((load, compute, store), fifos):
             wiring.connect(m, fifo.r_stream, unit.cmd)
@@ -119,7 +126,7 @@ class Core(wiring.Component):
         for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r",)),
                             (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r",
                                        "out_w"))):
-            for name in names:
+            for name in (n for n in names if n in ports):
                 wiring.connect(m, getattr(unit, name), ports[name])
         masters = [fetch.mem, load.inp_mem, load.wgt_mem, compute.uop_mem, compute.acc_mem,
                    compute.acc_8bit_mem, store.out_mem]

@@ -2,9 +2,16 @@
 
 Latency: the ALU is combinational.  The GEMM core is too, unless built with
 ``registered=True``: then its products are registered (one cycle after ``inp`` and
-``wgt``; ``acc_in`` and ``reset`` belong to that later cycle), which takes the
+``wgt``; ``acc_in``, ``reset`` and ``part`` belong to that later cycle), which takes the
 multipliers out of the accumulate path for the FPGA clock.  Either way one micro-op
 completes per cycle.
+
+Folding (``fold=k``, a lean build for small FPGAs): the unit has the multipliers or
+lanes of one k-th of the tile and computes the part ``part`` of it (GEMM: output rows
+``part·BLOCK_OUT/k`` onwards; ALU: lanes ``part·n/k`` onwards); the other lanes of
+``acc_out`` are ``acc_in`` (``a``) unchanged.  k passes, part 0 to k − 1, one after the
+other on the tile each has written, compute the whole tile: ``Timing.gemm_ii_cycles``
+and ``alu_imm_ii_cycles`` are k (:class:`~.compute.ComputeUnit`).
 
 Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (docs/ISA.md §1).
 """
@@ -14,10 +21,13 @@ from __future__ import annotations
 from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from openvta.isa import AluOp, Config, Format, layouts_of
 
-__all__ = ["GemmCore", "AluLanes"]
+from .params import refusing
+
+__all__ = ["GemmCore", "AluLanes", "check_fold"]
 
 
 class GemmCore(wiring.Component):
@@ -29,31 +39,45 @@ class GemmCore(wiring.Component):
     registered : bool
         register the products: ``acc_out`` is then ``acc_in`` plus the products of
         the ``inp`` and ``wgt`` of the cycle before.
+    fold : int
+        the core has ``BATCH·BLOCK_IN·BLOCK_OUT / fold`` multipliers and computes the
+        output rows of part ``part`` (default 1: the whole tile); ``fold`` divides
+        ``BLOCK_OUT``.
 
     Members
     -------
     inp, wgt, acc_in :
-        packed tiles (int8, int8, int32 lanes).
+        packed tiles (int8, int8, int32 lanes); ``wgt`` holds the part's
+        ``BLOCK_OUT / fold`` rows.
+    part :
+        which part of the output rows (only with ``fold`` > 1).
     acc_out, out :
         the new accumulator tile and its low 8 bits per lane.
     """
 
-    def __init__(self, cfg: Config, registered: bool = False) -> None:
+    @refusing
+    def __init__(self, cfg: Config, registered: bool = False, fold: int = 1) -> None:
         self.cfg, self.registered = cfg, registered
+        self.fold = check_fold(fold, cfg.BLOCK_OUT, "the GEMM core's fold", "BLOCK_OUT")
         b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
-        super().__init__({
-            "inp": In(b * bi * cfg.INP_WIDTH), "wgt": In(bo * bi * cfg.WGT_WIDTH),
+        members = {
+            "inp": In(b * bi * cfg.INP_WIDTH), "wgt": In(bo // self.fold * bi * cfg.WGT_WIDTH),
             "acc_in": In(b * bo * cfg.ACC_WIDTH), "reset": In(1),
             "acc_out": Out(b * bo * cfg.ACC_WIDTH), "out": Out(b * bo * cfg.OUT_WIDTH),
-        })
+        }
+        if self.fold > 1:
+            members["part"] = In(ceil_log2(self.fold))
+        super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg = self.cfg
         b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
+        rows = bo // self.fold  # the output rows of one part
         lanes = []
         for i in range(b):
-            for o in range(bo):
+            totals = []
+            for o in range(rows):
                 products = []
                 for k in range(bi):
                     product = Signal(signed(cfg.INP_WIDTH + cfg.WGT_WIDTH),
@@ -62,10 +86,14 @@ class GemmCore(wiring.Component):
                     domain += product.eq(self.inp.word_select(i * bi + k, cfg.INP_WIDTH).as_signed()
                                          * self.wgt.word_select(o * bi + k, cfg.WGT_WIDTH).as_signed())
                     products.append(product)
-                total = _tree_sum(products)
+                totals.append(_tree_sum(products))
+            for o in range(bo):
                 acc = self.acc_in.word_select(i * bo + o, cfg.ACC_WIDTH).as_signed()
                 lane = Signal(signed(cfg.ACC_WIDTH), name=f"lane_{i}_{o}")
-                m.d.comb += lane.eq(Mux(self.reset, 0, acc + total))
+                new = acc + totals[o % rows]
+                if self.fold > 1:  # a lane of another part keeps its value
+                    new = Mux(self.part == o // rows, new, acc)
+                m.d.comb += lane.eq(Mux(self.reset, 0, new))
                 lanes.append(lane)
         m.d.comb += [self.acc_out.eq(Cat(*lanes)),
                      self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
@@ -83,31 +111,46 @@ class AluLanes(wiring.Component):
     """``acc_out = op(a, b)`` on every accumulator lane (docs/ISA.md §3 ALU), and its low bits.
 
     ``b`` is the second tile, or the sign-extended immediate when ``use_imm``.  The
-    ``op`` and ``imm`` ports have the widths of the ALU instruction's fields.
+    ``op`` and ``imm`` ports have the widths of the ALU instruction's fields.  With
+    ``fold`` > 1 (dividing ``BATCH·BLOCK_OUT``) there are ``n / fold`` lanes, and they
+    compute the lanes of part ``part``; the others are ``a``'s.
     """
 
-    def __init__(self, cfg: Config) -> None:
+    @refusing
+    def __init__(self, cfg: Config, fold: int = 1) -> None:
         self.cfg = cfg
         n = cfg.BATCH * cfg.BLOCK_OUT
+        self.fold = check_fold(fold, n, "the ALU's fold", "BATCH·BLOCK_OUT")
         layout = layouts_of(cfg)[Format.ALU]
         imm = layout.field("imm")
-        super().__init__({
+        members = {
             "op": In(layout.field("alu_opcode").width), "use_imm": In(1),
             "imm": In(signed(imm.width) if imm.signed else imm.width),
             "a": In(n * cfg.ACC_WIDTH), "b": In(n * cfg.ACC_WIDTH),
             "acc_out": Out(n * cfg.ACC_WIDTH), "out": Out(n * cfg.OUT_WIDTH),
-        })
+        }
+        if self.fold > 1:
+            members["part"] = In(ceil_log2(self.fold))
+        super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg = self.cfg
         n, bits = cfg.BATCH * cfg.BLOCK_OUT, cfg.ACC_WIDTH
+        width = n // self.fold  # the lanes built
         # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (docs/ISA.md §3: -32..31)
         shift_bits = cfg.LOG_ACC_WIDTH + 1
         lanes = []
-        for w in range(n):
-            a = self.a.word_select(w, bits).as_signed()
-            b = Mux(self.use_imm, self.imm, self.b.word_select(w, bits).as_signed())
+        for w in range(width):
+            if self.fold > 1:  # lane w computes lane part·width + w of the tile
+                a = Cat(*(self.a.word_select(p * width + w, bits) for p in range(self.fold)))
+                a = a.word_select(self.part, bits).as_signed()
+                b_lane = Cat(*(self.b.word_select(p * width + w, bits) for p in range(self.fold)))
+                b_lane = b_lane.word_select(self.part, bits).as_signed()
+            else:
+                a = self.a.word_select(w, bits).as_signed()
+                b_lane = self.b.word_select(w, bits).as_signed()
+            b = Mux(self.use_imm, self.imm, b_lane)
             shamt = Signal(signed(shift_bits), name=f"shamt_{w}")
             m.d.comb += shamt.eq(b[:shift_bits])
             result = Signal(signed(bits), name=f"alu_{w}")
@@ -129,6 +172,22 @@ class AluLanes(wiring.Component):
                         m.d.comb += [wide.eq(a << (-shamt).as_unsigned()[:shift_bits]),
                                      result.eq(wide[:bits])]
             lanes.append(result)
+        if self.fold > 1:  # the lanes of the other parts keep a's values
+            kept = []
+            for w in range(n):
+                lane = Signal(signed(bits), name=f"lane_{w}")
+                m.d.comb += lane.eq(Mux(self.part == w // width, lanes[w % width],
+                                        self.a.word_select(w, bits)))
+                kept.append(lane)
+            lanes = kept
         m.d.comb += [self.acc_out.eq(Cat(*lanes)),
                      self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m
+
+
+def check_fold(fold: object, lanes: int, what: str, of: str) -> int:
+    """``fold`` if it is a positive integer dividing ``lanes``."""
+    if not isinstance(fold, int) or isinstance(fold, bool) or fold < 1 or lanes % fold:
+        raise ValueError(f"{what} must be a positive integer dividing {of} ({lanes}), "
+                         f"not {fold!r}")
+    return fold

@@ -10,15 +10,16 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from openvta.hw.rtl.core import Core
+from openvta.isa import Timing
 from openvta.runtime import Program
 
 
-def simulate_core(program: Program, max_cycles: int = 20000,
-                  counters: str = "all") -> tuple[np.ndarray, dict[str, int]]:
-    """(final DRAM, counters) of ``program`` on the RTL core built with ``counters``
-    (only the counters it has are returned)."""
+def simulate_core(program: Program, max_cycles: int = 20000, counters: str = "all",
+                  timing: Timing | None = None) -> tuple[np.ndarray, dict[str, int]]:
+    """(final DRAM, counters) of ``program`` on the RTL core built with ``counters`` and
+    ``timing`` (only the counters it has are returned)."""
     cfg = program.config
-    dut = Core(cfg, counters=counters)
+    dut = Core(cfg, timing, counters=counters)
     bus_bytes = cfg.bus_bytes
     memory = bytearray(program.dram.tobytes()) + bytearray(4096)
     out: dict[str, object] = {}

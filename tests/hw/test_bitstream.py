@@ -26,6 +26,7 @@ from openvta.hw.fpga.bitstream import (
     build_bitstream,
 )
 from openvta.hw.fpga.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
+from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import preset
 
 ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]
@@ -53,6 +54,19 @@ def test_default_cannot_fit_the_ecp5_for_its_multipliers() -> None:
     with pytest.raises(FitError, match=r"1×16×16 GEMM core alone needs 256 multipliers .* has "
                                        r"156 DSP blocks"):
         check_fit(ECP, preset("default"), 65536, "default")
+
+
+def test_a_folded_16x16_core_with_a_smaller_weight_buffer_passes_the_pre_check() -> None:
+    """``default`` folded over two cycles needs 128 multipliers; its buffers still need
+    more block RAM than the part has until the weight buffer is halved."""
+    with pytest.raises(FitError) as info:
+        check_fit(ECP, preset("default"), 65536, "default", gemm_ii=2)
+    assert "multipliers" not in str(info.value) and "block RAM" in str(info.value)
+    with pytest.raises(FitError, match=r"1×16×16 GEMM core folded over 2 cycles alone needs 128 "
+                                       r"multipliers .* has 8 DSP blocks"):
+        check_fit(ICE, preset("default"), 4096, "default", gemm_ii=2)
+    estimate = check_fit(ECP, preset("default").replace(LOG_WGT_BUFF_SIZE=17), 65536, gemm_ii=2)
+    assert estimate["multipliers"] == 128
 
 
 def test_block_ram_shortfall_alone_is_reported() -> None:
@@ -128,7 +142,8 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "report.json").read_text()) == {
         "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
-        "counters": "all", "times_s": {"synthesis": 1.5}, "status": "does not fit",
+        "counters": "all", "lean": {"gemm_ii": 1, "alu_ii": 1, "acc_ports": 2},
+        "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
         "config_keys"] is None  # always written, null for the link-test image
@@ -160,6 +175,26 @@ def test_command_line_passes_the_counters_option(option: str, monkeypatch: pytes
     capsys.readouterr()
 
 
+def test_command_line_passes_the_lean_build(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
+        seen.update(kwargs)
+        return BitstreamReport("ulx3s-85f", "p", "small", {}, 1024, 115200, 25.0, 50.0)
+
+    monkeypatch.setattr(bitstream, "build_bitstream", fake)
+    assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet"]) == 0
+    assert seen["lean"] == LeanBuild()
+    assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet",
+                 "--gemm-ii", "2", "--alu-ii", "4", "--acc-ports", "1"]) == 0
+    assert seen["lean"] == LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["bitstream", "--board", "icebreaker", "--acc-ports", "3"])
+    assert "argument --acc-ports: invalid choice: 3" in capsys.readouterr().err
+
+
 def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bitstream", "--board", "icebreaker", "--counters", "few"])
@@ -175,12 +210,15 @@ def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[s
     ({"target_mhz": 0}, r"^the target Fmax must be a positive number of MHz, not 0$"),
     ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
     ({"counters": "few"}, r"^counters must be one of 'all', 'cycles', 'none', not 'few'$"),
+    ({"lean": LeanBuild(gemm_ii=3), "link_test": False},
+     r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive integer dividing BLOCK_OUT "
+     r"\(4\), not 3$"),
 ])
 def test_build_options_are_checked_before_anything_runs(tmp_path: Path, options: dict,
                                                         message: str) -> None:
+    options = {"link_test": True, **options}
     with pytest.raises(ValueError, match=message):
-        build_bitstream("icebreaker", preset("tiny"), tmp_path / "b", link_test=True,
-                        progress=None, **options)
+        build_bitstream("icebreaker", preset("tiny"), tmp_path / "b", progress=None, **options)
     assert not (tmp_path / "b").exists()
 
 
@@ -199,7 +237,8 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
-                             "target_mhz", "counters", "times_s", "status", "synthesis_cells", "synthesis",
+                             "target_mhz", "counters", "lean", "times_s", "status", "synthesis_cells",
+                             "synthesis",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None
     assert report.counters == "none"  # the link-test image has no core, so no counters

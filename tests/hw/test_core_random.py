@@ -38,10 +38,13 @@ from openvta.isa import (  # noqa: E402
     Config,
     MemoryType,
     Module,
+    Timing,
     Uop,
     preset,
+    timing_for,
 )
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop  # noqa: E402
+from openvta.sim.cycle import simulate_cycles  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
 EXAMPLES = {"tiny": 12, "small": 6}
@@ -49,9 +52,10 @@ EXAMPLES = {"tiny": 12, "small": 6}
 REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 
 
-def assert_core_matches_functional(program: Program) -> np.ndarray:
-    """Run ``program`` on the RTL and the functional simulator; returns the final DRAM."""
-    dram, counters = simulate_core(program)
+def assert_core_matches_functional(program: Program, timing: Timing | None = None) -> np.ndarray:
+    """Run ``program`` on the RTL (built for ``timing``) and the functional simulator;
+    returns the final DRAM."""
+    dram, counters = simulate_core(program, timing=timing, max_cycles=60000)
     expected = run(program)
     np.testing.assert_array_equal(dram, expected.dram)
     got = {c.value: counters[c.value] for c in EVENT_COUNTERS}
@@ -181,3 +185,77 @@ def _forwarding_program(cfg):
 @pytest.mark.parametrize("name", ["tiny", "small"])
 def test_results_are_forwarded_to_the_next_two_executions(name: str) -> None:
     assert_core_matches_functional(_forwarding_program(preset(name)))
+
+
+#: Lean builds (gemm_ii_cycles, alu_imm_ii_cycles, alu_vec_ii_cycles): the GEMM core
+#: folded over 2 cycles; one accumulator read port; everything folded over 4 cycles.
+LEAN = [(2, 1, 1), (1, 1, 2), (4, 4, 5)]
+
+
+def _lean(cfg: Config, folds: tuple[int, int, int]) -> Timing:
+    gemm, alu_imm, alu_vec = folds
+    return timing_for(cfg).replace(gemm_ii_cycles=gemm, alu_imm_ii_cycles=alu_imm,
+                                   alu_vec_ii_cycles=alu_vec)
+
+
+def _blocked_gemm(cfg: Config) -> Program:
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (24, 40), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 40), dtype=np.int8)
+    return build_blocked_gemm(cfg, a, w, vthreads=2, shift=5)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+@pytest.mark.parametrize("folds", LEAN, ids=lambda f: "gemm{}-alu{}-vec{}".format(*f))
+def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
+        name: str, folds: tuple[int, int, int]) -> None:
+    """A core built for a lean timing gives the functional simulator's DRAM and event
+    counters (the forwarding program goes through every forwarding path, now between
+    the passes of one micro-op too).  On the forwarding program, where nothing overlaps
+    compute, the cycles the lean build adds over the full one are exactly those the
+    cycle model adds for that timing; on a blocked GEMM, where loads and stores overlap
+    compute, the model's error on the lean build is within a point of its error on the
+    full build."""
+    cfg = preset(name)
+    lean = _lean(cfg, folds)
+    for program in (_forwarding_program(cfg), _blocked_gemm(cfg)):
+        assert_core_matches_functional(program, lean)
+    program = _forwarding_program(cfg)
+    rtl = {t: simulate_core(program, timing=t)[1]["cycles"] for t in (timing_for(cfg), lean)}
+    model = {t: simulate_cycles(program, t).counters["cycles"] for t in rtl}
+    assert rtl[lean] - rtl[timing_for(cfg)] == model[lean] - model[timing_for(cfg)] > 0
+    program = _blocked_gemm(cfg)
+    error = {t: simulate_cycles(program, t).counters["cycles"]
+             / simulate_core(program, max_cycles=60000, timing=t)[1]["cycles"] - 1 for t in rtl}
+    assert abs(error[lean]) <= abs(error[timing_for(cfg)]) + 0.01, error
+
+
+@pytest.mark.parametrize("folds", [(2, 2, 3), (4, 1, 2)], ids=["gemm2-alu2-vec3", "gemm4-vec2"])
+def test_random_programs_on_lean_builds(folds: tuple[int, int, int]) -> None:
+    cfg = preset("tiny")
+
+    @settings(max_examples=4, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        assert_core_matches_functional(data.draw(random_programs(cfg)), _lean(cfg, folds))
+
+    check()
+
+
+@REJECTED
+@pytest.mark.parametrize("changes,message", [
+    ({"gemm_ii_cycles": 3}, r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive "
+                            r"integer dividing BLOCK_OUT \(4\), not 3$"),
+    ({"alu_imm_ii_cycles": 8, "alu_vec_ii_cycles": 8},
+     r"^alu_imm_ii_cycles \(the ALU's fold\) must be a positive integer dividing "
+     r"BATCH·BLOCK_OUT \(4\), not 8$"),
+    ({"alu_vec_ii_cycles": 3}, r"^alu_vec_ii_cycles must be alu_imm_ii_cycles \(1: two "
+                               r"accumulator read ports\) or one more \(2: one read port\), not 3$"),
+])
+def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], message: str) -> None:
+    from openvta.hw.rtl.core import Core
+
+    cfg = preset("tiny")
+    with pytest.raises(ValueError, match=message):
+        Core(cfg, timing_for(cfg).replace(**changes))

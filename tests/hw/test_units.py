@@ -619,6 +619,10 @@ def test_arbiter_grants_writes_round_robin(count: int, requests: dict[int, int])
      r"^AXI data width must be a power of two between 8 and 1024 bits, not 48$"),
     (lambda: Fetch(preset("tiny"), 24, 4),
      r"^fetch bus width must be a power of two between 8 and 1024 bits, not 24$"),
+    (lambda: GemmCore(preset("tiny"), fold=3),
+     r"^the GEMM core's fold must be a positive integer dividing BLOCK_OUT \(4\), not 3$"),
+    (lambda: AluLanes(preset("tiny"), fold=0),
+     r"^the ALU's fold must be a positive integer dividing BATCH·BLOCK_OUT \(4\), not 0$"),
 ])
 @pytest.mark.usefixtures("no_unused_elaboratable")
 def test_bad_parameters_are_refused(make: Callable[[], object], message: str) -> None:
