@@ -48,11 +48,12 @@ import numpy as np
 from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
-from openvta.isa import PRESETS, Config, ConfigError
+from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import PRESETS, Config, ConfigError, Timing, timing_for
 from openvta.isa.counters import CounterSet
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
-           "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
+           "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
 
 DSE_FILE = "dse.json"
 PLOT_FILE = "pareto.png"
@@ -92,15 +93,32 @@ class DseError(ValueError):
 
 
 #: The build options a configuration may set besides the ISA's keys (lean builds), with
-#: their values; each is a keyword of :func:`~openvta.hw.fpga.bitstream.build_bitstream`.
-BUILD_OPTIONS: dict[str, tuple[str, ...]] = {"counters": tuple(c.label for c in CounterSet)}
+#: their values, the first the default: ``counters`` (the hardware counters built) and the
+#: fields of :class:`~openvta.hw.rtl.compute.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
+#: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports).
+_FOLDS = tuple(str(1 << k) for k in range(7))
+BUILD_OPTIONS: dict[str, tuple[str, ...]] = {"counters": tuple(c.label for c in CounterSet),
+                                             "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
+                                             "acc_ports": ("2", "1")}
+
+
+def lean_build(options: dict[str, str]) -> LeanBuild:
+    """The :class:`~openvta.hw.rtl.compute.LeanBuild` of a configuration's build options."""
+    return LeanBuild(**{key: int(options[key]) for key in ("gemm_ii", "alu_ii", "acc_ports")
+                        if key in options})
+
+
+def build_timing(cfg: Config, options: dict[str, str]) -> Timing:
+    """The timing of ``cfg`` built with ``options``: what the cycle model charges it."""
+    return lean_build(options).timing(timing_for(cfg))
 
 
 def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
     """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``: the configuration and the build options.
 
     A key is one of :meth:`Config.to_dict` (an integer value) or of :data:`BUILD_OPTIONS`
-    (``counters=none``: the image without the hardware counters).
+    (``counters=none``: the image without the hardware counters; ``gemm_ii=2``: the GEMM
+    core folded over two cycles, …).
 
     Raises
     ------
@@ -130,9 +148,14 @@ def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
         except ValueError:
             raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
     try:
-        return Config.from_dict(values), options
+        cfg = Config.from_dict(values)
     except ConfigError as exc:
         raise DseError(f"configuration {spec!r}: {exc}") from None
+    try:
+        LeanBuild.of(cfg, build_timing(cfg, options))
+    except ValueError as exc:
+        raise DseError(f"configuration {spec!r}: {exc}") from None
+    return cfg, options
 
 
 def parse_config(spec: str) -> Config:
@@ -197,8 +220,10 @@ def _records_digest(records: str | os.PathLike[str] | None) -> str:
     return f"{Path(records).name}:{hashlib.sha256(data).hexdigest()[:16]}"
 
 
-def _layer_cycles(cfg: Config, layer: str, records: str | os.PathLike[str] | None) -> int:
-    """Cycles of one conv2d layer on the cycle model, its output checked against the reference."""
+def _layer_cycles(cfg: Config, layer: str, records: str | os.PathLike[str] | None,
+                  timing: Timing | None = None) -> int:
+    """Cycles of one conv2d layer on the cycle model (with ``timing``: a lean build's), its
+    output checked against the reference."""
     import warnings
 
     from openvta.api import operator, random_operands, simulate
@@ -207,7 +232,7 @@ def _layer_cycles(cfg: Config, layer: str, records: str | os.PathLike[str] | Non
         warnings.simplefilter("ignore")  # "no record for this kernel": the default plan, as documented
         op = operator("conv2d", config=cfg, layer=layer, records=records)
     inputs = random_operands(op, 0)
-    result = simulate(op.build(inputs), backend="cycle")
+    result = simulate(op.build(inputs), backend="cycle", timing=timing or timing_for(cfg))
     if not np.array_equal(result["out"], op.reference(inputs)):
         raise RuntimeError("the cycle model's output differs from the reference")
     return int(result.counters["cycles"])
@@ -295,7 +320,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     out.mkdir(parents=True, exist_ok=True)
     path = out / DSE_FILE
     done = _load(path)
-    cycles_key = f"{workload}:{','.join(chosen)}:{_records_digest(records)}"
+    cycles_key = f"{workload}:{','.join(chosen)}:{_records_digest(records)}"  # and the timing
     points = []
     for spec, (cfg, options) in cfgs.items():
         old = done.get(spec)
@@ -313,7 +338,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         elif not build and point.status == "pending":
             point.status = "not built"
         if point.status != "does not fit":
-            _cycles(point, cfg, chosen, records, cycles_key, say, head)
+            _cycles(point, cfg, chosen, records, cycles_key, say, head, build_timing(cfg, point.options))
         _finish(point)
         _mark_front(points)
         _save(path, target.name, workload, points + others)
@@ -328,7 +353,8 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
 
 def _estimate(point: DsePoint, cfg: Config, target: Any, say: Callable[[str], None], head: str) -> None:
     try:
-        point.estimate = check_fit(target, cfg, target.default_mem_bytes, point.name)
+        point.estimate = check_fit(target, cfg, target.default_mem_bytes, point.name,
+                                   lean_build(point.options).gemm_ii)
     except FitError as exc:
         point.status, point.error = "does not fit", f"estimate: {exc}"
         say(f"{head}: does not fit (estimate)")
@@ -347,8 +373,11 @@ def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builde
     else:
         say(f"{head}: synthesis, place and route in {folder}")
         try:
+            kwargs: dict[str, Any] = {"lean": lean_build(point.options)}
+            if "counters" in point.options:
+                kwargs["counters"] = point.options["counters"]
             builder(target.name, cfg, folder, preset_name=point.name, target_mhz=target_mhz,
-                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"), **point.options)
+                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"), **kwargs)
         except FitError as exc:
             error = ("does not fit", f"synthesis: {exc}")
         except BitstreamError as exc:
@@ -379,20 +408,23 @@ def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mh
         report = json.loads((folder / REPORT_NAME).read_text())
     except (OSError, ValueError):
         return None
+    counters = BUILD_OPTIONS["counters"][0]
     same = (report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
-            and all(report.get(key, values[0]) == options.get(key, values[0])
-                    for key, values in BUILD_OPTIONS.items()))
+            and report.get("counters", counters) == options.get("counters", counters)
+            and report.get("lean", LeanBuild().to_dict()) == lean_build(options).to_dict())
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 
 def _cycles(point: DsePoint, cfg: Config, layers: list[str], records: str | os.PathLike[str] | None,
-            key: str, say: Callable[[str], None], head: str) -> None:
+            key: str, say: Callable[[str], None], head: str, timing: Timing) -> None:
+    if timing != timing_for(cfg):  # a lean build's cycles are its own
+        key = f"{key}:{lean_build(point.options).label}"
     if point.cycles is not None and point.cycles_key == key:
         return
     cycles = {}
     for n, layer in enumerate(layers):
         try:
-            cycles[layer] = _layer_cycles(cfg, layer, records)
+            cycles[layer] = _layer_cycles(cfg, layer, records, timing)
         except (ValueError, RuntimeError) as exc:
             point.cycles, point.cycles_key = None, None
             point.error = f"cycles: {layer}: {str(exc).splitlines()[0]}"

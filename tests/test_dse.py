@@ -20,7 +20,8 @@ from openvta import dse
 from openvta.cli import main
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError
 from openvta.hw.fpga.boards import FitError
-from openvta.isa import preset
+from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import preset, timing_for
 
 LAYER = "C10"  # the cheapest ResNet-18 layer on the cycle model
 
@@ -32,11 +33,13 @@ class FakeBuilder:
         self.figures = figures
         self.calls: list[str] = []
         self.counters: list[str] = []
+        self.lean: list[LeanBuild] = []
 
     def __call__(self, board_name: str, cfg: Any, out: Path, *, preset_name: str, target_mhz: float | None,
-                 counters: str = "all", **_: Any) -> dict[str, Any]:
+                 counters: str = "all", lean: LeanBuild | None = None, **_: Any) -> dict[str, Any]:
         self.calls.append(preset_name)
         self.counters.append(counters)
+        self.lean.append(lean or LeanBuild())
         what = self.figures[preset_name]
         if isinstance(what, Exception):
             raise what
@@ -48,6 +51,7 @@ class FakeBuilder:
                   "resources": {"lut": {"used": lut, "available": 83640}, "ff": {"used": lut // 2, "available": 83640},
                                 "dsp": {"used": dsp, "available": 156}, "bram": {"used": 40, "available": 208}},
                   "times_s": {"synthesis": 1.0}, "target_mhz": target_mhz or 50.0, "counters": counters,
+                  "lean": (lean or LeanBuild()).to_dict(),
                   "timing_met": fmax >= (target_mhz or 50.0)}
         (out / REPORT_NAME).write_text(json.dumps(report))
         if fmax < 25:
@@ -69,6 +73,11 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
     ("tiny:LOG_BLOCK=9", "configuration 'tiny:LOG_BLOCK=9': LOG_BLOCK must be between 1 and 6, not 9"),
     ("tiny:counters=few", "configuration 'tiny:counters=few': counters must be one of all, cycles, none, not 'few'"),
     ("tiny:counters", "'counters' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
+    ("tiny:gemm_ii=3", "configuration 'tiny:gemm_ii=3': gemm_ii must be one of 1, 2, 4, 8, 16, 32, 64, "
+                       "not '3'"),
+    ("tiny:gemm_ii=8", "configuration 'tiny:gemm_ii=8': gemm_ii_cycles (the GEMM core's fold) must be a "
+                       "positive integer dividing BLOCK_OUT (4), not 8"),
+    ("tiny:acc_ports=3", "configuration 'tiny:acc_ports=3': acc_ports must be one of 2, 1, not '3'"),
 ])
 def test_parse_config_errors_name_the_problem(spec: str, message: str) -> None:
     with pytest.raises(dse.DseError) as info:
@@ -245,3 +254,29 @@ def test_a_wrong_answer_of_the_cycle_model_is_an_error_not_a_figure(tmp_path: Pa
     got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], build=False, progress=lambda _: None)
     assert got[0].cycles is None and got[0].total_cycles is None
     assert got[0].error == f"cycles: resnet18.{LAYER}: the cycle model's output differs from the reference"
+
+
+def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: Path) -> None:
+    """``gemm_ii=2,acc_ports=1``: the builder gets the LeanBuild, the estimate counts the
+    folded core's multipliers, and the cycle model runs with the lean timing (more
+    cycles than the full build, each layer's output still checked)."""
+    cfg, options = dse.parse_spec("tiny:gemm_ii=2,acc_ports=1")
+    assert cfg == preset("tiny") and options == {"gemm_ii": "2", "acc_ports": "1"}
+    assert dse.lean_build(options) == LeanBuild(gemm_ii=2, acc_ports=1)
+    assert dse.build_timing(cfg, options) == LeanBuild(2, 1, 1).timing(timing_for(cfg))
+    builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:gemm_ii=2,acc_ports=1": (62.0, 8000, 12)})
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER],
+                      builder=builder, progress=lambda _: None)
+    assert builder.lean == [LeanBuild(), LeanBuild(gemm_ii=2, acc_ports=1)]
+    assert got[1].estimate is not None and got[1].estimate["multipliers"] == 8
+    lean_cycles = dse._layer_cycles(cfg, f"resnet18.{LAYER}", None, dse.build_timing(cfg, options))
+    assert got[1].cycles == {f"resnet18.{LAYER}": lean_cycles}
+    assert got[1].total_cycles is not None and got[0].total_cycles is not None
+    assert got[1].total_cycles > got[0].total_cycles
+    assert got[1].cycles_key != got[0].cycles_key
+    # resumed: the routed lean build is found in its folder, not rebuilt
+    (tmp_path / dse.DSE_FILE).unlink()
+    again = FakeBuilder({})
+    dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER], builder=again,
+                progress=lambda _: None)
+    assert again.calls == []
