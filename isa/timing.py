@@ -29,7 +29,10 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
 * sync instructions (``x_size = 0``) and FINISH add nothing.
 
 Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
-(``benchmarks/rtl.py`` reports the remaining error per program).
+(``benchmarks/rtl.py`` reports the remaining error per program).  The three micro-op
+intervals are also how the RTL is built (``openvta.hw.rtl.compute.LeanBuild``):
+``gemm_ii_cycles`` = k folds the GEMM core over k cycles, ``alu_imm_ii_cycles`` = k the
+ALU's lanes, and ``alu_vec_ii_cycles`` one above it leaves the accumulator one read port.
 """
 
 from __future__ import annotations

