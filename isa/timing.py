@@ -23,7 +23,8 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
 * **STORE** adds per row ``store_row_cycles`` + its bursts, and ``dma_done_cycles``;
 * **GEMM** adds ``gemm_pipeline_cycles`` + ``gemm_ii_cycles`` per micro-op execution,
   **ALU** ``alu_pipeline_cycles`` + ``alu_imm_ii_cycles`` or ``alu_vec_ii_cycles`` per
-  execution; a loop with no execution adds one cycle.  An execution touching a tile
+  execution, and a MUL ``(alu_mul_cycles − 1) · alu_imm_ii_cycles`` more; a loop with no
+  execution adds one cycle.  An execution touching a tile
   written fewer than ``hazard_window`` executions before waits out the difference
   (0: the RTL forwards the accumulator, docs/ISA.md's no-hazard rule costs nothing);
 * sync instructions (``x_size = 0``) and FINISH add nothing.
@@ -32,7 +33,8 @@ Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
 (``benchmarks/rtl.py`` reports the remaining error per program).  The three micro-op
 intervals are also how the RTL is built (``openvta.hw.rtl.compute.LeanBuild``):
 ``gemm_ii_cycles`` = k folds the GEMM core over k cycles, ``alu_imm_ii_cycles`` = k the
-ALU's lanes, and ``alu_vec_ii_cycles`` one above it leaves the accumulator one read port.
+ALU's lanes, ``alu_vec_ii_cycles`` one above it leaves the accumulator one read port, and
+``alu_mul_cycles`` = 2 registers the ALU's products before their sum.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class Timing:
     alu_imm_ii_cycles: int = 1
     #: cycles between ALU micro-ops with an accumulator operand
     alu_vec_ii_cycles: int = 1
+    #: cycles of each lane pass of an ALU MUL (2: its products registered before the sum)
+    alu_mul_cycles: int = 1
     #: executions within which reading a freshly written tile stalls (0: forwarded)
     hazard_window: int = 0
     #: nominal clock for GOPS figures, in MHz
@@ -109,7 +113,8 @@ class Timing:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{f.name} must be a non-negative integer, not {value!r}")
-        for name in ("max_burst_beats", "gemm_ii_cycles", "alu_imm_ii_cycles", "alu_vec_ii_cycles"):
+        for name in ("max_burst_beats", "gemm_ii_cycles", "alu_imm_ii_cycles", "alu_vec_ii_cycles",
+                     "alu_mul_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)!r}")
         if self.max_burst_beats > AXI_MAX_BURST_BEATS:

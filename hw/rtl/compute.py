@@ -24,9 +24,11 @@ multipliers, and stage 1 issues every GEMM micro-op k times, each *pass* computi
 k-th of the output rows (:class:`~.units.GemmCore`'s ``fold``); ``alu_imm_ii_cycles``
 = k does the same for the ALU's lanes.  ``alu_vec_ii_cycles`` = ``alu_imm_ii_cycles``
 + 1 builds the accumulator with one read port instead of two: an ALU micro-op with a
-tile operand first passes once to read that tile into a register.  Passes flow through
-the pipeline like micro-ops (forwarding makes each see the one before); only the first
-counts as an execution.
+tile operand first passes once to read that tile into a register.  ``alu_mul_cycles`` = 2
+gives a MUL two passes per part: the first registers the products, the second sums
+them (the 32×32 multiply off the forwarding path, for the FPGA clock).  Passes flow
+through the pipeline like micro-ops (forwarding makes each see the one before); a pass
+that only reads or multiplies writes nothing, and only the first counts as an execution.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from amaranth.lib.wiring import In, Out
 
 from amaranth.utils import ceil_log2
 
-from openvta.isa import Config, Format, MemoryType, Opcode, Timing, layouts_of
+from openvta.isa import AluOp, Config, Format, MemoryType, Opcode, Timing, layouts_of
 from openvta.isa import Module as Unit
 from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
 
@@ -70,6 +72,7 @@ class _Issued:
     issuing: Signal  # the loops have micro-ops left to issue
     part: Signal  # which part of the tile this pass computes (lean builds)
     load_b: Signal  # this pass reads the ALU's tile operand (one acc read port)
+    silent: Signal  # this pass writes nothing (load_b, or a MUL's multiplying pass)
     first: Signal  # the micro-op's first pass: it counts as an execution
 
 
@@ -86,6 +89,7 @@ class _Operands:
     src: Signal
     part: Signal
     load_b: Signal
+    silent: Signal
     acc_a: Signal  # the accumulator tile at dst
     acc_b: Signal  # the accumulator tile at src (the ALU's second operand)
     inp: Signal
@@ -140,6 +144,7 @@ class ComputeUnit(Stage):
     def __init__(self, cfg: Config, bus_bits: int, timing: Timing) -> None:
         lean = LeanBuild.of(cfg, timing)
         self.gemm_fold, self.alu_fold, self.acc_ports = lean.gemm_ii, lean.alu_ii, lean.acc_ports
+        self.mul_cycles = lean.mul_cycles
         members: dict[str, wiring.Member] = {
             "uop_w": write_port(cfg, "uop"), "uop_r": read_port(cfg, "uop"),
             "acc_w": write_port(cfg, "acc"), "acc_ra": read_port(cfg, "acc"),
@@ -159,7 +164,7 @@ class ComputeUnit(Stage):
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
         self.gemm = GemmCore(cfg, registered=True, fold=self.gemm_fold)
-        self.alu = AluLanes(cfg, fold=self.alu_fold)
+        self.alu = AluLanes(cfg, fold=self.alu_fold, mul_stage=self.mul_cycles == 2)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -242,18 +247,25 @@ class ComputeUnit(Stage):
         # the passes of one micro-op (lean builds): k parts, after a load_b pass if the
         # ALU's tile operand must be read first (one accumulator read port)
         vec_first = Const(self.acc_ports == 1) & is_alu & ~d.alu("use_imm")
-        passes = Mux(is_alu, self.alu_fold + vec_first, self.gemm_fold)
-        p_bits = ceil_log2(max(self.gemm_fold, self.alu_fold + 1) + 1)
+        # … and a MUL's parts two passes each with alu_mul_cycles = 2 (multiply, then sum)
+        is_mul = Const(self.mul_cycles == 2) & is_alu & (d.alu("alu_opcode") == AluOp.MUL)
+        passes = Mux(is_alu, Mux(is_mul, 2 * self.alu_fold, self.alu_fold) + vec_first,
+                     self.gemm_fold)
+        p_bits = ceil_log2(max(self.gemm_fold, 2 * self.alu_fold + 1) + 1)
         p = Signal(p_bits)
+        q = Signal(p_bits)  # the pass among the parts' passes (after the load_b pass)
+        m.d.comb += q.eq(p - vec_first)
         s1_part, s1_load_b, s1_first = Signal(p_bits), Signal(), Signal()
+        s1_silent = Signal()
         with m.If(loop_start):
             m.d.sync += [i.eq(0), j.eq(0), u.eq(bgn), p.eq(0), issuing.eq(~empty)]
             m.d.sync += [base[n].eq(0) for n in _INDICES] + [off[n].eq(0) for n in _INDICES]
         m.d.comb += self.uop_r.addr.eq(u)
         with m.If(issuing):
             m.d.sync += [s1_valid.eq(1)] + [s1_off[n].eq(off[n]) for n in _INDICES]
-            m.d.sync += [s1_part.eq(p - vec_first), s1_load_b.eq(vec_first & (p == 0)),
-                         s1_first.eq(p == 0)]
+            load_b = vec_first & (p == 0)
+            m.d.sync += [s1_part.eq(Mux(is_mul, q >> 1, q)), s1_load_b.eq(load_b),
+                         s1_silent.eq(load_b | (is_mul & ~q[0])), s1_first.eq(p == 0)]
         with m.If(issuing & (p + 1 < passes)):
             m.d.sync += p.eq(p + 1)  # the same micro-op again, for its next pass
         with m.Elif(issuing):
@@ -272,7 +284,7 @@ class ComputeUnit(Stage):
                         m.d.sync += issuing.eq(0)
         with m.If(~issuing):
             m.d.sync += s1_valid.eq(0)
-        return _Issued(s1_valid, s1_off, issuing, s1_part, s1_load_b, s1_first)
+        return _Issued(s1_valid, s1_off, issuing, s1_part, s1_load_b, s1_silent, s1_first)
 
     def _read_operands(self, m: Module, issued: _Issued) -> _Operands:
         """Stage 2: the indices from the micro-op read last cycle, and the buffer reads;
@@ -290,11 +302,12 @@ class ComputeUnit(Stage):
             m.d.comb += self.acc_rb.addr.eq(src)
         s2_valid, s2_dst, s2_src = Signal(), Signal(bits["dst"]), Signal(bits["src"])
         s2_part, s2_load_b, s2_first = Signal.like(issued.part), Signal(), Signal()
+        s2_silent = Signal()
         m.d.sync += [s2_valid.eq(issued.valid), s2_dst.eq(first_addr), s2_src.eq(src),
                      s2_part.eq(issued.part), s2_load_b.eq(issued.load_b),
-                     s2_first.eq(issued.first)]
+                     s2_silent.eq(issued.silent), s2_first.eq(issued.first)]
         s3_valid, s3_dst, s3_src = Signal(), Signal.like(s2_dst), Signal.like(s2_src)
-        s3_part, s3_load_b = Signal.like(s2_part), Signal()
+        s3_part, s3_load_b, s3_silent = Signal.like(s2_part), Signal(), Signal()
         acc_bits = len(self.acc_ra.data)
         a3, b3 = Signal(acc_bits, name="a3"), Signal(acc_bits, name="b3")
         inp3 = Signal.like(self.inp_r.data, name="inp3")
@@ -303,12 +316,12 @@ class ComputeUnit(Stage):
         if self.gemm_fold > 1:
             wgt = wgt.word_select(s2_part[:ceil_log2(self.gemm_fold)], len(wgt3))
         m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_src.eq(s2_src),
-                     s3_part.eq(s2_part), s3_load_b.eq(s2_load_b),
+                     s3_part.eq(s2_part), s3_load_b.eq(s2_load_b), s3_silent.eq(s2_silent),
                      a3.eq(self.acc_ra.data), inp3.eq(self.inp_r.data), wgt3.eq(wgt)]
         if self.acc_ports == 2:
             m.d.sync += b3.eq(self.acc_rb.data)
         return _Operands(s2_valid, s2_dst, s2_src, s2_first, s3_valid, s3_dst, s3_src,
-                         s3_part, s3_load_b, a3, b3, inp3, wgt3)
+                         s3_part, s3_load_b, s3_silent, a3, b3, inp3, wgt3)
 
     def _execute(self, m: Module, d: Decoded, ops: _Operands) -> _Executed:
         """Stage 4: the GEMM core registers its products; the ALU computes on its operands
@@ -318,7 +331,7 @@ class ComputeUnit(Stage):
         since stage 2 read it."""
         s4_valid, s4_dst, s4_part = Signal(), Signal.like(ops.dst), Signal.like(ops.part)
         a4 = Signal(len(ops.acc_a), name="a4")
-        writes = ops.valid & ~ops.load_b  # a load_b pass writes nothing
+        writes = ops.valid & ~ops.silent  # a load_b pass, a multiplying pass write nothing
         m.d.sync += [s4_valid.eq(writes), s4_dst.eq(ops.dst), s4_part.eq(ops.part),
                      a4.eq(ops.acc_a)]
         gemm, alu = self.gemm, self.alu
@@ -408,6 +421,8 @@ class LeanBuild:
     #: read ports of the accumulator buffer (1: an ALU micro-op with a tile operand
     #: takes one cycle more)
     acc_ports: int = 2
+    #: cycles of each lane pass of an ALU MUL (2: the products registered before the sum)
+    mul_cycles: int = 1
 
     def __post_init__(self) -> None:
         for name in ("gemm_ii", "alu_ii"):
@@ -416,6 +431,8 @@ class LeanBuild:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         if self.acc_ports not in (1, 2) or isinstance(self.acc_ports, bool):
             raise ValueError(f"acc_ports must be 1 or 2, not {self.acc_ports!r}")
+        if self.mul_cycles not in (1, 2) or isinstance(self.mul_cycles, bool):
+            raise ValueError(f"mul_cycles must be 1 or 2, not {self.mul_cycles!r}")
 
     @property
     def label(self) -> str:
@@ -430,14 +447,16 @@ class LeanBuild:
     def timing(self, base: Timing) -> Timing:
         """``base`` with the micro-op intervals of this build."""
         return base.replace(gemm_ii_cycles=self.gemm_ii, alu_imm_ii_cycles=self.alu_ii,
-                            alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1))
+                            alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1),
+                            alu_mul_cycles=self.mul_cycles)
 
     @classmethod
     def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
         """The build ``timing`` describes for ``cfg``: the GEMM fold is
         ``gemm_ii_cycles`` (dividing ``BLOCK_OUT``), the ALU's ``alu_imm_ii_cycles``
         (dividing ``BATCH·BLOCK_OUT``), and ``alu_vec_ii_cycles`` is either
-        ``alu_imm_ii_cycles`` (two read ports) or one more (one read port).
+        ``alu_imm_ii_cycles`` (two read ports) or one more (one read port);
+        ``alu_mul_cycles`` is 1 or 2.
 
         Raises
         ------
@@ -452,7 +471,10 @@ class LeanBuild:
             raise ValueError(f"alu_vec_ii_cycles must be alu_imm_ii_cycles ({alu}: two "
                              f"accumulator read ports) or one more ({alu + 1}: one read port), "
                              f"not {timing.alu_vec_ii_cycles!r}")
-        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1)
+        if timing.alu_mul_cycles not in (1, 2):
+            raise ValueError(f"alu_mul_cycles must be 1 or 2 (the ALU's products registered "
+                             f"before their sum), not {timing.alu_mul_cycles!r}")
+        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles)
 
 
 def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:

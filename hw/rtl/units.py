@@ -18,7 +18,7 @@ Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (docs/ISA.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -113,12 +113,15 @@ class AluLanes(wiring.Component):
     ``b`` is the second tile, or the sign-extended immediate when ``use_imm``.  The
     ``op`` and ``imm`` ports have the widths of the ALU instruction's fields.  With
     ``fold`` > 1 (dividing ``BATCH·BLOCK_OUT``) there are ``n / fold`` lanes, and they
-    compute the lanes of part ``part``; the others are ``a``'s.
+    compute the lanes of part ``part``; the others are ``a``'s.  With ``mul_stage``, MUL
+    takes two cycles: the lanes' 16×16 partial products of this cycle's ``a`` and ``b``
+    are registered, and a MUL's ``acc_out`` is the sum of those of the cycle before
+    (the low 32 bits of ``a·b`` need three: ``a_lo·b_lo``, ``a_hi·b_lo``, ``a_lo·b_hi``).
     """
 
     @refusing
-    def __init__(self, cfg: Config, fold: int = 1) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Config, fold: int = 1, mul_stage: bool = False) -> None:
+        self.cfg, self.mul_stage = cfg, bool(mul_stage)
         n = cfg.BATCH * cfg.BLOCK_OUT
         self.fold = check_fold(fold, n, "the ALU's fold", "BATCH·BLOCK_OUT")
         layout = layouts_of(cfg)[Format.ALU]
@@ -155,6 +158,7 @@ class AluLanes(wiring.Component):
             m.d.comb += shamt.eq(b[:shift_bits])
             result = Signal(signed(bits), name=f"alu_{w}")
             wide = Signal(signed(2 * bits), name=f"wide_{w}")
+            product = _split_product(m, w, a, b, bits) if self.mul_stage else a * b
             with m.Switch(self.op):
                 with m.Case(AluOp.MIN):
                     m.d.comb += result.eq(Mux(a < b, a, b))
@@ -163,7 +167,7 @@ class AluLanes(wiring.Component):
                 with m.Case(AluOp.ADD):
                     m.d.comb += result.eq(a + b)
                 with m.Case(AluOp.MUL):
-                    m.d.comb += result.eq(a * b)
+                    m.d.comb += result.eq(product)
                 with m.Case(AluOp.SHR):
                     # s >= 0: arithmetic right shift by s; s < 0: left shift by -s (32 gives 0)
                     with m.If(shamt >= 0):
@@ -183,6 +187,17 @@ class AluLanes(wiring.Component):
         m.d.comb += [self.acc_out.eq(Cat(*lanes)),
                      self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m
+
+
+def _split_product(m: Module, w: int, a: object, b: object, bits: int) -> object:
+    """The low ``bits`` of ``a·b`` from its partial products registered a cycle before."""
+    half = bits // 2
+    a_u, b_u = a.as_unsigned(), b.as_unsigned()  # type: ignore[attr-defined]
+    low = Signal(bits, name=f"mul_low_{w}")
+    cross = Signal(half, name=f"mul_cross_{w}")
+    m.d.sync += [low.eq(a_u[:half] * b_u[:half]),
+                 cross.eq(a_u[half:] * b_u[:half] + a_u[:half] * b_u[half:])]
+    return (low + Cat(Const(0, half), cross))[:bits]
 
 
 def check_fold(fold: object, lanes: int, what: str, of: str) -> int:

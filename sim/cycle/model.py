@@ -40,6 +40,7 @@ import simpy
 from openvta.isa import (
     INSN_BYTES,
     AluInsn,
+    AluOp,
     GemmInsn,
     MemInsn,
     MemoryType,
@@ -413,6 +414,8 @@ class CycleModel:
         if isinstance(insn, AluInsn):
             reads = [] if insn.use_imm else [idx.src.reshape(-1)]
             ii = timing.alu_imm_ii_cycles if insn.use_imm else timing.alu_vec_ii_cycles
+            if insn.alu_opcode == AluOp.MUL:  # each lane pass multiplies, then sums
+                ii += (timing.alu_mul_cycles - 1) * timing.alu_imm_ii_cycles
             pipeline = timing.alu_pipeline_cycles
         else:
             reads, ii, pipeline = [], timing.gemm_ii_cycles, timing.gemm_pipeline_cycles

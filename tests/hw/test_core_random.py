@@ -31,6 +31,7 @@ from openvta.blocked_gemm import (  # noqa: E402
     read_gemm_output,
     reference_gemm,
 )
+from openvta.hw.rtl.compute import LeanBuild  # noqa: E402
 from openvta.isa import (  # noqa: E402
     EVENT_COUNTERS,
     HW_COUNTERS,
@@ -187,15 +188,14 @@ def test_results_are_forwarded_to_the_next_two_executions(name: str) -> None:
     assert_core_matches_functional(_forwarding_program(preset(name)))
 
 
-#: Lean builds (gemm_ii_cycles, alu_imm_ii_cycles, alu_vec_ii_cycles): the GEMM core
-#: folded over 2 cycles; one accumulator read port; everything folded over 4 cycles.
-LEAN = [(2, 1, 1), (1, 1, 2), (4, 4, 5)]
+#: Lean builds: the GEMM core folded over 2 cycles; one accumulator read port; the
+#: ALU's MUL in two cycles; everything folded over 4 cycles, MUL in two.
+LEAN = [LeanBuild(gemm_ii=2), LeanBuild(acc_ports=1), LeanBuild(mul_cycles=2),
+        LeanBuild(4, 4, 1, 2)]
 
 
-def _lean(cfg: Config, folds: tuple[int, int, int]) -> Timing:
-    gemm, alu_imm, alu_vec = folds
-    return timing_for(cfg).replace(gemm_ii_cycles=gemm, alu_imm_ii_cycles=alu_imm,
-                                   alu_vec_ii_cycles=alu_vec)
+def _lean(cfg: Config, lean: LeanBuild) -> Timing:
+    return lean.timing(timing_for(cfg))
 
 
 def _blocked_gemm(cfg: Config) -> Program:
@@ -206,9 +206,9 @@ def _blocked_gemm(cfg: Config) -> Program:
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])
-@pytest.mark.parametrize("folds", LEAN, ids=lambda f: "gemm{}-alu{}-vec{}".format(*f))
+@pytest.mark.parametrize("lean_build", LEAN, ids=lambda lean: lean.label)
 def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
-        name: str, folds: tuple[int, int, int]) -> None:
+        name: str, lean_build: LeanBuild) -> None:
     """A core built for a lean timing gives the functional simulator's DRAM and event
     counters (the forwarding program goes through every forwarding path, now between
     the passes of one micro-op too).  On the forwarding program, where nothing overlaps
@@ -217,7 +217,7 @@ def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
     compute, the model's error on the lean build is within a point of its error on the
     full build."""
     cfg = preset(name)
-    lean = _lean(cfg, folds)
+    lean = _lean(cfg, lean_build)
     for program in (_forwarding_program(cfg), _blocked_gemm(cfg)):
         assert_core_matches_functional(program, lean)
     program = _forwarding_program(cfg)
@@ -230,15 +230,16 @@ def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
     assert abs(error[lean]) <= abs(error[timing_for(cfg)]) + 0.01, error
 
 
-@pytest.mark.parametrize("folds", [(2, 2, 3), (4, 1, 2)], ids=["gemm2-alu2-vec3", "gemm4-vec2"])
-def test_random_programs_on_lean_builds(folds: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize("lean_build", [LeanBuild(2, 2, 1, 2), LeanBuild(gemm_ii=4, acc_ports=1)],
+                         ids=lambda lean: lean.label)
+def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
     cfg = preset("tiny")
 
     @settings(max_examples=4, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.data())
     def check(data: st.DataObject) -> None:
-        assert_core_matches_functional(data.draw(random_programs(cfg)), _lean(cfg, folds))
+        assert_core_matches_functional(data.draw(random_programs(cfg)), _lean(cfg, lean_build))
 
     check()
 
@@ -252,6 +253,8 @@ def test_random_programs_on_lean_builds(folds: tuple[int, int, int]) -> None:
      r"BATCH·BLOCK_OUT \(4\), not 8$"),
     ({"alu_vec_ii_cycles": 3}, r"^alu_vec_ii_cycles must be alu_imm_ii_cycles \(1: two "
                                r"accumulator read ports\) or one more \(2: one read port\), not 3$"),
+    ({"alu_mul_cycles": 3}, r"^alu_mul_cycles must be 1 or 2 \(the ALU's products registered "
+                            r"before their sum\), not 3$"),
 ])
 def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], message: str) -> None:
     from openvta.hw.rtl.core import Core
@@ -259,3 +262,14 @@ def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], messa
     cfg = preset("tiny")
     with pytest.raises(ValueError, match=message):
         Core(cfg, timing_for(cfg).replace(**changes))
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"gemm_ii": 0}, r"^gemm_ii must be a positive integer, not 0$"),
+    ({"alu_ii": 1.5}, r"^alu_ii must be a positive integer, not 1\.5$"),
+    ({"acc_ports": 3}, r"^acc_ports must be 1 or 2, not 3$"),
+    ({"mul_cycles": 0}, r"^mul_cycles must be 1 or 2, not 0$"),
+])
+def test_lean_build_options_are_checked(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LeanBuild(**options)  # type: ignore[arg-type]

@@ -112,6 +112,22 @@ def test_alu_with_and_without_immediate_closed_form(use_imm: bool) -> None:
     assert durations[_first(program, "ALU")] == T.issue_cycles + T.alu_pipeline_cycles + 30 * ii
 
 
+@pytest.mark.parametrize("use_imm", [True, False])
+@pytest.mark.parametrize("op", [AluOp.MUL, AluOp.ADD])
+def test_a_two_cycle_mul_costs_one_more_pass_per_part(use_imm: bool, op: AluOp) -> None:
+    """``alu_mul_cycles = 2`` (the RTL registers the products, then sums them) adds
+    ``alu_imm_ii_cycles`` cycles to every MUL execution and nothing to other ops."""
+    b = ProgramBuilder(TINY)
+    b.alu(UopKernel((Uop(0, 100),), (UopLoop(30, dst_factor=1, src_factor=1),)), op,
+          imm=5 if use_imm else None)
+    program = b.finish()
+    timing = T.replace(alu_imm_ii_cycles=2, alu_vec_ii_cycles=3, alu_mul_cycles=2)
+    _, durations = _durations(program, timing)
+    ii = 2 if use_imm else 3
+    extra = 2 if op == AluOp.MUL else 0
+    assert durations[_first(program, "ALU")] == T.issue_cycles + T.alu_pipeline_cycles + 30 * (ii + extra)
+
+
 @pytest.mark.parametrize("rows", [1, 3])
 @pytest.mark.parametrize("tiles", [1, 9, 64, 70])
 def test_store_closed_form(rows: int, tiles: int) -> None:
