@@ -8,6 +8,12 @@ link-test image (UART bridge and memory, no accelerator) is built for each board
     .venv/bin/python benchmarks/fpga.py [--boards icebreaker,ulx3s-85f]
         [--presets tiny,small,default] [--out build/bench] [--json figures.json]
 
+A "preset" may be any configuration of ``openvta dse`` (docs/DSE.md): a preset with
+changed keys and build options, e.g. the lean builds of the closing note::
+
+    .venv/bin/python benchmarks/fpga.py --boards ulx3s-85f \
+        --presets "tiny:gemm_ii=2,alu_ii=4,acc_ports=1,counters=none"
+
 ``--dse DIR`` prints instead the design-space exploration in ``DIR`` (``openvta dse``, which
 runs and resumes it; docs/DSE.md): its table, its Pareto fronts, and how many
 configurations were synthesized and routed against issue [5/5]'s six.
@@ -27,9 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+from openvta.dse import DseError, lean_build, parse_spec
 from openvta.hw.fpga.bitstream import BitstreamReport, build_bitstream
 from openvta.hw.fpga.boards import BOARDS, FitError
-from openvta.isa import preset
 
 
 def _row(board: str, name: str, report: BitstreamReport | None, error: str, seconds: float) -> str:
@@ -84,9 +90,15 @@ def main() -> None:
             report: BitstreamReport | None = None
             error = ""
             try:
-                report = build_bitstream(board, preset("tiny" if link else name),
-                                         Path(args.out) / f"{board}-{name}", preset_name=name,
-                                         link_test=link)
+                cfg, options = parse_spec("tiny" if link else name)
+            except DseError as exc:
+                sys.exit(str(exc))
+            folder = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+            try:
+                report = build_bitstream(board, cfg, Path(args.out) / f"{board}-{folder}",
+                                         preset_name=name, link_test=link,
+                                         counters=options.get("counters", "all"),
+                                         lean=lean_build(options))
             except FitError as exc:
                 error = str(exc).split(": ", 1)[1]
                 print(f"   {error}", flush=True)

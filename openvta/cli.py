@@ -11,7 +11,7 @@
     openvta verilog [--config PRESET] -o FILE.v [--lint]
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test] [--counters all|cycles|none]
-                      [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2]
+                      [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -132,6 +132,9 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--acc-ports", type=int, default=2, choices=(1, 2),
                      help="lean build: read ports of the accumulator buffer; with 1, an ALU "
                      "micro-op with a tile operand takes a cycle more (default 2)")
+    bit.add_argument("--mul-cycles", type=int, default=1, choices=(1, 2),
+                     help="lean build: cycles of each ALU MUL pass; 2 registers the products "
+                     "before their sum, for the clock (default 1)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
@@ -357,7 +360,8 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
-                                 lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports))
+                                 lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
+                                                args.mul_cycles))
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

@@ -78,6 +78,7 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
     ("tiny:gemm_ii=8", "configuration 'tiny:gemm_ii=8': gemm_ii_cycles (the GEMM core's fold) must be a "
                        "positive integer dividing BLOCK_OUT (4), not 8"),
     ("tiny:acc_ports=3", "configuration 'tiny:acc_ports=3': acc_ports must be one of 2, 1, not '3'"),
+    ("tiny:mul_cycles=3", "configuration 'tiny:mul_cycles=3': mul_cycles must be one of 1, 2, not '3'"),
 ])
 def test_parse_config_errors_name_the_problem(spec: str, message: str) -> None:
     with pytest.raises(dse.DseError) as info:
@@ -264,6 +265,7 @@ def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: P
     assert cfg == preset("tiny") and options == {"gemm_ii": "2", "acc_ports": "1"}
     assert dse.lean_build(options) == LeanBuild(gemm_ii=2, acc_ports=1)
     assert dse.build_timing(cfg, options) == LeanBuild(2, 1, 1).timing(timing_for(cfg))
+    assert dse.lean_build(dse.parse_spec("tiny:mul_cycles=2")[1]) == LeanBuild(mul_cycles=2)
     builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:gemm_ii=2,acc_ports=1": (62.0, 8000, 12)})
     got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER],
                       builder=builder, progress=lambda _: None)
