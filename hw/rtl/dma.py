@@ -82,7 +82,12 @@ class _Dma(wiring.Component):
 
 
 class DmaReader(_Dma):
-    """LOAD data movement into a buffer write port (``wr_*``)."""
+    """LOAD data movement into a buffer write port (``wr_*``).
+
+    The write port is registered: an element is written the cycle after it arrives, so
+    the buffer's write data does not hang off the bus handshake and the arbiter (on the
+    ECP5 that was `small`'s critical path).  ``done`` still pulses after the last write.
+    """
 
     def __init__(self, elem_bits: int, bus_bits: int, max_burst: int) -> None:
         members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in READ_FIELDS}
@@ -108,7 +113,9 @@ class DmaReader(_Dma):
         after = Signal()  # zeros written after the data (x_pad_1) rather than before
         rows = f["y_pad_0"] + f["y_size"] + f["y_pad_1"]
         width = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
-        m.d.comb += [self.wr_addr.eq(sram), self.busy.eq(1)]
+        wr_en, wr_data = Signal(), Signal(self.elem_bits)  # registered into the write port
+        m.d.sync += [self.wr_en.eq(wr_en), self.wr_data.eq(wr_data), self.wr_addr.eq(sram)]
+        m.d.comb += self.busy.eq(1)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.busy.eq(self.start)
@@ -131,7 +138,7 @@ class DmaReader(_Dma):
                     m.next = "ZEROS"
             with m.State("ZEROS"):
                 with m.If(zeros != 0):
-                    m.d.comb += [self.wr_en.eq(1), self.wr_data.eq(0)]
+                    m.d.comb += [wr_en.eq(1), wr_data.eq(0)]
                     m.d.sync += [zeros.eq(zeros - 1), sram.eq(sram + 1)]
                 with m.Elif(after):
                     m.d.sync += [row.eq(row + 1)]
@@ -147,7 +154,7 @@ class DmaReader(_Dma):
                                  burst_addr.eq(burst_addr + beats * self.b_bytes)]
                     m.next = "DATA"
             with m.State("DATA"):
-                self._receive(m, data_left, sram, slot, part, shift)
+                self._receive(m, data_left, sram, slot, part, shift, wr_en, wr_data)
                 m.d.comb += self.waiting.eq(~self.mem.rdata.valid)
                 with m.If(self.mem.rdata.valid & self.mem.rdata.ready & self.mem.rdata.payload.last):
                     with m.If(beats_left == 0):
@@ -159,15 +166,14 @@ class DmaReader(_Dma):
         return m
 
     def _receive(self, m: Module, data_left: Signal, sram: Signal, slot: Signal, part: Signal,
-                 shift: Signal) -> None:
+                 shift: Signal, wr_en: Signal, wr_data: Signal) -> None:
         beat = self.mem.rdata.payload.data
         if self.elems_per_beat > 1:
             # several elements per beat: write them one per cycle, then take the next beat
             last_slot = (slot == self.elems_per_beat - 1) | (data_left == 1)
             with m.If(self.mem.rdata.valid):
                 with m.If(data_left != 0):
-                    m.d.comb += [self.wr_en.eq(1),
-                                 self.wr_data.eq(beat.word_select(slot, self.elem_bits))]
+                    m.d.comb += [wr_en.eq(1), wr_data.eq(beat.word_select(slot, self.elem_bits))]
                     m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1), slot.eq(slot + 1)]
                 m.d.comb += self.mem.rdata.ready.eq(last_slot | (data_left == 0))
                 with m.If(self.mem.rdata.ready):
@@ -180,7 +186,7 @@ class DmaReader(_Dma):
                 with m.If(part == self.beats_per_elem - 1):
                     m.d.sync += part.eq(0)
                     with m.If(data_left != 0):
-                        m.d.comb += [self.wr_en.eq(1), self.wr_data.eq(element)]
+                        m.d.comb += [wr_en.eq(1), wr_data.eq(element)]
                         m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1)]
                 with m.Else():
                     m.d.sync += part.eq(part + 1)
