@@ -343,9 +343,9 @@ def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> 
 
 SOC_DIVISOR = 4
 SOC_MEM_BYTES = 4096
-#: The lean ULX3S image: the GEMM core on half its multipliers, one ALU lane, one
-#: accumulator read port (README "FPGA").
-ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1)
+#: A lean ULX3S image: the GEMM core on half its multipliers, one ALU lane, one
+#: accumulator read port, the two-cycle MUL (README "FPGA").
+ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2)
 
 
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
@@ -427,7 +427,7 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path,
     bridge, equal to the functional simulator.  Only the UART divisor differs from the
     bitstream's (4 clock cycles a bit instead of 217), so that the upload takes thousands
     of cycles, not millions.  The lean image takes the cycles the cycle model gives its
-    timing, within 5 %."""
+    timing, within 2 % (issue [5/5]'s bound on GEMMs; 0.03 % measured)."""
     from openvta.api import compile as compile_operator
     from openvta.compiler.layout import unpack_by_layout
     from openvta.hw.fpga.boards import BOARDS
@@ -440,7 +440,7 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path,
     assert observed["line_errors"] == [] and result.counters["cycles"] > 0
     if lean is not None:
         model = simulate_cycles(program, lean.timing(timing_for(CFG))).counters["cycles"]
-        assert abs(model - result.counters["cycles"]) <= 0.05 * result.counters["cycles"]
+        assert abs(model - result.counters["cycles"]) <= 0.02 * result.counters["cycles"]
         assert model > simulate_cycles(program).counters["cycles"]  # folding costs cycles
     symbol = program.symbols["out"]
     out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
