@@ -96,17 +96,19 @@ class DseError(ValueError):
 #: their values, the first the default: ``counters`` (the hardware counters built) and the
 #: fields of :class:`~openvta.hw.rtl.compute.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
 #: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports;
-#: ``mul_cycles=2``: the ALU's products registered before their sum).
+#: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
+#: micro-op read registered before its indices are added).
 _FOLDS = tuple(str(1 << k) for k in range(7))
 BUILD_OPTIONS: dict[str, tuple[str, ...]] = {"counters": tuple(c.label for c in CounterSet),
                                              "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
-                                             "acc_ports": ("2", "1"), "mul_cycles": ("1", "2")}
+                                             "acc_ports": ("2", "1"), "mul_cycles": ("1", "2"),
+                                             "uop_stage": ("0", "1")}
 
 
 def lean_build(options: dict[str, str]) -> LeanBuild:
     """The :class:`~openvta.hw.rtl.compute.LeanBuild` of a configuration's build options."""
-    return LeanBuild(**{key: int(options[key]) for key in ("gemm_ii", "alu_ii", "acc_ports", "mul_cycles")
-                        if key in options})
+    return LeanBuild(**{key: int(options[key]) for key in ("gemm_ii", "alu_ii", "acc_ports", "mul_cycles",
+                                                          "uop_stage") if key in options})
 
 
 def build_timing(cfg: Config, options: dict[str, str]) -> Timing:

@@ -266,6 +266,7 @@ def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: P
     assert dse.lean_build(options) == LeanBuild(gemm_ii=2, acc_ports=1)
     assert dse.build_timing(cfg, options) == LeanBuild(2, 1, 1).timing(timing_for(cfg))
     assert dse.lean_build(dse.parse_spec("tiny:mul_cycles=2")[1]) == LeanBuild(mul_cycles=2)
+    assert dse.lean_build(dse.parse_spec("tiny:uop_stage=1")[1]) == LeanBuild(uop_stage=1)
     builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:gemm_ii=2,acc_ports=1": (62.0, 8000, 12)})
     got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER],
                       builder=builder, progress=lambda _: None)

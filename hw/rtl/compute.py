@@ -26,7 +26,11 @@ k-th of the output rows (:class:`~.units.GemmCore`'s ``fold``); ``alu_imm_ii_cyc
 + 1 builds the accumulator with one read port instead of two: an ALU micro-op with a
 tile operand first passes once to read that tile into a register.  ``alu_mul_cycles`` = 2
 gives a MUL two passes per part: the first registers the products, the second sums
-them (the 32×32 multiply off the forwarding path, for the FPGA clock).  Passes flow
+them (the 32×32 multiply off the forwarding path, for the FPGA clock).  With
+``gemm_pipeline_cycles`` = ``alu_pipeline_cycles`` = 6 instead of 5, the micro-op read
+from the uop buffer is registered before its indices are added (a sixth stage between 1
+and 2: the block RAM's output no longer feeds the index adders and the buffer
+addresses in one cycle).  Passes flow
 through the pipeline like micro-ops (forwarding makes each see the one before); a pass
 that only reads or multiplies writes nothing, and only the first counts as an execution.
 """
@@ -59,6 +63,9 @@ __all__ = ["ComputeUnit", "LeanBuild"]
 
 #: The micro-op's index fields, each offset by the loops (dst: acc/out, src: inp/acc, wgt).
 _INDICES = ("dst", "src", "wgt")
+#: The GEMM and ALU cycles besides one per pass (``Timing.gemm_pipeline_cycles``): the
+#: five stages' fill and drain (one more with the micro-op stage).
+PIPELINE_CYCLES = 5
 #: The buffers compute loads with LOAD, in the order of their burst ports.
 _LOADED = (MemoryType.UOP, MemoryType.ACC, MemoryType.ACC_8BIT)
 
@@ -144,7 +151,7 @@ class ComputeUnit(Stage):
     def __init__(self, cfg: Config, bus_bits: int, timing: Timing) -> None:
         lean = LeanBuild.of(cfg, timing)
         self.gemm_fold, self.alu_fold, self.acc_ports = lean.gemm_ii, lean.alu_ii, lean.acc_ports
-        self.mul_cycles = lean.mul_cycles
+        self.mul_cycles, self.uop_stage = lean.mul_cycles, lean.uop_stage
         members: dict[str, wiring.Member] = {
             "uop_w": write_port(cfg, "uop"), "uop_r": read_port(cfg, "uop"),
             "acc_w": write_port(cfg, "acc"), "acc_ra": read_port(cfg, "acc"),
@@ -201,15 +208,20 @@ class ComputeUnit(Stage):
         return m
 
     def _loop_engine(self, m: Module, loop_start: Signal) -> Signal:
-        """The five-stage micro-op pipeline of GEMM and ALU; returns the done pulse."""
+        """The five-stage (six with ``uop_stage``) micro-op pipeline of GEMM and ALU;
+        returns the done pulse."""
         d = Decoded(self.status.insn, self.cfg)
         is_alu = d.opcode == Opcode.ALU
         issued = self._issue(m, d, is_alu, loop_start)
-        operands = self._read_operands(m, issued)
+        uop, in_flight = self.uop_r.data, [issued.valid]
+        if self.uop_stage:  # the micro-op and its pass registered once more
+            uop, issued = self._register_issued(m, issued)
+            in_flight.append(issued.valid)
+        operands = self._read_operands(m, issued, uop)
         executed = self._execute(m, d, operands)
         self._acc_writes(m, is_alu, executed)
         done = Signal()
-        m.d.comb += done.eq(self.status.busy & ~loop_start & ~issued.issuing & ~issued.valid
+        m.d.comb += done.eq(self.status.busy & ~loop_start & ~issued.issuing & ~Cat(*in_flight).any()
                             & ~operands.s2_valid & ~operands.valid & ~executed.valid
                             & ((d.opcode == Opcode.GEMM) | is_alu))
         m.d.comb += [self.uop_fire.eq(operands.s2_valid & operands.s2_first),
@@ -286,11 +298,25 @@ class ComputeUnit(Stage):
             m.d.sync += s1_valid.eq(0)
         return _Issued(s1_valid, s1_off, issuing, s1_part, s1_load_b, s1_silent, s1_first)
 
-    def _read_operands(self, m: Module, issued: _Issued) -> _Operands:
+    def _register_issued(self, m: Module, issued: _Issued) -> tuple[Signal, _Issued]:
+        """The micro-op stage: the micro-op read from the uop buffer, and what stage 1
+        issued with it, registered (``uop_stage``)."""
+        uop = Signal.like(self.uop_r.data, name="uop_q")
+        later = _Issued(Signal(name="s1b_valid"),
+                        {n: Signal.like(v, name=f"s1b_{n}") for n, v in issued.offsets.items()},
+                        issued.issuing, Signal.like(issued.part, name="s1b_part"),
+                        Signal(name="s1b_load_b"), Signal(name="s1b_silent"), Signal(name="s1b_first"))
+        m.d.sync += [uop.eq(self.uop_r.data), later.valid.eq(issued.valid), later.part.eq(issued.part),
+                     later.load_b.eq(issued.load_b), later.silent.eq(issued.silent),
+                     later.first.eq(issued.first)]
+        m.d.sync += [later.offsets[n].eq(v) for n, v in issued.offsets.items()]
+        return uop, later
+
+    def _read_operands(self, m: Module, issued: _Issued, uop: Value) -> _Operands:
         """Stage 2: the indices from the micro-op read last cycle, and the buffer reads;
         stage 3: the buffers' outputs, registered (block RAM outputs are slow on an FPGA)."""
         bits = self._index_bits()
-        udst, usrc, uwgt = uop_fields(self.uop_r.data, self.cfg)
+        udst, usrc, uwgt = uop_fields(uop, self.cfg)
         dst = (udst + issued.offsets["dst"])[:bits["dst"]]
         src = (usrc + issued.offsets["src"])[:bits["src"]]
         wgt = (uwgt + issued.offsets["wgt"])[:bits["wgt"]]
@@ -423,6 +449,9 @@ class LeanBuild:
     acc_ports: int = 2
     #: cycles of each lane pass of an ALU MUL (2: the products registered before the sum)
     mul_cycles: int = 1
+    #: 1: the micro-op read from the uop buffer is registered (a sixth pipeline stage,
+    #: one cycle more per GEMM and ALU instruction)
+    uop_stage: int = 0
 
     def __post_init__(self) -> None:
         for name in ("gemm_ii", "alu_ii"):
@@ -433,6 +462,8 @@ class LeanBuild:
             raise ValueError(f"acc_ports must be 1 or 2, not {self.acc_ports!r}")
         if self.mul_cycles not in (1, 2) or isinstance(self.mul_cycles, bool):
             raise ValueError(f"mul_cycles must be 1 or 2, not {self.mul_cycles!r}")
+        if self.uop_stage not in (0, 1) or isinstance(self.uop_stage, bool):
+            raise ValueError(f"uop_stage must be 0 or 1, not {self.uop_stage!r}")
 
     @property
     def label(self) -> str:
@@ -448,7 +479,9 @@ class LeanBuild:
         """``base`` with the micro-op intervals of this build."""
         return base.replace(gemm_ii_cycles=self.gemm_ii, alu_imm_ii_cycles=self.alu_ii,
                             alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1),
-                            alu_mul_cycles=self.mul_cycles)
+                            alu_mul_cycles=self.mul_cycles,
+                            gemm_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
+                            alu_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage)
 
     @classmethod
     def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
@@ -456,7 +489,8 @@ class LeanBuild:
         ``gemm_ii_cycles`` (dividing ``BLOCK_OUT``), the ALU's ``alu_imm_ii_cycles``
         (dividing ``BATCH·BLOCK_OUT``), and ``alu_vec_ii_cycles`` is either
         ``alu_imm_ii_cycles`` (two read ports) or one more (one read port);
-        ``alu_mul_cycles`` is 1 or 2.
+        ``alu_mul_cycles`` is 1 or 2; ``gemm_pipeline_cycles`` and
+        ``alu_pipeline_cycles`` are both 5, or both 6 (the micro-op register stage).
 
         Raises
         ------
@@ -474,7 +508,13 @@ class LeanBuild:
         if timing.alu_mul_cycles not in (1, 2):
             raise ValueError(f"alu_mul_cycles must be 1 or 2 (the ALU's products registered "
                              f"before their sum), not {timing.alu_mul_cycles!r}")
-        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles)
+        stages = (timing.gemm_pipeline_cycles, timing.alu_pipeline_cycles)
+        if stages not in ((PIPELINE_CYCLES, PIPELINE_CYCLES), (PIPELINE_CYCLES + 1, PIPELINE_CYCLES + 1)):
+            raise ValueError(f"gemm_pipeline_cycles and alu_pipeline_cycles must both be "
+                             f"{PIPELINE_CYCLES}, or both {PIPELINE_CYCLES + 1} (the micro-op "
+                             f"register stage), not {stages[0]} and {stages[1]}")
+        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles,
+                   stages[0] - PIPELINE_CYCLES)
 
 
 def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:

@@ -189,9 +189,9 @@ def test_results_are_forwarded_to_the_next_two_executions(name: str) -> None:
 
 
 #: Lean builds: the GEMM core folded over 2 cycles; one accumulator read port; the
-#: ALU's MUL in two cycles; everything folded over 4 cycles, MUL in two.
+#: ALU's MUL in two cycles; the micro-op stage; everything at once, folded over 4 cycles.
 LEAN = [LeanBuild(gemm_ii=2), LeanBuild(acc_ports=1), LeanBuild(mul_cycles=2),
-        LeanBuild(4, 4, 1, 2)]
+        LeanBuild(uop_stage=1), LeanBuild(4, 4, 1, 2, 1)]
 
 
 def _lean(cfg: Config, lean: LeanBuild) -> Timing:
@@ -230,7 +230,7 @@ def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
     assert abs(error[lean]) <= abs(error[timing_for(cfg)]) + 0.01, error
 
 
-@pytest.mark.parametrize("lean_build", [LeanBuild(2, 2, 1, 2), LeanBuild(gemm_ii=4, acc_ports=1)],
+@pytest.mark.parametrize("lean_build", [LeanBuild(2, 2, 1, 2, 1), LeanBuild(gemm_ii=4, acc_ports=1)],
                          ids=lambda lean: lean.label)
 def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
     cfg = preset("tiny")
@@ -255,6 +255,8 @@ def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
                                r"accumulator read ports\) or one more \(2: one read port\), not 3$"),
     ({"alu_mul_cycles": 3}, r"^alu_mul_cycles must be 1 or 2 \(the ALU's products registered "
                             r"before their sum\), not 3$"),
+    ({"gemm_pipeline_cycles": 6}, r"^gemm_pipeline_cycles and alu_pipeline_cycles must both be 5, "
+                                  r"or both 6 \(the micro-op register stage\), not 6 and 5$"),
 ])
 def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], message: str) -> None:
     from openvta.hw.rtl.core import Core
@@ -269,6 +271,7 @@ def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], messa
     ({"alu_ii": 1.5}, r"^alu_ii must be a positive integer, not 1\.5$"),
     ({"acc_ports": 3}, r"^acc_ports must be 1 or 2, not 3$"),
     ({"mul_cycles": 0}, r"^mul_cycles must be 1 or 2, not 0$"),
+    ({"uop_stage": 2}, r"^uop_stage must be 0 or 1, not 2$"),
 ])
 def test_lean_build_options_are_checked(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
