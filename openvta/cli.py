@@ -12,7 +12,7 @@
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test] [--counters all|cycles|none]
                       [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
-                      [--uop-stage 0|1]
+                      [--uop-stage 0|1] [--seed N]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -139,6 +139,8 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--uop-stage", type=int, default=0, choices=(0, 1),
                      help="1: register the micro-op read before its indices are added, a sixth "
                      "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
+    bit.add_argument("--seed", type=_positive_int, default=1,
+                     help="nextpnr's placement seed (Fmax moves by a few percent with it; default 1)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
@@ -365,7 +367,7 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
                                  lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
-                                                args.mul_cycles, args.uop_stage))
+                                                args.mul_cycles, args.uop_stage), seed=args.seed)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

@@ -122,6 +122,7 @@ class BitstreamReport:
     target_mhz: float  # the Fmax nextpnr was asked for
     counters: str = "all"  # the counters built: "all", "cycles" or "none" (link-test: "none")
     lean: dict[str, int] = field(default_factory=lambda: LeanBuild().to_dict())  # LeanBuild's
+    seed: int = 1  # nextpnr's --seed
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -137,7 +138,7 @@ class BitstreamReport:
         the measured ones that are known, in this order."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.default is MISSING and f.default_factory is MISSING
-                or f.name in ("lean", "times_s", "status") or getattr(self, f.name) is not None}
+                or f.name in ("lean", "seed", "times_s", "status") or getattr(self, f.name) is not None}
 
     def write(self, out_dir: Path) -> None:
         """Write ``report.json`` into ``out_dir``."""
@@ -148,7 +149,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
                     preset_name: str = "", mem_bytes: int | None = None,
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
-                    counters: str = "all", lean: LeanBuild | None = None,
+                    counters: str = "all", lean: LeanBuild | None = None, seed: int = 1,
                     progress: Callable[[str], None] | None = None) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
@@ -182,6 +183,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         accumulator read port; :class:`~openvta.hw.rtl.compute.LeanBuild`); the full
         build if omitted.  The cycle model runs such an image's programs with
         ``lean.timing(timing_for(cfg))``.
+    seed : int
+        nextpnr's placement seed (its result moves by a few percent with it).
     progress : callable, optional
         receives each progress line; by default they are printed.
 
@@ -205,6 +208,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 1:
+        raise ValueError(f"seed must be a positive integer, not {seed!r}")
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
     what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
@@ -221,7 +226,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         config="link-test" if link_test else (preset_name or cfg.name),
         config_keys=None if link_test else cfg.to_dict(), mem_bytes=mem_bytes, baud=baud,
         clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label,
-        lean=lean.to_dict())
+        lean=lean.to_dict(), seed=seed)
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -263,7 +268,8 @@ def _tool_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
     """Run one tool of the build plan and record what it measured in ``report``."""
     step = _STEP_NAMES.get(tool, "place and route")
     if tool.startswith("nextpnr"):
-        args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json", *target.nextpnr_opts]
+        args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json", "--seed",
+                 str(report.seed), *target.nextpnr_opts]
     log = out / f"{TOP_NAME}.{tool}.log"
     say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} (log {log})")
     started = time.monotonic()

@@ -80,7 +80,10 @@ BOARDS: dict[str, Board] = {
         capacity={"logic": 83640, "dsp": 156, "bram": 208},
         cells={"logic": ("LUT4",), "dsp": ("MULT18X18D",), "bram": ("DP16KD",),
                "ff": ("TRELLIS_FF",), "carry": ("CCU2C",), "lutram": ("TRELLIS_DPR16X4",)},
-        bram_bits=18432, default_mem_bytes=65536, nextpnr_opts=("--router", "router2"),
+        bram_bits=18432, default_mem_bytes=65536,
+        # router2 with nextpnr's electrostatic placer: `small` routes in minutes (the
+        # default heap placer left router2 with hundreds of congested wires after 45 min)
+        nextpnr_opts=("--router", "router2", "--placer", "static"),
     ),
 }
 

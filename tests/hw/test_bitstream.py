@@ -143,7 +143,7 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
         "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
         "counters": "all", "lean": {"gemm_ii": 1, "alu_ii": 1, "acc_ports": 2, "mul_cycles": 1,
-                                    "uop_stage": 0},
+                                    "uop_stage": 0}, "seed": 1,
         "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
@@ -191,6 +191,9 @@ def test_command_line_passes_the_lean_build(monkeypatch: pytest.MonkeyPatch,
                  "--gemm-ii", "2", "--alu-ii", "4", "--acc-ports", "1", "--mul-cycles", "2",
                  "--uop-stage", "1"]) == 0
     assert seen["lean"] == LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
+    assert seen["seed"] == 1
+    assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet", "--seed", "2"]) == 0
+    assert seen["seed"] == 2
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["bitstream", "--board", "icebreaker", "--acc-ports", "3"])
@@ -212,6 +215,7 @@ def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[s
     ({"target_mhz": 0}, r"^the target Fmax must be a positive number of MHz, not 0$"),
     ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
     ({"counters": "few"}, r"^counters must be one of 'all', 'cycles', 'none', not 'few'$"),
+    ({"seed": 0}, r"^seed must be a positive integer, not 0$"),
     ({"lean": LeanBuild(gemm_ii=3), "link_test": False},
      r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive integer dividing BLOCK_OUT "
      r"\(4\), not 3$"),
@@ -239,7 +243,7 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
-                             "target_mhz", "counters", "lean", "times_s", "status", "synthesis_cells",
+                             "target_mhz", "counters", "lean", "seed", "times_s", "status", "synthesis_cells",
                              "synthesis",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None
