@@ -64,7 +64,7 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
 }
 
 #: The configurations explored when none are given, per board: GEMM shape (4×4, 8×8,
-#: 16×16), buffer sizes, bus width and the counters build option around the presets.
+#: 16×16), buffer sizes, bus width and the lean build options around the presets.
 DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
     "ulx3s-85f": (
         "tiny",
@@ -80,6 +80,12 @@ DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
         "tiny:LOG_INP_BUFF_SIZE=12,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13",
         "small",
         "default",
+        # lean builds (LeanBuild): the two-cycle MUL, the folded GEMM core and ALU, one acc
+        # read port, the micro-op stage; the last a 16x16 core folded over two cycles
+        "tiny:mul_cycles=2,counters=none",
+        "tiny:gemm_ii=2,alu_ii=4,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none",
+        "small:alu_ii=2,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none",
+        "small:LOG_BLOCK=4,gemm_ii=2,alu_ii=4,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none",
     ),
     "icebreaker": ("tiny", "tiny:LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11"),
 }

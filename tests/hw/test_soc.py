@@ -344,8 +344,10 @@ def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> 
 SOC_DIVISOR = 4
 SOC_MEM_BYTES = 4096
 #: A lean ULX3S image: the GEMM core on half its multipliers, one ALU lane, one
-#: accumulator read port, the two-cycle MUL (README "FPGA").
-ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2)
+#: accumulator read port, the two-cycle MUL, the micro-op stage (README "FPGA").
+ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
+#: The lean ``small`` of ``make bitstream-ecp5`` (without counters there; with ``cycles`` here).
+SMALL_LEAN = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
 
 
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
@@ -419,29 +421,31 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 
 @pytest.mark.rtl
 @pytest.mark.slow
-@pytest.mark.parametrize("lean", [None, ULX3S_LEAN], ids=["tiny", "tiny-lean"])
-def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path,
+@pytest.mark.parametrize("name, lean", [("tiny", None), ("tiny", ULX3S_LEAN), ("small", SMALL_LEAN)],
+                         ids=["tiny", "tiny-lean", "small-lean"])
+def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, name: str,
                                                              lean: LeanBuild | None) -> None:
-    """The images built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM, and its lean
-    build without counters; README "FPGA") run a compiled conv2d layer through the UART
-    bridge, equal to the functional simulator.  Only the UART divisor differs from the
-    bitstream's (4 clock cycles a bit instead of 217), so that the upload takes thousands
-    of cycles, not millions.  The lean image takes the cycles the cycle model gives its
-    timing, within 2 % (issue [5/5]'s bound on GEMMs; 0.03 % measured)."""
+    """The images built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM; a lean
+    ``tiny``; the lean ``small`` of ``make bitstream-ecp5``, README "FPGA") run a compiled
+    conv2d layer through the UART bridge, equal to the functional simulator.  Only the UART
+    divisor differs from the bitstream's (4 clock cycles a bit instead of 217), so that the
+    upload takes thousands of cycles, not millions.  A lean image takes the cycles the
+    cycle model gives its timing, within 2 % (issue [5/5]'s bound on GEMMs)."""
     from openvta.api import compile as compile_operator
     from openvta.compiler.layout import unpack_by_layout
     from openvta.hw.fpga.boards import BOARDS
 
+    cfg = preset(name)
     mem_bytes = BOARDS["ulx3s-85f"].default_mem_bytes
     program = compile_operator("conv2d", n=1, ci=16, co=16, hw=8, kernel=3, pad=1, stride=1,
-                               config="tiny", seed=0)
+                               config=name, seed=0)
     counters = "all" if lean is None else "cycles"
-    result, observed = run_on_simulated_soc(tmp_path, CFG, program, mem_bytes, counters, lean)
+    result, observed = run_on_simulated_soc(tmp_path, cfg, program, mem_bytes, counters, lean)
     assert observed["line_errors"] == [] and result.counters["cycles"] > 0
     if lean is not None:
-        model = simulate_cycles(program, lean.timing(timing_for(CFG))).counters["cycles"]
+        model = simulate_cycles(program, lean.timing(timing_for(cfg))).counters["cycles"]
         assert abs(model - result.counters["cycles"]) <= 0.02 * result.counters["cycles"]
-        assert model > simulate_cycles(program).counters["cycles"]  # folding costs cycles
+        assert model > simulate_cycles(program).counters["cycles"]  # lean costs cycles
     symbol = program.symbols["out"]
     out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
     assert out.shape == (1, 16, 8, 8) and np.any(out)
