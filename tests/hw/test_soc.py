@@ -348,6 +348,8 @@ SOC_MEM_BYTES = 4096
 ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
 #: The lean ``small`` of ``make bitstream-ecp5`` (without counters there; with ``cycles`` here).
 SMALL_LEAN = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
+#: The folded 16×16 core (``small:LOG_BLOCK=4``) of the exploration.
+CORE16_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
 
 
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
@@ -421,13 +423,15 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 
 @pytest.mark.rtl
 @pytest.mark.slow
-@pytest.mark.parametrize("name, lean", [("tiny", None), ("tiny", ULX3S_LEAN), ("small", SMALL_LEAN)],
-                         ids=["tiny", "tiny-lean", "small-lean"])
-def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, name: str,
+@pytest.mark.parametrize("spec, lean", [("tiny", None), ("tiny", ULX3S_LEAN), ("small", SMALL_LEAN),
+                                        ("small:LOG_BLOCK=4", CORE16_LEAN)],
+                         ids=["tiny", "tiny-lean", "small-lean", "16x16-lean"])
+def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spec: str,
                                                              lean: LeanBuild | None) -> None:
     """The images built for the ULX3S (``tiny``, its 64 KiB of on-chip DRAM; a lean
-    ``tiny``; the lean ``small`` of ``make bitstream-ecp5``, README "FPGA") run a compiled
-    conv2d layer through the UART bridge, equal to the functional simulator.  Only the UART
+    ``tiny``; the lean ``small`` of ``make bitstream-ecp5``; the folded 16×16 core; README
+    "FPGA") run a compiled conv2d layer through the UART bridge, equal to the functional
+    simulator.  Only the UART
     divisor differs from the bitstream's (4 clock cycles a bit instead of 217), so that the
     upload takes thousands of cycles, not millions.  A lean image takes the cycles the
     cycle model gives its timing, within 2 % (issue [5/5]'s bound on GEMMs)."""
@@ -435,10 +439,12 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, nam
     from openvta.compiler.layout import unpack_by_layout
     from openvta.hw.fpga.boards import BOARDS
 
-    cfg = preset(name)
+    from openvta.dse import parse_config
+
+    cfg = parse_config(spec)
     mem_bytes = BOARDS["ulx3s-85f"].default_mem_bytes
     program = compile_operator("conv2d", n=1, ci=16, co=16, hw=8, kernel=3, pad=1, stride=1,
-                               config=name, seed=0)
+                               config=cfg, seed=0)
     counters = "all" if lean is None else "cycles"
     result, observed = run_on_simulated_soc(tmp_path, cfg, program, mem_bytes, counters, lean)
     assert observed["line_errors"] == [] and result.counters["cycles"] > 0
