@@ -34,6 +34,7 @@ not run again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -105,16 +106,15 @@ class DseError(ValueError):
 #: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
 #: micro-op read registered before its indices are added).
 _FOLDS = tuple(str(1 << k) for k in range(7))
-BUILD_OPTIONS: dict[str, tuple[str, ...]] = {"counters": tuple(c.label for c in CounterSet),
-                                             "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
-                                             "acc_ports": ("2", "1"), "mul_cycles": ("1", "2"),
-                                             "uop_stage": ("0", "1")}
+BUILD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "counters": tuple(c.label for c in CounterSet), "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
+    **{name: tuple(map(str, choices)) for name, choices in LeanBuild.CHOICES.items()}}
 
 
 def lean_build(options: dict[str, str]) -> LeanBuild:
     """The :class:`~openvta.hw.rtl.compute.LeanBuild` of a configuration's build options."""
-    return LeanBuild(**{key: int(options[key]) for key in ("gemm_ii", "alu_ii", "acc_ports", "mul_cycles",
-                                                          "uop_stage") if key in options})
+    return LeanBuild(**{f.name: int(options[f.name]) for f in dataclasses.fields(LeanBuild)
+                        if f.name in options})
 
 
 def build_timing(cfg: Config, options: dict[str, str]) -> Timing:

@@ -29,16 +29,17 @@ gives a MUL two passes per part: the first registers the products, the second su
 them (the 32×32 multiply off the forwarding path, for the FPGA clock).  With
 ``gemm_pipeline_cycles`` = ``alu_pipeline_cycles`` = 6 instead of 5, the micro-op read
 from the uop buffer is registered before its indices are added (a sixth stage between 1
-and 2: the block RAM's output no longer feeds the index adders and the buffer
-addresses in one cycle).  Passes flow
-through the pipeline like micro-ops (forwarding makes each see the one before); a pass
-that only reads or multiplies writes nothing, and only the first counts as an execution.
+and 2: the block RAM's output no longer feeds the index adders and the buffer addresses
+in one cycle).  Passes flow through the pipeline like micro-ops (forwarding makes each
+see the one before); a pass that only reads or multiplies writes nothing, and only the
+first counts as an execution.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
@@ -138,8 +139,8 @@ class ComputeUnit(Stage):
 
     and those of :class:`~.stage.Stage`.  Throughput: one pass per cycle, a micro-op
     execution being ``timing.gemm_ii_cycles``, ``alu_imm_ii_cycles`` or
-    ``alu_vec_ii_cycles`` passes; a GEMM or ALU instruction is done five cycles after its
-    last pass is issued.
+    ``alu_vec_ii_cycles`` passes; a GEMM or ALU instruction is done five cycles (six with
+    the micro-op stage) after its last pass is issued.
 
     Raises
     ------
@@ -149,9 +150,7 @@ class ComputeUnit(Stage):
 
     @refusing
     def __init__(self, cfg: Config, bus_bits: int, timing: Timing) -> None:
-        lean = LeanBuild.of(cfg, timing)
-        self.gemm_fold, self.alu_fold, self.acc_ports = lean.gemm_ii, lean.alu_ii, lean.acc_ports
-        self.mul_cycles, self.uop_stage = lean.mul_cycles, lean.uop_stage
+        self.lean = lean = LeanBuild.of(cfg, timing)
         members: dict[str, wiring.Member] = {
             "uop_w": write_port(cfg, "uop"), "uop_r": read_port(cfg, "uop"),
             "acc_w": write_port(cfg, "acc"), "acc_ra": read_port(cfg, "acc"),
@@ -160,7 +159,7 @@ class ComputeUnit(Stage):
             "clear": In(1), "finished": Out(1), "gemm_busy": Out(1), "alu_busy": Out(1),
             "uop_fire": Out(1), "uop_is_gemm": Out(1), "uop_reset": Out(1),
         }
-        if self.acc_ports == 2:
+        if lean.acc_ports == 2:
             members["acc_rb"] = read_port(cfg, "acc")
         members.update({f"{mt.name.lower()}_mem": Out(mem_port(bus_bits)) for mt in _LOADED})
         super().__init__(Unit.COMPUTE, cfg, bus_bits, members)
@@ -170,8 +169,8 @@ class ComputeUnit(Stage):
             MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
-        self.gemm = GemmCore(cfg, registered=True, fold=self.gemm_fold)
-        self.alu = AluLanes(cfg, fold=self.alu_fold, mul_stage=self.mul_cycles == 2)
+        self.gemm = GemmCore(cfg, registered=True, fold=lean.gemm_ii)
+        self.alu = AluLanes(cfg, fold=lean.alu_ii, mul_stage=lean.mul_cycles == 2)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -214,7 +213,7 @@ class ComputeUnit(Stage):
         is_alu = d.opcode == Opcode.ALU
         issued = self._issue(m, d, is_alu, loop_start)
         uop, in_flight = self.uop_r.data, [issued.valid]
-        if self.uop_stage:  # the micro-op and its pass registered once more
+        if self.lean.uop_stage:  # the micro-op and its pass registered once more
             uop, issued = self._register_issued(m, issued)
             in_flight.append(issued.valid)
         operands = self._read_operands(m, issued, uop)
@@ -258,12 +257,12 @@ class ComputeUnit(Stage):
         empty = (iter_out == 0) | (iter_in == 0) | (bgn >= end)
         # the passes of one micro-op (lean builds): k parts, after a load_b pass if the
         # ALU's tile operand must be read first (one accumulator read port)
-        vec_first = Const(self.acc_ports == 1) & is_alu & ~d.alu("use_imm")
+        vec_first = Const(self.lean.acc_ports == 1) & is_alu & ~d.alu("use_imm")
         # … and a MUL's parts two passes each with alu_mul_cycles = 2 (multiply, then sum)
-        is_mul = Const(self.mul_cycles == 2) & is_alu & (d.alu("alu_opcode") == AluOp.MUL)
-        passes = Mux(is_alu, Mux(is_mul, 2 * self.alu_fold, self.alu_fold) + vec_first,
-                     self.gemm_fold)
-        p_bits = ceil_log2(max(self.gemm_fold, 2 * self.alu_fold + 1) + 1)
+        is_mul = Const(self.lean.mul_cycles == 2) & is_alu & (d.alu("alu_opcode") == AluOp.MUL)
+        passes = Mux(is_alu, Mux(is_mul, 2 * self.lean.alu_ii, self.lean.alu_ii) + vec_first,
+                     self.lean.gemm_ii)
+        p_bits = ceil_log2(max(self.lean.gemm_ii, 2 * self.lean.alu_ii + 1) + 1)
         p = Signal(p_bits)
         q = Signal(p_bits)  # the pass among the parts' passes (after the load_b pass)
         m.d.comb += q.eq(p - vec_first)
@@ -321,10 +320,10 @@ class ComputeUnit(Stage):
         src = (usrc + issued.offsets["src"])[:bits["src"]]
         wgt = (uwgt + issued.offsets["wgt"])[:bits["wgt"]]
         # a load_b pass reads the ALU's tile operand on the first read port
-        first_addr = Mux(issued.load_b, src, dst)[:bits["dst"]] if self.acc_ports == 1 else dst
+        first_addr = Mux(issued.load_b, src, dst)[:bits["dst"]] if self.lean.acc_ports == 1 else dst
         m.d.comb += [self.acc_ra.addr.eq(first_addr), self.inp_r.addr.eq(src),
                      self.wgt_r.addr.eq(wgt)]
-        if self.acc_ports == 2:
+        if self.lean.acc_ports == 2:
             m.d.comb += self.acc_rb.addr.eq(src)
         s2_valid, s2_dst, s2_src = Signal(), Signal(bits["dst"]), Signal(bits["src"])
         s2_part, s2_load_b, s2_first = Signal.like(issued.part), Signal(), Signal()
@@ -339,12 +338,12 @@ class ComputeUnit(Stage):
         inp3 = Signal.like(self.inp_r.data, name="inp3")
         wgt3 = Signal(len(self.gemm.wgt), name="wgt3")  # the rows of the pass's part
         wgt = self.wgt_r.data
-        if self.gemm_fold > 1:
-            wgt = wgt.word_select(s2_part[:ceil_log2(self.gemm_fold)], len(wgt3))
+        if self.lean.gemm_ii > 1:
+            wgt = wgt.word_select(s2_part[:ceil_log2(self.lean.gemm_ii)], len(wgt3))
         m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst), s3_src.eq(s2_src),
                      s3_part.eq(s2_part), s3_load_b.eq(s2_load_b), s3_silent.eq(s2_silent),
                      a3.eq(self.acc_ra.data), inp3.eq(self.inp_r.data), wgt3.eq(wgt)]
-        if self.acc_ports == 2:
+        if self.lean.acc_ports == 2:
             m.d.sync += b3.eq(self.acc_rb.data)
         return _Operands(s2_valid, s2_dst, s2_src, s2_first, s3_valid, s3_dst, s3_src,
                          s3_part, s3_load_b, s3_silent, a3, b3, inp3, wgt3)
@@ -374,7 +373,7 @@ class ComputeUnit(Stage):
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
                      alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], ops.acc_a)))]
-        if self.acc_ports == 2:
+        if self.lean.acc_ports == 2:
             b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits])
             m.d.comb += alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], ops.acc_b)))
         else:  # the tile the load_b pass read, brought up to date like a
@@ -382,9 +381,9 @@ class ComputeUnit(Stage):
             with m.If(ops.valid & ops.load_b):
                 m.d.sync += held.eq(alu.a)
             m.d.comb += alu.b.eq(held)
-        if self.alu_fold > 1:
+        if self.lean.alu_ii > 1:
             m.d.comb += alu.part.eq(ops.part)
-        if self.gemm_fold > 1:
+        if self.lean.gemm_ii > 1:
             m.d.comb += gemm.part.eq(s4_part)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
         g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits])
@@ -453,17 +452,21 @@ class LeanBuild:
     #: one cycle more per GEMM and ALU instruction)
     uop_stage: int = 0
 
+    #: The values of the options that have few, the full build's first (the folds
+    #: ``gemm_ii`` and ``alu_ii`` take any positive integer dividing their tile).
+    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {"acc_ports": (2, 1), "mul_cycles": (1, 2),
+                                                     "uop_stage": (0, 1)}
+
     def __post_init__(self) -> None:
         for name in ("gemm_ii", "alu_ii"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        if self.acc_ports not in (1, 2) or isinstance(self.acc_ports, bool):
-            raise ValueError(f"acc_ports must be 1 or 2, not {self.acc_ports!r}")
-        if self.mul_cycles not in (1, 2) or isinstance(self.mul_cycles, bool):
-            raise ValueError(f"mul_cycles must be 1 or 2, not {self.mul_cycles!r}")
-        if self.uop_stage not in (0, 1) or isinstance(self.uop_stage, bool):
-            raise ValueError(f"uop_stage must be 0 or 1, not {self.uop_stage!r}")
+        for name, choices in self.CHOICES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in choices:
+                raise ValueError(f"{name} must be {' or '.join(map(str, sorted(choices)))}, "
+                                 f"not {value!r}")
 
     @property
     def label(self) -> str:

@@ -108,7 +108,7 @@ class Core(wiring.Component):
         m = Module()
         cfg, burst = self.cfg, self.timing.max_burst_beats
         compute = ComputeUnit(cfg, self.bus_bits, self.timing)
-        ports = self._memories(m, compute.acc_ports)
+        ports = self._memories(m, compute.lean.acc_ports)
         fifos = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) for _ in range(3)]
         for name, fifo in zip(("load", "compute", "store"), fifos):
             m.submodules[f"{name}_queue"] = fifo

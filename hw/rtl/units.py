@@ -18,7 +18,7 @@ Lane ``w`` of a packed tile occupies bits ``[w·W + W − 1 : w·W]`` (docs/ISA.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -144,16 +144,17 @@ class AluLanes(wiring.Component):
         # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (docs/ISA.md §3: -32..31)
         shift_bits = cfg.LOG_ACC_WIDTH + 1
         lanes = []
+
+        def lane_of(tile: Value, w: int) -> Value:
+            """Lane ``w`` of the lanes built: lane ``part·width + w`` of ``tile``."""
+            if self.fold == 1:
+                return tile.word_select(w, bits).as_signed()
+            lanes = Cat(*(tile.word_select(p * width + w, bits) for p in range(self.fold)))
+            return lanes.word_select(self.part, bits).as_signed()
+
         for w in range(width):
-            if self.fold > 1:  # lane w computes lane part·width + w of the tile
-                a = Cat(*(self.a.word_select(p * width + w, bits) for p in range(self.fold)))
-                a = a.word_select(self.part, bits).as_signed()
-                b_lane = Cat(*(self.b.word_select(p * width + w, bits) for p in range(self.fold)))
-                b_lane = b_lane.word_select(self.part, bits).as_signed()
-            else:
-                a = self.a.word_select(w, bits).as_signed()
-                b_lane = self.b.word_select(w, bits).as_signed()
-            b = Mux(self.use_imm, self.imm, b_lane)
+            a = lane_of(self.a, w)
+            b = Mux(self.use_imm, self.imm, lane_of(self.b, w))
             shamt = Signal(signed(shift_bits), name=f"shamt_{w}")
             m.d.comb += shamt.eq(b[:shift_bits])
             result = Signal(signed(bits), name=f"alu_{w}")
@@ -189,10 +190,10 @@ class AluLanes(wiring.Component):
         return m
 
 
-def _split_product(m: Module, w: int, a: object, b: object, bits: int) -> object:
+def _split_product(m: Module, w: int, a: Value, b: Value, bits: int) -> Value:
     """The low ``bits`` of ``a·b`` from its partial products registered a cycle before."""
     half = bits // 2
-    a_u, b_u = a.as_unsigned(), b.as_unsigned()  # type: ignore[attr-defined]
+    a_u, b_u = a.as_unsigned(), b.as_unsigned()
     low = Signal(bits, name=f"mul_low_{w}")
     cross = Signal(half, name=f"mul_cross_{w}")
     m.d.sync += [low.eq(a_u[:half] * b_u[:half]),
