@@ -207,9 +207,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         LeanBuild.of(cfg, lean.timing(timing_for(cfg)))  # the folds must divide the tile
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
-    _check_options(target, baud, target_mhz, timeout_s)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 1:
-        raise ValueError(f"seed must be a positive integer, not {seed!r}")
+    _check_options(target, baud, target_mhz, timeout_s, seed)
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
     what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
@@ -233,7 +231,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     return _conclude(report, target, out, what, say, t0)
 
 
-def _check_options(target: Board, baud: object, target_mhz: object, timeout_s: object) -> None:
+def _check_options(target: Board, baud: object, target_mhz: object, timeout_s: object,
+                   seed: object) -> None:
     if not isinstance(baud, int) or isinstance(baud, bool) or baud < 1:
         raise ValueError(f"baud must be a positive integer, not {baud!r}")
     try:
@@ -245,6 +244,8 @@ def _check_options(target: Board, baud: object, target_mhz: object, timeout_s: o
         raise ValueError(f"the target Fmax must be a positive number of MHz, not {target_mhz!r}")
     if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 1:
+        raise ValueError(f"seed must be a positive integer, not {seed!r}")
 
 
 def _pre_check(target: Board, cfg: Config, mem_bytes: int, preset_name: str, link_test: bool,
