@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import fields
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -33,27 +32,13 @@ from openvta.isa import Config
 
 from .epilogue import Epilogue
 from .ops.common import Operator
-from .ops.conv2d import Conv2dPlan, check_conv2d_plan
-from .ops.dense import DensePlan, check_dense_plan
-from .ops.elementwise import check_elementwise_block
-from .ops.registry import operator_spec
+from .ops.registry import REGISTRY, operator_spec
 
 __all__ = ["PLAN_KNOBS", "hardware_name", "kernel_key", "kernel_key_of", "plan_kwargs", "plan_refusals"]
 
-
-def _plan(cls: type) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    return lambda knobs: {"vthreads": knobs["vthreads"], "plan": cls(**knobs)}
-
-
-#: Per operator: the knob names a plan sets, and how knobs become the factory's keywords.
-_PLANS: Mapping[str, tuple[tuple[str, ...], Callable[[Mapping[str, Any]], dict[str, Any]]]] = MappingProxyType({
-    "conv2d": (tuple(f.name for f in fields(Conv2dPlan)), _plan(Conv2dPlan)),
-    "dense": (tuple(f.name for f in fields(DensePlan)), _plan(DensePlan)),
-    "elementwise": (("block", "vthreads"), lambda k: {"block": k["block"], "vthreads": k["vthreads"]}),
-})
-
 #: The knob names of each operator's plan, by operator.
-PLAN_KNOBS: Mapping[str, tuple[str, ...]] = MappingProxyType({name: entry[0] for name, entry in _PLANS.items()})
+PLAN_KNOBS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {name: descriptor.plans.names for name, descriptor in REGISTRY.items()})
 
 
 def hardware_name(cfg: Config) -> str:
@@ -78,7 +63,8 @@ def kernel_key(op: Operator) -> str:
 
 def plan_kwargs(operator: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
     """The factory keywords that apply ``knobs``: ``plan=`` and ``vthreads=`` for conv2d and
-    dense, ``block=`` and ``vthreads=`` for elementwise.
+    dense, ``block=`` and ``vthreads=`` for elementwise
+    (:meth:`~openvta.compiler.ops.OperatorDescriptor.plan_kwargs`).
 
     Whether the plan fits is the factory's to say (its planner's checks).
 
@@ -88,38 +74,18 @@ def plan_kwargs(operator: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
         ``"a tuned plan is for conv2d, dense or elementwise, not 'pool'"``, or ``"a dense
         plan sets exactly the knobs nb, ob, kb, vthreads, not nb, ob"``.
     """
-    if operator not in _PLANS:
-        raise ValueError(f"a tuned plan is for {', '.join(_PLANS)}, not {operator!r}")
-    names, kwargs = _PLANS[operator]
-    if not isinstance(knobs, Mapping) or set(knobs) != set(names):
-        given = ", ".join(map(str, knobs)) if isinstance(knobs, Mapping) else repr(knobs)
-        raise ValueError(f"a {operator} plan sets exactly the knobs {', '.join(names)}, not {given or 'none'}")
-    return kwargs(knobs)
-
-
-def _tiles(n: int, block: int) -> int:
-    return -(-n // block)
+    if operator not in REGISTRY:
+        raise ValueError(f"a tuned plan is for {', '.join(REGISTRY)}, not {operator!r}")
+    return REGISTRY[operator].plan_kwargs(knobs)
 
 
 def plan_refusals(op: Operator) -> list[str]:
     """Why the planner refuses ``op``'s schedule (``"<kind>: <detail>"`` each; empty: it fits).
 
-    The planners' own checks (:func:`~openvta.compiler.ops.conv2d.check_conv2d_plan`,
-    :func:`~openvta.compiler.ops.dense.check_dense_plan`,
-    :func:`~openvta.compiler.ops.elementwise.check_elementwise_block`): a factory takes a
-    ``plan=`` as given, so whoever applies a plan from elsewhere (a tuning log) asks here.
+    The planners' own checks (each descriptor's :attr:`~openvta.compiler.ops.PlanSpace.check`):
+    a factory takes a ``plan=`` as given, so whoever applies a plan from elsewhere (a tuning
+    log) asks here.
     """
-    cfg, p = op.cfg, op.params
-    if op.name == "conv2d":
-        return check_conv2d_plan(cfg, _tiles(p["n"], cfg.BATCH), p["ci"], p["co"], p["hw"], p["kernel"],
-                                 p["pad"], p["stride"], op.plan, epilogue=op.epilogue)  # type: ignore[arg-type]
-    if op.name == "dense":
-        return check_dense_plan(cfg, _tiles(p["batch"], cfg.BATCH), _tiles(p["in_features"], cfg.BLOCK_IN),
-                                _tiles(p["out_features"], cfg.BLOCK_OUT), op.plan,  # type: ignore[arg-type]
-                                epilogue=op.epilogue)
-    if op.name == "elementwise":
-        if not p["block"]:  # the factory's own choice
-            return []
-        return check_elementwise_block(cfg, _tiles(p["batch"], cfg.BATCH), _tiles(p["channels"], cfg.BLOCK_OUT),
-                                       p["block"], p["vthreads"])
-    raise ValueError(f"a tuned plan is for {', '.join(_PLANS)}, not {op.name!r}")
+    if op.name not in REGISTRY:
+        raise ValueError(f"a tuned plan is for {', '.join(REGISTRY)}, not {op.name!r}")
+    return REGISTRY[op.name].plan_refusals(op)

@@ -21,7 +21,7 @@ its loop (the last tile is a smaller tail tile), except on the axis the threads 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -34,14 +34,16 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
-from ..workloads import workload
-from .common import (MAX_PAD, Operator, check_tensors, divisors, epilogue_operands, operator_epilogue,
-                     tile_sizes)
+from ..workloads import RESNET18, workload
+from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, divisors, epilogue_operands,
+                     operator_epilogue, tile_sizes)
+from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
+from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
-__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "check_conv2d_plan", "conv2d", "conv2d_layer", "conv2d_reference",
-           "conv2d_used_input_elems", "plan_conv2d"]
+__all__ = ["CONV2D_PARAMS", "Conv2dPlan", "DESCRIPTOR", "check_conv2d_plan", "conv2d", "conv2d_layer",
+           "conv2d_reference", "conv2d_used_input_elems", "plan_conv2d"]
 
 
 @dataclass(frozen=True)
@@ -307,3 +309,120 @@ CONV2D_PARAMS = describe_params(
     Param("plan", "tile sizes (a Conv2dPlan) instead of plan_conv2d's choice", cli=False),
 )
 
+
+
+# -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
+
+
+def conv2d_epilogue(params: Mapping[str, Any]) -> Epilogue:
+    """The whole epilogue :func:`conv2d` computes for ``params`` (``epilogue`` may be JSON)."""
+    extra = params["epilogue"]
+    if extra is not None and not isinstance(extra, Epilogue):
+        extra = Epilogue.from_json(extra)
+    return operator_epilogue("conv2d", params["shift"], params["bias"], params["clip"], extra)
+
+
+def conv2d_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
+    """Tile counts of a conv2d: batch, input and output channel blocks, output rows."""
+    oh = (params["hw"] + 2 * params["pad"] - params["kernel"]) // params["stride"] + 1
+    return {"n_t": tiles(params["n"], cfg.BATCH), "ci_t": tiles(params["ci"], cfg.BLOCK_IN),
+            "co_t": tiles(params["co"], cfg.BLOCK_OUT), "oh": oh}
+
+
+def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
+    dims = conv2d_dims(cfg, params)
+    return (Knob("cob", tuple(tile_sizes(dims["co_t"]))), Knob("yb", tuple(tile_sizes(dims["oh"]))),
+            Knob("xb", tuple(tile_sizes(dims["oh"]))), Knob("icb", tuple(divisors(dims["ci_t"]))),
+            Knob("vthreads", THREADS), Knob("split", ("co", "y")))
+
+
+def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    p = params
+    return (cfg, tiles(p["n"], cfg.BATCH), p["ci"], p["co"], p["hw"], p["kernel"], p["pad"], p["stride"])
+
+
+def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
+    return check_conv2d_plan(*_shape(cfg, params), Conv2dPlan(**knobs), epilogue=conv2d_epilogue(params))
+
+
+def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
+    try:
+        return asdict(plan_conv2d(*_shape(cfg, params), epilogue=conv2d_epilogue(params)))
+    except LoweringError:
+        return None
+
+
+def _of_operator(op: Operator) -> Knobs | None:
+    assert isinstance(op.plan, Conv2dPlan)
+    return asdict(op.plan)
+
+
+def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
+    d = conv2d_dims(cfg, params)
+    kernel, stride, v = params["kernel"], params["stride"], k["vthreads"]
+    tc, ty, tx = tiles(d["co_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["oh"], k["xb"])
+    count, steps = d["n_t"] * tc * ty * tx, d["ci_t"] // k["icb"]  # one batch tile per tile
+    inp = k["icb"] * _window(k["yb"], kernel, stride) * ((k["xb"] - 1) * stride + kernel) * d["n_t"]
+    rows_only = kernel == 1 and stride > 1
+    rows = loaded_lines(d["oh"], k["yb"], 1 if rows_only else kernel, stride, params["pad"], params["hw"],
+                        rows_only)
+    cols = loaded_lines(d["oh"], k["xb"], kernel, stride, params["pad"], params["hw"], False)
+    wgt = k["cob"] * k["icb"] * kernel * kernel
+    acc = k["cob"] * k["yb"] * k["xb"] * d["n_t"]
+    uops = _uops(k["cob"], k["yb"], k["xb"], k["icb"], kernel)
+    inp_elem, wgt_elem = cfg.BATCH * cfg.BLOCK_IN, cfg.BLOCK_OUT * cfg.BLOCK_IN
+    out_elems = d["co_t"] * d["oh"] ** 2 * d["n_t"] * cfg.BATCH * cfg.BLOCK_OUT
+    epilogue = conv2d_epilogue(params)
+    channels, stages = len(epilogue.channel_operands), len(epilogue.stages)
+    moved = {"inp": tc * d["ci_t"] * d["n_t"] * rows * cols * inp_elem,
+             "wgt": d["n_t"] * ty * tx * d["ci_t"] * d["co_t"] * kernel * kernel * wgt_elem,
+             "acc": d["n_t"] * ty * tx * d["co_t"] * channels * cfg.BATCH * cfg.BLOCK_OUT * INT32_BYTES,
+             "out": out_elems}
+    macs = d["n_t"] * cfg.BATCH * d["ci_t"] * cfg.BLOCK_IN * out_elems // cfg.BATCH * kernel * kernel
+    waste = tc * ty * tx * k["cob"] * k["yb"] * k["xb"] / (d["co_t"] * d["oh"] ** 2)
+    occupancy = {"inp": v * inp / cfg.inp_depth, "wgt": v * wgt / cfg.wgt_depth,
+                 "acc": v * acc / cfg.acc_depth, "uop": uops / cfg.uop_depth}
+    return {"cob": k["cob"], "yb": k["yb"], "xb": k["xb"], "icb": k["icb"], "split_co": float(k["split"] == "co"),
+            "ci_t": d["ci_t"], "co_t": d["co_t"], "oh": d["oh"], "kernel": kernel, "stride": stride,
+            "tiles": count, "steps": steps, "tail_waste": waste, "uops": uops,
+            "loads_per_step_bytes": inp * inp_elem + wgt * wgt_elem,
+            **common_features(cfg, macs, out_elems // (cfg.BATCH * cfg.BLOCK_OUT) * stages, moved,
+                              count * (3 * steps + 6), v, occupancy)}
+
+
+def _match(anchor: Anchor, cfg: Config) -> Matched | None:
+    """A Conv of int8 data and constant int8 weights, square, with one stride and padding."""
+    if anchor.op != "Conv":
+        return None
+    if anchor.dtypes[0] != "int8":
+        return f"not quantized ({anchor.dtypes[0]} data)"
+    if not anchor.constant[1]:
+        return "its weight is not a constant"
+    strides = tuple(anchor.attrs.get("strides", (1, 1)))
+    pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
+    group = int(anchor.attrs.get("group", 1))
+    _, channels, height, width = anchor.shapes[0]
+    out_ch, _, kh, kw = anchor.shapes[1]
+    if group != 1:
+        return f"grouped convolution (group={group}) runs on the CPU"
+    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
+        return "the accelerator's conv2d needs square data and kernel, one stride and the same padding on every side"
+    if 2 * channels < cfg.BLOCK_IN:
+        return f"{channels} input channels fill less than half of a {cfg.BLOCK_IN}-lane input block"
+    return ({"n": cfg.BATCH, "ci": channels, "co": out_ch, "hw": height, "kernel": kh, "pad": pads[0],
+             "stride": strides[0], "bias": len(anchor.shapes) > 2},
+            f"int8 conv2d {kh}x{kw}/{strides[0]}, {channels}->{out_ch} channels")
+
+
+DESCRIPTOR = OperatorDescriptor(
+    kind=OperatorKind.CONV2D,
+    summary="clip((conv2d(data, weight) >> shift) + bias, 0, 127) as int8 (NCHW, OIHW)",
+    factory=conv2d, params=CONV2D_PARAMS, reference=conv2d_reference, random_operands=benchmark_operands,
+    epilogue=conv2d_epilogue,
+    plans=PlanSpace(names=("cob", "yb", "xb", "icb", "vthreads", "split"), keywords=("vthreads", "plan"),
+                    knobs=_knobs, check=_check, default=_default,
+                    kwargs=lambda k: {"vthreads": k["vthreads"], "plan": Conv2dPlan(**k)},
+                    of_operator=_of_operator, features=_features),
+    match=_match,
+    layers=tuple(f"resnet18.{name}" for name in RESNET18), layer=conv2d_layer,
+    example={"hw": 8, "ci": 8, "co": 8, "kernel": 3, "pad": 1})

@@ -9,7 +9,7 @@ operands ``C{B}n{BO}c``, out and tensor operands ``NC{B}n{BO}c``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -24,11 +24,15 @@ from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
-from .common import Operator, check_tensors, divisors, epilogue_operands, operator_epilogue, tile_sizes
+from .common import (Operator, benchmark_operands, check_tensors, divisors, epilogue_operands, operator_epilogue,
+                     tile_sizes)
+from .costs import INT32_BYTES, THREADS, common_features, tiles
+from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
-__all__ = ["DENSE_PARAMS", "DensePlan", "check_dense_plan", "dense", "dense_layer", "dense_reference", "plan_dense"]
+__all__ = ["DENSE_PARAMS", "DESCRIPTOR", "DensePlan", "check_dense_plan", "dense", "dense_layer", "dense_reference",
+           "plan_dense"]
 
 
 @dataclass(frozen=True)
@@ -199,3 +203,103 @@ DENSE_PARAMS = describe_params(
           low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a DensePlan) instead of plan_dense's choice", cli=False),
 )
+
+
+# -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
+
+
+def dense_epilogue(params: Mapping[str, Any]) -> Epilogue:
+    """The whole epilogue :func:`dense` computes for ``params`` (``epilogue`` may be JSON)."""
+    extra = params["epilogue"]
+    if extra is not None and not isinstance(extra, Epilogue):
+        extra = Epilogue.from_json(extra)
+    return operator_epilogue("dense", params["shift"], params["bias"], params["clip"], extra)
+
+
+def dense_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
+    """Tile counts of a dense layer: batch, input and output blocks."""
+    return {"n_t": tiles(params["batch"], cfg.BATCH), "i_t": tiles(params["in_features"], cfg.BLOCK_IN),
+            "o_t": tiles(params["out_features"], cfg.BLOCK_OUT)}
+
+
+def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
+    dims = dense_dims(cfg, params)
+    return (Knob("nb", tuple(tile_sizes(dims["n_t"]))), Knob("ob", tuple(tile_sizes(dims["o_t"]))),
+            Knob("kb", tuple(divisors(dims["i_t"]))), Knob("vthreads", THREADS))
+
+
+def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
+    dims = dense_dims(cfg, params)
+    return check_dense_plan(cfg, dims["n_t"], dims["i_t"], dims["o_t"], DensePlan(**knobs),
+                            epilogue=dense_epilogue(params))
+
+
+def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
+    dims = dense_dims(cfg, params)
+    try:
+        return asdict(plan_dense(cfg, dims["n_t"], dims["i_t"], dims["o_t"], epilogue=dense_epilogue(params)))
+    except LoweringError:
+        return None
+
+
+def _of_operator(op: Operator) -> Knobs | None:
+    assert isinstance(op.plan, DensePlan)
+    return asdict(op.plan)
+
+
+def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
+    d = dense_dims(cfg, params)
+    v = k["vthreads"]
+    tn, to = tiles(d["n_t"], k["nb"]), tiles(d["o_t"], k["ob"])
+    count, steps = tn * to, d["i_t"] // k["kb"]
+    inp_elem, wgt_elem = cfg.BATCH * cfg.BLOCK_IN, cfg.BLOCK_OUT * cfg.BLOCK_IN
+    out_elems = d["n_t"] * d["o_t"] * cfg.BATCH * cfg.BLOCK_OUT
+    epilogue = dense_epilogue(params)
+    channels, stages = len(epilogue.channel_operands), len(epilogue.stages)
+    # every tile of outputs loads its rows of data and its columns of weights (tails included)
+    moved = {"inp": to * d["n_t"] * d["i_t"] * inp_elem, "wgt": tn * d["o_t"] * d["i_t"] * wgt_elem,
+             "acc": tn * d["o_t"] * channels * cfg.BATCH * cfg.BLOCK_OUT * INT32_BYTES, "out": out_elems}
+    macs = out_elems * d["i_t"] * cfg.BLOCK_IN
+    occupancy = {"inp": v * k["nb"] * k["kb"] / cfg.inp_depth, "wgt": v * k["ob"] * k["kb"] / cfg.wgt_depth,
+                 "acc": v * k["nb"] * k["ob"] / cfg.acc_depth, "uop": k["nb"] * k["ob"] / cfg.uop_depth}
+    return {"nb": k["nb"], "ob": k["ob"], "kb": k["kb"], "n_t": d["n_t"], "i_t": d["i_t"], "o_t": d["o_t"],
+            "tiles": count, "steps": steps, "uops": k["nb"] * k["ob"],
+            **common_features(cfg, macs, out_elems // (cfg.BATCH * cfg.BLOCK_OUT) * stages, moved,
+                              count * (3 * steps + 6), v, occupancy)}
+
+
+def _match(anchor: Anchor, cfg: Config) -> Matched | None:
+    """A Gemm of int8 data and a constant int8 ``(O, I)`` weight (transB=1), alpha = beta = 1,
+    with no bias or a bias of one value per output feature."""
+    if anchor.op != "Gemm":
+        return None
+    if anchor.dtypes[0] != "int8":
+        return f"not quantized ({anchor.dtypes[0]} data)"
+    if not anchor.constant[1]:
+        return "its weight is not a constant"
+    if int(anchor.attrs.get("transA", 0)) or not int(anchor.attrs.get("transB", 0)):
+        return "dense needs transA=0 and transB=1 (simplify makes constant weights so)"
+    if any(float(anchor.attrs.get(name, 1.0)) != 1.0 for name in ("alpha", "beta")):
+        return "dense needs alpha = beta = 1"
+    out_features, in_features = anchor.shapes[1]
+    bias = len(anchor.shapes) > 2
+    if bias and anchor.shapes[2] != (out_features,):
+        return f"dense needs a bias of shape ({out_features},), not {anchor.shapes[2]}"
+    if 2 * in_features < cfg.BLOCK_IN:
+        return f"{in_features} input features fill less than half of a {cfg.BLOCK_IN}-lane input block"
+    return ({"batch": cfg.BATCH, "in_features": in_features, "out_features": out_features, "bias": bias},
+            f"int8 dense, {in_features}->{out_features} features")
+
+
+DESCRIPTOR = OperatorDescriptor(
+    kind=OperatorKind.DENSE,
+    summary="clip((data · weightᵀ >> shift) + bias, 0, 127) as int8 ((N, I), (O, I))",
+    factory=dense, params=DENSE_PARAMS, reference=dense_reference, random_operands=benchmark_operands,
+    epilogue=dense_epilogue,
+    plans=PlanSpace(names=("nb", "ob", "kb", "vthreads"), keywords=("vthreads", "plan"),
+                    knobs=_knobs, check=_check, default=_default,
+                    kwargs=lambda k: {"vthreads": k["vthreads"], "plan": DensePlan(**k)},
+                    of_operator=_of_operator, features=_features),
+    match=_match,
+    layers=tuple(wl.name for wl in DENSE), layer=dense_layer,
+    example={"batch": 2, "in_features": 20, "out_features": 12})

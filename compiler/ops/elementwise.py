@@ -22,10 +22,12 @@ from ..ir import LoweringError
 from ..layout import pack_bias
 from ..schedule import create_schedule
 from .common import IMM_FIELD, Operator, check_tensors, divisors
+from .costs import INT32_BYTES, THREADS, common_features, tiles
+from .descriptor import Knob, Knobs, OperatorDescriptor, OperatorKind, PlanSpace
 from .params import Param, check_params, describe_params
 from .tail import build_tail, schedule_tail
 
-__all__ = ["ELEMENTWISE_PARAMS", "check_elementwise_block", "elementwise", "elementwise_operands",
+__all__ = ["DESCRIPTOR", "ELEMENTWISE_PARAMS", "check_elementwise_block", "elementwise", "elementwise_operands",
            "elementwise_reference"]
 
 #: ``relu`` is a clip to int8's non-negative half (ReLU, then saturation to int8).
@@ -155,3 +157,61 @@ ELEMENTWISE_PARAMS = describe_params(
     Param("vthreads", "virtual threads: they split the channel tiles", low=1, sample=(1, 3)),
     Param("block", "channel tiles per step (0: the most that fit)", low=0),
 )
+
+
+# -- the descriptor: tuning space and cost features -------------------------------------------------
+
+
+def elementwise_epilogue(params: Mapping[str, Any]) -> Epilogue:
+    """The epilogue :func:`elementwise` computes for ``params``."""
+    return Epilogue.from_params(params["shift"], "bias" if params["bias"] else None, _clip(params))
+
+
+def elementwise_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
+    """Tile counts of an element-wise operator: batch and channel tiles."""
+    return {"n_t": tiles(params["batch"], cfg.BATCH), "c_t": tiles(params["channels"], cfg.BLOCK_OUT)}
+
+
+def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
+    return (Knob("block", tuple(divisors(elementwise_dims(cfg, params)["c_t"]))), Knob("vthreads", THREADS))
+
+
+def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
+    dims = elementwise_dims(cfg, params)
+    return check_elementwise_block(cfg, dims["n_t"], dims["c_t"], knobs["block"], knobs["vthreads"])
+
+
+def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
+    dims = elementwise_dims(cfg, params)
+    fits = [d for d in divisors(dims["c_t"]) if not check_elementwise_block(cfg, dims["n_t"], dims["c_t"], d, 1)]
+    return {"block": max(fits), "vthreads": 1} if fits else None
+
+
+def _of_operator(op: Operator) -> Knobs | None:
+    if not op.params["block"]:  # the factory's own choice
+        return None
+    return {"block": op.params["block"], "vthreads": op.params["vthreads"]}
+
+
+def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
+    d = elementwise_dims(cfg, params)
+    v, steps = k["vthreads"], d["c_t"] // k["block"]
+    elems = d["n_t"] * d["c_t"] * cfg.BATCH * cfg.BLOCK_OUT
+    stages = len(elementwise_epilogue(params).stages)
+    moved = {"acc": elems * INT32_BYTES * (1 + float(params["bias"]) / d["n_t"]), "out": elems}
+    occupancy = {"acc": v * (d["n_t"] + 1) * k["block"] / cfg.acc_depth}
+    return {"block": k["block"], "n_t": d["n_t"], "c_t": d["c_t"], "steps": steps, "stages": stages,
+            **common_features(cfg, 0, elems // (cfg.BATCH * cfg.BLOCK_OUT) * stages, moved, steps * (3 + stages),
+                              v, occupancy)}
+
+
+DESCRIPTOR = OperatorDescriptor(
+    kind=OperatorKind.ELEMENTWISE,
+    summary="clip((data >> shift) + bias, low, high) as int8 on int32 (N, C) accumulators",
+    factory=elementwise, params=ELEMENTWISE_PARAMS, reference=elementwise_reference,
+    random_operands=elementwise_operands, epilogue=elementwise_epilogue,
+    plans=PlanSpace(names=("block", "vthreads"), keywords=("block", "vthreads"),
+                    knobs=_knobs, check=_check, default=_default,
+                    kwargs=lambda k: {"block": k["block"], "vthreads": k["vthreads"]},
+                    of_operator=_of_operator, features=_features),
+    example={"batch": 2, "channels": 12, "shift": 4, "bias": True, "relu": True})

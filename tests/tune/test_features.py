@@ -7,7 +7,7 @@ import pytest
 
 import openvta
 from openvta import tune
-from openvta.tune.features import _named, features, roofline_cycles, target
+from openvta.tune.features import named_features, features, roofline_cycles, target
 
 #: shapes across the edges: 1×1, padding, stride 2 (a strided 1×1 loads only its rows), batch 2
 SHAPES = [("conv2d", {"hw": 8, "ci": 16, "co": 16, "kernel": 1}),
@@ -27,7 +27,7 @@ def test_the_bytes_per_module_are_those_the_program_moves(name: str, params: dic
     for index in space.valid_indices()[::37][:6]:
         op = space.operator_for(index)
         counters = openvta.simulate(op.build(), backend="functional").counters
-        named = _named(name, space.cfg, space.params, space.get(index))
+        named = named_features(name, space.cfg, space.params, space.get(index))
         assert {key: named[key] for key in COUNTERS} == {key: counters[c] for key, c in COUNTERS.items()}, \
             space.get(index)
 
@@ -49,7 +49,7 @@ def test_the_roofline_counts_the_epilogue_and_bounds_the_cycles(name: str, param
     for index in space.valid_indices()[::53][:3]:
         op = space.operator_for(index)
         report = openvta.simulate(op.build(), backend="cycle").report
-        named = _named(name, cfg, space.params, space.get(index))
+        named = named_features(name, cfg, space.params, space.get(index))
         assert 0 < named["alu_cycles"] <= report.counters["alu_busy_cycles"]
         compute = named["macs"] / (cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT) + named["alu_cycles"]
         assert named["roofline"] == max(compute, named["bytes"] / cfg.bus_bytes, 1.0) <= report.cycles
