@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from openvta.compiler import (AluStage, Epilogue, LoweringError, Operator, TensorOperand, conv2d, dense, lower,
+from openvta.compiler import (AluStage, Epilogue, LoweringError, Operator, TensorOperand, lower, operator_spec,
                               requantize_stages)
 from openvta.compiler.kernel_key import kernel_key, plan_kwargs, plan_refusals
 from openvta.isa import AluOp, Config
 
+from .accel import kernel_operator, match_node
 from .ir import DType, Graph, Node, Op
-from .ops.base import PatternKind, float_attr, int_attr, ints_attr
+from .ops.base import PatternKind, int_attr, ints_attr
 from .registry import op_def
 from .rewrite import fresh
 
@@ -110,9 +111,7 @@ class KernelMatch:
     anchor: str = ""
 
     def _operator(self, cfg: Config, **schedule: Any) -> Operator:
-        factory = conv2d if self.operator == "conv2d" else dense
-        return factory(cfg, **self.params, shift=None, clip=None,  # type: ignore[arg-type]
-                       epilogue=self.epilogue, **schedule)
+        return kernel_operator(operator_spec(self.operator), dict(self.params), cfg, self.epilogue, **schedule)
 
     def build(self, cfg: Config, plans: Plans | None = None) -> Operator:
         """The scheduled operator (``LoweringError`` or ``ValueError`` if the compiler refuses).
@@ -206,18 +205,10 @@ def _shifted(limit: int, post: tuple[int, ...]) -> int:
 
 
 def _anchor(graph: Graph, anchor: Node, cfg: Config) -> tuple[str, dict[str, int | bool]] | Mismatch:
-    data = graph.types[anchor.inputs[0]].shape
-    weight = graph.constants[anchor.inputs[1]].shape
-    bias = len(anchor.inputs) > 2
-    if anchor.op is Op.CONV:
-        pads, strides = ints_attr(anchor.attrs, "pads", 4, (0,) * 4), ints_attr(anchor.attrs, "strides", 2, (1, 1))
-        return "conv2d", {"n": cfg.BATCH, "ci": int(data[1]), "co": int(weight[0]), "hw": int(data[2]),
-                          "kernel": int(weight[2]), "pad": pads[0], "stride": strides[0], "bias": bias}
-    if anchor.op is Op.GEMM and all(float_attr(anchor.attrs, k, 1.0) == 1.0 for k in ("alpha", "beta")):
-        if not bias or graph.types[anchor.inputs[2]].shape == (weight[0],):
-            return "dense", {"batch": cfg.BATCH, "in_features": int(weight[1]),
-                             "out_features": int(weight[0]), "bias": bias}
-    return Mismatch((anchor.name,), f"{anchor.op.value} in this form has no compiler operator")
+    found = match_node(anchor, graph, cfg)
+    if isinstance(found, str):
+        return Mismatch((anchor.name,), f"{anchor.op.value} in this form has no compiler operator: {found}")
+    return found.descriptor.name, found.params
 
 
 def _accumulator_limit(graph: Graph, anchor: Node) -> int:

@@ -9,11 +9,12 @@ weights (and an int32 bias) and yields the int32 accumulator, wrapped to 32 bits
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..accel import accelerator_refusal
 from ..errors import OpError
 from ..ir import Attrs, DType, Node, Op, TensorType
 from .base import (OnnxExample, OpDef, PatternKind, float_attr, int_attr, ints_attr,
@@ -88,52 +89,8 @@ def _conv_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return wrap_int32(out)
 
 
-def _conv_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
-    data, weight = graph.types[node.inputs[0]], graph.types[node.inputs[1]]
-    if data.dtype is not DType.INT8:
-        return False, f"not quantized ({data.dtype.value} data)"
-    if node.inputs[1] not in graph.constants:
-        return False, "its weight is not a constant"
-    strides, pads, group = _conv_geometry(node.attrs)
-    channels, height, width = data.shape[1:]
-    out_ch, _, kh, kw = weight.shape
-    if group != 1:
-        return False, f"grouped convolution (group={group}) runs on the CPU"
-    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
-        return False, "the accelerator's conv2d needs square data and kernel, one stride and " \
-                      "the same padding on every side"
-    assert isinstance(channels, int) and isinstance(out_ch, int) and isinstance(height, int)
-    if 2 * channels < cfg.BLOCK_IN:
-        return False, f"{channels} input channels fill less than half of a " \
-                      f"{cfg.BLOCK_IN}-lane input block"
-    # Imported here: the compiler's operator library is the authority on what fits.
-    from openvta.compiler import conv2d
-    why = _compiler_refuses("conv2d", lambda: conv2d(
-        cfg, n=cfg.BATCH, ci=channels, co=int(out_ch), hw=height, kernel=int(kh), pad=pads[0],
-        stride=strides[0], shift=None, clip=_INT8_CLIP))
-    if why:
-        return False, why
-    return True, f"int8 conv2d {kh}x{kw}/{strides[0]}, {channels}->{out_ch} channels"
-
-
-_INT8_CLIP = (-128, 127)
-
-
-def _compiler_refuses(operator: str, factory: Callable[[], object]) -> str:
-    """Why the compiler's ``operator`` factory refuses the shape (planning included), or ''.
-
-    The factory is called with the epilogue of a requantized layer (a bias, a clip): the
-    smallest a kernel of the graph needs; a larger fused epilogue is checked again when
-    the group is matched to a kernel (``openvta.graph.kernel_match``).
-    """
-    from openvta.compiler import LoweringError
-    try:
-        factory()
-    except LoweringError as exc:
-        return f"no {operator} tiling fits the buffers ({exc})"
-    except ValueError as exc:
-        return f"the compiler's {operator} cannot take it: {exc}"
-    return ""
+def _on_accelerator(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
+    return accelerator_refusal(node, graph, cfg)
 
 
 def _conv_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -> int:
@@ -185,28 +142,6 @@ def _gemm_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return wrap_int32(out)
 
 
-def _gemm_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
-    data = graph.types[node.inputs[0]]
-    if data.dtype is not DType.INT8:
-        return False, f"not quantized ({data.dtype.value} data)"
-    if node.inputs[1] not in graph.constants:
-        return False, "its weight is not a constant"
-    if int_attr(node.attrs, "transA", 0) or not int_attr(node.attrs, "transB", 0):
-        return False, "dense needs transA=0 and transB=1 (simplify makes constant weights so)"
-    in_features, out_features = graph.types[node.inputs[1]].shape[1], graph.types[node.inputs[1]].shape[0]
-    assert isinstance(in_features, int) and isinstance(out_features, int)
-    if 2 * in_features < cfg.BLOCK_IN:
-        return False, f"{in_features} input features fill less than half of a " \
-                      f"{cfg.BLOCK_IN}-lane input block"
-    from openvta.compiler import dense
-    why = _compiler_refuses("dense", lambda: dense(
-        cfg, batch=cfg.BATCH, in_features=in_features, out_features=out_features, shift=None,
-        clip=_INT8_CLIP))
-    if why:
-        return False, why
-    return True, f"int8 dense, {in_features}->{out_features} features"
-
-
 def _gemm_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -> int:
     _, k, _ = _gemm_dims(inputs, attrs)
     return math.prod(output.concrete()) * k
@@ -230,17 +165,13 @@ def _matmul_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return wrap_int32((inputs[0].astype(np.float64) @ inputs[1].astype(np.float64)).astype(np.int64))
 
 
-def _matmul_accel(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
-    return False, "MatMul runs on the CPU (simplify turns one with constant 2-D weights into Gemm)"
-
-
 def _matmul_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -> int:
     return math.prod(output.concrete()) * int(inputs[1].concrete()[0])
 
 
 DEFS = (
     OpDef(Op.CONV, PatternKind.OUT_ELEMWISE_FUSABLE, (2, 3), _conv_infer, _conv_float, _conv_int,
-          accel_ok=_conv_accel, macs=_conv_macs, examples=(
+          accel_ok=_on_accelerator, macs=_conv_macs, examples=(
               OnnxExample(((1, 3, 7, 7), (4, 3, 3, 3), (4,)), {"pads": [1, 1, 1, 1]}),
               OnnxExample(((2, 2, 6, 5), (3, 2, 1, 2)), {"strides": [2, 1], "pads": [0, 1, 0, 0]}),
               OnnxExample(((1, 4, 5, 5), (4, 1, 3, 3)), {"group": 4, "pads": [1, 1, 1, 1]}),
@@ -248,13 +179,13 @@ DEFS = (
               OnnxExample(((1, 2, 5, 5), (3, 2, 2, 2)), {"auto_pad": "SAME_LOWER"}),
           )),
     OpDef(Op.GEMM, PatternKind.OUT_ELEMWISE_FUSABLE, (2, 3), _gemm_infer, _gemm_float, _gemm_int,
-          accel_ok=_gemm_accel, macs=_gemm_macs, examples=(
+          accel_ok=_on_accelerator, macs=_gemm_macs, examples=(
               OnnxExample(((3, 5), (4, 5), (4,)), {"transB": 1}),
               OnnxExample(((5, 3), (5, 4)), {"transA": 1, "alpha": 0.5}),
               OnnxExample(((3, 5), (5, 4), (1, 4)), {"beta": 2.0}),
           )),
     OpDef(Op.MATMUL, PatternKind.OUT_ELEMWISE_FUSABLE, (2, 2), _matmul_infer, _matmul_float,
-          _matmul_int, accel_ok=_matmul_accel, macs=_matmul_macs, examples=(
+          _matmul_int, accel_ok=_on_accelerator, macs=_matmul_macs, examples=(
               OnnxExample(((3, 5), (5, 4))),
               OnnxExample(((2, 3, 5), (5, 4))),
           )),
