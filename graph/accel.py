@@ -14,18 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openvta.compiler import Epilogue, LoweringError, Operator
+from openvta.compiler import Epilogue, LoweringError
 from openvta.compiler.ops import Anchor, OperatorDescriptor, match_anchor
 import numpy as np
 
 from openvta.isa import Config
 
 from .ir import Node
+from .kernel import kernel_operator
 
 if TYPE_CHECKING:
     from .ir import Graph
 
-__all__ = ["AnchorMatch", "anchor_of", "match_node", "accelerator_refusal", "kernel_operator"]
+__all__ = ["AnchorMatch", "anchor_of", "match_node", "accelerator_refusal"]
 
 #: The smallest epilogue of a graph kernel, for partitioning's check: a clip to int8.
 _INT8 = np.iinfo(np.int8)
@@ -55,13 +56,6 @@ def match_node(node: Node, graph: Graph, cfg: Config) -> AnchorMatch | str:
     if isinstance(found, str):
         return found
     return AnchorMatch(*found)
-
-
-def kernel_operator(descriptor: OperatorDescriptor, params: dict[str, Any], cfg: Config, epilogue: Epilogue,
-                    **schedule: Any) -> Operator:
-    """The operator ``descriptor`` builds for a graph kernel: its parameters, no shift or clip
-    of its own, the kernel's ``epilogue`` after the bias."""
-    return descriptor.factory(cfg, **params, shift=None, clip=None, epilogue=epilogue, **schedule)
 
 
 def accelerator_refusal(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Union
 import numpy as np
 
 if TYPE_CHECKING:
+    from .kernel import KernelMatch
     from .regions import MemoryPlan, Region
 
 __all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
@@ -300,7 +301,9 @@ class Node:
 class Graph:
     """A model: inputs, outputs, nodes in topological order, constants and value types.
 
-    After memory planning ``memory`` holds the plan of the host's buffers; from layout
+    From kernel matching on, ``kernels`` holds each accelerator group's kernel (group →
+    :class:`~openvta.graph.kernel.KernelMatch`, decided once and read by every later pass);
+    after memory planning ``memory`` holds the plan of the host's buffers; from layout
     packing on, ``regions`` the accelerator regions (:mod:`openvta.graph.regions`).
     """
 
@@ -312,9 +315,11 @@ class Graph:
     types: Mapping[str, TensorType]
     memory: MemoryPlan | None = None
     regions: tuple[Region, ...] = ()
+    kernels: Mapping[int, KernelMatch] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regions", tuple(self.regions))
+        object.__setattr__(self, "kernels", MappingProxyType(dict(sorted(self.kernels.items()))))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "nodes", tuple(self.nodes))

@@ -33,16 +33,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
 
-from openvta.compiler import (AluStage, Epilogue, LoweringError, Operator, TensorOperand, lower, operator_spec,
-                              requantize_stages)
-from openvta.compiler.kernel_key import kernel_key, plan_kwargs, plan_refusals
+from openvta.compiler import (AluStage, Epilogue, TensorOperand, requantize_stages)
 from openvta.isa import AluOp, Config
 
-from .accel import kernel_operator, match_node
+from .accel import match_node
+from .kernel import DEFAULT_PLAN, NO_RECORD, PLAN_NOTE, TUNED_PLAN, KernelMatch, Plans
 from .ir import DType, Graph, Node, Op
 from .ops.base import PatternKind, int_attr, ints_attr
 from .registry import op_def
@@ -50,17 +48,6 @@ from .rewrite import fresh
 
 __all__ = ["KernelMatch", "Mismatch", "match_group", "INT32_LIMIT", "Plans", "PLAN_NOTE", "TUNED_PLAN",
            "DEFAULT_PLAN", "NO_RECORD"]
-
-#: Tuned plans as plain data: kernel key → knobs (``openvta.compiler.kernel_key``).
-Plans = Mapping[str, Mapping[str, Any]]
-#: ``Operator.notes`` entry saying which plan a kernel built with ``plans`` has.
-PLAN_NOTE = "plan"
-#: The note of a kernel built with the tuned plan of its key.
-TUNED_PLAN = "tuned plan from records"
-#: How the note of a kernel with its default plan begins.
-DEFAULT_PLAN = "default plan"
-#: The note of a kernel whose key has no tuned plan.
-NO_RECORD = f"{DEFAULT_PLAN} (no record)"
 
 INT32_LIMIT = 2 ** 31
 _INT8_LIMIT = 128
@@ -73,76 +60,6 @@ class Mismatch:
 
     nodes: tuple[str, ...]
     reason: str
-
-
-@dataclass(frozen=True, eq=False)
-class KernelMatch:
-    """A group as a compiler operator.
-
-    Members
-    -------
-    group, name :
-        the fused group and its node names joined by ``+``.
-    operator :
-        ``conv2d`` or ``dense``.
-    params :
-        the factory's shape parameters (for ``cfg.BATCH`` samples) and ``bias``.
-    epilogue :
-        the stages after the bias add.
-    bind :
-        operator symbol → graph value or constant, or (channel vectors) a fresh name.
-    vectors :
-        fresh name → the int32 ``(channels,)`` contents of each channel vector.
-    macs :
-        the anchor's multiply-accumulates per sample.
-    adds :
-        the Add nodes of the chain (residual adds), in order.
-    """
-
-    group: int
-    name: str
-    operator: str
-    params: Mapping[str, int | bool]
-    epilogue: Epilogue
-    bind: Mapping[str, str]
-    vectors: Mapping[str, np.ndarray]
-    macs: int
-    adds: tuple[str, ...] = ()
-    anchor: str = ""
-
-    def _operator(self, cfg: Config, **schedule: Any) -> Operator:
-        return kernel_operator(operator_spec(self.operator), dict(self.params), cfg, self.epilogue, **schedule)
-
-    def build(self, cfg: Config, plans: Plans | None = None) -> Operator:
-        """The scheduled operator (``LoweringError`` or ``ValueError`` if the compiler refuses).
-
-        Without ``plans`` it has the planner's default schedule.  With ``plans`` (kernel key
-        → knobs), the tuned plan of its key when there is one, the operator's
-        ``notes["plan"]`` saying which: :data:`TUNED_PLAN` and the knobs, :data:`NO_RECORD`,
-        or — when the tuned plan does not fit (the planner's checks), does not lower or is
-        malformed — the default plan and why it was not used: a tuned plan is never used
-        unchecked.
-        """
-        op = self._operator(cfg)
-        if plans is None:
-            return op
-        knobs = plans.get(kernel_key(op))
-        if knobs is None:
-            op.notes[PLAN_NOTE] = NO_RECORD
-            return op
-        shown = ", ".join(f"{name}={value}" for name, value in knobs.items())
-        try:
-            tuned = self._operator(cfg, **plan_kwargs(self.operator, knobs))
-            refused = plan_refusals(tuned)
-            if not refused:
-                lower(tuned.schedule, cfg)
-        except (LoweringError, ValueError, TypeError) as exc:
-            refused = [str(exc).splitlines()[0]]
-        if refused:
-            op.notes[PLAN_NOTE] = f"{DEFAULT_PLAN} (the tuned plan {shown} is refused: {refused[0]})"
-            return op
-        tuned.notes[PLAN_NOTE] = f"{TUNED_PLAN} ({shown})"
-        return tuned
 
 
 class _Chain:

@@ -3,12 +3,15 @@
 The file is an npz archive (read with ``allow_pickle=False``: opening a model someone
 sent you never runs code) holding
 
-- ``format``: the string ``openvta-model/1``;
+- ``format``: the string ``openvta-model/2`` (``openvta-model/1``, written before the graph
+  kept its kernels, still loads: its kernels are matched again);
 - ``header``: JSON — ``{"config": {...}, "mode": "fixed", "graphs": {"float": G, "int": G}}``
   where each graph ``G`` lists its inputs, outputs, nodes (op, inputs, outputs,
   attributes, placement, group), value types, memory plan and accelerator regions (kernels,
   tensors with layouts, roles and offsets, arena sizes, each kernel's first instruction),
-  and names the array entry of each constant and program;
+  and each accelerator group's kernel (operator, parameters, epilogue, operand binding:
+  ``Graph.kernels``), and names the array entry of each constant, program and channel vector;
+- one array entry per channel vector of a kernel, ``<graph>.k<group>.v<index>``;
 - one array entry per constant, ``<graph>.c<index>``;
 - one entry per accelerator region's program, ``<graph>.r<index>.program``: the program
   file's own bytes (an npz, ``openvta.runtime.program_bytes``) as a uint8 array, read back
@@ -27,6 +30,7 @@ import io
 import json
 import zipfile
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -34,14 +38,19 @@ import numpy as np
 from openvta.runtime import Program, ProgramError
 from openvta.runtime.program import program_bytes
 
+from openvta.compiler import Epilogue, operator_spec
+
 from .errors import GraphError, ModelError
 from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, QuantParams,
                  RequantMode, TensorType)
+from .kernel import KernelMatch
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
 
-__all__ = ["MODEL_FORMAT", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
+__all__ = ["MODEL_FORMAT", "READ_FORMATS", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
 
-MODEL_FORMAT = "openvta-model/1"
+MODEL_FORMAT = "openvta-model/2"
+#: The formats this version reads: format 1 has no kernels (they are matched again on load).
+READ_FORMATS = ("openvta-model/1", MODEL_FORMAT)
 _ENUMS: dict[str, type[DType] | type[RequantMode]] = {"dtype": DType, "requant_mode": RequantMode}
 
 
@@ -126,6 +135,28 @@ def _region_value(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], wha
                   int(data["no_reuse_bytes"]), program, tuple(data["kernel_starts"]))
 
 
+def _kernel_json(kernel: KernelMatch, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, object]:
+    vectors = {}
+    for index, (name, array) in enumerate(kernel.vectors.items()):
+        key = vectors[name] = f"{prefix}.k{kernel.group}.v{index}"
+        arrays[key] = np.asarray(array)
+    return {"group": kernel.group, "name": kernel.name, "operator": kernel.operator, "params": dict(kernel.params),
+            "epilogue": kernel.epilogue.to_json(), "bind": dict(kernel.bind), "vectors": vectors,
+            "macs": kernel.macs, "adds": list(kernel.adds), "anchor": kernel.anchor}
+
+
+def _kernel_value(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> KernelMatch:
+    operator = operator_spec(str(data["operator"])).name
+    params = {str(k): v for k, v in data["params"].items()}
+    if not all(isinstance(v, int) for v in params.values()):
+        raise ValueError(f"kernel {data['name']!r} parameters must be integers, not {params!r}")
+    vectors = {str(name): np.asarray(arrays[key]) for name, key in data["vectors"].items()}
+    return KernelMatch(int(data["group"]), str(data["name"]), operator, MappingProxyType(params),
+                       Epilogue.from_json(data["epilogue"]), MappingProxyType(dict(data["bind"])),
+                       MappingProxyType(vectors), int(data["macs"]), tuple(map(str, data["adds"])),
+                       str(data["anchor"]))
+
+
 def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[str, np.ndarray]]:
     """The JSON description of ``graph`` and its constants as ``<prefix>.c<i>`` arrays."""
     keys = {name: f"{prefix}.c{index}" for index, name in enumerate(graph.constants)}
@@ -147,6 +178,7 @@ def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[st
         if region.program is not None:
             arrays[key] = np.frombuffer(program_bytes(region.program), np.uint8)
     data["regions"] = regions
+    data["kernels"] = [_kernel_json(kernel, prefix, arrays) for kernel in graph.kernels.values()]
     return data, arrays
 
 
@@ -156,9 +188,11 @@ def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], w
         constants = {name: arrays[key] for name, key in data["constants"].items()}
         memory = None if data["memory"] is None else MemoryPlan(**data["memory"])
         regions = tuple(_region_value(r, arrays, what) for r in data["regions"])
+        kernels = [_kernel_value(k, arrays) for k in data.get("kernels", ())]  # format 1 has none
         graph = Graph(str(data["name"]), tuple(data["inputs"]), tuple(data["outputs"]),
                       tuple(_node_value(n) for n in data["nodes"]), constants,
-                      {k: _type_value(t) for k, t in data["types"].items()}, memory, regions)
+                      {k: _type_value(t) for k, t in data["types"].items()}, memory, regions,
+                      {k.group: k for k in kernels})
     except KeyError as exc:
         raise ModelError(f"{what} lacks the entry {exc.args[0]!r}") from None
     except ModelError:
@@ -205,9 +239,9 @@ def read_archive(path: str | BinaryIO) -> tuple[dict[str, Any], dict[str, np.nda
         raise ModelError(f"{what} is not an openvta model (not a readable npz archive: "
                          f"{_first_line(exc)})") from None
     found = entries.pop("format", None)
-    if found is None or found.ndim != 0 or str(found) != MODEL_FORMAT:
+    if found is None or found.ndim != 0 or str(found) not in READ_FORMATS:
         shown = None if found is None else str(found)
-        raise ModelError(f"{what} format must be {MODEL_FORMAT!r}, not {shown!r}")
+        raise ModelError(f"{what} format must be {' or '.join(map(repr, READ_FORMATS))}, not {shown!r}")
     try:
         header = json.loads(str(entries.pop("header")))
     except KeyError:

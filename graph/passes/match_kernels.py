@@ -11,14 +11,16 @@ to the CPU with the reason in its placement:
 - for an operator the compiler refuses, the group's last residual Add (its tensor operand
   takes accumulator room), or the whole group when it has none.
 
-The graph is then fused again (:func:`~openvta.graph.passes.fuse.fuse`) and matched again,
+The graph is then fused again (:func:`~openvta.graph.passes.fuse.fuse`) and matched again
+(a group whose nodes are unchanged keeps its match: each set of nodes is matched once),
 until every accelerator group matches: a node moved to the CPU may leave an element-wise
 tail without its anchor, or an anchor without its requantization, and those follow.  Each
 round moves at least one node, so the pass ends.
 
 Preconditions: a fused graph (every node has a placement and a group).
 Postconditions: every accelerator group is one kernel that the compiler builds and lowers
-for ``cfg``; groups are renumbered by fusion.
+for ``cfg``, kept in ``graph.kernels`` (group → :class:`~openvta.graph.kernel.KernelMatch`);
+groups are renumbered by fusion.
 """
 
 from __future__ import annotations
@@ -61,23 +63,43 @@ def _compiler_refuses(match: KernelMatch, cfg: Config) -> str:
     return ""
 
 
-def _failures(graph: Graph, cfg: Config) -> dict[str, str]:
+_Found = dict[tuple[str, ...], KernelMatch | Mismatch]
+
+
+def _match(graph: Graph, nodes: list[Node], cfg: Config, found: _Found) -> KernelMatch | Mismatch:
+    """The match of group ``nodes``, once per set of nodes: a group that fusion rebuilt with
+    the same nodes after a round keeps its match, renumbered."""
+    key = tuple(n.name for n in nodes)
+    if key not in found:
+        found[key] = match_group(graph, nodes, cfg)
+    match = found[key]
+    group = nodes[0].group if nodes[0].group is not None else -1
+    return replace(match, group=group) if isinstance(match, KernelMatch) and match.group != group else match
+
+
+def _failures(graph: Graph, cfg: Config, found: _Found, refused: dict[tuple[str, ...], str]) -> dict[str, str]:
     """Node name → why it moves to the CPU (empty when every group is a kernel)."""
     moves: dict[str, str] = {}
     for nodes in accelerator_groups(graph).values():
-        found = match_group(graph, nodes, cfg)
-        if isinstance(found, Mismatch):
-            moves.update(dict.fromkeys(found.nodes, found.reason))
+        match = _match(graph, nodes, cfg, found)
+        if isinstance(match, Mismatch):
+            moves.update(dict.fromkeys(match.nodes, match.reason))
             continue
-        why = _compiler_refuses(found, cfg)
-        if why:
-            names = found.adds[-1:] or tuple(n.name for n in nodes)
-            moves.update(dict.fromkeys(names, why))
+        key = tuple(n.name for n in nodes)
+        if key not in refused:
+            refused[key] = _compiler_refuses(match, cfg)
+        if refused[key]:
+            names = match.adds[-1:] or key
+            moves.update(dict.fromkeys(names, refused[key]))
     return moves
 
 
 def group_kernels(graph: Graph, cfg: Config) -> dict[int, KernelMatch]:
-    """Accelerator group → its kernel, for a graph after this pass (``PassError`` otherwise)."""
+    """Accelerator group → its kernel: ``graph.kernels``, as match kernels left them; a graph
+    without them (a model file of format 1) is matched here (``PassError`` if a group is not
+    one kernel)."""
+    if graph.kernels:
+        return dict(graph.kernels)
     kernels = {}
     for group, nodes in accelerator_groups(graph).items():
         found = match_group(graph, nodes, cfg)
@@ -94,9 +116,13 @@ def _moved(nodes: Sequence[Node], moves: dict[str, str]) -> tuple[Node, ...]:
 
 
 def match_kernels(graph: Graph, cfg: Config) -> Graph:
-    """``graph`` with every accelerator group one compiler kernel (module docstring)."""
+    """``graph`` with every accelerator group one compiler kernel, left in ``graph.kernels``
+    (module docstring).  Each group is matched and built once, whatever the rounds."""
+    found: _Found = {}
+    refused: dict[tuple[str, ...], str] = {}
     while True:
-        moves = _failures(graph, cfg)
+        moves = _failures(graph, cfg, found, refused)
         if not moves:
-            return graph
-        graph = fuse(graph.replace(nodes=_moved(graph.nodes, moves)))
+            kernels = {group: _match(graph, nodes, cfg, found) for group, nodes in accelerator_groups(graph).items()}
+            return graph.replace(kernels=kernels)
+        graph = fuse(graph.replace(nodes=_moved(graph.nodes, moves), kernels={}))

@@ -169,9 +169,13 @@ def _header(entries: dict, edit) -> None:
                                  r"archive: .*\)$"),
     (lambda d: b"hello", r"^model file '.*' is not an openvta model \(not a readable npz archive"),
     (lambda d: _rewrite(d, lambda e: e.update(format=np.array("openvta-program/1"))),
-     r"^model file '.*' format must be 'openvta-model/1', not 'openvta-program/1'$"),
+     r"^model file '.*' format must be 'openvta-model/1' or 'openvta-model/2', not 'openvta-program/1'$"),
     (lambda d: _rewrite(d, lambda e: e.pop("format")),
-     r"^model file '.*' format must be 'openvta-model/1', not None$"),
+     r"^model file '.*' format must be 'openvta-model/1' or 'openvta-model/2', not None$"),
+    (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h["graphs"]["int"]["kernels"][0].update(
+        operator="pool"))),
+     r"^model file '.*' integer graph is malformed: operator must be one of conv2d, dense, elementwise, "
+     r"not 'pool'$"),
     (lambda d: _rewrite(d, lambda e: e.update(header=np.array("{not json"))),
      r"^model file '.*' header is not valid JSON: .*$"),
     (lambda d: _rewrite(d, lambda e: e.pop("int.c0")),
@@ -193,6 +197,36 @@ def test_a_corrupt_or_foreign_model_file_is_a_one_line_error(model: CompiledMode
     with pytest.raises(ModelError, match=message) as info:
         load_model(path)
     assert "\n" not in str(info.value)
+
+
+def _format_1(entries: dict) -> None:
+    """The file as format 1 wrote it: no kernels in the graphs."""
+    entries["format"] = np.array("openvta-model/1")
+    _header(entries, lambda h: [graph.pop("kernels") for graph in h["graphs"].values()])
+    for key in [k for k in entries if ".k" in k]:
+        entries.pop(key)
+
+
+def test_the_model_file_keeps_each_group_s_kernel_and_a_format_1_file_still_loads(model: CompiledModel,
+                                                                                  tmp_path) -> None:
+    assert model.graph.kernels
+    path = tmp_path / "m.ovta"
+    model.save(path)
+    loaded = load_model(path)
+    assert list(loaded.graph.kernels) == list(model.graph.kernels)
+    for group, kernel in model.graph.kernels.items():
+        again = loaded.graph.kernels[group]
+        assert (again.name, again.operator, dict(again.params), again.epilogue, dict(again.bind), again.macs,
+                again.adds, again.anchor) == (kernel.name, kernel.operator, dict(kernel.params), kernel.epilogue,
+                                              dict(kernel.bind), kernel.macs, kernel.adds, kernel.anchor)
+        assert kernel.vectors.keys() == again.vectors.keys()
+        assert all(np.array_equal(kernel.vectors[k], again.vectors[k]) for k in kernel.vectors)
+    old = tmp_path / "old.ovta"
+    old.write_bytes(_rewrite(path.read_bytes(), _format_1))
+    first = load_model(old)
+    assert not first.graph.kernels
+    np.testing.assert_array_equal(first.run(X[:2])["y"], model.run(X[:2])["y"])
+    np.testing.assert_array_equal(first.run(X[:2])["y"], model.reference(X[:2])["y"])
 
 
 def test_a_program_file_or_a_single_array_is_not_a_model(tmp_path) -> None:

@@ -135,3 +135,29 @@ def test_errors() -> None:
                                         r"placement; run fuse first$"):
         accelerator_groups(_conv())
     assert accelerator_groups(compile_int(_conv(), CFG, ["conv"], until="match kernels")) == {}
+
+
+def test_each_kernel_is_matched_once_per_compile_and_read_from_the_graph_after(monkeypatch) -> None:
+    import importlib
+    import sys
+    from pathlib import Path
+
+    tune_model = importlib.import_module("openvta.tune.tune_model")
+
+    calls: list[tuple[str, ...]] = []
+    real = match_pass.match_group
+
+    def counted(graph, nodes, cfg):
+        calls.append(tuple(n.name for n in nodes))
+        return real(graph, nodes, cfg)
+
+    monkeypatch.setattr(match_pass, "match_group", counted)
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits"
+    sys.path.insert(0, str(digits))
+    from digits_data import load_split
+
+    x = load_split()[0][:16]
+    model = compile_model(digits / "digits.onnx", x, config="default")
+    assert model.graph.kernels and len(calls) == len(model.graph.kernels) == len(set(calls))
+    model.run(x[:2], backend="cycle")  # the executor's figures read the kernels too
+    assert set(tune_model.model_kernels(model)) and len(calls) == len(model.graph.kernels)
