@@ -86,9 +86,24 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                         if best is None or score > best[0]:
                             best = (score, plan)
     if best is None:
-        raise LoweringError("plan conv2d", f"no tiling of this conv2d fits the buffers with "
-                            f"{vthreads} virtual threads")
+        raise LoweringError("plan conv2d", _no_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue))
     return best[1]
+
+
+def _no_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int, stride: int, vthreads: int,
+             epilogue: Epilogue | None) -> str:
+    """Why no tiling fits: the refusals of the smallest tiles, on the axis that fares best —
+    more tiles cannot help, so these are the real reasons."""
+    found = {split: check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride,
+                                      Conv2dPlan(1, 1, 1, 1, vthreads, split), epilogue=epilogue)
+             for split in ("co", "y")}
+    if all(any(r.startswith("thread split") for r in reasons) for reasons in found.values()):
+        co_t, oh = -(-co // cfg.BLOCK_OUT), (hw + 2 * pad - kernel) // stride + 1
+        return (f"no axis of this conv2d divides among {vthreads} virtual threads (output channels: "
+                f"{co_t} block{'s' * (co_t > 1)} of {cfg.BLOCK_OUT}, rows: {oh})")
+    reasons = min(found.values(), key=len)
+    return (f"no tiling of this conv2d fits the buffers with {vthreads} virtual "
+            f"thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
 
 
 def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,

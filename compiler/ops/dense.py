@@ -62,8 +62,11 @@ def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
                 if best is None or score > best[0]:
                     best = (score, plan)
     if best is None:
-        raise LoweringError("plan dense", f"{vthreads} virtual threads must divide the {o_t} "
-                            "output blocks and every tile must fit the buffers")
+        reasons = check_dense_plan(cfg, n_t, i_t, o_t, DensePlan(1, 1, 1, vthreads), epilogue=epilogue)
+        if any(r.startswith("thread split") for r in reasons):
+            raise LoweringError("plan dense", f"{vthreads} virtual threads must divide the {o_t} output blocks")
+        raise LoweringError("plan dense", f"no tiling of this dense layer fits the buffers with {vthreads} "
+                            f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
     return best[1]
 
 

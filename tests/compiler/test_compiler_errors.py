@@ -81,10 +81,23 @@ def test_virtual_threads_must_not_split_a_reduction() -> None:
         stage.vthread(stage.reduce_axis[0])
 
 
-def test_vthreads_that_divide_nothing_are_refused() -> None:
-    with pytest.raises(LoweringError, match=r"^plan conv2d: no tiling of this conv2d fits the "
-                                            r"buffers with 4 virtual threads"):
+def test_vthreads_that_divide_nothing_are_refused_with_the_real_reason() -> None:
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no axis of this conv2d divides among 4 virtual "
+                                            r"threads \(output channels: 3 blocks of 8, rows: 7\)$"):
         conv2d(preset("small"), ci=16, co=24, hw=14, kernel=3, pad=1, stride=2, vthreads=4)
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no axis of this conv2d divides among 4 virtual "
+                                            r"threads \(output channels: 1 block of 16, rows: 7\)$"):
+        conv2d(preset("default"), hw=7, ci=32, co=16, kernel=5, pad=2, vthreads=4)
+    with pytest.raises(LoweringError, match=r"^plan dense: 2 virtual threads must divide the 3 output blocks$"):
+        dense(preset("default"), batch=1, in_features=16, out_features=48, vthreads=2)
+
+
+def test_a_conv2d_whose_smallest_tiles_overflow_says_which_buffer() -> None:
+    cfg = preset("tiny")
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no tiling of this conv2d fits the buffers with 1 "
+                                            r"virtual thread: inp buffer overflow: 1 thread × 529 = 529 entries > 256; "
+                                            r"wgt buffer overflow"):
+        conv2d(cfg, ci=4, co=4, hw=40, kernel=23, pad=0)
 
 
 def test_schedule_primitive_errors() -> None:
