@@ -7,13 +7,16 @@ is one inp tile ``[BATCH][BLOCK_IN]``; a kernel ``OIHW`` becomes ``OIHW{BO}o{BI}
 ``(O/BO, I/BI, KH, KW, BO, BI)``, one wgt tile per ``[o, i, ky, kx]``.  Blocked axes
 are zero-padded up to whole tiles, which leaves every product unchanged.
 
-The 2-D (dense) layouts are the runtime's :func:`~openvta.runtime.pack_inp` and
+An operator's file may add a layout of its own (:func:`register_layout`).  The 2-D (dense)
+layouts are the runtime's :func:`~openvta.runtime.pack_inp` and
 :func:`~openvta.runtime.pack_wgt`; the functions here call them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +27,7 @@ __all__ = [
     "bias_layout", "data_layout", "kernel_layout", "out_layout",
     "pack_bias", "pack_data", "pack_kernel", "pack_matrix_data", "pack_matrix_weight",
     "unpack_data", "unpack_kernel", "unpack_matrix", "pack_by_layout", "unpack_by_layout",
-    "packed_shape",
+    "packed_shape", "LayoutKind", "register_layout",
 ]
 
 _INT32 = np.iinfo(np.int32)
@@ -264,11 +267,44 @@ def unpack_matrix(packed: np.ndarray, n: int, o: int) -> np.ndarray:
 
 # -- by layout name (for program files) --------------------------------------------------
 
-_LAYOUT = re.compile(r"^(NCHW|OIHW|NC|OI|C)(\d+)([no])(\d+)([ci])$")
+_KINDS = ("NCHW", "OIHW", "NC", "OI", "C")
+
+
+@dataclass(frozen=True)
+class LayoutKind:
+    """A packed layout an operator's file adds (:func:`register_layout`): its letters (``O1HW``
+    in ``O1HW16o16i``), how a logical array is packed and unpacked, and the packed shape."""
+
+    kind: str
+    pack: Callable[[np.ndarray, Config], np.ndarray]
+    unpack: Callable[[np.ndarray, tuple[int, ...]], np.ndarray]
+    shape: Callable[[tuple[int, ...], int, int], tuple[int, ...]]
+
+
+_REGISTERED: dict[str, LayoutKind] = {}
+
+
+def register_layout(layout: LayoutKind) -> LayoutKind:
+    """Make ``layout`` known to :func:`pack_by_layout`, :func:`unpack_by_layout` and
+    :func:`packed_shape` (an operator's file calls it once, at import).
+
+    Raises
+    ------
+    ValueError
+        for letters that are not capitals and digits starting with a capital, or that are
+        already a layout's.
+    """
+    if not re.fullmatch(r"[A-Z][A-Z0-9]*[A-Z]", layout.kind) or layout.kind in _KINDS:
+        raise ValueError(f"layout kind must be new capital letters (and digits), not {layout.kind!r}")
+    held = _REGISTERED.setdefault(layout.kind, layout)
+    if held is not layout:
+        raise ValueError(f"layout kind must be new capital letters (and digits), not {layout.kind!r}")
+    return layout
 
 
 def _parse(layout: str) -> tuple[str, int, int]:
-    match = _LAYOUT.match(layout)
+    kinds = sorted((*_KINDS, *_REGISTERED), key=len, reverse=True)
+    match = re.match(rf"^({'|'.join(kinds)})(\d+)([no])(\d+)([ci])$", layout)
     if match is None:
         raise ValueError(f"layout must be a packed layout such as NCHW1n16c, not {layout!r}")
     return match.group(1), int(match.group(2)), int(match.group(4))
@@ -277,6 +313,8 @@ def _parse(layout: str) -> tuple[str, int, int]:
 def unpack_by_layout(packed: np.ndarray, layout: str, logical_shape: tuple[int, ...]) -> np.ndarray:
     """The logical array of a packed tensor named by its layout (``NCHW1n16c``, ``NC1n16c``…)."""
     kind, _, _ = _parse(layout)
+    if kind in _REGISTERED:
+        return _REGISTERED[kind].unpack(packed, logical_shape)
     if kind in ("NCHW", "OIHW"):
         unpack = unpack_data if kind == "NCHW" else unpack_kernel
         return unpack(packed, logical_shape[0], logical_shape[1])
@@ -302,6 +340,8 @@ def packed_shape(layout: str, logical_shape: tuple[int, ...]) -> tuple[int, ...]
     if len(logical_shape) != len(kind):
         raise ValueError(f"a {layout} tensor must have {len(kind)} dimensions ({kind}), not shape "
                          f"{tuple(logical_shape)!r}")
+    if kind in _REGISTERED:
+        return _REGISTERED[kind].shape(tuple(logical_shape), outer, inner)
     if kind == "C":
         return (ceil_div(logical_shape[0], inner), outer, inner)
     first, second, *rest = logical_shape
@@ -318,6 +358,8 @@ def pack_by_layout(array: np.ndarray, layout: str, cfg: Config) -> np.ndarray:
     """
     kind, rows, cols = _parse(layout)
     array = np.asarray(array)
+    if kind in _REGISTERED:
+        return _REGISTERED[kind].pack(array, cfg)
     if kind == "NC" and array.dtype != np.int8:  # an int32 tensor operand of a dense epilogue
         _check_ndim(array, 2, "data", "(N, C)")
         return _block2(array, rows, cols)

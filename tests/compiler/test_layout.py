@@ -200,3 +200,15 @@ def test_type_errors(call: Callable[[], object], message: str) -> None:
     with pytest.raises(TypeError, match=message):
         call()
 
+
+
+def test_a_layout_kind_is_registered_once_with_new_letters() -> None:
+    from openvta.compiler.layout import LayoutKind, register_layout
+
+    def kind(letters: str) -> LayoutKind:
+        return LayoutKind(letters, lambda a, cfg: a, lambda p, shape: p, lambda shape, o, i: shape)
+
+    for letters in ("NCHW", "nchw", "1X", "C"):
+        with pytest.raises(ValueError, match=rf"^layout kind must be new capital letters \(and digits\), "
+                                             rf"not '{letters}'$"):
+            register_layout(kind(letters))
