@@ -406,20 +406,17 @@ def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> d
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
-    """A Conv of int8 data and constant int8 weights, square, with one stride and padding."""
-    if anchor.op != "Conv":
-        return None
+    """A Conv (one group) of int8 data and constant int8 weights, square, one stride and padding."""
+    if anchor.op != "Conv" or int(anchor.attrs.get("group", 1)) != 1:
+        return None  # a grouped convolution is another operator's
     if anchor.dtypes[0] != "int8":
         return f"not quantized ({anchor.dtypes[0]} data)"
     if not anchor.constant[1]:
         return "its weight is not a constant"
     strides = tuple(anchor.attrs.get("strides", (1, 1)))
     pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
-    group = int(anchor.attrs.get("group", 1))
     _, channels, height, width = anchor.shapes[0]
     out_ch, _, kh, kw = anchor.shapes[1]
-    if group != 1:
-        return f"grouped convolution (group={group}) runs on the CPU"
     if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
         return "the accelerator's conv2d needs square data and kernel, one stride and the same padding on every side"
     if 2 * channels < cfg.BLOCK_IN:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from openvta.compiler.ops import REGISTRY
+
 import io
 import json
 import zipfile
@@ -174,7 +176,7 @@ def _header(entries: dict, edit) -> None:
      r"^model file '.*' format must be 'openvta-model/1' or 'openvta-model/2', not None$"),
     (lambda d: _rewrite(d, lambda e: _header(e, lambda h: h["graphs"]["int"]["kernels"][0].update(
         operator="pool"))),
-     r"^model file '.*' integer graph is malformed: operator must be one of conv2d, dense, elementwise, "
+     rf"^model file '.*' integer graph is malformed: operator must be one of {', '.join(REGISTRY)}, "
      r"not 'pool'$"),
     (lambda d: _rewrite(d, lambda e: e.update(header=np.array("{not json"))),
      r"^model file '.*' header is not valid JSON: .*$"),
