@@ -48,6 +48,7 @@ class OperatorKind(Enum):
     CONV2D = "conv2d"
     DENSE = "dense"
     ELEMENTWISE = "elementwise"
+    DEPTHWISE_CONV2D = "depthwise_conv2d"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,405 @@
+"""depthwise_conv2d: one filter per channel, as block-diagonal GEMMs, with its epilogue.
+
+``out[c] = clip((conv2d(data[c], weight[c]) >> shift) + bias[c], 0, 127)`` as int8 for every
+channel ``c`` (ONNX's Conv with ``group`` equal to the channels and one filter per group,
+MobileNet's depthwise layers), then the stages of ``epilogue`` before the cast; data
+``NCHW{B}n{BI}c``, out and tensor operands ``NCHW{B}n{BO}c``, bias and channel operands
+``C{B}n{BO}c``.
+
+The mapping: the GEMM core multiplies a ``[B][BI]`` input tile by a ``[BO][BI]`` weight
+tile, so channel block ``c``'s taps are weight tiles that are diagonal — ``weight[c, kh,
+kw, m, k]`` is the filter's tap of channel ``c·BO + m`` where ``m = k``, zero elsewhere —
+and output channel block ``c`` reads input channel block ``c`` (there is no reduction over
+channels).  The kernel ``(C, 1, KH, KW)`` is packed into that layout, ``O1HW{BO}o{BI}i``
+(shape ``(C/BO, KH, KW, BO, BI)``), by :func:`pack_depthwise_kernel`.  A GEMM cycle does
+``BI`` useful multiplications of ``BO·BI``: the taps are few and the layer is cheap, and
+this mapping needs no change of the machine (``BLOCK_IN`` must equal ``BLOCK_OUT``).
+
+The default schedule tiles the output into ``(cob channel blocks) × (yb rows) × (xb
+columns)`` tiles, each loading its input window and its taps once; virtual threads split
+the channel (or row) tiles; padding is the DMA's, as conv2d's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from openvta.isa import Config
+from openvta.runtime import ceil_div
+
+from .. import reference, te
+from ..epilogue import Epilogue, apply_epilogue
+from ..intrin import gemm_intrinsic
+from ..ir import LoweringError
+from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
+from ..schedule import create_schedule
+from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, epilogue_operands, operator_epilogue,
+                     tile_sizes)
+from .conv2d import conv2d_used_input_elems
+from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
+from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
+from .params import Param, check_params, describe_params, tail_params
+from .tail import build_tail, operand_placeholders, schedule_tail
+
+__all__ = ["DEPTHWISE_PARAMS", "DESCRIPTOR", "DepthwisePlan", "check_depthwise_plan", "depthwise_conv2d",
+           "depthwise_kernel_layout", "depthwise_reference", "pack_depthwise_kernel", "plan_depthwise"]
+
+
+# -- the kernel's layout ----------------------------------------------------------------------------
+
+
+def depthwise_kernel_layout(cfg: Config) -> str:
+    """``"O1HW16o16i"``: a ``(C, 1, KH, KW)`` kernel as diagonal weight tiles."""
+    return f"O1HW{cfg.BLOCK_OUT}o{cfg.BLOCK_IN}i"
+
+
+def pack_depthwise_kernel(w: np.ndarray, cfg: Config) -> np.ndarray:
+    """Pack a ``(C, 1, KH, KW)`` kernel into diagonal tiles ``(C/BO, KH, KW, BO, BI)``.
+
+    Examples
+    --------
+    >>> from openvta.isa import preset
+    >>> packed = pack_depthwise_kernel(np.arange(1, 6, dtype=np.int8).reshape(5, 1, 1, 1), preset("tiny"))
+    >>> packed.shape, packed[1, 0, 0].tolist()
+    ((2, 1, 1, 4, 4), [[5, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    """
+    w = np.asarray(w)
+    if w.ndim != 4 or w.shape[1] != 1:
+        raise ValueError(f"depthwise kernel must have shape (C, 1, KH, KW), not {w.shape}")
+    channels, _, kh, kw = w.shape
+    bo = cfg.BLOCK_OUT
+    taps = np.zeros((ceil_div(channels, bo) * bo, kh, kw), w.dtype)
+    taps[:channels] = w[:, 0]
+    blocks = taps.reshape(-1, bo, kh, kw).transpose(0, 2, 3, 1)  # (C/BO, KH, KW, BO)
+    packed = np.zeros((*blocks.shape, bo), w.dtype)
+    lane = np.arange(bo)
+    packed[..., lane, lane] = blocks
+    return packed
+
+
+def _unpack_depthwise_kernel(packed: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    lane = np.arange(packed.shape[-1])
+    taps = np.asarray(packed)[..., lane, lane]  # (C/BO, KH, KW, BO)
+    return taps.transpose(0, 3, 1, 2).reshape(-1, 1, *taps.shape[1:3])[: shape[0]]
+
+
+register_layout(LayoutKind("O1HW", pack_depthwise_kernel, _unpack_depthwise_kernel,
+                           lambda shape, bo, bi: (ceil_div(shape[0], bo), shape[2], shape[3], bo, bi)))
+
+
+# -- the plan ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DepthwisePlan:
+    """Tile sizes: channel blocks, rows, columns; threads and the axis they split."""
+
+    cob: int
+    yb: int
+    xb: int
+    vthreads: int
+    split: str  # the axis the virtual threads divide: "co" or "y"
+
+
+def _window(size: int, kernel: int, stride: int) -> int:
+    return (size - 1) * stride + kernel
+
+
+def _uops(cob: int, yb: int, xb: int, kernel: int) -> int:
+    """Micro-ops of the kernel after folding its two largest loops."""
+    loops = sorted([cob, yb, xb, kernel, kernel], reverse=True)
+    return int(np.prod(loops[2:]))
+
+
+def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad: int, stride: int,
+                         plan: DepthwisePlan, *, epilogue: Epilogue | None = None) -> list[str]:
+    """Why ``plan`` cannot tile this depthwise layer on ``cfg`` (``"<kind>: <detail>"`` each;
+    empty: it fits): the planner's and the tuner's one truth.  ``n`` is in batch tiles.
+
+    >>> from openvta.isa import preset
+    >>> for reason in check_depthwise_plan(preset("tiny"), 1, 8, 8, 3, 1, 1, DepthwisePlan(2, 8, 8, 2, "co")):
+    ...     print(reason)
+    thread split: 2 threads must divide the whole tiles of co (2 in tiles of 2)
+    inp buffer overflow: 2 threads × 200 = 400 entries > 256
+    acc buffer overflow: 2 threads × 130 = 260 entries > 256
+    """
+    c_t = ceil_div(channels, cfg.BLOCK_OUT)
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    operands = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
+    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
+    threads, reasons = plan.vthreads, []
+    extent, size = (c_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
+    if threads > 1 and (extent % size or (extent // size) % threads):
+        reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
+                       f"({extent} in tiles of {size})")
+    window = _window(plan.yb, kernel, stride) * _window(plan.xb, kernel, stride)
+    needs = {"inp": (plan.cob * window * n, cfg.inp_depth), "wgt": (plan.cob * kernel * kernel, cfg.wgt_depth),
+             "acc": (plan.cob * plan.yb * plan.xb * n * operands + plan.cob * vectors, cfg.acc_depth)}
+    for buffer, (entries, depth) in needs.items():
+        if entries * threads > depth:
+            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
+                           f"= {entries * threads} entries > {depth}")
+    uops = _uops(plan.cob, plan.yb, plan.xb, kernel)
+    if uops > cfg.uop_depth // 2:
+        reasons.append(f"micro-op buffer: {uops} micro-ops > {cfg.uop_depth // 2} (half the buffer)")
+    return reasons
+
+
+def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad: int, stride: int,
+                   vthreads: int = 1, *, epilogue: Epilogue | None = None) -> DepthwisePlan:
+    """The tiling that fits ``cfg``'s buffers with the fewest tiles (then the fewest micro-ops)."""
+    c_t = ceil_div(channels, cfg.BLOCK_OUT)
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    best = None
+    for cob in tile_sizes(c_t):
+        for yb in tile_sizes(oh):
+            for xb in tile_sizes(oh):
+                for split in ("co", "y"):
+                    plan = DepthwisePlan(cob, yb, xb, vthreads, split)
+                    if check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride, plan, epilogue=epilogue):
+                        continue
+                    count = -(-c_t // cob) * -(-oh // yb) * -(-oh // xb)
+                    score = (-count, -_uops(cob, yb, xb, kernel), split == "co")
+                    if best is None or score > best[0]:
+                        best = (score, plan)
+    if best is None:
+        reasons = min((check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride,
+                                            DepthwisePlan(1, 1, 1, vthreads, split), epilogue=epilogue)
+                       for split in ("co", "y")), key=len)
+        raise LoweringError("plan depthwise_conv2d", f"no tiling of this depthwise conv2d fits with {vthreads} "
+                            f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
+    return best[1]
+
+
+# -- the operator -----------------------------------------------------------------------------------
+
+
+def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel: int, pad: int = 0,
+                     stride: int = 1, shift: int | None = 8, bias: bool = True,
+                     clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
+                     vthreads: int = 1, plan: DepthwisePlan | None = None) -> Operator:
+    """The fused depthwise conv2d layer (module docstring) with its default schedule.
+
+    The parameters are described in :data:`DEPTHWISE_PARAMS`.
+
+    Raises
+    ------
+    ValueError
+        for a parameter outside its range, a kernel larger than the padded input, a pad not
+        smaller than the kernel, a configuration whose ``BLOCK_IN`` is not its
+        ``BLOCK_OUT``, or tensors that cannot fit the DRAM address space.
+    LoweringError
+        when no tiling fits the buffers with ``vthreads`` threads.
+    """
+    params = check_params(DEPTHWISE_PARAMS, "depthwise_conv2d", locals())
+    if cfg.BLOCK_IN != cfg.BLOCK_OUT:
+        raise ValueError(f"depthwise_conv2d needs BLOCK_IN = BLOCK_OUT (diagonal weight tiles), not "
+                         f"{cfg.BLOCK_IN} and {cfg.BLOCK_OUT}")
+    if kernel > hw + 2 * pad:
+        raise ValueError(f"depthwise_conv2d kernel must fit the padded input (hw + 2*pad = {hw + 2 * pad}), "
+                         f"not {kernel}")
+    if pad >= kernel:
+        raise ValueError(f"depthwise_conv2d pad must be less than the kernel ({kernel}), not {pad}")
+    full = operator_epilogue("depthwise_conv2d", shift, bias, clip, epilogue)
+    b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
+    n_t, c_t = ceil_div(n, b), ceil_div(channels, bo)
+    oh = (hw + 2 * pad - kernel) // stride + 1
+    data = te.placeholder((n_t, c_t, hw, hw, b, bi), "int8", "data")
+    weight = te.placeholder((c_t, kernel, kernel, bo, bi), "int8", "weight")
+    out_shape = (n_t, c_t, oh, oh, b, bo)
+    check_tensors("depthwise_conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (c_t, b, bo)),
+                                            te.placeholder(out_shape, "int8", "out")])
+    plan = plan or plan_depthwise(cfg, n_t, channels, hw, kernel, pad, stride, vthreads, epilogue=full)
+    padded = data
+    if pad:
+        size = hw + 2 * pad
+        padded = te.compute(
+            (n_t, c_t, size, size, b, bi),
+            lambda i, c, y, x, j, k: te.select(
+                (te.less_equal(pad, y), te.less(y, hw + pad), te.less_equal(pad, x),
+                 te.less(x, hw + pad)), data[i, c, y - pad, x - pad, j, k], 0),
+            "data_pad")
+    kh, kw, k = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw"), te.reduce_axis(bi, "k")
+    acc = te.compute(
+        out_shape,
+        lambda i, o, y, x, j, m: te.sum(
+            padded[i, o, y * stride + kh, x * stride + kw, j, k].astype("int32")
+            * weight[o, kh, kw, m, k].astype("int32"), axis=[kh, kw, k]),
+        "depthwise")
+    tail = build_tail(acc, full, lambda i, o, y, x, j, m: (o, j, m), (c_t, b, bo))
+    out = tail.out
+    s = create_schedule(out)
+    i, o, y, x, j, m = s[out].axis
+    o_o, o_i = s[out].split(o, factor=plan.cob)
+    y_o, y_i = s[out].split(y, factor=plan.yb)
+    x_o, x_i = s[out].split(x, factor=plan.xb)
+    s[out].reorder(i, o_o, y_o, x_o, o_i, y_i, x_i, j, m)
+    if plan.vthreads > 1:
+        thread, _ = s[out].split(o_o if plan.split == "co" else y_o, nparts=plan.vthreads)
+        s[out].reorder(thread, i)
+        s[out].vthread(thread)
+    s[out].pragma(o_i, "dma_copy")
+    s[acc].set_scope("acc")
+    s[acc].compute_at(s[out], x_o)
+    cached, wcached = s.cache_read(padded, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
+    if padded is not data:
+        s[padded].compute_inline()
+    schedule_tail(s, tail, x_o)
+    ia, oa, ya, xa, ja, ma = s[acc].axis
+    kh_, kw_, k_ = s[acc].reduce_axis
+    s[acc].reorder(kh_, kw_, ia, oa, ya, xa, ja, ma, k_)
+    for cache in (cached, wcached):
+        s[cache].compute_at(s[out], x_o)
+        s[cache].pragma(s[cache].leaf[0], "dma_copy")
+    s[acc].tensorize(ja, gemm_intrinsic(cfg))
+    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, channels, (n, channels, oh, oh),
+                                                                 out_layout(cfg))
+    layouts = {"data": data_layout(cfg), "weight": depthwise_kernel_layout(cfg), "out": out_layout(cfg),
+               **extra_layouts}
+    shapes: dict[str, tuple[int, ...]] = {"data": (n, channels, hw, hw), "weight": (channels, 1, kernel, kernel),
+                                          "out": (n, channels, oh, oh), **extra_shapes}
+    return Operator(
+        name="depthwise_conv2d", cfg=cfg, schedule=s, inputs={"data": data, "weight": weight, **tail.operands},
+        output=out, layouts=layouts, roles={"data": "input", "weight": "weight", **extra_roles},
+        pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
+        unpack=lambda packed: unpack_data(packed, n, channels), reference_fn=depthwise_reference,
+        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * channels, params=params, plan=plan,
+        epilogue=full, used_elems={"data": conv2d_used_input_elems(n, channels, hw, kernel, pad, stride)})
+
+
+def depthwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
+    """numpy: the fused depthwise layer on logical ``data``, ``weight`` ``(C, 1, KH, KW)`` (and ``bias``)."""
+    data, weight = inputs["data"], inputs["weight"]
+    result = np.concatenate([reference.conv2d_nchw(data[:, c:c + 1], weight[c:c + 1], params["stride"],
+                                                   params["pad"]) for c in range(data.shape[1])], axis=1)
+    return apply_epilogue(result, depthwise_epilogue(params), inputs)
+
+
+#: The parameters of :func:`depthwise_conv2d` (defaults and types from its signature).
+DEPTHWISE_PARAMS = describe_params(
+    depthwise_conv2d,
+    Param("n", "batch size N of the data (NCHW)", low=1, flag="batch", shape=True, sample=(1, 2)),
+    Param("channels", "channels C (one filter each)", low=1, shape=True, sample=(1, 24)),
+    Param("hw", "height = width of the data", low=1, shape=True, sample=(1, 12)),
+    Param("kernel", "kernel height = width", low=1, shape=True, sample=(1, 5)),
+    Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD, shape=True,
+          sample=(0, 3)),
+    Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 2)),
+    *tail_params("channel"),
+    Param("vthreads", "virtual threads (latency hiding): they split the channels or rows", low=1, sample=(1, 3)),
+    Param("plan", "tile sizes (a DepthwisePlan) instead of plan_depthwise's choice", cli=False),
+)
+
+
+# -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
+
+
+def depthwise_epilogue(params: Mapping[str, Any]) -> Epilogue:
+    """The whole epilogue :func:`depthwise_conv2d` computes for ``params`` (``epilogue`` may be JSON)."""
+    extra = params["epilogue"]
+    if extra is not None and not isinstance(extra, Epilogue):
+        extra = Epilogue.from_json(extra)
+    return operator_epilogue("depthwise_conv2d", params["shift"], params["bias"], params["clip"], extra)
+
+
+def _dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
+    oh = (params["hw"] + 2 * params["pad"] - params["kernel"]) // params["stride"] + 1
+    return {"n_t": tiles(params["n"], cfg.BATCH), "c_t": tiles(params["channels"], cfg.BLOCK_OUT), "oh": oh}
+
+
+def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    p = params
+    return (cfg, tiles(p["n"], cfg.BATCH), p["channels"], p["hw"], p["kernel"], p["pad"], p["stride"])
+
+
+def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
+    d = _dims(cfg, params)
+    return (Knob("cob", tuple(tile_sizes(d["c_t"]))), Knob("yb", tuple(tile_sizes(d["oh"]))),
+            Knob("xb", tuple(tile_sizes(d["oh"]))), Knob("vthreads", THREADS), Knob("split", ("co", "y")))
+
+
+def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
+    return check_depthwise_plan(*_shape(cfg, params), DepthwisePlan(**knobs), epilogue=depthwise_epilogue(params))
+
+
+def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
+    try:
+        return asdict(plan_depthwise(*_shape(cfg, params), epilogue=depthwise_epilogue(params)))
+    except LoweringError:
+        return None
+
+
+def _of_operator(op: Operator) -> Knobs | None:
+    assert isinstance(op.plan, DepthwisePlan)
+    return asdict(op.plan)
+
+
+def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
+    d = _dims(cfg, params)
+    kernel, stride, pad, hw, v = params["kernel"], params["stride"], params["pad"], params["hw"], k["vthreads"]
+    tc, ty, tx = tiles(d["c_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["oh"], k["xb"])
+    count = d["n_t"] * tc * ty * tx
+    inp = k["cob"] * _window(k["yb"], kernel, stride) * _window(k["xb"], kernel, stride) * d["n_t"]
+    rows = loaded_lines(d["oh"], k["yb"], kernel, stride, pad, hw, False)
+    cols = loaded_lines(d["oh"], k["xb"], kernel, stride, pad, hw, False)
+    wgt, acc = k["cob"] * kernel * kernel, k["cob"] * k["yb"] * k["xb"] * d["n_t"]
+    uops = _uops(k["cob"], k["yb"], k["xb"], kernel)
+    vector = cfg.BATCH * cfg.BLOCK_OUT
+    out_elems = d["c_t"] * d["oh"] ** 2 * d["n_t"] * vector
+    epilogue = depthwise_epilogue(params)
+    channels, stages = len(epilogue.channel_operands), len(epilogue.stages)
+    moved = {"inp": d["c_t"] * d["n_t"] * rows * cols * cfg.BATCH * cfg.BLOCK_IN,
+             "wgt": d["n_t"] * ty * tx * d["c_t"] * kernel * kernel * cfg.BLOCK_OUT * cfg.BLOCK_IN,
+             "acc": d["n_t"] * ty * tx * d["c_t"] * channels * vector * INT32_BYTES, "out": out_elems}
+    # the GEMM core's MACs, diagonal tiles included: what bounds its cycles
+    macs = out_elems // vector * kernel * kernel * cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT
+    occupancy = {"inp": v * inp / cfg.inp_depth, "wgt": v * wgt / cfg.wgt_depth, "acc": v * acc / cfg.acc_depth,
+                 "uop": uops / cfg.uop_depth}
+    return {"cob": k["cob"], "yb": k["yb"], "xb": k["xb"], "split_co": float(k["split"] == "co"),
+            "c_t": d["c_t"], "oh": d["oh"], "kernel": kernel, "stride": stride, "tiles": count, "uops": uops,
+            **common_features(cfg, macs, out_elems // vector * stages, moved, count * 9, v, occupancy)}
+
+
+def _match(anchor: Anchor, cfg: Config) -> Matched | None:
+    """A Conv whose ``group`` is its channels, one filter per channel, int8, square, one stride and padding."""
+    if anchor.op != "Conv" or int(anchor.attrs.get("group", 1)) == 1:
+        return None
+    _, channels, height, width = anchor.shapes[0]
+    out_ch, per_group, kh, kw = anchor.shapes[1]
+    group = int(anchor.attrs["group"])
+    if group != channels or per_group != 1:
+        return f"grouped convolution (group={group}) runs on the CPU (the accelerator's are depthwise)"
+    if out_ch != channels:
+        return (f"a depthwise convolution with {out_ch // channels} filters per channel runs on the CPU (the "
+                "accelerator's has one)")
+    if anchor.dtypes[0] != "int8":
+        return f"not quantized ({anchor.dtypes[0]} data)"
+    if not anchor.constant[1]:
+        return "its weight is not a constant"
+    strides = tuple(anchor.attrs.get("strides", (1, 1)))
+    pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
+    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
+        return ("the accelerator's depthwise conv2d needs square data and kernel, one stride and the same "
+                "padding on every side")
+    if cfg.BLOCK_IN != cfg.BLOCK_OUT:
+        return f"depthwise conv2d needs BLOCK_IN = BLOCK_OUT, not {cfg.BLOCK_IN} and {cfg.BLOCK_OUT}"
+    return ({"n": cfg.BATCH, "channels": channels, "hw": height, "kernel": kh, "pad": pads[0],
+             "stride": strides[0], "bias": len(anchor.shapes) > 2},
+            f"int8 depthwise conv2d {kh}x{kw}/{strides[0]}, {channels} channels")
+
+
+DESCRIPTOR = OperatorDescriptor(
+    kind=OperatorKind.DEPTHWISE_CONV2D,
+    summary="clip((depthwise conv2d(data, weight) >> shift) + bias, 0, 127) as int8 (NCHW, (C, 1, KH, KW))",
+    factory=depthwise_conv2d, params=DEPTHWISE_PARAMS, reference=depthwise_reference,
+    random_operands=benchmark_operands, epilogue=depthwise_epilogue,
+    plans=PlanSpace(names=("cob", "yb", "xb", "vthreads", "split"), keywords=("vthreads", "plan"),
+                    knobs=_knobs, check=_check, default=_default,
+                    kwargs=lambda k: {"vthreads": k["vthreads"], "plan": DepthwisePlan(**k)},
+                    of_operator=_of_operator, features=_features),
+    match=_match,
+    example={"channels": 8, "hw": 6, "kernel": 3, "pad": 1})
