@@ -1,4 +1,4 @@
-"""numpy kernels the op references share: convolution, pooling windows, integer rounding.
+"""numpy kernels the op references share: convolution, pooling windows, rounded means.
 
 Float kernels compute in float64 and the references cast the result to float32, so they
 are at least as accurate as a float32 runtime.  Integer products of int8 operands are
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["conv2d", "pool_windows", "max_pool", "avg_pool", "round_div", "round_shift"]
+__all__ = ["conv2d", "pool_windows", "max_pool", "avg_pool", "round_div"]
 
 
 def _pad(x: np.ndarray, pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
@@ -89,27 +89,3 @@ def round_div(value: np.ndarray, divisor: np.ndarray | int) -> np.ndarray:
     value = np.asarray(value, dtype=np.int64)
     divisor = np.asarray(divisor, dtype=np.int64)
     return np.floor_divide(2 * value + divisor, 2 * divisor)
-
-
-def round_shift(value: np.ndarray, shift: np.ndarray | int) -> np.ndarray:
-    """A rounding arithmetic right shift: ``floor(value / 2**shift + 1/2)``.
-
-    For ``shift >= 1`` this is ``((value >> (shift - 1)) + 1) >> 1``, which the
-    accelerator's ALU runs as SHR, ADD 1, SHR 1 on int32 without ever overflowing (the
-    intermediate is at most half the input); it equals VTA's "add half, shift right"
-    ``(value + 2**(shift-1)) >> shift`` wherever that does not overflow.  ``shift == 0``
-    is the identity and a negative shift is a left shift (the ALU's SHR by a negative
-    amount).  ``value`` is int64 holding int32 values; ``shift`` broadcasts against it.
-
-    Examples
-    --------
-    >>> round_shift(np.array([5, 6, -5, -6, 7]), 2).tolist()
-    [1, 2, -1, -1, 2]
-    >>> round_shift(np.array([3, -3]), np.array([0, -2])).tolist()
-    [3, -12]
-    """
-    value = np.asarray(value, dtype=np.int64)
-    shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), value.shape)
-    right = np.maximum(shift - 1, 0)
-    rounded = ((value >> right) + 1) >> 1
-    return np.where(shift >= 1, rounded, value << np.maximum(-shift, 0))
