@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from openvta.compiler.reference import conv2d_nchw
 from openvta.isa import INT8_MAX, INT8_MIN, INT32_LIMIT
 
 from ..errors import PassError
 from ..ir import DType, Node, Op, QuantParams, RequantMode
-from ..ops.kernels import conv2d
 from ..ops.linear import _conv_geometry
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 
@@ -78,7 +78,7 @@ def _border_correction(node: Node, w_q: np.ndarray, data_shape: tuple[object, ..
         return None
     strides, pads, group = _conv_geometry(node.attrs)
     ones = np.ones((1, *[int(str(d)) for d in data_shape[1:]]), np.int64)
-    inside = conv2d(ones, w_q, strides, pads, group)
+    inside = conv2d_nchw(ones, w_q, strides, pads, group)
     total = w_q.reshape(w_q.shape[0], -1).sum(1).reshape(1, -1, 1, 1)
     correction = zero_point * (total - inside.astype(np.int64))
     return correction if np.any(correction) else None
