@@ -175,7 +175,7 @@ def shift_bias_clip(
     shift: int,
     bias: np.ndarray | None = None,
     lo: int = 0,
-    hi: int = 127,
+    hi: int = INT8_MAX,
 ) -> np.ndarray:
     """``clip((acc >> shift) + bias, lo, hi)`` cast to int8.
 
