@@ -64,10 +64,15 @@ _SHR_SIGN = 1 << (SHR_AMOUNT_WIDTH - 1)
 # as any larger one.
 _INT64_SHIFT = 63
 
+
 @overload
 def shr_amount(b: int) -> int: ...
+
+
 @overload
 def shr_amount(b: np.ndarray) -> np.ndarray: ...
+
+
 def shr_amount(b: int | np.ndarray) -> int | np.ndarray:
     """The shift SHR reads from ``b``: its low ``SHR_AMOUNT_WIDTH`` bits as a signed value.
 
@@ -126,6 +131,8 @@ def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | np.integer | int) -> np.
 def wrap_int32(values: np.ndarray) -> np.ndarray:
     """Integers to int32 with two's-complement wrap-around, as the accumulator does.
 
+    Examples
+    --------
     >>> wrap_int32(np.array([2**31, -2**31 - 1])).tolist()
     [-2147483648, 2147483647]
     """
@@ -166,6 +173,8 @@ def round_shift_steps(shift: int) -> tuple[int, int, int]:
     ``(shift - 1, 1, 1)`` for ``shift >= 1``, ``(0, 0, 0)`` for 0 and ``(shift, 0, 0)``
     (a left shift) below.
 
+    Examples
+    --------
     >>> round_shift_steps(15), round_shift_steps(0), round_shift_steps(-2)
     ((14, 1, 1), (0, 0, 0), (-2, 0, 0))
     """
