@@ -20,7 +20,7 @@ The operators' ``shift``, ``bias`` and ``clip`` parameters are the epilogue
 ``SHR shift, ADD bias, MIN high, MAX low`` (:meth:`Epilogue.from_params`).
 
 :func:`apply_epilogue` is the numpy reference: it runs the stages with the ALU's lane
-semantics (:func:`alu_lanes`: MIN and MAX signed, ADD and MUL wrapping at 32 bits, SHR
+semantics (:func:`openvta.isa.arith.alu_lanes`: MIN and MAX signed, ADD and MUL wrapping at 32 bits, SHR
 arithmetic by the signed low 6 bits of B, left when negative).
 
 Examples
@@ -39,27 +39,25 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
 
 from openvta.isa import AluOp, Config, Format, layouts_of
-from openvta.isa.config import MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
+from openvta.isa.arith import MAX_SHR_AMOUNT, MIN_SHR_AMOUNT, alu_lanes
 
 __all__ = ["AluStage", "ChannelOperand", "Epilogue", "IMM_FIELD", "Operand", "SHR_RANGE", "TensorOperand",
-           "alu_lanes", "apply_epilogue", "apply_stages"]
+           "apply_epilogue", "apply_stages"]
 
 #: The ALU's immediate field (the same width in every configuration, docs/ISA.md §2).
 IMM_FIELD = layouts_of(Config())[Format.ALU].field("imm")
 #: The SHR amounts the ALU reads from B: its low SHR_AMOUNT_WIDTH bits, signed (docs/ISA.md §3).
-SHR_RANGE = (-(1 << (SHR_AMOUNT_WIDTH - 1)), MAX_SHR_AMOUNT)
+SHR_RANGE = (MIN_SHR_AMOUNT, MAX_SHR_AMOUNT)
 #: The dtypes a whole-tensor operand may have, and how it is loaded.
 TENSOR_DTYPES = ("int8", "int32")
 
-_SHR_MASK = (1 << SHR_AMOUNT_WIDTH) - 1
-_SHR_SIGN = 1 << (SHR_AMOUNT_WIDTH - 1)
 _SYMBOL_NAMES = ("data", "weight", "out")
 
 
@@ -296,28 +294,6 @@ def _describe(stage: AluStage) -> str:
 # -- the numpy reference -----------------------------------------------------------------------
 
 
-def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    s = ((b & _SHR_MASK) ^ _SHR_SIGN) - _SHR_SIGN  # the signed low 6 bits of B
-    return np.where(s >= 0, a >> np.clip(s, 0, 63), a << np.clip(-s, 0, 63))
-
-
-_LANES: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    AluOp.MIN: np.minimum, AluOp.MAX: np.maximum, AluOp.ADD: np.add, AluOp.SHR: _shr,
-          AluOp.MUL: np.multiply}
-
-
-def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """``op`` on int32 lanes as the ALU computes it (docs/ISA.md §3); int64 in, int64 holding int32 out.
-
-    >>> alu_lanes(AluOp.SHR, np.array([-7, 3]), np.array([1, -2])).tolist()
-    [-4, 12]
-    >>> alu_lanes(AluOp.MUL, np.array([2**30]), 4).tolist()
-    [0]
-    """
-    result = _LANES[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
-    return result.astype(np.int32).astype(np.int64)
-
-
 def _operand_value(operand: Operand, operands: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray | int:
     if isinstance(operand, int):
         return operand
@@ -340,7 +316,7 @@ def apply_stages(value: np.ndarray, stages: tuple[AluStage, ...],
     """``stages`` on int32 values (channels on axis 1) as the ALU runs them; int64 out."""
     value = np.asarray(value).astype(np.int32).astype(np.int64)
     for stage in stages:
-        value = alu_lanes(stage.op, value, _operand_value(stage.operand, operands, value.shape))
+        value = alu_lanes(stage.op, value, _operand_value(stage.operand, operands, value.shape)).astype(np.int64)
     return value
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openvta.isa import Config
+from openvta.isa import INT32_MAX, INT32_MIN, Config
 from openvta.runtime import ceil_div, pack_inp, pack_wgt, unpack_out
 
 __all__ = [
@@ -29,9 +29,6 @@ __all__ = [
     "unpack_data", "unpack_kernel", "unpack_matrix", "pack_by_layout", "unpack_by_layout",
     "packed_shape", "LayoutKind", "register_layout",
 ]
-
-_INT32 = np.iinfo(np.int32)
-
 
 # -- layout names (TVM's spelling) ------------------------------------------------------
 
@@ -211,7 +208,7 @@ def pack_bias(b: np.ndarray, cfg: Config) -> np.ndarray:
     _check_ndim(b, 1, "bias", "(O,)")
     if b.dtype.kind not in "iu":
         raise TypeError(f"bias must be of an integer dtype, not {b.dtype}")
-    if b.size and (int(b.min()) < _INT32.min or int(b.max()) > _INT32.max):
+    if b.size and (int(b.min()) < INT32_MIN or int(b.max()) > INT32_MAX):
         raise ValueError(
             f"bias must hold int32 values, not values in [{int(b.min())}, {int(b.max())}]"
         )

@@ -1,28 +1,33 @@
 """Golden numpy references for the operator library, in exact integer arithmetic.
 
-Every reference accumulates in int64 and wraps the result to int32, which is what the
+Every reference accumulates exactly and wraps the result to int32, which is what the
 accelerator's 32-bit accumulators compute: int64 products and sums wrap modulo 2**64,
-so their low 32 bits are exact for any integer operands.  The fused operators then
-apply docs/WORKLOADS.md's requantization,
+so their low 32 bits are exact for any integer operands (float64, which BLAS runs, is
+used where every partial sum is an integer below 2**53).  The fused operators then
+apply docs/WORKLOADS.md's shift, bias and clip (:func:`shift_bias_clip`),
 ``clip((acc >> shift) + bias, 0, 127)`` cast to int8, with an arithmetic shift of the
-int32 accumulator and an int32 (wrapping) bias add.
+int32 accumulator and an int32 (wrapping) bias add.  :func:`conv2d_nchw` is also the
+graph level's Conv reference, on float operands too.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from openvta.isa.config import MAX_SHR_AMOUNT
+from openvta.isa import INT8_MAX, INT8_MIN, MAX_SHR_AMOUNT
 
-__all__ = ["conv2d_nchw", "dense", "fused_dense", "fused_layer", "requantize"]
+__all__ = ["conv2d_nchw", "dense", "fused_dense", "fused_layer", "shift_bias_clip"]
 
-_INT8 = np.iinfo(np.int8)
+_FLOAT64_EXACT = 1 << 53
 
 
-def _as_int(array: np.ndarray, subject: str, ndim: int, axes: str) -> np.ndarray:
+def _as_int(array: np.ndarray, subject: str, ndim: int, axes: str, kinds: str = "iu") -> np.ndarray:
     array = np.asarray(array)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{subject} must be of an integer dtype, not {array.dtype}")
+    if array.dtype.kind not in kinds:
+        what = "an integer" if kinds == "iu" else "an integer or float"
+        raise TypeError(f"{subject} must be of {what} dtype, not {array.dtype}")
     if array.ndim != ndim:
         raise ValueError(f"{subject} must be {ndim}-D {axes}, not shape {array.shape!r}")
     return array
@@ -36,30 +41,65 @@ def _check_int(value: int, subject: str, low: int, high: int | None = None) -> N
         raise ValueError(f"{subject} must be {bound}, not {value!r}")
 
 
-def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
-    """2-D convolution (cross-correlation), ``NCHW`` data and ``OIHW`` kernel.
+def _pair(value: int | tuple[int, ...], subject: str, count: int, low: int) -> tuple[int, ...]:
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * count
+    if len(values) != count:
+        raise ValueError(f"{subject} must be an integer or {count} integers, not {value!r}")
+    for v in values:
+        _check_int(v, subject, low)
+    return values
+
+
+def _check_channels(x: np.ndarray, w: np.ndarray, groups: int) -> None:
+    _check_int(groups, "groups", 1)
+    if x.shape[1] % groups or w.shape[0] % groups:
+        raise ValueError(f"groups must divide the data's {x.shape[1]} and the kernel's {w.shape[0]} "
+                         f"channels, not {groups!r}")
+    if w.shape[1] * groups != x.shape[1]:
+        per_group = "" if groups == 1 else f" / {groups} groups"
+        raise ValueError(f"kernel input channels must equal the data's {x.shape[1]}{per_group}, "
+                         f"not {w.shape[1]!r}")
+
+
+def _peak(array: np.ndarray) -> int:
+    return max(abs(int(array.min(initial=0))), abs(int(array.max(initial=0))))
+
+
+def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int] = 1,
+                pad: int | tuple[int, int, int, int] = 0, groups: int = 1) -> np.ndarray:
+    """Grouped 2-D convolution (cross-correlation), ``NCHW`` data and ``OIHW`` kernel.
+
+    The one numpy convolution of openvta: the compiler's operators and the graph level's
+    Conv reference (integer and float) both run it.
 
     Parameters
     ----------
     x :
-        data ``(N, C, H, W)``, integer dtype.
+        data ``(N, C, H, W)``, integer or float dtype.
     w :
-        kernel ``(O, C, KH, KW)``, integer dtype.
-    stride, pad :
-        the same in height and width; padding is zeros.
+        kernel ``(O, C / groups, KH, KW)``, integer or float dtype.
+    stride :
+        one stride, or ``(height, width)``.
+    pad :
+        one zero padding on every side, or ``(top, left, bottom, right)`` (ONNX's order).
+    groups :
+        the channel groups: output channel ``o`` reads the data channels of group
+        ``o // (O / groups)``.
 
     Returns
     -------
     numpy.ndarray
-        int32 ``(N, O, OH, OW)`` with ``OH = (H + 2*pad - KH) // stride + 1`` (and OW
-        alike), wrapped to 32 bits as the accumulator does.
+        ``(N, O, OH, OW)`` with ``OH = (H + top + bottom - KH) // stride + 1`` (and OW
+        alike): int32 for integer operands, wrapped to 32 bits as the accumulator does;
+        float64 when either operand is a float.
 
     Raises
     ------
     TypeError
-        for non-integer operands or parameters.
+        for operands of another dtype, or non-integer parameters.
     ValueError
-        for wrong ranks, mismatched channels, or a kernel larger than the padded data.
+        for wrong ranks, mismatched channels or groups, or a kernel larger than the
+        padded data.
 
     Examples
     --------
@@ -67,35 +107,43 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 0) -> 
     >>> conv2d_nchw(x, np.ones((1, 1, 2, 2), np.int8), stride=2)[0, 0]
     array([[10, 18],
            [42, 50]], dtype=int32)
+    >>> conv2d_nchw(x, np.ones((1, 1, 2, 2), np.int8), stride=(3, 2), pad=(0, 0, 1, 0))[0, 0]
+    array([[10, 18],
+           [25, 29]], dtype=int32)
     """
-    x = _as_int(x, "data", 4, "(N, C, H, W)")
-    w = _as_int(w, "kernel", 4, "(O, I, KH, KW)")
-    _check_int(stride, "stride", 1)
-    _check_int(pad, "pad", 0)
-    if w.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"kernel input channels must equal the data's {x.shape[1]}, not {w.shape[1]!r}"
-        )
+    x = _as_int(x, "data", 4, "(N, C, H, W)", "iuf")
+    w = _as_int(w, "kernel", 4, "(O, I, KH, KW)", "iuf")
+    strides = _pair(stride, "stride", 2, 1)
+    top, left, bottom, right = _pair(pad, "pad", 4, 0)
+    _check_channels(x, w, groups)
     kh, kw = w.shape[2:]
-    padded_hw = (x.shape[2] + 2 * pad, x.shape[3] + 2 * pad)
+    padded_hw = (x.shape[2] + top + bottom, x.shape[3] + left + right)
     if not (1 <= kh <= padded_hw[0] and 1 <= kw <= padded_hw[1]):
         raise ValueError(
             f"kernel size must be between 1x1 and the padded data's "
             f"{padded_hw[0]}x{padded_hw[1]}, not {kh}x{kw}"
         )
-    oh = (padded_hw[0] - kh) // stride + 1
-    ow = (padded_hw[1] - kw) // stride + 1
-    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    # im2col, one strided slice per kernel tap: (N, C, OH, OW, KH*KW).
-    span_h, span_w = stride * (oh - 1) + 1, stride * (ow - 1) + 1
-    cols = np.stack(
-        [xp[:, :, ky : ky + span_h : stride, kx : kx + span_w : stride]
-         for ky in range(kh) for kx in range(kw)],
-        axis=-1,
-    )
-    taps = w.astype(np.int64).reshape(w.shape[0], w.shape[1], kh * kw)
-    acc = np.tensordot(cols, taps, axes=([1, 4], [1, 2]))  # (N, OH, OW, O)
-    return np.ascontiguousarray(acc.transpose(0, 3, 1, 2)).astype(np.int32)
+    is_float = x.dtype.kind == "f" or w.dtype.kind == "f"
+    # float64 is exact for integers while every partial sum stays below 2**53, and runs
+    # on BLAS; beyond, int64 wraps modulo 2**64, which keeps the low 32 bits exact.
+    exact = is_float or _peak(x) * _peak(w) * w.shape[1] * kh * kw < _FLOAT64_EXACT
+    dtype: np.dtype[Any] = np.dtype(np.float64 if exact else np.int64)
+    xp = np.pad(x.astype(dtype), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    oh, ow = (padded_hw[0] - kh) // strides[0] + 1, (padded_hw[1] - kw) // strides[1] + 1
+    span_h, span_w = strides[0] * (oh - 1) + 1, strides[1] * (ow - 1) + 1
+    # the windows (N, C, OH, OW, KH, KW), one strided slice per kernel tap
+    windows = np.stack([xp[:, :, ky:ky + span_h:strides[0], kx:kx + span_w:strides[1]]
+                        for ky in range(kh) for kx in range(kw)], axis=-1)
+    windows = windows.reshape(xp.shape[:2] + (oh, ow, kh, kw))
+    out_per_group, in_per_group = w.shape[0] // groups, w.shape[1]
+    weights = w.astype(dtype)
+    parts = [np.tensordot(windows[:, g * in_per_group:(g + 1) * in_per_group],
+                          weights[g * out_per_group:(g + 1) * out_per_group], axes=([1, 4, 5], [1, 2, 3]))
+             for g in range(groups)]  # each (N, OH, OW, O / groups)
+    acc = np.concatenate(parts, axis=3).transpose(0, 3, 1, 2)
+    if is_float:
+        return acc
+    return np.ascontiguousarray(acc).astype(np.int64).astype(np.int32)
 
 
 def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -122,12 +170,12 @@ def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.astype(np.int64) @ w.astype(np.int64).T).astype(np.int32)
 
 
-def requantize(
+def shift_bias_clip(
     acc: np.ndarray,
     shift: int,
     bias: np.ndarray | None = None,
     lo: int = 0,
-    hi: int = 127,
+    hi: int = INT8_MAX,
 ) -> np.ndarray:
     """``clip((acc >> shift) + bias, lo, hi)`` cast to int8.
 
@@ -153,15 +201,15 @@ def requantize(
 
     Examples
     --------
-    >>> requantize(np.array([[-512, 300, 40000]]), 8, np.array([1, 2, 3]))
+    >>> shift_bias_clip(np.array([[-512, 300, 40000]]), 8, np.array([1, 2, 3]))
     array([[  0,   3, 127]], dtype=int8)
     """
     acc = np.asarray(acc)
     if acc.dtype.kind not in "iu":
         raise TypeError(f"accumulator must be of an integer dtype, not {acc.dtype}")
     _check_int(shift, "shift", 0, MAX_SHR_AMOUNT)
-    _check_int(lo, "lo", int(_INT8.min), int(_INT8.max))
-    _check_int(hi, "hi", int(lo), int(_INT8.max))
+    _check_int(lo, "lo", INT8_MIN, INT8_MAX)
+    _check_int(hi, "hi", int(lo), INT8_MAX)
     out = acc.astype(np.int32) >> np.int32(shift)
     if bias is not None:
         bias = _as_int(bias, "bias", 1, "(O,)")
@@ -189,7 +237,7 @@ def fused_layer(
     Returns
     -------
     numpy.ndarray
-        int8 ``(N, O, OH, OW)``; see :func:`conv2d_nchw` and :func:`requantize`.
+        int8 ``(N, O, OH, OW)``; see :func:`conv2d_nchw` and :func:`shift_bias_clip`.
 
     Examples
     --------
@@ -199,7 +247,7 @@ def fused_layer(
            [1, 6, 1],
            [0, 1, 0]], dtype=int8)
     """
-    return requantize(conv2d_nchw(x, w, stride, pad), shift, bias)
+    return shift_bias_clip(conv2d_nchw(x, w, stride, pad), shift, bias)
 
 
 def fused_dense(
@@ -212,4 +260,4 @@ def fused_dense(
     >>> fused_dense(np.full((1, 4), 100), np.full((2, 4), 100), None, 8)
     array([[127, 127]], dtype=int8)
     """
-    return requantize(dense(x, w), shift, bias)
+    return shift_bias_clip(dense(x, w), shift, bias)

@@ -12,7 +12,9 @@
     out = clip(z, low, high)                      MIN high, MAX low
 
 where ``round_shift(y, s) = ((y >> (s-1)) + 1) >> 1`` rounds half up without overflowing
-int32.  :func:`requantize_stages` builds those stages: per-tensor values become
+int32 (:func:`openvta.isa.arith.round_shift`, its steps
+:func:`~openvta.isa.arith.round_shift_steps`; :func:`~openvta.isa.arith.requantize_int32`
+is the whole rescaling).  :func:`requantize_stages` builds those stages: per-tensor values become
 immediates; per-channel ones (or a multiplier too wide for the immediate) become
 :class:`~openvta.compiler.epilogue.ChannelOperand` vectors whose int32 contents it
 returns.  With per-channel post-shifts the three rounding steps take per-channel
@@ -38,7 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from openvta.isa import AluOp
+from openvta.isa import INT8_RANGE, INT32_MAX, INT32_MIN, AluOp, round_shift_steps
 
 from .epilogue import IMM_FIELD, SHR_RANGE, AluStage, ChannelOperand
 
@@ -61,7 +63,7 @@ def _ints(values: Sequence[int], what: str, channels: int, low: int, high: int) 
 
 
 def requantize_stages(pre_shift: int, multiplier: Sequence[int], post_shift: Sequence[int], *,
-                      channels: int, clip: tuple[int, int] | None = (-128, 127),
+                      channels: int, clip: tuple[int, int] | None = INT8_RANGE,
                       prefix: str = "requant") -> tuple[tuple[AluStage, ...], dict[str, np.ndarray]]:
     """The stages of the module docstring and the channel operands they read.
 
@@ -93,8 +95,7 @@ def requantize_stages(pre_shift: int, multiplier: Sequence[int], post_shift: Seq
     if isinstance(pre_shift, bool) or not isinstance(pre_shift, (int, np.integer)) \
             or not 0 <= pre_shift <= SHR_RANGE[1]:
         raise ValueError(f"requantization pre_shift must be an integer in 0..{SHR_RANGE[1]}, not {pre_shift!r}")
-    info = np.iinfo(np.int32)
-    mul = _ints(multiplier, "multiplier", channels, info.min, info.max)
+    mul = _ints(multiplier, "multiplier", channels, INT32_MIN, INT32_MAX)
     post = _ints(post_shift, "post_shift", channels, *POST_SHIFT_RANGE)
     stages: list[AluStage] = []
     vectors: dict[str, np.ndarray] = {}
@@ -111,16 +112,13 @@ def requantize_stages(pre_shift: int, multiplier: Sequence[int], post_shift: Seq
     elif mul[0] != 1:
         stages.append(AluStage(AluOp.MUL, mul[0]))
     if len(set(post)) > 1:
-        first = [s - 1 if s >= 1 else s for s in post]
-        rounds = [1 if s >= 1 else 0 for s in post]
+        first, rounds, _ = zip(*(round_shift_steps(s) for s in post))
         stages += [AluStage(AluOp.SHR, vector("shift", first)), AluStage(AluOp.ADD, vector("round", rounds)),
                    AluStage(AluOp.SHR, ChannelOperand(f"{prefix}_round"))]
-    elif post[0] >= 1:
-        if post[0] > 1:
-            stages.append(AluStage(AluOp.SHR, post[0] - 1))
-        stages += [AluStage(AluOp.ADD, 1), AluStage(AluOp.SHR, 1)]
-    elif post[0] < 0:
-        stages.append(AluStage(AluOp.SHR, post[0]))
+    elif post[0]:
+        shift, add, second = round_shift_steps(post[0])
+        stages += [AluStage(op, value) for op, value in ((AluOp.SHR, shift), (AluOp.ADD, add), (AluOp.SHR, second))
+                   if value]
     if clip is not None:
         stages += [AluStage(AluOp.MIN, clip[1]), AluStage(AluOp.MAX, clip[0])]
     return tuple(stages), vectors

@@ -12,7 +12,7 @@ from typing import Union
 
 import numpy as np
 
-from openvta.isa import Config
+from openvta.isa import INT8_LIMIT, INT8_MIN, Config
 
 from .layout import pack_bias, pack_data, pack_kernel, pack_matrix_data, pack_matrix_weight
 
@@ -244,8 +244,8 @@ def random_inputs(
     if not isinstance(wl, (Conv2dWorkload, DenseWorkload)):
         raise TypeError(f"workload must be a Conv2dWorkload or DenseWorkload, not {wl!r}")
     rng = np.random.default_rng(seed)
-    data = rng.integers(-128, 128, wl.data_shape, dtype=np.int8)
-    weight = rng.integers(-128, 128, wl.weight_shape, dtype=np.int8)
+    data = rng.integers(INT8_MIN, INT8_LIMIT, wl.data_shape, dtype=np.int8)
+    weight = rng.integers(INT8_MIN, INT8_LIMIT, wl.weight_shape, dtype=np.int8)
     bias = rng.integers(-(1 << BIAS_BITS), 1 << BIAS_BITS, wl.weight_shape[0], dtype=np.int32)
     operands: dict[str, np.ndarray] = {"data": data, "weight": weight, "bias": bias}
     if cfg is not None:

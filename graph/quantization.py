@@ -31,14 +31,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from openvta.compiler.epilogue import IMM_FIELD
+from openvta.isa import INT8_MAX, INT32_LIMIT, MAX_SHR_AMOUNT
+
 from .ir import RequantMode
 
 __all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
            "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for"]
 
-MULTIPLIER_BITS = 15  # m < 2**15: a 16-bit signed ALU immediate
-X_BITS = 16  # |acc >> pre| <= 2**16, so |x * m| < 2**31
-MAX_SHIFT = 31  # the ALU's SHR amount is a 6-bit signed value
+MULTIPLIER_BITS = IMM_FIELD.width - 1  # m < 2**15: a 16-bit signed ALU immediate
+X_BITS = INT32_LIMIT.bit_length() - 1 - MULTIPLIER_BITS  # |acc >> pre| <= 2**16, so |x * m| < 2**31
 _TINY_RANGE = 1e-6
 
 
@@ -62,7 +64,7 @@ def choose_scale(value_range: float, mode: RequantMode) -> float:
     # A value that is zero on every calibration sample is 0 at any scale; like
     # onnxruntime, take a unit range then: a scale of 1e-6/127 would put a bias of 1 in
     # the reader's accumulator at 10**10, beyond int32.
-    scale = (float(value_range) if value_range >= _TINY_RANGE else 1.0) / 127.0
+    scale = (float(value_range) if value_range >= _TINY_RANGE else 1.0) / float(INT8_MAX)
     if mode is RequantMode.POW2:
         return 2.0 ** math.ceil(math.log2(scale))
     return scale
@@ -76,7 +78,7 @@ def quantize_weights(weight: np.ndarray, axis: int,
     scales = np.array([choose_scale(p, mode) for p in peaks])
     shape = [1] * weight.ndim
     shape[axis] = len(scales)
-    q = np.clip(np.rint(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
+    q = np.clip(np.rint(weight / scales.reshape(shape)), -INT8_MAX, INT8_MAX).astype(np.int8)
     return q, scales
 
 
@@ -104,7 +106,7 @@ def fixed_requant(multipliers: np.ndarray, bound: int) -> Requant:
     total = math.floor(math.log2((2 ** MULTIPLIER_BITS - 1) / peak))
     while round(peak * 2.0 ** total) >= 2 ** MULTIPLIER_BITS:
         total -= 1
-    total = min(total, pre + MAX_SHIFT)
+    total = min(total, pre + MAX_SHR_AMOUNT)
     if total < pre:
         limit = (2 ** MULTIPLIER_BITS - 1) / 2 ** pre
         raise ValueError(f"requantization multiplier must be below {limit:.3g} after a "
@@ -125,9 +127,9 @@ def pow2_requant(multipliers: np.ndarray, bound: int) -> Requant:
     shifts = -np.rint(exponents)
     if not np.allclose(exponents, -shifts, atol=1e-9):
         raise ValueError(f"pow2 multipliers must be powers of two, not {multipliers.tolist()!r}")
-    shifts = np.minimum(shifts, MAX_SHIFT).astype(np.int64)
+    shifts = np.minimum(shifts, MAX_SHR_AMOUNT).astype(np.int64)
     left = int(-shifts.min())
-    if left > 0 and bound << left >= 2 ** 31:
+    if left > 0 and bound << left >= INT32_LIMIT:
         raise ValueError(f"a left shift by {left} of accumulators up to {bound} must fit "
                          "int32, and does not")
     return Requant(0, (1,), tuple(int(s) for s in shifts))
@@ -135,7 +137,7 @@ def pow2_requant(multipliers: np.ndarray, bound: int) -> Requant:
 
 def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Requant:
     """The requantization of ``mode`` for real ``multipliers`` and accumulators up to ``bound``."""
-    if bound >= 2 ** 31:
+    if bound >= INT32_LIMIT:
         raise ValueError(f"accumulators up to {bound} must fit int32, and may not")
     if mode is RequantMode.POW2:
         return pow2_requant(multipliers, bound)

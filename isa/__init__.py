@@ -1,9 +1,27 @@
-"""The architecture contract: configuration, encodings, assembler, counters.
+"""The architecture contract: configuration, encodings, assembler, counters, arithmetic.
 
 Everything here is derived from :class:`Config`; the rest of openvta imports its
 widths, opcodes, field offsets and counter names from this package.
 """
 
+from .arith import (
+    INT8_LIMIT,
+    INT8_MAX,
+    INT8_MIN,
+    INT8_RANGE,
+    INT32_LIMIT,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_SHR_AMOUNT,
+    MIN_SHR_AMOUNT,
+    SHR_AMOUNT_WIDTH,
+    alu_lanes,
+    requantize_int32,
+    round_shift,
+    round_shift_steps,
+    shr_amount,
+    wrap_int32,
+)
 from .asm import AsmError, assemble, disassemble, format_insn
 from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Config, ConfigError, preset
 from .counters import (
@@ -53,4 +71,7 @@ __all__ = [
     "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS",
     "CounterSet", "counter_set",
     "words_from_bytes", "words_to_bytes",
+    "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX", "INT32_MIN",
+    "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32", "round_shift",
+    "round_shift_steps", "shr_amount", "wrap_int32",
 ]

@@ -46,14 +46,15 @@ UOP_WIDTH = 32
 INSN_WIDTH = 128
 INSN_BYTES = INSN_WIDTH // 8
 UOP_BYTES = UOP_WIDTH // 8
-#: ALU SHR reads the low SHR_AMOUNT_WIDTH bits of its second operand as a signed amount
-#: (docs/ISA.md §3): an arithmetic right shift by 0..31, a left shift when negative.
-SHR_AMOUNT_WIDTH = 6
-#: The largest right shift SHR performs: ``x >> s`` for ``s`` in ``0..MAX_SHR_AMOUNT``.
-MAX_SHR_AMOUNT = (1 << (SHR_AMOUNT_WIDTH - 1)) - 1
 
 # openvta's numpy semantics are written for int8 inputs/weights and int32 accumulators.
 _SUPPORTED_WIDTHS = {"LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5}
+#: ALU SHR reads the low SHR_AMOUNT_WIDTH bits of its second operand as a signed amount
+#: (docs/ISA.md §3): an arithmetic right shift by 0..31, a left shift when negative.  A
+#: shift across the 32-bit accumulator and its sign: LOG_ACC_WIDTH + 1 = 6 bits.
+SHR_AMOUNT_WIDTH = _SUPPORTED_WIDTHS["LOG_ACC_WIDTH"] + 1
+#: The largest right shift SHR performs: ``x >> s`` for ``s`` in ``0..MAX_SHR_AMOUNT``.
+MAX_SHR_AMOUNT = (1 << (SHR_AMOUNT_WIDTH - 1)) - 1
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from openvta.isa import INT8_MAX, INT8_MIN
+
 from ..errors import ModelError
 from ..ir import QuantParams
 
@@ -139,7 +141,7 @@ class _Folder:
 
         scale = np.float32(params.scale[0])
         bounds = []
-        for end, code in (("min", -128), ("max", 127)):
+        for end, code in (("min", INT8_MIN), ("max", INT8_MAX)):
             self.folded[f"{name}.{end}"] = np.asarray(np.float32(code - params.zero_point) * scale)
             bounds.append(f"{name}.{end}")
         return helper.make_node("Clip", [source, *bounds], [out], name=name)

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from openvta.isa.arith import wrap_int32  # re-exported: the graph's references wrap like the accumulator
+
 from ..errors import OpError
 from ..ir import Attrs, DType, Node, Op, TensorType
 
@@ -156,8 +158,3 @@ def require_float(t: TensorType, op: Op) -> None:
 def require_rank(t: TensorType, rank: int, what: str) -> None:
     if t.ndim != rank:
         raise OpError(f"{what} must be {rank}-D, not {t.ndim}-D {t}")
-
-
-def wrap_int32(values: np.ndarray) -> np.ndarray:
-    """Integers to int32 with two's-complement wrap-around, as the accumulator does."""
-    return np.asarray(values).astype(np.int64).astype(np.int32)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from openvta.isa import INT8_MAX, INT8_MIN
+
 from ..errors import OpError
 from ..ir import Attrs, Dim, DType, Node, Op, TensorType
 from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, float_attr, int_attr,
@@ -23,9 +25,6 @@ if TYPE_CHECKING:
     from ..ir import Graph
 
 __all__ = ["DEFS", "broadcast_shape"]
-
-_INT8 = (-128, 127)
-
 
 def broadcast_shape(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
     """numpy's multidirectional broadcast of two shapes (a symbolic dim broadcasts with 1).
@@ -64,8 +63,8 @@ def _relu(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 def _clip_bounds(attrs: Attrs, integer: bool) -> tuple[float, float]:
     if not integer:
         return float_attr(attrs, "min", -np.inf), float_attr(attrs, "max", np.inf)
-    lo, hi = int_attr(attrs, "min", _INT8[0]), int_attr(attrs, "max", _INT8[1])
-    if not _INT8[0] <= lo <= hi <= _INT8[1]:
+    lo, hi = int_attr(attrs, "min", INT8_MIN), int_attr(attrs, "max", INT8_MAX)
+    if not INT8_MIN <= lo <= hi <= INT8_MAX:
         raise OpError(f"integer Clip bounds must lie within int8 in order, not ({lo}, {hi})")
     return lo, hi
 

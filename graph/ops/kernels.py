@@ -1,10 +1,9 @@
-"""numpy kernels the op references share: convolution, pooling windows, integer rounding.
+"""numpy kernels the op references share: pooling windows, rounded means (and convolution,
+which is :func:`openvta.compiler.reference.conv2d_nchw`).
 
 Float kernels compute in float64 and the references cast the result to float32, so they
-are at least as accurate as a float32 runtime.  Integer products of int8 operands are
-also computed in float64: every partial sum is an integer below 2**53 (2**14 per product
-times fewer than 2**39 terms), so the result is exact; it is then wrapped to int32 as the
-accelerator's accumulator wraps.
+are at least as accurate as a float32 runtime.  Integer results are exact, wrapped to
+int32 as the accelerator's accumulator wraps.
 """
 
 from __future__ import annotations
@@ -12,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["conv2d", "pool_windows", "max_pool", "avg_pool", "round_div", "round_shift"]
+from openvta.compiler.reference import conv2d_nchw
+
+__all__ = ["conv2d", "pool_windows", "max_pool", "avg_pool", "round_div"]
 
 
 def _pad(x: np.ndarray, pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
@@ -29,23 +30,15 @@ def pool_windows(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int
 
 def conv2d(x: np.ndarray, w: np.ndarray, strides: tuple[int, int],
            pads: tuple[int, int, int, int], group: int) -> np.ndarray:
-    """Grouped 2-D cross-correlation, ``NCHW`` data and ``OIHW`` weights, in float64.
+    """:func:`openvta.compiler.reference.conv2d_nchw`, in the graph's argument order (an alias
+    kept while ``graph/ops/linear.py`` imports it).
 
     Returns
     -------
     numpy.ndarray
-        float64 ``(N, O, OH, OW)``; exact when both operands are small integers.
+        ``(N, O, OH, OW)``: float64 for float operands, int32 (wrapped) for integers.
     """
-    windows = pool_windows(x.astype(np.float64), (w.shape[2], w.shape[3]), strides, pads, 0.0)
-    n, c, oh, ow = windows.shape[:4]
-    out_per_group, in_per_group = w.shape[0] // group, c // group
-    weights = w.astype(np.float64)
-    parts = []
-    for g in range(group):
-        win = windows[:, g * in_per_group:(g + 1) * in_per_group]
-        wg = weights[g * out_per_group:(g + 1) * out_per_group]
-        parts.append(np.tensordot(win, wg, axes=([1, 4, 5], [1, 2, 3])))  # N, OH, OW, O/g
-    return np.concatenate(parts, axis=3).transpose(0, 3, 1, 2)
+    return conv2d_nchw(x, w, strides, pads, group)
 
 
 def max_pool(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int],
@@ -89,27 +82,3 @@ def round_div(value: np.ndarray, divisor: np.ndarray | int) -> np.ndarray:
     value = np.asarray(value, dtype=np.int64)
     divisor = np.asarray(divisor, dtype=np.int64)
     return np.floor_divide(2 * value + divisor, 2 * divisor)
-
-
-def round_shift(value: np.ndarray, shift: np.ndarray | int) -> np.ndarray:
-    """A rounding arithmetic right shift: ``floor(value / 2**shift + 1/2)``.
-
-    For ``shift >= 1`` this is ``((value >> (shift - 1)) + 1) >> 1``, which the
-    accelerator's ALU runs as SHR, ADD 1, SHR 1 on int32 without ever overflowing (the
-    intermediate is at most half the input); it equals VTA's "add half, shift right"
-    ``(value + 2**(shift-1)) >> shift`` wherever that does not overflow.  ``shift == 0``
-    is the identity and a negative shift is a left shift (the ALU's SHR by a negative
-    amount).  ``value`` is int64 holding int32 values; ``shift`` broadcasts against it.
-
-    Examples
-    --------
-    >>> round_shift(np.array([5, 6, -5, -6, 7]), 2).tolist()
-    [1, 2, -1, -1, 2]
-    >>> round_shift(np.array([3, -3]), np.array([0, -2])).tolist()
-    [3, -12]
-    """
-    value = np.asarray(value, dtype=np.int64)
-    shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), value.shape)
-    right = np.maximum(shift - 1, 0)
-    rounded = ((value >> right) + 1) >> 1
-    return np.where(shift >= 1, rounded, value << np.maximum(-shift, 0))

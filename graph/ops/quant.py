@@ -32,23 +32,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import OpError
-from openvta.isa import Config
+from openvta.isa import INT8_MAX, INT8_MIN, INT8_RANGE, MAX_SHR_AMOUNT, Config, requantize_int32
 
+from ..errors import OpError
 from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
-from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr, wrap_int32
+from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr
 from .elementwise import _on_alu
-from .kernels import round_shift
 
 __all__ = ["DEFS", "requantize", "requantize_exact", "quantize", "dequantize"]
-
-_INT8 = (-128, 127)
 
 
 def quantize(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
     """float → int8: ``clip(rint(x / scale) + zero_point, -128, 127)`` computed in float32."""
     q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, *_INT8).astype(np.int8)
+    return np.clip(q, *INT8_RANGE).astype(np.int8)
 
 
 def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None,
@@ -76,7 +73,8 @@ def _per_channel(values: tuple[int, ...], axis: int, ndim: int) -> np.ndarray:
 
 def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
                post_shift: tuple[int, ...], axis: int, out_dtype: DType) -> np.ndarray:
-    """The integer rescaling of the module docstring, every step wrapped to int32.
+    """The integer rescaling of the module docstring (:func:`openvta.isa.arith.requantize_int32`),
+    then the int8 clip.
 
     Examples
     --------
@@ -84,11 +82,10 @@ def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
     >>> requantize(acc, 2, (20000,), (15,), 1, DType.INT8).tolist()  # x 20000 / 2**17
     [[15, -15, 5]]
     """
-    x = acc.astype(np.int64) >> pre_shift
-    y = wrap_int32(x * _per_channel(multiplier, axis, acc.ndim)).astype(np.int64)
-    z = wrap_int32(round_shift(y, _per_channel(post_shift, axis, acc.ndim))).astype(np.int64)
+    z = requantize_int32(acc, pre_shift, _per_channel(multiplier, axis, acc.ndim),
+                         _per_channel(post_shift, axis, acc.ndim))
     if out_dtype is DType.INT8:
-        return np.clip(z, *_INT8).astype(np.int8)
+        return np.clip(z, *INT8_RANGE).astype(np.int8)
     return z.astype(np.int32)
 
 
@@ -108,13 +105,13 @@ def requantize_exact(acc: np.ndarray, scale: Sequence[float], zero_point: int,
         shape[axis] = len(values)
         values = values.reshape(shape)
     product = acc.astype(np.float32) * values
-    low, high = np.float32(_INT8[0] - zero_point), np.float32(_INT8[1] - zero_point)
+    low, high = np.float32(INT8_MIN - zero_point), np.float32(INT8_MAX - zero_point)
     return (np.rint(np.clip(product, low, high)) + zero_point).astype(np.int8)
 
 
 def _zero_point(attrs: Attrs) -> int:
     zero_point = int_attr(attrs, "zero_point", 0)
-    if not _INT8[0] <= zero_point <= _INT8[1]:
+    if not INT8_MIN <= zero_point <= INT8_MAX:
         raise OpError(f"zero_point must be an int8 value, not {zero_point!r}")
     return zero_point
 
@@ -164,8 +161,9 @@ def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...],
         raise OpError(f"Requantize out_dtype must be int8 or int32, not {out!r}")
     pre = int_attr(attrs, "pre_shift")
     post = ints_attr(attrs, "post_shift")
-    if not 0 <= pre <= 31 or not all(-31 <= s <= 31 for s in post):
-        raise OpError(f"Requantize shifts must lie within the ALU's -31..31, not {pre}, {post}")
+    if not 0 <= pre <= MAX_SHR_AMOUNT or not all(-MAX_SHR_AMOUNT <= s <= MAX_SHR_AMOUNT for s in post):
+        raise OpError(f"Requantize shifts must lie within the ALU's {-MAX_SHR_AMOUNT}..{MAX_SHR_AMOUNT}, "
+                      f"not {pre}, {post}")
     return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out  # type: ignore[return-value]
 
 

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from openvta.compiler.reference import conv2d_nchw
+from openvta.isa import INT8_MAX, INT8_MIN, INT32_LIMIT
+
 from ..errors import PassError
 from ..ir import DType, Node, Op, QuantParams, RequantMode
-from ..ops.kernels import conv2d
 from ..ops.linear import _conv_geometry
-from .quantize import _PASS, Rule, _Builder, _channel_axis, _float_island
+from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 
 __all__ = ["EXACT_RULES", "exact_island", "recover_ints"]
 
@@ -51,16 +53,16 @@ def recover_ints(name: str, real: np.ndarray, quant: QuantParams, axis: int) -> 
     scale = scale.reshape(shape)
     q = np.rint(real.astype(np.float64) / scale.astype(np.float64)).astype(np.int64)
     if not np.array_equal((q.astype(np.float32) * scale).astype(np.float32), real):
-        raise PassError(_PASS, f"constant {name!r} is not a dequantized integer tensor of its "
-                               "scale; the exact mode needs the model's own int8/int32 values")
+        raise PassError(PASS_NAME, f"constant {name!r} is not a dequantized integer tensor of its "
+                                   "scale; the exact mode needs the model's own int8/int32 values")
     return q
 
 
-def _model_quant(b: _Builder, value: str, what: str) -> QuantParams:
+def _model_quant(b: Builder, value: str, what: str) -> QuantParams:
     quant = b.source.types[value].quant
     if quant is None:
-        raise PassError(_PASS, f"{what} {value!r} has no scale in the model; the exact mode "
-                               "needs a QDQ model")
+        raise PassError(PASS_NAME, f"{what} {value!r} has no scale in the model; the exact mode "
+                                   "needs a QDQ model")
     return quant
 
 
@@ -76,13 +78,13 @@ def _border_correction(node: Node, w_q: np.ndarray, data_shape: tuple[object, ..
         return None
     strides, pads, group = _conv_geometry(node.attrs)
     ones = np.ones((1, *[int(str(d)) for d in data_shape[1:]]), np.int64)
-    inside = conv2d(ones, w_q, strides, pads, group)
+    inside = conv2d_nchw(ones, w_q, strides, pads, group)
     total = w_q.reshape(w_q.shape[0], -1).sum(1).reshape(1, -1, 1, 1)
     correction = zero_point * (total - inside.astype(np.int64))
     return correction if np.any(correction) else None
 
 
-def _accumulator_constants(b: _Builder, node: Node, w_q: np.ndarray, w_axis: int,
+def _accumulator_constants(b: Builder, node: Node, w_q: np.ndarray, w_axis: int,
                            zero_point: int) -> np.ndarray:
     """The int32 bias with the data zero point folded in (module docstring)."""
     channels = w_q.shape[w_axis]
@@ -93,30 +95,30 @@ def _accumulator_constants(b: _Builder, node: Node, w_q: np.ndarray, w_axis: int
     else:
         bias_q = np.zeros(channels, np.int64)
     folded = bias_q - zero_point * sums
-    if np.abs(folded).max(initial=0) >= 2 ** 31:
-        raise PassError(_PASS, f"node {node.label}: its bias with the data zero point folded in "
-                               "does not fit int32")
+    if np.abs(folded).max(initial=0) >= INT32_LIMIT:
+        raise PassError(PASS_NAME, f"node {node.label}: its bias with the data zero point folded in "
+                                   "does not fit int32")
     return folded.astype(np.int32)
 
 
-def _weights(b: _Builder, node: Node, w_axis: int) -> tuple[np.ndarray, QuantParams]:
+def _weights(b: Builder, node: Node, w_axis: int) -> tuple[np.ndarray, QuantParams]:
     quant = _model_quant(b, node.inputs[1], "weight")
     if quant.axis is not None and quant.axis != w_axis:
-        raise PassError(_PASS, f"node {node.label}: weight scales must be per output channel "
-                               f"(axis {w_axis}), not along axis {quant.axis}")
+        raise PassError(PASS_NAME, f"node {node.label}: weight scales must be per output channel "
+                                   f"(axis {w_axis}), not along axis {quant.axis}")
     w_q = recover_ints(node.inputs[1], b.source.constants[node.inputs[1]], quant, w_axis)
-    if w_q.min(initial=0) < -128 or w_q.max(initial=0) > 127:
-        raise PassError(_PASS, f"node {node.label}: weights must be int8")
+    if w_q.min(initial=0) < INT8_MIN or w_q.max(initial=0) > INT8_MAX:
+        raise PassError(PASS_NAME, f"node {node.label}: weights must be int8")
     return w_q, quant
 
 
-def _linear(b: _Builder, node: Node) -> bool:
+def _linear(b: Builder, node: Node) -> bool:
     bias_ok = len(node.inputs) < 3 or node.inputs[2] in b.source.constants
     if node.inputs[1] not in b.source.constants or node.inputs[0] in b.source.constants \
             or not bias_ok or any(float(node.attrs.get(k, 1.0)) != 1.0  # type: ignore[arg-type]
                                   for k in ("alpha", "beta")):
         return False
-    w_axis, out_axis = _channel_axis(node)
+    w_axis, out_axis = channel_axis(node)
     out = node.outputs[0]
     out_axis %= len(b.source.types[out].shape)
     data_q, out_q = _model_quant(b, node.inputs[0], "value"), _model_quant(b, out, "value")
@@ -145,7 +147,7 @@ def _linear(b: _Builder, node: Node) -> bool:
     return True
 
 
-def _same_op(b: _Builder, node: Node) -> bool:
+def _same_op(b: Builder, node: Node) -> bool:
     data, out = node.inputs[0], node.outputs[0]
     if data in b.source.constants or b.source.types[data].quant != b.source.types[out].quant:
         return False
@@ -155,7 +157,7 @@ def _same_op(b: _Builder, node: Node) -> bool:
     return True
 
 
-def _clip(b: _Builder, node: Node) -> bool:
+def _clip(b: Builder, node: Node) -> bool:
     """A Clip at or beyond its input's int8 range (a folded QDQ pair's): the int8 value itself."""
     data, out = node.inputs[0], node.outputs[0]
     quant = b.source.types[data].quant
@@ -163,14 +165,14 @@ def _clip(b: _Builder, node: Node) -> bool:
         return False
     low = float(node.attrs.get("min", -np.inf))  # type: ignore[arg-type]
     high = float(node.attrs.get("max", np.inf))  # type: ignore[arg-type]
-    if low / quant.scale[0] + quant.zero_point > -127.5 or \
-            high / quant.scale[0] + quant.zero_point < 126.5:
+    if low / quant.scale[0] + quant.zero_point > INT8_MIN + 0.5 or \
+            high / quant.scale[0] + quant.zero_point < INT8_MAX - 0.5:
         return False  # it clamps inside the int8 range: a float island
     b.int8[out] = b.as_int8(data)
     return True
 
 
-def _on_grid(b: _Builder, value: str) -> str:
+def _on_grid(b: Builder, value: str) -> str:
     """The float version of ``value`` that the QDQ model reads: its int8 grid, dequantized."""
     if value in b.source.constants or b.source.types[value].quant is None \
             or value not in b.source.inputs:
@@ -180,7 +182,7 @@ def _on_grid(b: _Builder, value: str) -> str:
     return b.dequantized[value]
 
 
-def exact_island(b: _Builder, node: Node) -> bool:
+def exact_island(b: Builder, node: Node) -> bool:
     """``node`` in float32 on dequantized inputs, its result quantized with the model's scale.
 
     The QDQ model rounds every activation to its int8 grid, so the float version of the
@@ -188,7 +190,7 @@ def exact_island(b: _Builder, node: Node) -> bool:
     """
     out = node.outputs[0]
     if b.source.types[out].dtype is not DType.FLOAT32 or b.source.types[out].quant is None:
-        return _float_island(b, node)
+        return float_island(b, node)
     inputs = tuple(_on_grid(b, v) for v in node.inputs)
     b.real[out] = b.emit(node.name, node.op, inputs, b.name(f"{out}.float"), dict(node.attrs))
     b.as_int8(out)

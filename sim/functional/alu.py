@@ -1,4 +1,4 @@
-"""The ALU's lane semantics (docs/ISA.md §3) and its vectorized sequential execution.
+"""The ALU's vectorized sequential execution (its lane semantics are :mod:`openvta.isa.arith`'s).
 
 docs/ISA.md has no hazard rule: a micro-op loop must give the result of executing its
 micro-ops one after another, even when they read or write the same accumulator
@@ -15,36 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 from openvta.isa import AluOp
+from openvta.isa.arith import alu_lanes, shr_amount
 
-__all__ = ["alu_lanes", "apply_alu", "alu_waves", "run_alu", "as_index", "ALU_OPS"]
-
-_MASK6 = 0x3F
-
-
-def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # s = low 6 bits of B as a signed value: s >= 0 shifts right (arithmetic),
-    # s < 0 shifts left by -s (a left shift by 32 leaves 0 in 32 bits).
-    s = ((b & _MASK6) ^ 32) - 32
-    right = a >> np.clip(s, 0, 63)
-    left = a << np.clip(-s, 0, 63)
-    return np.where(s >= 0, right, left)
-
-
-#: Lane function of each ALU opcode, on int64 operands holding int32 values.
-ALU_OPS: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    AluOp.MIN: np.minimum,
-    AluOp.MAX: np.maximum,
-    AluOp.ADD: np.add,
-    AluOp.SHR: _shr,
-    AluOp.MUL: np.multiply,
-}
-
-
-def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
-    """``op`` on int32 lanes with 32-bit wrap-around; returns int32."""
-    result = ALU_OPS[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
-    return result.astype(np.int32)
-
+__all__ = ["alu_lanes", "apply_alu", "alu_waves", "run_alu", "as_index"]
 
 def _occurrence(dst: np.ndarray) -> np.ndarray:
     """For each execution, how many earlier executions wrote the same destination."""
@@ -133,7 +106,7 @@ def _native(op: AluOp, imm: int | None) -> tuple[Callable[..., np.ndarray] | Non
     :func:`alu_lanes` in int64.
     """
     if op == AluOp.SHR:
-        if imm is None or (shift := ((imm & _MASK6) ^ 32) - 32) < 0:
+        if imm is None or (shift := shr_amount(imm)) < 0:
             return None, np.int64(0 if imm is None else imm)
         return np.right_shift, np.int32(shift)
     return _INT32_OPS[op], np.int32(0 if imm is None else imm)

@@ -70,23 +70,31 @@ def tile_bias(bias: np.ndarray, batch: int, block: int) -> np.ndarray:
 # -- arithmetic -----------------------------------------------------------------------------
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
-    """The seven nested loops, Python integers, wrapped to int32 at the end."""
-    n_, c_, h, wd = x.shape
-    o_, _, kh, kw = w.shape
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+def conv2d(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int], pad: int | tuple[int, int, int, int],
+           groups: int = 1) -> np.ndarray:
+    """The seven nested loops, Python integers, wrapped to int32 at the end.
+
+    ``stride`` is one or ``(height, width)``, ``pad`` one or ``(top, left, bottom, right)``;
+    output channel ``o`` reads the data channels of group ``o // (O / groups)``.
+    """
+    sh, sw = stride if isinstance(stride, tuple) else (stride, stride)
+    top, left, bottom, right = pad if isinstance(pad, tuple) else (pad,) * 4
+    n_, _, h, wd = x.shape
+    o_, c_, kh, kw = w.shape
+    oh, ow = (h + top + bottom - kh) // sh + 1, (wd + left + right - kw) // sw + 1
     out = np.zeros((n_, o_, oh, ow), dtype=np.int32)
     for n in range(n_):
         for o in range(o_):
+            first = o // (o_ // groups) * c_
             for y in range(oh):
                 for xx in range(ow):
                     total = 0
                     for c in range(c_):
                         for ky in range(kh):
                             for kx in range(kw):
-                                iy, ix = y * stride + ky - pad, xx * stride + kx - pad
+                                iy, ix = y * sh + ky - top, xx * sw + kx - left
                                 if 0 <= iy < h and 0 <= ix < wd:
-                                    total += int(x[n, c, iy, ix]) * int(w[o, c, ky, kx])
+                                    total += int(x[n, first + c, iy, ix]) * int(w[o, c, ky, kx])
                     out[n, o, y, xx] = wrap32(total)
     return out
 
@@ -98,7 +106,7 @@ def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def requantize(acc: np.ndarray, shift: int, bias: np.ndarray | None,
+def shift_bias_clip(acc: np.ndarray, shift: int, bias: np.ndarray | None,
                lo: int = 0, hi: int = 127) -> np.ndarray:
     """WORKLOADS.md per element: int32 ``>> shift``, ``+ bias`` wrapped, clip, int8."""
     out = np.zeros(acc.shape, dtype=np.int8)

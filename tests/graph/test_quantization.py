@@ -13,9 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_models import make_model, run_onnxruntime
 
 from openvta.graph.ir import DType, RequantMode
-from openvta.graph.ops.kernels import round_div, round_shift
+from openvta.graph.ops.kernels import round_div
 from openvta.graph.ops.quant import dequantize, quantize, requantize
 from openvta.graph.pipeline import compile_model
+from openvta.isa.arith import round_shift
 from openvta.graph.quantization import (MULTIPLIER_BITS, X_BITS, fixed_requant, pow2_requant,
                                         pre_shift_for, quantize_weights, requant_params)
 

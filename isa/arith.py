@@ -1,0 +1,206 @@
+"""The machine's arithmetic, written once: ALU lanes, SHR amounts, integer bounds, rounding.
+
+Every layer that computes what the accelerator computes imports it from here: the
+functional simulator runs :func:`alu_lanes`, the compiler's epilogue reference and
+requantization stages, the graph level's integer references and quantize pass.
+
+- **Bounds.**  Inputs, weights and outputs are int8 (the low 8 bits of an accumulator,
+  docs/ISA.md §3), accumulators int32 with two's-complement wrap-around:
+  :data:`INT8_MIN`, :data:`INT8_MAX`, :data:`INT32_MIN`, :data:`INT32_MAX`, and the
+  magnitudes :data:`INT8_LIMIT` (``2**7``) and :data:`INT32_LIMIT` (``2**31``).
+- **ALU lanes** (docs/ISA.md §3): MIN and MAX signed, ADD and MUL wrapping at 32 bits,
+  SHR arithmetic by the signed low :data:`~openvta.isa.config.SHR_AMOUNT_WIDTH` bits of
+  B (:func:`shr_amount`), a left shift when negative.
+- **Requantization**: :func:`round_shift` (``floor(v / 2**s + 1/2)``, which the ALU runs
+  as the three SHR, ADD, SHR steps of :func:`round_shift_steps`) and
+  :func:`requantize_int32`, the fixed-point rescaling ``round_shift(wrap32((acc >> pre)
+  * m), post)``.
+
+Examples
+--------
+>>> alu_lanes(AluOp.SHR, np.array([-7, 3]), np.array([1, -2])).tolist()
+[-4, 12]
+>>> shr_amount(63), shr_amount(32), shr_amount(31)
+(-1, -32, 31)
+>>> round_shift(np.array([5, 6, -5, -6, 7]), 2).tolist()
+[1, 2, -1, -1, 2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import overload
+
+import numpy as np
+
+from .config import _SUPPORTED_WIDTHS, MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
+from .enums import AluOp
+
+__all__ = [
+    "ALU_LANE_OPS", "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX",
+    "INT32_MIN", "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32",
+    "round_shift", "round_shift_steps", "shr_amount", "wrap_int32",
+]
+
+_INT8_WIDTH = 1 << _SUPPORTED_WIDTHS["LOG_INP_WIDTH"]
+_INT32_WIDTH = 1 << _SUPPORTED_WIDTHS["LOG_ACC_WIDTH"]
+
+#: The magnitude bound of an int8 value: ``-INT8_LIMIT <= v < INT8_LIMIT`` (``2**7``).
+INT8_LIMIT = 1 << (_INT8_WIDTH - 1)
+#: The smallest and largest int8 values, -128 and 127.
+INT8_MIN, INT8_MAX = -INT8_LIMIT, INT8_LIMIT - 1
+#: ``(INT8_MIN, INT8_MAX)``: the clip to int8.
+INT8_RANGE = (INT8_MIN, INT8_MAX)
+#: The magnitude bound of an int32 accumulator: ``-INT32_LIMIT <= v < INT32_LIMIT`` (``2**31``).
+INT32_LIMIT = 1 << (_INT32_WIDTH - 1)
+#: The smallest and largest int32 values.
+INT32_MIN, INT32_MAX = -INT32_LIMIT, INT32_LIMIT - 1
+#: The most negative SHR amount (a left shift by 32, which leaves 0 in 32 bits).
+MIN_SHR_AMOUNT = -(1 << (SHR_AMOUNT_WIDTH - 1))
+
+_SHR_MASK = (1 << SHR_AMOUNT_WIDTH) - 1
+_SHR_SIGN = 1 << (SHR_AMOUNT_WIDTH - 1)
+# int64 shifts by 0..63 are defined; a clipped shift by 63 gives the same low 32 bits
+# as any larger one.
+_INT64_SHIFT = 63
+
+
+@overload
+def shr_amount(b: int) -> int: ...
+
+
+@overload
+def shr_amount(b: np.ndarray) -> np.ndarray: ...
+
+
+def shr_amount(b: int | np.ndarray) -> int | np.ndarray:
+    """The shift SHR reads from ``b``: its low ``SHR_AMOUNT_WIDTH`` bits as a signed value.
+
+    Examples
+    --------
+    >>> shr_amount(np.array([0, 31, 32, 63, 64 + 3, -1])).tolist()
+    [0, 31, -32, -1, 3, -1]
+    """
+    return ((b & _SHR_MASK) ^ _SHR_SIGN) - _SHR_SIGN
+
+
+def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    s = shr_amount(b)
+    right = a >> np.clip(s, 0, _INT64_SHIFT)
+    left = a << np.clip(-s, 0, _INT64_SHIFT)
+    return np.where(s >= 0, right, left)
+
+
+#: Lane function of each ALU opcode, on int64 operands holding int32 values (the result's
+#: low 32 bits are the ALU's).
+ALU_LANE_OPS: dict[AluOp, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    AluOp.MIN: np.minimum,
+    AluOp.MAX: np.maximum,
+    AluOp.ADD: np.add,
+    AluOp.SHR: _shr,
+    AluOp.MUL: np.multiply,
+}
+
+
+def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
+    """``op`` on int32 lanes as the ALU computes it (docs/ISA.md §3), with 32-bit wrap-around.
+
+    Parameters
+    ----------
+    op :
+        the ALU opcode.
+    a, b :
+        the operands, integers holding int32 values; ``b`` broadcasts against ``a``.
+
+    Returns
+    -------
+    numpy.ndarray
+        int32.
+
+    Examples
+    --------
+    >>> alu_lanes(AluOp.MUL, np.array([2**30]), 4).tolist()
+    [0]
+    >>> alu_lanes(AluOp.SHR, np.array([-1000]), -32).tolist()
+    [0]
+    """
+    result = ALU_LANE_OPS[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
+    return result.astype(np.int32)
+
+
+def wrap_int32(values: np.ndarray) -> np.ndarray:
+    """Integers to int32 with two's-complement wrap-around, as the accumulator does.
+
+    Examples
+    --------
+    >>> wrap_int32(np.array([2**31, -2**31 - 1])).tolist()
+    [-2147483648, 2147483647]
+    """
+    return np.asarray(values).astype(np.int64).astype(np.int32)
+
+
+def round_shift(value: np.ndarray, shift: np.ndarray | int) -> np.ndarray:
+    """A rounding arithmetic right shift: ``floor(value / 2**shift + 1/2)``.
+
+    For ``shift >= 1`` this is ``((value >> (shift - 1)) + 1) >> 1``, which the
+    accelerator's ALU runs as SHR, ADD 1, SHR 1 on int32 without ever overflowing (the
+    intermediate is at most half the input, :func:`round_shift_steps`); it equals VTA's
+    "add half, shift right" ``(value + 2**(shift-1)) >> shift`` wherever that does not
+    overflow.  ``shift == 0`` is the identity and a negative shift is a left shift (the
+    ALU's SHR by a negative amount).  ``value`` is int64 holding int32 values; ``shift``
+    broadcasts against it.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 (a left shift is not wrapped).
+
+    Examples
+    --------
+    >>> round_shift(np.array([3, -3]), np.array([0, -2])).tolist()
+    [3, -12]
+    """
+    value = np.asarray(value, dtype=np.int64)
+    shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), value.shape)
+    right = np.maximum(shift - 1, 0)
+    rounded = ((value >> right) + 1) >> 1
+    return np.where(shift >= 1, rounded, value << np.maximum(-shift, 0))
+
+
+def round_shift_steps(shift: int) -> tuple[int, int, int]:
+    """The ALU's ``SHR a, ADD r, SHR b`` that compute :func:`round_shift` by ``shift``: ``(a, r, b)``.
+
+    ``(shift - 1, 1, 1)`` for ``shift >= 1``, ``(0, 0, 0)`` for 0 and ``(shift, 0, 0)``
+    (a left shift) below.
+
+    Examples
+    --------
+    >>> round_shift_steps(15), round_shift_steps(0), round_shift_steps(-2)
+    ((14, 1, 1), (0, 0, 0), (-2, 0, 0))
+    """
+    if shift >= 1:
+        return shift - 1, 1, 1
+    return shift, 0, 0
+
+
+def requantize_int32(acc: np.ndarray, pre_shift: int, multiplier: np.ndarray | int,
+                     post_shift: np.ndarray | int) -> np.ndarray:
+    """The fixed-point rescaling ``round_shift(wrap32((acc >> pre_shift) * multiplier), post_shift)``.
+
+    Every step wrapped to int32 as the ALU's SHR, MUL and rounding steps compute it;
+    ``multiplier`` and ``post_shift`` broadcast against ``acc`` (per channel, or one value).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 holding int32 values (not clipped).
+
+    Examples
+    --------
+    >>> requantize_int32(np.array([100, -100, 37]), 2, 20000, 15).tolist()  # x 20000 / 2**17
+    [15, -15, 5]
+    """
+    x = np.asarray(acc).astype(np.int64) >> pre_shift
+    y = wrap_int32(x * np.asarray(multiplier, dtype=np.int64)).astype(np.int64)
+    return wrap_int32(round_shift(y, np.asarray(post_shift, dtype=np.int64))).astype(np.int64)
+
