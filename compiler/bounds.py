@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .affine import Affine
 from .ir import LoweringError
 from .schedule import Fuse, Schedule, Split, Stage, read_of
-from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
+from .te import ArithOp, BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
 
 __all__ = ["Region", "IndexParts", "split_index", "substitute", "same", "StageBounds", "Tail", "infer_bounds",
            "ragged_splits"]
@@ -46,26 +46,26 @@ def split_index(expr: Expr, inner: set[Var]) -> IndexParts | None:
         a, b = split_index(expr.a, inner), split_index(expr.b, inner)
         if a is None or b is None:
             return None
-        if expr.op in "+-":
-            sign = 1 if expr.op == "+" else -1
+        if expr.op in (ArithOp.ADD, ArithOp.SUB):
+            sign = 1 if expr.op is ArithOp.ADD else -1
             return IndexParts(a.inner + b.inner.scale(sign), _combine(expr.op, a.outer, b.outer),
                               a.const + sign * b.const)
         if not a.inner.terms and not b.inner.terms:
             return IndexParts(Affine((), 0), expr, 0)  # no inner loop: all of it is outer
-        if expr.op == "*":
+        if expr.op is ArithOp.MUL:
             for const, other in ((a, b), (b, a)):
                 if not const.inner.terms and const.outer is None:
                     k = const.const
-                    outer = None if other.outer is None else BinOp("*", other.outer, Const(k))
+                    outer = None if other.outer is None else BinOp(ArithOp.MUL, other.outer, Const(k))
                     return IndexParts(other.inner.scale(k), outer, other.const * k)
     return None
 
 
-def _combine(op: str, a: Expr | None, b: Expr | None) -> Expr | None:
+def _combine(op: ArithOp, a: Expr | None, b: Expr | None) -> Expr | None:
     if b is None:
         return a
     if a is None:
-        return b if op == "+" else BinOp("*", b, Const(-1))
+        return b if op is ArithOp.ADD else BinOp(ArithOp.MUL, b, Const(-1))
     return BinOp(op, a, b)
 
 
@@ -120,7 +120,7 @@ class Region:
 
     def start(self, dim: int) -> Expr:
         outer = self.outer[dim]
-        return Const(self.const[dim]) if outer is None else BinOp("+", outer, Const(self.const[dim]))
+        return Const(self.const[dim]) if outer is None else BinOp(ArithOp.ADD, outer, Const(self.const[dim]))
 
 
 @dataclass
@@ -171,13 +171,14 @@ def _root_env(stage: Stage, ext: Mapping[IterVar, int], factors: Mapping[Split, 
     env: dict[IterVar, Expr] = {}
     for leaf in stage.leaf:
         tail = tails.get(leaf)
-        env[leaf] = leaf.var if tail is None or not tail.start else BinOp("+", leaf.var, Const(tail.start))
+        env[leaf] = leaf.var if tail is None or not tail.start else BinOp(ArithOp.ADD, leaf.var, Const(tail.start))
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            env[rel.parent] = BinOp("+", BinOp("*", env[rel.outer], Const(factors[rel])), env[rel.inner])
+            outer = BinOp(ArithOp.MUL, env[rel.outer], Const(factors[rel]))
+            env[rel.parent] = BinOp(ArithOp.ADD, outer, env[rel.inner])
         elif isinstance(rel, Fuse):
-            env[rel.outer] = BinOp("//", env[rel.fused], Const(ext[rel.inner]))
-            env[rel.inner] = BinOp("%", env[rel.fused], Const(ext[rel.inner]))
+            env[rel.outer] = BinOp(ArithOp.FLOORDIV, env[rel.fused], Const(ext[rel.inner]))
+            env[rel.inner] = BinOp(ArithOp.MOD, env[rel.fused], Const(ext[rel.inner]))
     return env
 
 
@@ -235,7 +236,7 @@ def infer_bounds(schedule: Schedule, order: list[Stage],
         root_env: dict[Var, Expr] = {}
         for d, axis in enumerate(op.axis):
             local = env[axis]
-            root_env[axis.var] = local if stage.attach is None else BinOp("+", region.start(d), local)
+            root_env[axis.var] = local if stage.attach is None else BinOp(ArithOp.ADD, region.start(d), local)
         for axis in op.reduce_axis:
             root_env[axis.var] = env[axis]
         bounds[stage] = StageBounds(stage, region, {iv.var: n for iv, n in ext.items()}, root_env,
