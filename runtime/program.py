@@ -21,6 +21,8 @@ import numpy as np
 from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, decode_stream
 from openvta.isa.instructions import words_from_bytes
 
+from .roles import HOST_ROLES, ROLES, Role
+
 __all__ = [
     "PROGRAM_FORMAT",
     "RESULT_FORMAT",
@@ -33,12 +35,13 @@ __all__ = [
     "Progress",
     "DTYPES",
     "ROLES",
+    "HOST_ROLES",
+    "Role",
 ]
 
 PROGRAM_FORMAT = "openvta-program/1"
 RESULT_FORMAT = "openvta-result/1"
 DTYPES = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32}
-ROLES = ("input", "weight", "bias", "output", "scratch")
 _KEYS = ("format", "config", "dram", "insn_addr", "insn_count", "symbols")
 
 PathLike = Union[str, Path]
@@ -60,7 +63,7 @@ class Symbol:
     shape: tuple[int, ...]
     dtype: str
     layout: str = ""
-    role: str = "scratch"
+    role: Role = Role.SCRATCH
     #: the unpacked tensor's shape, for tiled layouts (optional; written when known)
     logical_shape: tuple[int, ...] | None = None
     #: the bytes of the logical tensor its operator must move at least once: every element
@@ -68,6 +71,11 @@ class Symbol:
     #: the padding of tiled layouts (optional; written by the compiler's operators).  The
     #: cycle report's ideal roofline (:meth:`Program.compulsory_bytes`) adds them up.
     used_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"symbol role must be one of {', '.join(ROLES)}, not {self.role!r}")
+        object.__setattr__(self, "role", Role(self.role))  # a str of a role's value becomes the role
 
     def with_logical_shape(self, shape: tuple[int, ...]) -> Symbol:
         return replace(self, logical_shape=tuple(shape))
@@ -85,7 +93,7 @@ class Symbol:
             "shape": list(self.shape),
             "dtype": self.dtype,
             "layout": self.layout,
-            "role": self.role,
+            "role": self.role.value,
         }
         if self.logical_shape is not None:
             out["logical_shape"] = list(self.logical_shape)
@@ -128,7 +136,7 @@ class Symbol:
         if used is not None and (not isinstance(used, int) or isinstance(used, bool) or used < 0):
             raise ProgramError(f"symbol {name!r} used_bytes must be a non-negative integer, "
                                f"not {used!r}")
-        return cls(addr, tuple(shape), dtype, layout, role,
+        return cls(addr, tuple(shape), dtype, layout, Role(role),
                    None if logical is None else tuple(logical), used)
 
 
@@ -222,11 +230,11 @@ class Program:
         >>> op.build().compulsory_bytes()       # a quarter of the input, the weights; the output
         (80, 64)
         """
-        host = [s for s in self.symbols.values() if s.role != "scratch"]
+        host = [s for s in self.symbols.values() if s.role is not Role.SCRATCH]
         if not host or any(s.used_bytes is None for s in host):
             return None
-        read = sum(s.used_bytes or 0 for s in host if s.role != "output")
-        return read, sum(s.used_bytes or 0 for s in host if s.role == "output")
+        read = sum(s.used_bytes or 0 for s in host if s.role in HOST_ROLES)
+        return read, sum(s.used_bytes or 0 for s in host if s.role is Role.OUTPUT)
 
     def write(self, name: str, value: np.ndarray) -> None:
         """Overwrite symbol ``name`` in the image (shape must match)."""

@@ -20,10 +20,12 @@ from openvta.runtime import (
     ProgramBuilder,
     ProgramError,
     Result,
+    Role,
     Symbol,
     load_program,
     load_result,
 )
+from openvta.runtime.roles import HOST_ROLES, ROLES
 from openvta.runtime.program import program_bytes
 
 DROP = object()  # an entry to leave out of the archive
@@ -551,3 +553,25 @@ def test_used_bytes_are_kept_by_with_logical_shape() -> None:
     symbol = Symbol(0, (1, 4), "int8", role="input").with_used_bytes(2)
     assert symbol.with_logical_shape((4,)) == Symbol(0, (1, 4), "int8", role="input",
                                                      logical_shape=(4,), used_bytes=2)
+
+
+# -- roles -----------------------------------------------------------------------------------
+
+
+def test_roles_are_one_str_valued_enum_that_the_file_keeps_as_strings(tiny: Config, tmp_path: Path) -> None:
+    program = _sample_program(tiny)
+    assert program.symbols["A"].role is Role.INPUT and program.symbols["C"].role is Role.OUTPUT
+    assert json.loads(str(_entries(program)["symbols"]))["A"]["role"] == "input"
+    program.save(tmp_path / "p.npz")
+    loaded = load_program(tmp_path / "p.npz")
+    assert {n: s.role for n, s in loaded.symbols.items()} == {"A": Role.INPUT, "B": Role.BIAS, "C": Role.OUTPUT}
+    assert all(isinstance(s.role, Role) for s in loaded.symbols.values())
+    assert Role.WEIGHT == "weight" and f"{Role.WEIGHT}" == str(Role.WEIGHT) == "weight"
+    assert ROLES == tuple(Role) and HOST_ROLES == {Role.INPUT, Role.WEIGHT, Role.BIAS}
+
+
+def test_a_symbol_takes_a_role_or_its_string_and_nothing_else() -> None:
+    assert Symbol(0, (1,), "int8", role="weight").role is Role.WEIGHT
+    with pytest.raises(ValueError, match=r"^symbol role must be one of input, weight, bias, output, scratch, "
+                                         r"not 'param'$"):
+        Symbol(0, (1,), "int8", role="param")
