@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import numpy as np
 from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, decode_stream
 from openvta.isa.instructions import words_from_bytes
 
+from .npz import read_npz
 from .roles import HOST_ROLES, ROLES, Role
 
 __all__ = [
@@ -260,7 +260,7 @@ class Program:
 
     @classmethod
     def load(cls, path: PathLike | BinaryIO) -> Program:
-        entries = _read_npz(path, "program")
+        entries = read_npz(path, "program", "an openvta program", ProgramError)
         _check_format(entries, PROGRAM_FORMAT, "program")
         missing = [k for k in _KEYS if k not in entries]
         if missing:
@@ -293,44 +293,6 @@ def _savez(path: PathLike | BinaryIO, **entries: np.ndarray) -> None:
             np.savez(handle, **entries)  # type: ignore[arg-type]
     else:
         np.savez(path, **entries)  # type: ignore[arg-type]
-
-
-def _check_declared_sizes(archive: np.lib.npyio.NpzFile, what: str) -> None:
-    """Reject an entry whose header declares more data than the archive holds for it.
-
-    A forged ``.npy`` header (a shape of 10**12 bytes in a file of a few kilobytes)
-    would otherwise make numpy allocate the declared size before noticing.
-    """
-    zipped = archive.zip
-    for info in zipped.infolist():
-        with zipped.open(info) as member:
-            version = np.lib.format.read_magic(member)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-            held = info.file_size - member.tell()
-        declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if declared > held:
-            name = info.filename.removesuffix(".npy")
-            raise ProgramError(f"{what} file entry {name!r} declares {declared} bytes "
-                               f"({dtype}{list(shape)}) but holds only {held}")
-
-
-def _read_npz(path: PathLike | BinaryIO, what: str) -> dict[str, np.ndarray]:
-    try:
-        archive = np.load(path, allow_pickle=False)  # type: ignore[arg-type]
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ProgramError(f"{what} file is not an npz archive (it holds a single array)")
-        with archive:
-            _check_declared_sizes(archive, what)
-            return {key: archive[key] for key in archive.files}
-    except ProgramError:
-        raise
-    except FileNotFoundError:
-        raise ProgramError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ProgramError(f"{what} file is not a readable npz archive: {exc}") from None
 
 
 def _check_format(entries: dict[str, np.ndarray], expected: str, what: str) -> None:
@@ -414,7 +376,7 @@ class Result:
 
 def load_result(path: PathLike | BinaryIO) -> Result:
     """Read a result file (:meth:`Result.save`); a malformed one raises :class:`ProgramError`."""
-    entries = _read_npz(path, "result")
+    entries = read_npz(path, "result", "an openvta result", ProgramError)
     _check_format(entries, RESULT_FORMAT, "result")
     for key in ("dram", "counters"):
         if key not in entries:

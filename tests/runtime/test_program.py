@@ -134,30 +134,35 @@ def test_loaded_program_runs_like_the_original(tiny: Config, make_gemm: Any, tmp
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.npz"
-    with pytest.raises(ProgramError, match=rf"^program file {re.escape(str(path))} does not exist$"):
+    with pytest.raises(ProgramError, match=rf"^program file {re.escape(repr(str(path)))} does not exist$"):
         load_program(path)
 
 
-@pytest.mark.parametrize("content", [b"", b"garbage bytes, not an archive", b"PK\x03\x04broken"],
-                         ids=["empty", "garbage", "broken-zip"])
-def test_garbage_bytes(tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"", r"an empty file"),
+    (b"garbage bytes, not an archive", r"not an npz archive"),
+    (b"PK\x03\x04broken", r"a truncated or damaged npz archive"),
+], ids=["empty", "garbage", "broken-zip"])
+def test_garbage_bytes(tmp_path: Path, content: bytes, reason: str) -> None:
     path = tmp_path / "bad.npz"
     path.write_bytes(content)
-    with pytest.raises(ProgramError, match=r"^program file is not a readable npz archive: "):
+    with pytest.raises(ProgramError, match=rf"^program file '.*bad\.npz' is not an openvta program \({reason}\)$"):
         load_program(path)
 
 
 def test_a_npy_file_is_not_an_npz_archive(tmp_path: Path) -> None:
     path = tmp_path / "array.npy"
     np.save(path, np.arange(4, dtype=np.uint8))
-    with pytest.raises(ProgramError, match=r"^program file is not an npz archive \(it holds a single array\)$"):
+    with pytest.raises(ProgramError, match=r"^program file '.*array\.npy' is not an openvta program "
+                                          r"\(a single numpy array, not an npz archive\)$"):
         load_program(path)
 
 
 def test_pickled_entries_are_refused(tiny: Config, tmp_path: Path) -> None:
     path = _write(tmp_path / "p.npz", _entries(_sample_program(tiny)),
                   symbols=np.array({"A": 1}, dtype=object))
-    with pytest.raises(ProgramError, match=r"^program file is not a readable npz archive: "):
+    with pytest.raises(ProgramError, match=r"^program file '.*p\.npz' holds pickled object data "
+                                          r"\(entry 'symbols'\), which openvta never loads$"):
         load_program(path)
 
 
@@ -377,7 +382,7 @@ def test_result_file_missing_entry(tmp_path: Path, key: str) -> None:
 
 
 def test_missing_result_file(tmp_path: Path) -> None:
-    with pytest.raises(ProgramError, match=r"^result file .*none\.npz does not exist$"):
+    with pytest.raises(ProgramError, match=r"^result file '.*none\.npz' does not exist$"):
         load_result(tmp_path / "none.npz")
 
 
@@ -494,7 +499,7 @@ def test_a_forged_array_header_is_refused_before_allocating(tiny: Config, tmp_pa
     with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
         for name, data in entries.items():
             archive.writestr(name, data)
-    with pytest.raises(ProgramError, match=r"^program file entry 'dram' declares 1000000000000 "
+    with pytest.raises(ProgramError, match=r"^program file '.*bad\.npz' entry 'dram' declares 1000000000000 "
                        r"bytes \(uint8\[1000000000000\]\) but holds only \d+$"):
         load_program(tmp_path / "bad.npz")
 
