@@ -86,7 +86,7 @@ def substitute(expr: Expr, env: Mapping[Var, Expr]) -> Expr:
     if isinstance(expr, Read):
         return Read(expr.tensor, tuple(substitute(i, env) for i in expr.indices))
     if isinstance(expr, Select):
-        return Select(tuple(substitute(c, env) for c in expr.conditions),  # type: ignore[misc]
+        return Select(tuple(Cmp(c.op, substitute(c.a, env), substitute(c.b, env)) for c in expr.conditions),
                       substitute(expr.then, env), substitute(expr.otherwise, env))
     if isinstance(expr, Reduce):
         return Reduce(substitute(expr.body, env), expr.axes)
@@ -101,12 +101,12 @@ def same(a: Expr | None, b: Expr | None) -> bool:
         return a is b
     if type(a) is not type(b):
         return False
-    if isinstance(a, Const):
-        return a.value == b.value  # type: ignore[attr-defined]
-    if isinstance(a, BinOp):
-        return a.op == b.op and same(a.a, b.a) and same(a.b, b.b)  # type: ignore[attr-defined]
-    if isinstance(a, Cast):
-        return same(a.value, b.value)  # type: ignore[attr-defined]
+    if isinstance(a, Const) and isinstance(b, Const):
+        return a.value == b.value
+    if isinstance(a, BinOp) and isinstance(b, BinOp):
+        return a.op == b.op and same(a.a, b.a) and same(a.b, b.b)
+    if isinstance(a, Cast) and isinstance(b, Cast):
+        return same(a.value, b.value)
     return a is b
 
 
@@ -284,8 +284,8 @@ def _children(expr: Expr) -> list[Expr]:
 def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) -> Region:
     outer = outer_vars(stage)
     dims = len(stage.tensor.shape)
-    lo: list[int | None] = [None] * dims
-    hi: list[int | None] = [None] * dims
+    lo: dict[int, int] = {}  # per dimension, once a read sets it
+    hi: dict[int, int] = {}
     starts: list[Expr | None] = [None] * dims
     consumers = [c for c in bounds if any(True for _ in reads_of(schedule, c, stage.tensor))]
     if not consumers:
@@ -301,12 +301,12 @@ def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) 
                                         f"with an index that is not affine in its inner loops")
                 low = parts.const + sum(min(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
                 high = parts.const + sum(max(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
-                if lo[d] is not None and not same(starts[d], parts.outer):
+                if d in lo and not same(starts[d], parts.outer):
                     raise LoweringError("bound inference", f"{stage.name} is read at offsets that "
                                         "differ between consumers; give each its own cache")
                 starts[d] = parts.outer
-                lo[d] = low if lo[d] is None else min(lo[d], low)  # type: ignore[type-var]
-                hi[d] = high if hi[d] is None else max(hi[d], high)  # type: ignore[type-var]
-    consts = tuple(int(x) for x in lo)  # type: ignore[arg-type]
-    shape = tuple(int(h) - c + 1 for h, c in zip(hi, consts))  # type: ignore[arg-type]
+                lo[d] = min(lo.get(d, low), low)
+                hi[d] = max(hi.get(d, high), high)
+    consts = tuple(int(lo[d]) for d in range(dims))
+    shape = tuple(int(hi[d]) - c + 1 for d, c in enumerate(consts))
     return Region(tuple(starts), consts, shape)

@@ -405,8 +405,8 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
         operands[tensor] = (buffer, _linear([_local(i, inner, reg, d, _where(stage))
                                              for d, i in enumerate(indices[:-2])], buffer.shape))
     body = substitute(_redirect(schedule, stage, op.body), info.root_env)
-    stored = read_of(schedule, out, stage.tensor) is stage.tensor and any(
-        t is stage.tensor for t in out.op.inputs)  # type: ignore[union-attr]
+    stored = read_of(schedule, out, stage.tensor) is stage.tensor and isinstance(out.op, ComputeOp) and any(
+        t is stage.tensor for t in out.op.inputs)
     if isinstance(body, Cast) and body.dtype == "int8" and stored:
         body = body.value  # the out buffer holds the low 8 bits of the accumulator anyway
     return Elementwise(stage.name, tuple((a.var, info.extents[a.var]) for a in loops), (acc, dst),

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 __all__ = [
     "ArithOp", "CmpOp", "Expr", "Const", "Var", "IterVar", "Read", "BinOp", "Cast", "Select", "Reduce", "Cmp",
@@ -77,7 +77,9 @@ def _wrap(value: ExprLike) -> Expr:
 class Expr:
     """Base of every expression; operators build :class:`BinOp` nodes."""
 
-    dtype: str
+    if TYPE_CHECKING:  # a field of some expressions, a property of the others
+        @property
+        def dtype(self) -> str: ...
 
     def __add__(self, other: ExprLike) -> Expr:
         return BinOp(ArithOp.ADD, _wrap(self), _wrap(other))
@@ -151,7 +153,7 @@ class Read(Expr):
     indices: tuple[Expr, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.tensor.dtype
 
 
@@ -166,7 +168,7 @@ class BinOp(Expr):
             raise TEError(f"a BinOp's op must be an ArithOp, not {self.op!r}")
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         if isinstance(self.a, Const):
             return self.b.dtype
         if isinstance(self.b, Const):
@@ -203,7 +205,7 @@ class Select(Expr):
     otherwise: Expr
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.then.dtype
 
 
@@ -215,7 +217,7 @@ class Reduce(Expr):
     axes: tuple[IterVar, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.body.dtype
 
 
