@@ -183,9 +183,9 @@ def write_archive(path: str | BinaryIO, header: Mapping[str, object],
                **arrays}
     if isinstance(path, str):
         with open(path, "wb") as handle:
-            np.savez(handle, **entries)  # type: ignore[arg-type]
+            np.savez(handle, allow_pickle=False, **entries)
     else:
-        np.savez(path, **entries)  # type: ignore[arg-type]
+        np.savez(path, allow_pickle=False, **entries)
 
 
 def read_archive(path: str | BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

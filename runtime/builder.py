@@ -110,10 +110,10 @@ class UopKernel:
         return outer.extent * inner.extent * len(self.uops)
 
 
-_SYNC = {
-    Module.LOAD: dict(opcode=Opcode.LOAD, memory_type=MemoryType.INP),
-    Module.COMPUTE: dict(opcode=Opcode.LOAD, memory_type=MemoryType.UOP),
-    Module.STORE: dict(opcode=Opcode.STORE, memory_type=MemoryType.OUT),
+_SYNC: dict[Module, tuple[Opcode, MemoryType]] = {
+    Module.LOAD: (Opcode.LOAD, MemoryType.INP),
+    Module.COMPUTE: (Opcode.LOAD, MemoryType.UOP),
+    Module.STORE: (Opcode.STORE, MemoryType.OUT),
 }
 
 
@@ -450,7 +450,8 @@ class ProgramBuilder:
             self._emit(self._sync(module))
 
     def _sync(self, module: Module) -> MemInsn:
-        return MemInsn(cfg=self.cfg, **_SYNC[module])  # type: ignore[arg-type]
+        opcode, memory_type = _SYNC[module]
+        return MemInsn(cfg=self.cfg, opcode=opcode, memory_type=memory_type)
 
     def _emit(self, insn: Instruction) -> None:
         self._check_open()

@@ -290,9 +290,9 @@ def _savez(path: PathLike | BinaryIO, **entries: np.ndarray) -> None:
     # np.savez appends ".npz" to a name without it; writing through a handle does not.
     if isinstance(path, (str, Path)):
         with open(path, "wb") as handle:
-            np.savez(handle, **entries)  # type: ignore[arg-type]
+            np.savez(handle, allow_pickle=False, **entries)
     else:
-        np.savez(path, **entries)  # type: ignore[arg-type]
+        np.savez(path, allow_pickle=False, **entries)
 
 
 def _check_format(entries: dict[str, np.ndarray], expected: str, what: str) -> None:
