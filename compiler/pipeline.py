@@ -5,7 +5,7 @@ Read it top to bottom: each line is one pass, each pass a pure function of the I
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -74,11 +74,11 @@ PASSES: list[Step] = [
 ]
 
 
-def _check(index: int, ir: Lowered) -> None:
-    """Check the IR after ``PASSES[index]`` against everything its passes so far promise."""
-    name = PASSES[index].name
-    removed = tuple(kind for step in PASSES[: index + 1] for kind in step.removes)
-    holds = frozenset().union(*(step.establishes for step in PASSES[: index + 1]))
+def _check(done: Sequence[Step], ir: Lowered) -> None:
+    """Check the IR after the steps ``done`` against everything they promise (the last one ran last)."""
+    name = done[-1].name
+    removed = tuple(kind for step in done for kind in step.removes)
+    holds = frozenset().union(*(step.establishes for step in done))
     for node in walk(ir.body):
         if removed and isinstance(node, removed):
             raise LoweringError(name, f"left a {type(node).__name__} behind")
@@ -132,7 +132,7 @@ def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None, *
     for index, step in enumerate(PASSES):
         report(step.name, index + 1, total)
         ir = step.run(ir, intrinsic)
-        _check(index, ir)
+        _check(PASSES[: index + 1], ir)
     return ir
 
 
