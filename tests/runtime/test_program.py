@@ -580,3 +580,10 @@ def test_a_symbol_takes_a_role_or_its_string_and_nothing_else() -> None:
     with pytest.raises(ValueError, match=r"^symbol role must be one of input, weight, bias, output, scratch, "
                                          r"not 'param'$"):
         Symbol(0, (1,), "int8", role="param")
+
+
+def test_the_graph_uses_the_runtimes_roles() -> None:
+    from openvta.graph.regions import HOST_ROLES as GRAPH_HOST_ROLES
+    from openvta.graph import Role as GraphRole
+
+    assert GraphRole is Role and GRAPH_HOST_ROLES is HOST_ROLES
