@@ -8,10 +8,11 @@ where only a value is needed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .te import BinOp, Cast, Const, Expr, IterVar, Var
+from .te import ArithOp, BinOp, Cast, Const, Expr, IterVar, Var
 
 __all__ = ["Affine", "affine", "evaluate"]
 
@@ -71,19 +72,26 @@ def affine(expr: Expr, env: Mapping[Var, Affine] | None = None) -> Affine | None
         return env.get(expr, Affine(((expr, 1),), 0))
     if isinstance(expr, Cast):
         return affine(expr.value, env)
-    if isinstance(expr, BinOp) and expr.op in "+-*":
+    if isinstance(expr, BinOp) and expr.op in (ArithOp.ADD, ArithOp.SUB, ArithOp.MUL):
         a, b = affine(expr.a, env), affine(expr.b, env)
         if a is None or b is None:
             return None
-        if expr.op == "+":
+        if expr.op is ArithOp.ADD:
             return a + b
-        if expr.op == "-":
+        if expr.op is ArithOp.SUB:
             return a + b.scale(-1)
         if not a.terms:
             return b.scale(a.const)
         if not b.terms:
             return a.scale(b.const)
     return None
+
+
+_EVALUATE: dict[ArithOp, Callable[[int, int], int]] = {
+    ArithOp.ADD: operator.add, ArithOp.SUB: operator.sub, ArithOp.MUL: operator.mul,
+    ArithOp.FLOORDIV: operator.floordiv, ArithOp.MOD: operator.mod, ArithOp.SHR: operator.rshift,
+    ArithOp.SHL: operator.lshift, ArithOp.MIN: min, ArithOp.MAX: max,
+}
 
 
 def evaluate(expr: Expr, values: Mapping[Var, int]) -> int:
@@ -98,9 +106,5 @@ def evaluate(expr: Expr, values: Mapping[Var, int]) -> int:
         return evaluate(expr.value, values)
     if isinstance(expr, BinOp):
         a, b = evaluate(expr.a, values), evaluate(expr.b, values)
-        return {
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
-            "%": lambda: a % b, ">>": lambda: a >> b, "<<": lambda: a << b,
-            "min": lambda: min(a, b), "max": lambda: max(a, b),
-        }[expr.op]()
+        return _EVALUATE[expr.op](a, b)
     raise TypeError(f"cannot evaluate {type(expr).__name__} as an index")

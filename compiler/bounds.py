@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .affine import Affine
 from .ir import LoweringError
 from .schedule import Fuse, Schedule, Split, Stage, read_of
-from .te import BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
+from .te import ArithOp, BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, Read, Reduce, Select, Tensor, Var
 
 __all__ = ["Region", "IndexParts", "split_index", "substitute", "same", "StageBounds", "Tail", "infer_bounds",
            "ragged_splits"]
@@ -46,26 +46,26 @@ def split_index(expr: Expr, inner: set[Var]) -> IndexParts | None:
         a, b = split_index(expr.a, inner), split_index(expr.b, inner)
         if a is None or b is None:
             return None
-        if expr.op in "+-":
-            sign = 1 if expr.op == "+" else -1
+        if expr.op in (ArithOp.ADD, ArithOp.SUB):
+            sign = 1 if expr.op is ArithOp.ADD else -1
             return IndexParts(a.inner + b.inner.scale(sign), _combine(expr.op, a.outer, b.outer),
                               a.const + sign * b.const)
         if not a.inner.terms and not b.inner.terms:
             return IndexParts(Affine((), 0), expr, 0)  # no inner loop: all of it is outer
-        if expr.op == "*":
+        if expr.op is ArithOp.MUL:
             for const, other in ((a, b), (b, a)):
                 if not const.inner.terms and const.outer is None:
                     k = const.const
-                    outer = None if other.outer is None else BinOp("*", other.outer, Const(k))
+                    outer = None if other.outer is None else BinOp(ArithOp.MUL, other.outer, Const(k))
                     return IndexParts(other.inner.scale(k), outer, other.const * k)
     return None
 
 
-def _combine(op: str, a: Expr | None, b: Expr | None) -> Expr | None:
+def _combine(op: ArithOp, a: Expr | None, b: Expr | None) -> Expr | None:
     if b is None:
         return a
     if a is None:
-        return b if op == "+" else BinOp("*", b, Const(-1))
+        return b if op is ArithOp.ADD else BinOp(ArithOp.MUL, b, Const(-1))
     return BinOp(op, a, b)
 
 
@@ -86,7 +86,7 @@ def substitute(expr: Expr, env: Mapping[Var, Expr]) -> Expr:
     if isinstance(expr, Read):
         return Read(expr.tensor, tuple(substitute(i, env) for i in expr.indices))
     if isinstance(expr, Select):
-        return Select(tuple(substitute(c, env) for c in expr.conditions),  # type: ignore[misc]
+        return Select(tuple(Cmp(c.op, substitute(c.a, env), substitute(c.b, env)) for c in expr.conditions),
                       substitute(expr.then, env), substitute(expr.otherwise, env))
     if isinstance(expr, Reduce):
         return Reduce(substitute(expr.body, env), expr.axes)
@@ -101,12 +101,12 @@ def same(a: Expr | None, b: Expr | None) -> bool:
         return a is b
     if type(a) is not type(b):
         return False
-    if isinstance(a, Const):
-        return a.value == b.value  # type: ignore[attr-defined]
-    if isinstance(a, BinOp):
-        return a.op == b.op and same(a.a, b.a) and same(a.b, b.b)  # type: ignore[attr-defined]
-    if isinstance(a, Cast):
-        return same(a.value, b.value)  # type: ignore[attr-defined]
+    if isinstance(a, Const) and isinstance(b, Const):
+        return a.value == b.value
+    if isinstance(a, BinOp) and isinstance(b, BinOp):
+        return a.op == b.op and same(a.a, b.a) and same(a.b, b.b)
+    if isinstance(a, Cast) and isinstance(b, Cast):
+        return same(a.value, b.value)
     return a is b
 
 
@@ -120,7 +120,7 @@ class Region:
 
     def start(self, dim: int) -> Expr:
         outer = self.outer[dim]
-        return Const(self.const[dim]) if outer is None else BinOp("+", outer, Const(self.const[dim]))
+        return Const(self.const[dim]) if outer is None else BinOp(ArithOp.ADD, outer, Const(self.const[dim]))
 
 
 @dataclass
@@ -171,13 +171,14 @@ def _root_env(stage: Stage, ext: Mapping[IterVar, int], factors: Mapping[Split, 
     env: dict[IterVar, Expr] = {}
     for leaf in stage.leaf:
         tail = tails.get(leaf)
-        env[leaf] = leaf.var if tail is None or not tail.start else BinOp("+", leaf.var, Const(tail.start))
+        env[leaf] = leaf.var if tail is None or not tail.start else BinOp(ArithOp.ADD, leaf.var, Const(tail.start))
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            env[rel.parent] = BinOp("+", BinOp("*", env[rel.outer], Const(factors[rel])), env[rel.inner])
+            outer = BinOp(ArithOp.MUL, env[rel.outer], Const(factors[rel]))
+            env[rel.parent] = BinOp(ArithOp.ADD, outer, env[rel.inner])
         elif isinstance(rel, Fuse):
-            env[rel.outer] = BinOp("//", env[rel.fused], Const(ext[rel.inner]))
-            env[rel.inner] = BinOp("%", env[rel.fused], Const(ext[rel.inner]))
+            env[rel.outer] = BinOp(ArithOp.FLOORDIV, env[rel.fused], Const(ext[rel.inner]))
+            env[rel.inner] = BinOp(ArithOp.MOD, env[rel.fused], Const(ext[rel.inner]))
     return env
 
 
@@ -235,7 +236,7 @@ def infer_bounds(schedule: Schedule, order: list[Stage],
         root_env: dict[Var, Expr] = {}
         for d, axis in enumerate(op.axis):
             local = env[axis]
-            root_env[axis.var] = local if stage.attach is None else BinOp("+", region.start(d), local)
+            root_env[axis.var] = local if stage.attach is None else BinOp(ArithOp.ADD, region.start(d), local)
         for axis in op.reduce_axis:
             root_env[axis.var] = env[axis]
         bounds[stage] = StageBounds(stage, region, {iv.var: n for iv, n in ext.items()}, root_env,
@@ -283,8 +284,8 @@ def _children(expr: Expr) -> list[Expr]:
 def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) -> Region:
     outer = outer_vars(stage)
     dims = len(stage.tensor.shape)
-    lo: list[int | None] = [None] * dims
-    hi: list[int | None] = [None] * dims
+    lo: dict[int, int] = {}  # per dimension, once a read sets it
+    hi: dict[int, int] = {}
     starts: list[Expr | None] = [None] * dims
     consumers = [c for c in bounds if any(True for _ in reads_of(schedule, c, stage.tensor))]
     if not consumers:
@@ -300,12 +301,12 @@ def _region(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds]) 
                                         f"with an index that is not affine in its inner loops")
                 low = parts.const + sum(min(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
                 high = parts.const + sum(max(0, c * (info.extents[v] - 1)) for v, c in parts.inner.terms)
-                if lo[d] is not None and not same(starts[d], parts.outer):
+                if d in lo and not same(starts[d], parts.outer):
                     raise LoweringError("bound inference", f"{stage.name} is read at offsets that "
                                         "differ between consumers; give each its own cache")
                 starts[d] = parts.outer
-                lo[d] = low if lo[d] is None else min(lo[d], low)  # type: ignore[type-var]
-                hi[d] = high if hi[d] is None else max(hi[d], high)  # type: ignore[type-var]
-    consts = tuple(int(x) for x in lo)  # type: ignore[arg-type]
-    shape = tuple(int(h) - c + 1 for h, c in zip(hi, consts))  # type: ignore[arg-type]
+                lo[d] = min(lo.get(d, low), low)
+                hi[d] = max(hi.get(d, high), high)
+    consts = tuple(int(lo[d]) for d in range(dims))
+    shape = tuple(int(hi[d]) - c + 1 for d, c in enumerate(consts))
     return Region(tuple(starts), consts, shape)

@@ -14,7 +14,7 @@ from math import prod
 import numpy as np
 
 from openvta.isa import Config, Format, Uop, layouts_of
-from openvta.runtime import Program, ProgramBuilder, Progress, Symbol, UopKernel, UopLoop
+from openvta.runtime import Program, ProgramBuilder, Progress, Role, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
 from .affine import evaluate
@@ -25,7 +25,7 @@ from .te import Tensor, Var
 
 __all__ = ["Ticker", "emit", "generate", "SymbolInfo"]
 
-SymbolInfo = Mapping[Tensor, tuple[str, str, np.ndarray | None]]  # role, layout, data
+SymbolInfo = Mapping[Tensor, tuple[Role | str, str, np.ndarray | None]]  # role, layout, data
 
 
 def generate(lowered: Lowered, symbols: SymbolInfo, *,
@@ -40,7 +40,7 @@ def generate(lowered: Lowered, symbols: SymbolInfo, *,
     builder = ProgramBuilder(lowered.cfg)
     tensors: dict[Tensor, Symbol] = {}
     for tensor in (*lowered.inputs, lowered.output):
-        role, layout, data = symbols.get(tensor, ("output" if tensor is lowered.output else "input",
+        role, layout, data = symbols.get(tensor, (Role.OUTPUT if tensor is lowered.output else Role.INPUT,
                                                   "", None))
         if data is None:
             tensors[tensor] = builder.tensor(tensor.name, shape=tensor.shape, dtype=tensor.dtype,

@@ -26,7 +26,7 @@ from .bounds import Region, StageBounds, Tail, infer_bounds, ragged_splits, same
 from .ir import (Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset,
                  Scope, Stmt)
 from .schedule import Schedule, Split, Stage, read_of
-from .te import (BinOp, Cast, Cmp, ComputeOp, Const, Expr, IterVar, PlaceholderOp, Read, Reduce, Select, Tensor,
+from .te import (BinOp, Cast, Cmp, CmpOp, ComputeOp, Const, Expr, IterVar, PlaceholderOp, Read, Reduce, Select, Tensor,
                  Var)
 
 __all__ = ["Lowered", "lower_schedule", "BUFFER_SCOPES"]
@@ -281,7 +281,7 @@ def _check_pad_conditions(pad: Stage, conditions: tuple[Cmp, ...], op: ComputeOp
     expected = set()
     for axis, offset, size in zip(op.axis, offsets, shape):
         if offset:
-            expected |= {("<=", offset, axis.var), ("<", axis.var, offset + size)}
+            expected |= {(CmpOp.LE, offset, axis.var), (CmpOp.LT, axis.var, offset + size)}
     found = set()
     for cond in conditions:
         a = cond.a.value if isinstance(cond.a, Const) else cond.a
@@ -405,8 +405,8 @@ def _elementwise(schedule: Schedule, stage: Stage, info: StageBounds,
         operands[tensor] = (buffer, _linear([_local(i, inner, reg, d, _where(stage))
                                              for d, i in enumerate(indices[:-2])], buffer.shape))
     body = substitute(_redirect(schedule, stage, op.body), info.root_env)
-    stored = read_of(schedule, out, stage.tensor) is stage.tensor and any(
-        t is stage.tensor for t in out.op.inputs)  # type: ignore[union-attr]
+    stored = read_of(schedule, out, stage.tensor) is stage.tensor and isinstance(out.op, ComputeOp) and any(
+        t is stage.tensor for t in out.op.inputs)
     if isinstance(body, Cast) and body.dtype == "int8" and stored:
         body = body.value  # the out buffer holds the low 8 bits of the accumulator anyway
     return Elementwise(stage.name, tuple((a.var, info.extents[a.var]) for a in loops), (acc, dst),

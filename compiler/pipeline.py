@@ -5,7 +5,9 @@ Read it top to bottom: each line is one pass, each pass a pure function of the I
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
 
 from openvta.isa import Config, Module, TokenQueue
 from openvta.runtime import Program, Progress
@@ -24,42 +26,68 @@ from .passes.lower_alu import lower_alu
 from .passes.match_tensorize import match_tensorize
 from .schedule import Schedule
 
-__all__ = ["lower", "build", "PASSES", "Progress"]
+__all__ = ["lower", "build", "PASSES", "Invariant", "Step", "Progress"]
 
 Pass = Callable[[Lowered, Intrinsic], Lowered]
 
-PASSES: list[tuple[str, Pass]] = [
-    ("inject_dma", lambda ir, _: inject_dma(ir)),  # buffer copies → 2-D DMA with padding
-    ("match_tensorize", match_tensorize),  # tensorized reductions → GEMM (checked)
-    ("lower_alu", lambda ir, _: lower_alu(ir)),  # element-wise stages → in-place ALU ops
-    ("fold_uop_loops", lambda ir, _: fold_uop_loops(ir)),  # ≤ 2 loops, the rest micro-ops
-    ("inject_vthreads", lambda ir, _: inject_vthreads(ir)),  # replicate and interleave
-    ("insert_dep_tokens", lambda ir, _: insert_dep_tokens(ir)),  # RAW/WAR tokens, prime, drain
+
+class Invariant(Enum):
+    """A property of the loop IR that holds from the pass that establishes it onwards."""
+
+    AT_MOST_TWO_UOP_LOOPS = "every micro-op instruction has at most two loops"
+    NO_VTHREAD_LOOPS = "no virtual-thread loop is left"
+    TOKENS_BALANCED = "every token queue is empty at the end of the program"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pass of :data:`PASSES` and what holds after it (and after every later pass).
+
+    Parameters
+    ----------
+    name :
+        the pass's name, as :class:`~openvta.compiler.ir.LoweringError` and progress reports give it.
+    run :
+        the pass.
+    removes :
+        the statement kinds it lowers away: none may be left after it.
+    establishes :
+        the invariants that hold from it on.
+    """
+
+    name: str
+    run: Pass
+    removes: tuple[type[Stmt], ...] = ()
+    establishes: frozenset[Invariant] = frozenset()
+
+
+PASSES: list[Step] = [
+    Step("inject_dma", lambda ir, _: inject_dma(ir), (Copy,)),  # buffer copies → 2-D DMA with padding
+    Step("match_tensorize", match_tensorize, (Reduction, Reset)),  # tensorized reductions → GEMM (checked)
+    Step("lower_alu", lambda ir, _: lower_alu(ir), (Elementwise,)),  # element-wise stages → in-place ALU ops
+    Step("fold_uop_loops", lambda ir, _: fold_uop_loops(ir),  # ≤ 2 loops, the rest micro-ops
+         establishes=frozenset({Invariant.AT_MOST_TWO_UOP_LOOPS})),
+    Step("inject_vthreads", lambda ir, _: inject_vthreads(ir),  # replicate and interleave
+         establishes=frozenset({Invariant.NO_VTHREAD_LOOPS})),
+    Step("insert_dep_tokens", lambda ir, _: insert_dep_tokens(ir),  # RAW/WAR tokens, prime, drain
+         establishes=frozenset({Invariant.TOKENS_BALANCED})),
 ]
 
 
-_AFTER = {
-    "inject_dma": (Copy,),
-    "match_tensorize": (Reduction, Reset),
-    "lower_alu": (Elementwise,),
-}
-
-
-def _check(name: str, ir: Lowered) -> None:
-    nodes = list(walk(ir.body))
-    done = [n for p, _ in PASSES[: [p for p, _ in PASSES].index(name) + 1] for n in _AFTER.get(p, ())]
-    for node in nodes:
-        if done and isinstance(node, tuple(done)):
+def _check(done: Sequence[Step], ir: Lowered) -> None:
+    """Check the IR after the steps ``done`` against everything they promise (the last one ran last)."""
+    name = done[-1].name
+    removed = tuple(kind for step in done for kind in step.removes)
+    holds = frozenset().union(*(step.establishes for step in done))
+    for node in walk(ir.body):
+        if removed and isinstance(node, removed):
             raise LoweringError(name, f"left a {type(node).__name__} behind")
-        if name in ("fold_uop_loops", "inject_vthreads", "insert_dep_tokens") \
-                and isinstance(node, UopInsn) and len(node.loops) > 2:
+        if Invariant.AT_MOST_TWO_UOP_LOOPS in holds and isinstance(node, UopInsn) and len(node.loops) > 2:
             raise LoweringError(name, f"{node.stage} has more than two micro-op loops")
-        if name in ("inject_vthreads", "insert_dep_tokens") and isinstance(node, Loop) \
-                and node.kind == LoopKind.VTHREAD:
+        if Invariant.NO_VTHREAD_LOOPS in holds and isinstance(node, Loop) and node.kind == LoopKind.VTHREAD:
             raise LoweringError(name, "left a virtual-thread loop behind")
-    if name == "insert_dep_tokens":
-        balance = _token_balance(ir.body)
-        for queue, count in balance.items():
+    if Invariant.TOKENS_BALANCED in holds:
+        for queue, count in _token_balance(ir.body).items():
             if count:
                 raise LoweringError(name, f"token queue {queue.label} is left with {count:+d} "
                                     "tokens at the end of the program")
@@ -101,10 +129,10 @@ def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None, *
     report("lower_schedule", 0, total)
     ir = lower_schedule(schedule, cfg)
     intrinsic = intrinsic or gemm_intrinsic(cfg)
-    for index, (name, run) in enumerate(PASSES, start=1):
-        report(name, index, total)
-        ir = run(ir, intrinsic)
-        _check(name, ir)
+    for index, step in enumerate(PASSES):
+        report(step.name, index + 1, total)
+        ir = step.run(ir, intrinsic)
+        _check(PASSES[: index + 1], ir)
     return ir
 
 

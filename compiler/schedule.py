@@ -241,8 +241,9 @@ class Schedule:
         from .te import compute
 
         copy = compute(tensor.shape, lambda *i: Read(cache, tuple(i)), tensor.name, names)
+        assert isinstance(copy.op, ComputeOp)  # compute() makes one
         stage.op = copy.op
-        stage.leaf = list(copy.op.axis)  # type: ignore[union-attr]
+        stage.leaf = list(copy.op.axis)
         stage.relations = []
         return cache
 

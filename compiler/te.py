@@ -16,10 +16,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Union
+from enum import Enum
+from typing import TYPE_CHECKING, Union
 
 __all__ = [
-    "Expr", "Const", "Var", "IterVar", "Read", "BinOp", "Cast", "Select", "Reduce", "Cmp",
+    "ArithOp", "CmpOp", "Expr", "Const", "Var", "IterVar", "Read", "BinOp", "Cast", "Select", "Reduce", "Cmp",
     "Tensor", "PlaceholderOp", "ComputeOp", "placeholder", "compute", "reduce_axis", "sum",
     "minimum", "maximum", "clip", "relu", "cast", "select", "less", "less_equal", "DTYPES",
     "TEError",
@@ -32,6 +33,32 @@ _ids = itertools.count()
 
 class TEError(ValueError):
     """A tensor expression that is malformed (wrong arity, dtype, shape)."""
+
+
+class ArithOp(Enum):
+    """The integer operation of a :class:`BinOp`; the value is how :func:`show` writes it.
+
+    ``lower_alu`` maps the ones the ALU has onto :class:`openvta.isa.AluOp`
+    (``SUB`` and ``SHL`` by negating the immediate); ``FLOORDIV`` and ``MOD`` only
+    appear in index expressions.
+    """
+
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    SHR = ">>"
+    SHL = "<<"
+    FLOORDIV = "//"
+    MOD = "%"
+    MIN = "min"
+    MAX = "max"
+
+
+class CmpOp(Enum):
+    """The comparison of a :class:`Cmp`; the value is how it is written."""
+
+    LE = "<="
+    LT = "<"
 
 
 ExprLike = Union["Expr", int]
@@ -50,37 +77,39 @@ def _wrap(value: ExprLike) -> Expr:
 class Expr:
     """Base of every expression; operators build :class:`BinOp` nodes."""
 
-    dtype: str
+    if TYPE_CHECKING:  # a field of some expressions, a property of the others
+        @property
+        def dtype(self) -> str: ...
 
     def __add__(self, other: ExprLike) -> Expr:
-        return BinOp("+", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.ADD, _wrap(self), _wrap(other))
 
     def __radd__(self, other: ExprLike) -> Expr:
-        return BinOp("+", _wrap(other), _wrap(self))
+        return BinOp(ArithOp.ADD, _wrap(other), _wrap(self))
 
     def __sub__(self, other: ExprLike) -> Expr:
-        return BinOp("-", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.SUB, _wrap(self), _wrap(other))
 
     def __rsub__(self, other: ExprLike) -> Expr:
-        return BinOp("-", _wrap(other), _wrap(self))
+        return BinOp(ArithOp.SUB, _wrap(other), _wrap(self))
 
     def __mul__(self, other: ExprLike) -> Expr:
-        return BinOp("*", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.MUL, _wrap(self), _wrap(other))
 
     def __rmul__(self, other: ExprLike) -> Expr:
-        return BinOp("*", _wrap(other), _wrap(self))
+        return BinOp(ArithOp.MUL, _wrap(other), _wrap(self))
 
     def __rshift__(self, other: ExprLike) -> Expr:
-        return BinOp(">>", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.SHR, _wrap(self), _wrap(other))
 
     def __lshift__(self, other: ExprLike) -> Expr:
-        return BinOp("<<", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.SHL, _wrap(self), _wrap(other))
 
     def __floordiv__(self, other: ExprLike) -> Expr:
-        return BinOp("//", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.FLOORDIV, _wrap(self), _wrap(other))
 
     def __mod__(self, other: ExprLike) -> Expr:
-        return BinOp("%", _wrap(self), _wrap(other))
+        return BinOp(ArithOp.MOD, _wrap(self), _wrap(other))
 
     def astype(self, dtype: str) -> Expr:
         return cast(dtype, _wrap(self))
@@ -124,18 +153,22 @@ class Read(Expr):
     indices: tuple[Expr, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.tensor.dtype
 
 
 @dataclass(frozen=True, eq=False)
 class BinOp(Expr):
-    op: str  # + - * >> << // % min max
+    op: ArithOp
     a: Expr
     b: Expr
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, ArithOp):
+            raise TEError(f"a BinOp's op must be an ArithOp, not {self.op!r}")
+
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         if isinstance(self.a, Const):
             return self.b.dtype
         if isinstance(self.b, Const):
@@ -153,10 +186,14 @@ class Cast(Expr):
 class Cmp(Expr):
     """``a <= b`` or ``a < b`` (a boolean condition for :func:`select`)."""
 
-    op: str
+    op: CmpOp
     a: Expr
     b: Expr
     dtype: str = "bool"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, CmpOp):
+            raise TEError(f"a Cmp's op must be a CmpOp, not {self.op!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,7 +205,7 @@ class Select(Expr):
     otherwise: Expr
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.then.dtype
 
 
@@ -180,7 +217,7 @@ class Reduce(Expr):
     axes: tuple[IterVar, ...]
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.body.dtype
 
 
@@ -309,11 +346,11 @@ def cast(dtype: str, value: ExprLike) -> Expr:
 
 
 def minimum(a: ExprLike, b: ExprLike) -> Expr:
-    return BinOp("min", _wrap(a), _wrap(b))
+    return BinOp(ArithOp.MIN, _wrap(a), _wrap(b))
 
 
 def maximum(a: ExprLike, b: ExprLike) -> Expr:
-    return BinOp("max", _wrap(a), _wrap(b))
+    return BinOp(ArithOp.MAX, _wrap(a), _wrap(b))
 
 
 def clip(value: ExprLike, low: int, high: int) -> Expr:
@@ -332,11 +369,11 @@ def select(conditions: Sequence[Cmp], then: ExprLike, otherwise: ExprLike) -> Ex
 
 
 def less_equal(a: ExprLike, b: ExprLike) -> Cmp:
-    return Cmp("<=", _wrap(a), _wrap(b))
+    return Cmp(CmpOp.LE, _wrap(a), _wrap(b))
 
 
 def less(a: ExprLike, b: ExprLike) -> Cmp:
-    return Cmp("<", _wrap(a), _wrap(b))
+    return Cmp(CmpOp.LT, _wrap(a), _wrap(b))
 
 
 def show(expr: Expr) -> str:
@@ -348,15 +385,15 @@ def show(expr: Expr) -> str:
     if isinstance(expr, Const):
         return str(expr.value)
     if isinstance(expr, BinOp):
-        if expr.op in "+-" and isinstance(expr.a, Const) and expr.a.value == 0 and expr.op == "+":
+        if expr.op is ArithOp.ADD and isinstance(expr.a, Const) and expr.a.value == 0:
             return show(expr.b)
-        if expr.op in "+-" and isinstance(expr.b, Const) and expr.b.value == 0:
+        if expr.op in (ArithOp.ADD, ArithOp.SUB) and isinstance(expr.b, Const) and expr.b.value == 0:
             return show(expr.a)
-        if expr.op == "*" and isinstance(expr.b, Const) and expr.b.value == 1:
+        if expr.op is ArithOp.MUL and isinstance(expr.b, Const) and expr.b.value == 1:
             return show(expr.a)
-        if expr.op in ("min", "max"):
-            return f"{expr.op}({show(expr.a)}, {show(expr.b)})"
-        return f"({show(expr.a)} {expr.op} {show(expr.b)})"
+        if expr.op in (ArithOp.MIN, ArithOp.MAX):
+            return f"{expr.op.value}({show(expr.a)}, {show(expr.b)})"
+        return f"({show(expr.a)} {expr.op.value} {show(expr.b)})"
     if isinstance(expr, Cast):
         return f"{expr.dtype}({show(expr.value)})"
     if isinstance(expr, Read):

@@ -78,8 +78,8 @@ class CompiledModel:
 
     def accelerator_groups(self) -> list[int]:
         """The fused groups placed on the accelerator, in execution order."""
-        return sorted({n.group for n in self.graph.nodes  # type: ignore[misc]
-                       if n.placement is not None and n.placement.device is Device.ACCEL})
+        return sorted({n.group for n in self.graph.nodes
+                       if n.group is not None and n.placement is not None and n.placement.device is Device.ACCEL})
 
     def run(self, x: Feed, backend: str = "functional", **device_options: Any) -> ModelOutputs:
         """Run on ``backend``: the CPU groups in numpy, each accelerator region's program on

@@ -23,7 +23,6 @@ kernels with nothing on the CPU between them).  The passes after fusion fill it 
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from openvta.isa import Config
 from openvta.runtime import Program
-from openvta.runtime.program import ROLES
+from openvta.runtime.roles import HOST_ROLES, Role
 
 from .errors import GraphError
 from .ir import Device, DType
@@ -71,21 +70,8 @@ class MemoryPlan:
         object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
 
 
-class Role(enum.Enum):
-    """A program tensor's role (the program file's roles)."""
-
-    INPUT = "input"  # an activation the host packs into the program before each run
-    WEIGHT = "weight"
-    BIAS = "bias"  # a bias or an epilogue's per-channel vector
-    OUTPUT = "output"  # an activation the host unpacks after each run
-    SCRATCH = "scratch"  # an activation that lives only in the region's arena
-
-
-if {r.value for r in Role} != set(ROLES):  # one truth: the runtime's roles
-    raise ImportError(f"graph roles {sorted(r.value for r in Role)} must be the runtime's {ROLES}")
-
-#: Roles of tensors whose contents the host supplies.
-HOST_ROLES = frozenset({Role.INPUT, Role.WEIGHT, Role.BIAS})
+# Role and HOST_ROLES are the runtime's (openvta.runtime.roles): a region's tensors are
+# its program's symbols, with the same roles.
 
 
 @dataclass(frozen=True)

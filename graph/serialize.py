@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, BinaryIO
@@ -36,6 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from openvta.runtime import Program, ProgramError
+from openvta.runtime.npz import read_npz
 from openvta.runtime.program import program_bytes
 
 from openvta.compiler import Epilogue, operator_spec
@@ -217,27 +217,15 @@ def write_archive(path: str | BinaryIO, header: Mapping[str, object],
                **arrays}
     if isinstance(path, str):
         with open(path, "wb") as handle:
-            np.savez(handle, **entries)  # type: ignore[arg-type]
+            np.savez(handle, allow_pickle=False, **entries)
     else:
-        np.savez(path, **entries)  # type: ignore[arg-type]
+        np.savez(path, allow_pickle=False, **entries)
 
 
 def read_archive(path: str | BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The JSON header and the arrays of a model file (one-line :class:`ModelError` if not one)."""
     what = f"model file {path!r}" if isinstance(path, str) else "model file"
-    try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ModelError(f"{what} is not an openvta model (a single numpy array)")
-        with archive:
-            entries = {key: archive[key] for key in archive.files}
-    except ModelError:
-        raise
-    except FileNotFoundError:
-        raise ModelError(f"{what} does not exist") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelError(f"{what} is not an openvta model (not a readable npz archive: "
-                         f"{_first_line(exc)})") from None
+    entries = read_npz(path, "model", "an openvta model", ModelError)
     found = entries.pop("format", None)
     if found is None or found.ndim != 0 or str(found) not in READ_FORMATS:
         shown = None if found is None else str(found)

@@ -14,6 +14,8 @@ so ``assemble(disassemble(x)) == x``::
 
 from __future__ import annotations
 
+from typing import Any
+
 from .config import Config
 from .encoding import layouts_of
 from .enums import AluOp, MemoryType, Opcode
@@ -76,8 +78,8 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
         names = ", ".join(op.name for op in Opcode)
         raise AsmError(f"unknown mnemonic {words[0]!r} (one of {names})") from None
     cls = _CLASS_OF[opcode]
-    layout = layouts_of(cfg)[cls.format]  # type: ignore[attr-defined]
-    values: dict[str, object] = {"opcode": opcode}
+    layout = layouts_of(cfg)[cls.format]
+    values: dict[str, Any] = {"opcode": opcode}
     rest = words[1:]
     subtype = _SUBTYPE.get(opcode)
     if subtype is not None:
@@ -86,7 +88,7 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
             what = "memory type" if subtype == "memory_type" else "ALU opcode"
             raise AsmError(f"{opcode.name} needs its {what} ({', '.join(m.name for m in enum)})")
         try:
-            values[subtype] = enum[rest[0].upper()]  # type: ignore[misc]
+            values[subtype] = enum[rest[0].upper()]
         except KeyError:
             names = ", ".join(m.name for m in enum)
             raise AsmError(f"unknown {subtype} {rest[0]!r} (one of {names})") from None
@@ -108,4 +110,4 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
             raise AsmError(f"field {name} value {text!r} is not an integer") from None
         layout.field(name).check(value, opcode.name)
         values[name] = bool(value) if name in _BOOL_FIELDS else value
-    return cls(cfg=cfg, **values)  # type: ignore[no-any-return]
+    return cls(cfg=cfg, **values)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,6 +40,8 @@ __all__ = [
 DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
 #: The flags that pop a token before an instruction executes, and those that push one
 #: after it (docs/ISA.md §5), in ``DEP_FLAGS`` order.
+_Insn = TypeVar("_Insn", bound="_InsnBase")
+
 POP_FLAGS = tuple(f for f in DEP_FLAGS if f.startswith("pop_"))
 PUSH_FLAGS = tuple(f for f in DEP_FLAGS if f.startswith("push_"))
 
@@ -52,6 +55,8 @@ class _InsnBase:
     push_next_dep: bool = False
 
     format: str = field(default="", init=False, repr=False, compare=False)
+    if TYPE_CHECKING:  # every instruction class declares it, with its own default
+        opcode: Opcode
 
     @property
     def layout(self) -> Layout:
@@ -76,10 +81,10 @@ class _InsnBase:
     def check(self) -> None:
         """Raise :class:`ISAError` unless the enumerated fields hold valid members."""
         opcodes = _OPCODES_OF[type(self).__name__]
-        if self.opcode not in opcodes:  # type: ignore[attr-defined]
+        if self.opcode not in opcodes:
             names = " or ".join(Opcode(o).name for o in opcodes)
             raise ISAError(
-                f"{type(self).__name__} must have opcode {names}, not {self.opcode!r}"  # type: ignore[attr-defined]
+                f"{type(self).__name__} must have opcode {names}, not {self.opcode!r}"
             )
         for name in _ENUM_FIELDS:
             if name != "opcode" and hasattr(self, name):
@@ -91,10 +96,10 @@ class _InsnBase:
     @property
     def module(self) -> Module:
         """The module fetch routes this instruction to."""
-        return module_of(self.opcode, getattr(self, "memory_type", -1))  # type: ignore[attr-defined]
+        return module_of(self.opcode, getattr(self, "memory_type", -1))
 
-    def replace(self, **changes: object) -> Instruction:
-        return dataclasses.replace(self, **changes)  # type: ignore[return-value, arg-type]
+    def replace(self: _Insn, **changes: Any) -> _Insn:
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +168,7 @@ class AluInsn(_LoopInsn):
 
 Instruction = Union[MemInsn, GemmInsn, FinishInsn, AluInsn]
 
-_CLASS_OF = {
+_CLASS_OF: dict[Opcode, type[MemInsn] | type[GemmInsn] | type[FinishInsn] | type[AluInsn]] = {
     Opcode.LOAD: MemInsn,
     Opcode.STORE: MemInsn,
     Opcode.GEMM: GemmInsn,
@@ -178,6 +183,15 @@ _OPCODES_OF = {
     "AluInsn": (Opcode.ALU,),
 }
 _BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
+
+
+def _opcode(value: int) -> Opcode:
+    """``value`` as an :class:`Opcode` (:class:`ISAError` naming the field if it is none)."""
+    try:
+        return Opcode(value)
+    except ValueError:
+        _typed("opcode", value)  # raises the ISAError that names the field and its values
+        raise
 
 
 def _typed(name: str, value: int) -> object:
@@ -211,11 +225,11 @@ def decode(word: int, cfg: Config) -> Instruction:
     word = int(word)
     if not 0 <= word < 1 << (INSN_BYTES * 8):
         raise ISAError(f"instruction word must be a 128-bit unsigned integer, not {word!r}")
-    opcode = _typed("opcode", word & 0x7)
-    cls = _CLASS_OF[opcode]  # type: ignore[index]
-    layout = layouts_of(cfg)[cls.format]  # type: ignore[attr-defined]
-    values = {name: _typed(name, v) for name, v in layout.unpack(word).items()}
-    return cls(cfg=cfg, **values)  # type: ignore[no-any-return]
+    opcode = _opcode(word & 0x7)
+    cls = _CLASS_OF[opcode]
+    layout = layouts_of(cfg)[cls.format]
+    values: dict[str, Any] = {name: _typed(name, v) for name, v in layout.unpack(word).items()}
+    return cls(cfg=cfg, **values)
 
 
 @dataclass(frozen=True)
@@ -318,7 +332,7 @@ def decode_stream(words: np.ndarray, cfg: Config, *,
         if not len(selected):
             continue
         rows = selected.tolist()
-        names = layouts[cls.format].names  # type: ignore[attr-defined]
+        names = layouts[cls.format].names
         columns = [_typed_column(name, table[name][selected].tolist()) for name in names]
         for name, column in zip(names, columns):
             if name in _ENUM_FIELDS:
@@ -327,7 +341,7 @@ def decode_stream(words: np.ndarray, cfg: Config, *,
             out[i] = _build(cls, cfg, dict(zip(names, values)))
     if invalid:
         _decode_row(table, layouts, min(invalid))  # raises, naming the field
-    return out  # type: ignore[return-value]
+    return [insn for insn in out if insn is not None]  # every row is decoded or reported
 
 
 def _build(cls: type, cfg: Config, values: dict[str, object]) -> Instruction:
@@ -340,16 +354,16 @@ def _build(cls: type, cfg: Config, values: dict[str, object]) -> Instruction:
     insn: Instruction = object.__new__(cls)
     values["cfg"] = cfg
     insn.__dict__.update(values)
-    return insn  # type: ignore[no-any-return]
+    return insn
 
 
-def _typed_column(name: str, column: list[int]) -> list[object]:
+def _typed_column(name: str, column: list[int]) -> Sequence[object]:
     """:func:`_typed` of every value; invalid enum values become None (reported later)."""
     if name in _BOOL_FIELDS:
         return [bool(v) for v in column]
     enum = _ENUM_FIELDS.get(name)
     if enum is None:
-        return column  # type: ignore[return-value]
+        return column
     members = {m.value: m for m in enum}
     return [members.get(v) for v in column]
 
@@ -357,8 +371,8 @@ def _typed_column(name: str, column: list[int]) -> list[object]:
 def _decode_row(table: dict[str, np.ndarray], layouts: dict[str, Layout], i: int) -> None:
     """Decode row ``i`` field by field; raises :class:`ISAError` at its first invalid field."""
     try:
-        cls = _CLASS_OF[_typed("opcode", int(table["opcode"][i]))]  # type: ignore[index]
-        for name in layouts[cls.format].names:  # type: ignore[attr-defined]
+        cls = _CLASS_OF[_opcode(int(table["opcode"][i]))]
+        for name in layouts[cls.format].names:
             _typed(name, int(table[name][i]))
     except ISAError as exc:
         raise ISAError(f"instruction {i}: {exc}") from None

@@ -40,6 +40,7 @@ ALU's lanes, ``alu_vec_ii_cycles`` one above it leaves the accumulator one read 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from dataclasses import dataclass
 
 from .config import Config, ConfigError
@@ -121,8 +122,8 @@ class Timing:
             raise ConfigError(f"max_burst_beats must be at most {AXI_MAX_BURST_BEATS} (AXI4), "
                               f"not {self.max_burst_beats!r}")
 
-    def replace(self, **changes: object) -> Timing:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def replace(self, **changes: Any) -> Timing:
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)

@@ -24,7 +24,7 @@ from openvta.compiler.ops import OPERATORS, operator_spec
 from openvta.compiler.ops.common import Operator, as_operand
 from openvta.compiler.pipeline import Progress
 from openvta.isa import Config
-from openvta.runtime import Device, Program, load_program
+from openvta.runtime import Device, Program, Role, load_program
 
 __all__ = ["compile", "simulate", "operator", "random_operands", "Simulated", "OPERATORS"]
 
@@ -192,7 +192,7 @@ def simulate(program: Program | str | os.PathLike[str], inputs: Mapping[str, Arr
     result = Device(backend, **options).run(program)
     outputs = {}
     for name, symbol in program.symbols.items():
-        if symbol.role != "output":
+        if symbol.role is not Role.OUTPUT:
             continue
         packed = program.read(name, result.dram)
         if symbol.logical_shape is not None and symbol.layout:

@@ -30,6 +30,7 @@ from openvta.runtime import (
     BuildError,
     Program,
     ProgramBuilder,
+    Role,
     UopKernel,
     UopLoop,
     ceil_div,
@@ -109,9 +110,9 @@ def build_blocked_gemm(
     w_tiles = pack_wgt(_pad(w, nt * cfg.BLOCK_OUT, kt * cfg.BLOCK_IN), cfg)
     b = ProgramBuilder(cfg)
     b_, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
-    sym_a = b.tensor("A", data=a_tiles, role="input", layout=f"MK{b_}m{bi}k")
-    sym_w = b.tensor("W", data=w_tiles, role="weight", layout=f"NK{bo}n{bi}k")
-    sym_c = b.tensor("C", shape=(mt, nt, b_, bo), dtype="int8", role="output", layout=f"MN{b_}m{bo}n")
+    sym_a = b.tensor("A", data=a_tiles, role=Role.INPUT, layout=f"MK{b_}m{bi}k")
+    sym_w = b.tensor("W", data=w_tiles, role=Role.WEIGHT, layout=f"NK{bo}n{bi}k")
+    sym_c = b.tensor("C", shape=(mt, nt, b_, bo), dtype="int8", role=Role.OUTPUT, layout=f"MN{b_}m{bo}n")
     out_blocks = [(i, j) for i in range(mt // blk.mb) for j in range(nt // blk.nb)]
     k_blocks = kt // blk.kb
 

@@ -148,8 +148,11 @@ def _bitstream_parser(sub: Any) -> None:
 
 def _output(path: str | None) -> Path | None:
     """``path`` with its folder created (``-o nodir/x.npz`` makes ``nodir``)."""
-    if path is None:
-        return None
+    return None if path is None else _output_file(path)
+
+
+def _output_file(path: str) -> Path:
+    """A required output ``path``, with its folder created."""
     out = Path(path)
     if out.is_dir():
         raise ValueError(f"output {path} is a folder; give a file name")
@@ -315,7 +318,7 @@ def _compile(args: argparse.Namespace) -> int:
 
     spec = REGISTRY[args.operator]
     given = operator_params(args, spec, "compile")
-    out = _output(args.output)
+    out = _output_file(args.output)  # required by its parser
     start = time.perf_counter()
     with ProgressDisplay(f"compile {spec.name}", enabled=False if args.quiet else None) as show, \
             warnings.catch_warnings(record=True) as notes:
@@ -324,7 +327,7 @@ def _compile(args: argparse.Namespace) -> int:
                                    records=args.records, **given)
     for note in notes:
         print(f"openvta: note: {note.message}", file=sys.stderr)
-    program.save(out)  # type: ignore[arg-type]
+    program.save(out)
     if not args.quiet:
         print(f"compiled {spec.name} into {program.insn_count} instructions in "
               f"{time.perf_counter() - start:.2f} s; program written to {args.output}")
@@ -334,9 +337,9 @@ def _compile(args: argparse.Namespace) -> int:
 def _verilog(args: argparse.Namespace) -> int:
     from openvta.hw.cosim.export import export_verilog, lint
 
-    out = _output(args.output)
+    out = _output_file(args.output)  # required by its parser
     text = export_verilog(PRESETS[args.config])
-    out.write_text(text)  # type: ignore[union-attr]
+    out.write_text(text)
     print(f"wrote {len(text.splitlines())} lines of Verilog (module openvta_top, config "
           f"{args.config}) to {args.output}")
     if args.lint:

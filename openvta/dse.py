@@ -455,8 +455,8 @@ def _mark_front(points: list[DsePoint]) -> None:
     for p in points:
         p.pareto = []
     for res in ("lut", "dsp"):
-        have = [(p.name, float(p.latency_ms), float(p.resources[res]))  # type: ignore[arg-type]
-                for p in done if res in p.resources]
+        have = [(p.name, float(p.latency_ms), float(p.resources[res]))
+                for p in done if p.latency_ms is not None and res in p.resources]
         for name in pareto_front(have):
             next(p for p in points if p.name == name).pareto.append(res)
 

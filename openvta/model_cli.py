@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from openvta.isa import PRESETS
 from openvta.runtime import ProgramError, backends
+from openvta.runtime.npz import read_npz as read_arrays
 
 __all__ = ["add_model_parser", "read_npz", "run_model_command"]
 
@@ -59,19 +59,10 @@ def add_model_parser(sub: Any) -> None:
 
 
 def read_npz(path: str, what: str) -> dict[str, np.ndarray]:
-    """The arrays of the .npz at ``path`` by name (``what`` names it in the one-line
-    ``ProgramError`` of a missing or unreadable file)."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise ProgramError(f"{what} file {path} must be an .npz of arrays by input name")
-            return {name: archive[name] for name in archive.files}
-    except FileNotFoundError:
-        raise ProgramError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, ProgramError):
-            raise
-        raise ProgramError(f"{what} file {path} is not a readable .npz: {exc}") from None
+    """The arrays of the .npz at ``path`` by name (``what``: ``"calibration"`` or
+    ``"inputs"``), or a one-line ``ProgramError`` naming the file and why it is not one."""
+    kind = "a calibration set" if what == "calibration" else f"a set of {what}"
+    return read_arrays(path, what, kind, ProgramError)
 
 
 def run_model_command(args: argparse.Namespace, output: Any) -> int:

@@ -9,14 +9,16 @@ from .program import (
     Program,
     ProgramError,
     Result,
+    Role,
     Symbol,
     load_program,
     load_result,
 )
+from .roles import HOST_ROLES, ROLES
 
 __all__ = [
-    "Backend", "BackendError", "BuildError", "Device", "DramAllocator", "PROGRAM_FORMAT",
-    "Program", "ProgramBuilder", "ProgramError", "Progress", "RESULT_FORMAT", "Result", "Symbol",
+    "Backend", "BackendError", "HOST_ROLES", "ROLES", "BuildError", "Device", "DramAllocator", "PROGRAM_FORMAT",
+    "Program", "ProgramBuilder", "ProgramError", "Progress", "RESULT_FORMAT", "Result", "Role", "Symbol",
     "UopKernel", "UopLoop", "backends", "ceil_div", "load_program", "load_result",
     "pack_acc", "pack_inp", "pack_wgt", "register_backend", "unpack_out",
 ]

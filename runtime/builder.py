@@ -45,7 +45,8 @@ from openvta.isa import (
 from openvta.isa.config import LOOP_ITER_WIDTH
 
 from .dram import DramAllocator
-from .program import DTYPES, ROLES, Program, Symbol
+from .program import DTYPES, Program, Symbol
+from .roles import ROLES, Role
 
 __all__ = ["BuildError", "ProgramBuilder", "UopKernel", "UopLoop"]
 
@@ -109,10 +110,10 @@ class UopKernel:
         return outer.extent * inner.extent * len(self.uops)
 
 
-_SYNC = {
-    Module.LOAD: dict(opcode=Opcode.LOAD, memory_type=MemoryType.INP),
-    Module.COMPUTE: dict(opcode=Opcode.LOAD, memory_type=MemoryType.UOP),
-    Module.STORE: dict(opcode=Opcode.STORE, memory_type=MemoryType.OUT),
+_SYNC: dict[Module, tuple[Opcode, MemoryType]] = {
+    Module.LOAD: (Opcode.LOAD, MemoryType.INP),
+    Module.COMPUTE: (Opcode.LOAD, MemoryType.UOP),
+    Module.STORE: (Opcode.STORE, MemoryType.OUT),
 }
 
 
@@ -156,7 +157,7 @@ class ProgramBuilder:
         shape: tuple[int, ...] | None = None,
         dtype: str | None = None,
         layout: str = "",
-        role: str = "scratch",
+        role: Role | str = Role.SCRATCH,
         addr: int | None = None,
     ) -> Symbol:
         """Allocate a named DRAM tensor, from ``data`` or zero-filled of ``shape``/``dtype``.
@@ -180,6 +181,7 @@ class ProgramBuilder:
             raise BuildError(f"a DRAM segment named {name!r} already exists")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        role = Role(role)
         if data is not None:
             array = np.asarray(data)
             if shape is not None and tuple(shape) != array.shape:
@@ -448,7 +450,8 @@ class ProgramBuilder:
             self._emit(self._sync(module))
 
     def _sync(self, module: Module) -> MemInsn:
-        return MemInsn(cfg=self.cfg, **_SYNC[module])  # type: ignore[arg-type]
+        opcode, memory_type = _SYNC[module]
+        return MemInsn(cfg=self.cfg, opcode=opcode, memory_type=memory_type)
 
     def _emit(self, insn: Instruction) -> None:
         self._check_open()

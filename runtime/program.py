@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Callable
@@ -20,6 +19,9 @@ import numpy as np
 
 from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, decode_stream
 from openvta.isa.instructions import words_from_bytes
+
+from .npz import read_npz
+from .roles import HOST_ROLES, ROLES, Role
 
 __all__ = [
     "PROGRAM_FORMAT",
@@ -33,12 +35,13 @@ __all__ = [
     "Progress",
     "DTYPES",
     "ROLES",
+    "HOST_ROLES",
+    "Role",
 ]
 
 PROGRAM_FORMAT = "openvta-program/1"
 RESULT_FORMAT = "openvta-result/1"
 DTYPES = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32}
-ROLES = ("input", "weight", "bias", "output", "scratch")
 _KEYS = ("format", "config", "dram", "insn_addr", "insn_count", "symbols")
 
 PathLike = Union[str, Path]
@@ -60,7 +63,7 @@ class Symbol:
     shape: tuple[int, ...]
     dtype: str
     layout: str = ""
-    role: str = "scratch"
+    role: Role = Role.SCRATCH
     #: the unpacked tensor's shape, for tiled layouts (optional; written when known)
     logical_shape: tuple[int, ...] | None = None
     #: the bytes of the logical tensor its operator must move at least once: every element
@@ -68,6 +71,11 @@ class Symbol:
     #: the padding of tiled layouts (optional; written by the compiler's operators).  The
     #: cycle report's ideal roofline (:meth:`Program.compulsory_bytes`) adds them up.
     used_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"symbol role must be one of {', '.join(ROLES)}, not {self.role!r}")
+        object.__setattr__(self, "role", Role(self.role))  # a str of a role's value becomes the role
 
     def with_logical_shape(self, shape: tuple[int, ...]) -> Symbol:
         return replace(self, logical_shape=tuple(shape))
@@ -85,7 +93,7 @@ class Symbol:
             "shape": list(self.shape),
             "dtype": self.dtype,
             "layout": self.layout,
-            "role": self.role,
+            "role": self.role.value,
         }
         if self.logical_shape is not None:
             out["logical_shape"] = list(self.logical_shape)
@@ -128,7 +136,7 @@ class Symbol:
         if used is not None and (not isinstance(used, int) or isinstance(used, bool) or used < 0):
             raise ProgramError(f"symbol {name!r} used_bytes must be a non-negative integer, "
                                f"not {used!r}")
-        return cls(addr, tuple(shape), dtype, layout, role,
+        return cls(addr, tuple(shape), dtype, layout, Role(role),
                    None if logical is None else tuple(logical), used)
 
 
@@ -222,11 +230,11 @@ class Program:
         >>> op.build().compulsory_bytes()       # a quarter of the input, the weights; the output
         (80, 64)
         """
-        host = [s for s in self.symbols.values() if s.role != "scratch"]
+        host = [s for s in self.symbols.values() if s.role is not Role.SCRATCH]
         if not host or any(s.used_bytes is None for s in host):
             return None
-        read = sum(s.used_bytes or 0 for s in host if s.role != "output")
-        return read, sum(s.used_bytes or 0 for s in host if s.role == "output")
+        read = sum(s.used_bytes or 0 for s in host if s.role in HOST_ROLES)
+        return read, sum(s.used_bytes or 0 for s in host if s.role is Role.OUTPUT)
 
     def write(self, name: str, value: np.ndarray) -> None:
         """Overwrite symbol ``name`` in the image (shape must match)."""
@@ -252,7 +260,7 @@ class Program:
 
     @classmethod
     def load(cls, path: PathLike | BinaryIO) -> Program:
-        entries = _read_npz(path, "program")
+        entries = read_npz(path, "program", "an openvta program", ProgramError)
         _check_format(entries, PROGRAM_FORMAT, "program")
         missing = [k for k in _KEYS if k not in entries]
         if missing:
@@ -282,47 +290,9 @@ def _savez(path: PathLike | BinaryIO, **entries: np.ndarray) -> None:
     # np.savez appends ".npz" to a name without it; writing through a handle does not.
     if isinstance(path, (str, Path)):
         with open(path, "wb") as handle:
-            np.savez(handle, **entries)  # type: ignore[arg-type]
+            np.savez(handle, allow_pickle=False, **entries)
     else:
-        np.savez(path, **entries)  # type: ignore[arg-type]
-
-
-def _check_declared_sizes(archive: np.lib.npyio.NpzFile, what: str) -> None:
-    """Reject an entry whose header declares more data than the archive holds for it.
-
-    A forged ``.npy`` header (a shape of 10**12 bytes in a file of a few kilobytes)
-    would otherwise make numpy allocate the declared size before noticing.
-    """
-    zipped = archive.zip
-    for info in zipped.infolist():
-        with zipped.open(info) as member:
-            version = np.lib.format.read_magic(member)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-            held = info.file_size - member.tell()
-        declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if declared > held:
-            name = info.filename.removesuffix(".npy")
-            raise ProgramError(f"{what} file entry {name!r} declares {declared} bytes "
-                               f"({dtype}{list(shape)}) but holds only {held}")
-
-
-def _read_npz(path: PathLike | BinaryIO, what: str) -> dict[str, np.ndarray]:
-    try:
-        archive = np.load(path, allow_pickle=False)  # type: ignore[arg-type]
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ProgramError(f"{what} file is not an npz archive (it holds a single array)")
-        with archive:
-            _check_declared_sizes(archive, what)
-            return {key: archive[key] for key in archive.files}
-    except ProgramError:
-        raise
-    except FileNotFoundError:
-        raise ProgramError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ProgramError(f"{what} file is not a readable npz archive: {exc}") from None
+        np.savez(path, allow_pickle=False, **entries)
 
 
 def _check_format(entries: dict[str, np.ndarray], expected: str, what: str) -> None:
@@ -406,7 +376,7 @@ class Result:
 
 def load_result(path: PathLike | BinaryIO) -> Result:
     """Read a result file (:meth:`Result.save`); a malformed one raises :class:`ProgramError`."""
-    entries = _read_npz(path, "result")
+    entries = read_npz(path, "result", "an openvta result", ProgramError)
     _check_format(entries, RESULT_FORMAT, "result")
     for key in ("dram", "counters"):
         if key not in entries:

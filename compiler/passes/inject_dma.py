@@ -17,7 +17,7 @@ from openvta.isa import Config, Format, MemoryType, Module, layouts_of
 
 from ..ir import Copy, Direction, Dma, DmaDim, LoweringError, Scope, Stmt, transform
 from ..lower import Lowered
-from ..te import BinOp, Const, Expr
+from ..te import ArithOp, BinOp, Const, Expr
 
 __all__ = ["inject_dma"]
 
@@ -79,7 +79,7 @@ def merge_dims(stmt: Copy, max_extent: int) -> tuple[DmaDim, ...]:
         extent, offset, size, step = stmt.shape[d], stmt.source_offset[d], sizes[d], steps[d]
         if out and full and offset == 0 and step == 1 and extent * out[0].extent <= max_extent:
             head = out[0]
-            start: Expr = BinOp("*", stmt.start[d], Const(units))
+            start: Expr = BinOp(ArithOp.MUL, stmt.start[d], Const(units))
             out[0] = DmaDim(extent * head.extent, head.stride, start, (0, size * units))
             units *= size
         else:

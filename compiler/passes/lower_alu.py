@@ -18,13 +18,14 @@ from openvta.isa import AluOp, Field, Format, layouts_of
 from ..affine import Affine
 from ..ir import Block, Buffer, Elementwise, LoweringError, MicroOp, Stmt, UopInsn, UopKind, UopLoopSpec, transform
 from ..lower import Lowered
-from ..te import BinOp, Cast, Const, Expr, Read
+from ..te import ArithOp, BinOp, Cast, Const, Expr, Read
 
 __all__ = ["lower_alu"]
 
-_OPS = {"+": AluOp.ADD, "-": AluOp.ADD, "*": AluOp.MUL, ">>": AluOp.SHR, "<<": AluOp.SHR,
-        "min": AluOp.MIN, "max": AluOp.MAX}
-_COMMUTATIVE = {"+", "*", "min", "max"}
+_OPS = {ArithOp.ADD: AluOp.ADD, ArithOp.SUB: AluOp.ADD, ArithOp.MUL: AluOp.MUL, ArithOp.SHR: AluOp.SHR,
+        ArithOp.SHL: AluOp.SHR, ArithOp.MIN: AluOp.MIN, ArithOp.MAX: AluOp.MAX}
+_COMMUTATIVE = {ArithOp.ADD, ArithOp.MUL, ArithOp.MIN, ArithOp.MAX}
+_NEGATED = {ArithOp.SUB, ArithOp.SHL}  # applied as ADD / SHR of the negated immediate
 
 
 def lower_alu(lowered: Lowered) -> Lowered:
@@ -68,25 +69,23 @@ def _collect(stmt: Elementwise, expr: Expr, ops: list, imm: Field) -> None:
                         f"{expr.tensor.name} at another tile")
         return None
     if not isinstance(expr, BinOp) or expr.op not in _OPS:
-        raise _fail(stmt.stage, f"the ALU has no operation for {type(expr).__name__} "
-                    f"{getattr(expr, 'op', '')}".rstrip())
+        op = expr.op.value if isinstance(expr, BinOp) else ""
+        raise _fail(stmt.stage, f"the ALU has no operation for {type(expr).__name__} {op}".rstrip())
     chain, other = expr.a, expr.b
     if _is_leaf_operand(stmt, chain) and expr.op in _COMMUTATIVE:
         chain, other = other, chain
     _collect(stmt, chain, ops, imm)
     if isinstance(other, Const):
         value = other.value
-        if expr.op == "-":
-            value = -value
-        elif expr.op == "<<":
+        if expr.op in _NEGATED:
             value = -value
         if not imm.low <= value <= imm.high:
             raise _fail(stmt.stage, f"immediate {value} does not fit the ALU's {imm.width}-bit "
                         f"signed {imm.name} field ({imm.low}..{imm.high})")
         ops.append((_OPS[expr.op], value, None))
         return None
-    if expr.op in ("-", "<<"):
-        raise _fail(stmt.stage, f"the ALU cannot apply {expr.op} with a tensor operand")
+    if expr.op in _NEGATED:
+        raise _fail(stmt.stage, f"the ALU cannot apply {expr.op.value} with a tensor operand")
     operand = stmt.operands.get(other.tensor) if isinstance(other, Read) else None
     if operand is None:
         raise _fail(stmt.stage, "the second operand must be a constant or an accumulator tensor")

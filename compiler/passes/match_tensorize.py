@@ -19,7 +19,7 @@ from ..intrin import Intrinsic
 from ..bounds import split_index
 from ..ir import LoweringError, MicroOp, Reduction, Reset, Scope, Stmt, UopInsn, UopKind, UopLoopSpec, transform
 from ..lower import Lowered
-from ..te import BinOp, Cast, Expr, Read, Var, show
+from ..te import ArithOp, BinOp, Cast, Expr, Read, Var, show
 
 __all__ = ["match_tensorize"]
 
@@ -91,7 +91,7 @@ def _show(indices: tuple[Expr, ...]) -> str:
 
 def _product_reads(stmt: Reduction) -> int:
     body = stmt.body
-    if not (isinstance(body, BinOp) and body.op == "*"):
+    if not (isinstance(body, BinOp) and body.op is ArithOp.MUL):
         raise _fail(stmt.stage, "the body must be a product inp · wgt (the GEMM intrinsic's body)")
     count = 0
     for side in (body.a, body.b):

@@ -70,7 +70,7 @@ def _only(node: OnnxNode, allowed: Sequence[str]) -> None:
             raise node.fail(f"attribute {key!r} is not supported; supported: {supported}")
 
 
-def _ints(node: OnnxNode, key: str, default: Sequence[int], length: int) -> tuple[int, ...]:
+def _ints(node: OnnxNode, key: str, default: Sequence[object], length: int) -> tuple[int, ...]:
     value = node.attrs.get(key, default)
     if not isinstance(value, (list, tuple)) or len(value) != length \
             or not all(isinstance(v, int) for v in value):
@@ -80,8 +80,11 @@ def _ints(node: OnnxNode, key: str, default: Sequence[int], length: int) -> tupl
 
 def _ones(node: OnnxNode, key: str) -> None:
     value = node.attrs.get(key)
-    if value is not None and any(v != 1 for v in value):  # type: ignore[attr-defined]
-        raise node.fail(f"attribute {key} must be all 1, not {list(value)!r}")  # type: ignore[call-overload]
+    if value is None:
+        return
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if any(v != 1 for v in items):
+        raise node.fail(f"attribute {key} must be all 1, not {items!r}")
 
 
 def _zero(node: OnnxNode, key: str) -> None:
@@ -89,7 +92,7 @@ def _zero(node: OnnxNode, key: str) -> None:
         raise node.fail(f"attribute {key} must be 0, not {node.attrs[key]!r}")
 
 
-def _pads(node: OnnxNode, kernel: tuple[int, int], strides: tuple[int, int]) -> tuple[int, ...]:
+def _pads(node: OnnxNode, kernel: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
     mode = node.attrs.get("auto_pad", "NOTSET")
     if mode == "NOTSET":
         return _ints(node, "pads", (0, 0, 0, 0), 4)
@@ -117,7 +120,7 @@ def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     if len(weight) != 4:
         raise node.fail(f"weight must be 4-D OIHW, not {len(weight)}-D {weight!r}")
     _ones(node, "dilations")
-    kernel = _ints(node, "kernel_shape", weight[2:], 2)  # type: ignore[arg-type]
+    kernel = _ints(node, "kernel_shape", weight[2:], 2)
     if kernel != tuple(weight[2:]):
         raise node.fail(f"attribute kernel_shape must match the weight's {weight[2:]!r}, not {kernel!r}")
     group = node.attrs.get("group", 1)
@@ -125,7 +128,7 @@ def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
         raise node.fail(f"attribute group must be 1 or the {channels} input channels "
                         f"(depthwise), not {group!r}")
     strides = _ints(node, "strides", (1, 1), 2)
-    pads = _pads(node, kernel, strides)  # type: ignore[arg-type]
+    pads = _pads(node, kernel, strides)
     return inputs, {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
 
 
@@ -140,7 +143,7 @@ def _pool(node: OnnxNode, average: bool) -> tuple[tuple[str, ...], Attrs]:
     kernel = _ints(node, "kernel_shape", (), 2)
     strides = _ints(node, "strides", (1, 1), 2)
     attrs: Attrs = {"kernel_shape": kernel, "strides": strides,
-                    "pads": _pads(node, kernel, strides)}  # type: ignore[arg-type]
+                    "pads": _pads(node, kernel, strides)}
     if average:
         attrs["count_include_pad"] = node.attrs.get("count_include_pad", 0)
     return node.present(), attrs

@@ -19,7 +19,7 @@ import numpy as np
 from openvta.isa.arith import wrap_int32  # re-exported: the graph's references wrap like the accumulator
 
 from ..errors import OpError
-from ..ir import Attrs, DType, Node, Op, TensorType
+from ..ir import Attrs, AttrValue, DType, Node, Op, TensorType
 
 if TYPE_CHECKING:
     from openvta.isa import Config
@@ -131,10 +131,10 @@ def ints_attr(attrs: Attrs, key: str, length: int | None = None,
             or (length is not None and len(value) != length):
         size = f"{length} " if length is not None else ""
         raise OpError(f"attribute {key!r} must be a tuple of {size}integers, not {value!r}")
-    return value  # type: ignore[return-value]
+    return tuple(v for v in value if isinstance(v, int))  # every one is: checked above
 
 
-def float_attr(attrs: Attrs, key: str, default: float | None = None) -> float:
+def float_attr(attrs: Mapping[str, AttrValue], key: str, default: float | None = None) -> float:
     value = attrs.get(key, default)
     if isinstance(value, int) and not isinstance(value, bool):
         value = float(value)

@@ -23,10 +23,10 @@ __all__ = ["DEFS"]
 
 
 def _geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    kernel = ints_attr(attrs, "kernel_shape", 2)
-    strides = ints_attr(attrs, "strides", 2, (1, 1))
-    pads = ints_attr(attrs, "pads", 4, (0, 0, 0, 0))
-    return kernel, strides, pads  # type: ignore[return-value]
+    kh, kw = ints_attr(attrs, "kernel_shape", 2)
+    sh, sw = ints_attr(attrs, "strides", 2, (1, 1))
+    top, left, bottom, right = ints_attr(attrs, "pads", 4, (0, 0, 0, 0))
+    return (kh, kw), (sh, sw), (top, left, bottom, right)
 
 
 def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import PassError
 from ..execute import execute
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
-from ..ops.base import ScaleRule
+from ..ops.base import ScaleRule, float_attr
 from ..registry import INTERNAL_OPS, op_def
 from ..quantization import choose_scale
 
@@ -61,8 +61,8 @@ def _positive_only(users: list[Node]) -> float | None:
     for node in users:
         if node.op is Op.RELU:
             top = np.inf
-        elif node.op is Op.CLIP and float(node.attrs.get("min", -np.inf)) >= 0:  # type: ignore[arg-type]
-            top = max(top, float(node.attrs.get("max", np.inf)))  # type: ignore[arg-type]
+        elif node.op is Op.CLIP and float_attr(node.attrs, "min", -np.inf) >= 0:
+            top = max(top, float_attr(node.attrs, "max", np.inf))
         else:
             return None
     return top

@@ -69,7 +69,9 @@ class _Groups:
         self.next_id = 0
 
     def device(self, gid: int) -> Device:
-        return self.members[gid][0].placement.device  # type: ignore[union-attr]
+        placement = self.members[gid][0].placement
+        assert placement is not None  # a node joins a group only once its placement is checked
+        return placement.device
 
     def feeds_only(self, gid: int, node: Node) -> bool:
         for member in self.members[gid]:

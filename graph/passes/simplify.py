@@ -20,7 +20,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import OpError, PassError
-from ..ir import DType, Graph, Node, Op, QuantParams, TensorType
+from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, TensorType
+from ..ops.base import float_attr
 from ..registry import INTERNAL_OPS, op_def
 from ..rewrite import fresh, prune, rename_values
 from .infer_shapes import infer_shapes
@@ -94,7 +95,7 @@ def _fold_batch_norms(graph: Graph) -> Graph:
         if conv is None:
             continue
         scale, beta, mean, var = (constants[v].astype(np.float64) for v in bn.inputs[1:])
-        gain = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))  # type: ignore[arg-type]
+        gain = scale / np.sqrt(var + float_attr(bn.attrs, "epsilon", 1e-5))
         weight = constants[conv.inputs[1]].astype(np.float64)
         bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 \
             else np.zeros(weight.shape[0])
@@ -133,14 +134,16 @@ def _gemm_form(graph: Graph, node: Node, constants: dict[str, np.ndarray],
     transposed = node.op is Op.MATMUL or not attrs.get("transB", 0)
     if transposed:
         weight = weight.T
-    alpha = float(attrs.pop("alpha", 1.0))  # type: ignore[arg-type]
+    alpha = float_attr(attrs, "alpha", 1.0)
+    attrs.pop("alpha", None)
     weight = weight * alpha
     inputs = [node.inputs[0], fresh(f"{node.name}.weight", used)]
     used.add(inputs[1])
     constants[inputs[1]] = weight.astype(np.float32)
     quants[inputs[1]] = _moved_quant(graph.types[node.inputs[1]].quant, transposed, alpha, 2)
     if len(node.inputs) > 2 and node.inputs[2] in constants:
-        beta = float(attrs.pop("beta", 1.0))  # type: ignore[arg-type]
+        beta = float_attr(attrs, "beta", 1.0)
+        attrs.pop("beta", None)
         bias = constants[node.inputs[2]] * beta
         if bias.size == weight.shape[0] and bias.ndim <= 2:
             bias = bias.reshape(-1)
@@ -153,7 +156,7 @@ def _gemm_form(graph: Graph, node: Node, constants: dict[str, np.ndarray],
     elif len(node.inputs) > 2:
         inputs.append(node.inputs[2])
     attrs["transB"] = 1
-    return replace(node, op=Op.GEMM, inputs=tuple(inputs), attrs=attrs)  # type: ignore[arg-type]
+    return replace(node, op=Op.GEMM, inputs=tuple(inputs), attrs=Attrs(attrs))
 
 
 def _bias_add(graph: Graph, node: Node) -> tuple[Node, str] | None:

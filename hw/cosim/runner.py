@@ -113,7 +113,7 @@ def check_top(top: wiring.Component, bus_width: int) -> None:
             problem = f"top port {name!r} must be {want!r}, not {got!r}"
         else:
             continue
-        top._MustUse__silence = True  # type: ignore[attr-defined]
+        top._MustUse__silence = True  # Amaranth's private "never elaborated" flag
         raise RtlError(problem)
 
 
@@ -133,7 +133,7 @@ def verilog_of(top: wiring.Component, name: str = TOP_NAME) -> str:
         try:
             return verilog.convert(top, name=name, emit_src=False)
         except Exception:
-            UnusedElaboratable._MustUse__silence = True  # type: ignore[attr-defined]
+            UnusedElaboratable._MustUse__silence = True  # Amaranth's private flag
             raise
 
 
@@ -183,7 +183,7 @@ def _toolchain_environ(**extra: str | None) -> contextlib.AbstractContextManager
                     COCOTB_TEST_FILTER=None, **extra)
 
 
-def _runner():  # type: ignore[no-untyped-def]
+def _runner() -> Any:  # cocotb_tools is optional and untyped
     try:
         from cocotb_tools.runner import get_runner
     except ImportError:
@@ -400,10 +400,10 @@ def _keep_runtime_objects(build_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _build_info(build_dir: Path) -> dict[str, object]:
+def _build_info(build_dir: Path) -> dict[str, Any]:
     marker = Path(build_dir) / BUILD_MARKER
     try:
-        info: dict[str, object] = json.loads(marker.read_text())
+        info: dict[str, Any] = json.loads(marker.read_text())  # the build marker's JSON
     except (OSError, ValueError):
         raise RtlError(f"{build_dir} holds no completed RTL build (no {BUILD_MARKER}); "
                        f"call build() first") from None
@@ -460,7 +460,7 @@ def run(build_dir: Path, program: Program, *, max_cycles: int, idle: bool = Fals
                        f"without (by an older openvta): build it again")
     dram_bytes = info.get("dram_bytes")
     if dram_bytes is not None:
-        _check_native(program, int(dram_bytes), idle, backpressure)  # type: ignore[call-overload]
+        _check_native(program, int(dram_bytes), idle, backpressure)
     run_dir = Path(tempfile.mkdtemp(prefix="openvta-run-"))  # kept when the run fails
     program.save(run_dir / "program.npz")
     if dram_bytes is not None:

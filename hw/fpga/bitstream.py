@@ -334,7 +334,7 @@ def _constrained(platform: Any, target_mhz: float) -> Any:
     target; the SoC still runs from the oscillator."""
     base = type(platform)
 
-    class Constrained(base):  # type: ignore[misc, valid-type]
+    class Constrained(base):  # type: ignore[misc, valid-type]  # the board's platform class, known at run time
         def iter_port_clock_constraints(self) -> Any:
             for port, _frequency in super().iter_port_clock_constraints():
                 yield port, target_mhz * 1e6

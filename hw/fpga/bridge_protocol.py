@@ -106,11 +106,13 @@ def check_length(command: Command, length: int) -> None:
 
 def _command(value: object) -> Command:
     try:
-        return Command(value)  # type: ignore[arg-type]
+        if isinstance(value, int):
+            return Command(value)
     except ValueError:
-        raise ProtocolError(f"command must be one of "
-                            f"{', '.join(f'{c.name}={c.value}' for c in Command)}, "
-                            f"not {value!r}") from None
+        pass
+    raise ProtocolError(f"command must be one of "
+                        f"{', '.join(f'{c.name}={c.value}' for c in Command)}, "
+                        f"not {value!r}")
 
 
 def encode_request(command: Command | int, addr: int, length: int | None = None,

@@ -8,9 +8,10 @@ queue: tokens carry no data, so a queue is an up/down counter of ``depth`` entri
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -90,12 +91,12 @@ class Fetch(wiring.Component):
             "mem": Out(mem_port(bus_bits)),
         })
 
-    def _target(self, word: object) -> object:
+    def _target(self, word: Value) -> Value:
         """Which queue an instruction goes to: 0 load, 1 compute, 2 store (docs/ISA.md §5)."""
         layout = layouts_of(self.cfg)[Format.MEM]
-        op = word[: layout.field("opcode").width]  # type: ignore[index]
+        op = word[: layout.field("opcode").width]
         mt_field = layout.field("memory_type")
-        mtype = word[mt_field.offset : mt_field.offset + mt_field.width]  # type: ignore[index]
+        mtype = word[mt_field.offset : mt_field.offset + mt_field.width]
         on_load = (op == Opcode.LOAD) & _any(mtype == t for t in LOAD_MODULE_TYPES)
         return Mux(op == Opcode.STORE, Unit.STORE, Mux(on_load, Unit.LOAD, Unit.COMPUTE))
 
@@ -183,8 +184,8 @@ class Fetch(wiring.Component):
             m.d.sync += routing.eq(routing - 1)
 
 
-def _any(terms: object) -> object:
-    result = 0
-    for term in terms:  # type: ignore[attr-defined]
+def _any(terms: Iterable[Value]) -> Value:
+    result: Value = Const(0)
+    for term in terms:
         result = term | result
     return result

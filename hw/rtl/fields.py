@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from amaranth import signed, unsigned
+from amaranth import Shape, signed, unsigned
 from amaranth.hdl import Value
 from amaranth.lib import data
 
@@ -22,7 +22,7 @@ __all__ = ["struct_layout", "Decoded", "uop_fields"]
 def struct_layout(cfg: Config, fmt: str) -> data.StructLayout:
     """The ``StructLayout`` of format ``fmt`` (``Format.MEM``, ``GEMM``, ``ALU``, ``UOP``)."""
     layout = layouts_of(cfg)[fmt]
-    members: dict[str, object] = {}
+    members: dict[str, Shape] = {}
     offset = 0
     for f in sorted(layout.fields, key=lambda f: f.offset):
         if f.offset > offset:
@@ -31,7 +31,7 @@ def struct_layout(cfg: Config, fmt: str) -> data.StructLayout:
         offset = f.offset + f.width
     if offset < layout.total_width:
         members[f"_pad_{offset}"] = unsigned(layout.total_width - offset)
-    return data.StructLayout(members)  # type: ignore[arg-type]
+    return data.StructLayout(members)
 
 
 class Decoded:
@@ -44,13 +44,13 @@ class Decoded:
                       for fmt in (Format.MEM, Format.GEMM, Format.ALU)}
 
     def mem(self, name: str) -> Value:
-        return self.views[Format.MEM][name]  # type: ignore[no-any-return]
+        return Value.cast(self.views[Format.MEM][name])
 
     def gemm(self, name: str) -> Value:
-        return self.views[Format.GEMM][name]  # type: ignore[no-any-return]
+        return Value.cast(self.views[Format.GEMM][name])
 
     def alu(self, name: str) -> Value:
-        return self.views[Format.ALU][name]  # type: ignore[no-any-return]
+        return Value.cast(self.views[Format.ALU][name])
 
     @property
     def opcode(self) -> Value:

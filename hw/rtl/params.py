@@ -12,29 +12,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 __all__ = ["check_bus_bits", "refusing"]
 
-Init = TypeVar("Init", bound=Callable[..., None])
+P = ParamSpec("P")
+S = TypeVar("S")
 
 #: AXI4 data widths in bits: a power of two from 8 to 1024.
 MIN_BUS_BITS, MAX_BUS_BITS = 8, 1024
 
 
-def refusing(init: Init) -> Init:
+def refusing(init: Callable[Concatenate[S, P], None]) -> Callable[Concatenate[S, P], None]:
     """Decorate a component's ``__init__``: when it raises ``TypeError`` or ``ValueError``
     (a refused parameter), the half-built component is marked as never to be elaborated."""
 
     @functools.wraps(init)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+    def checked(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> None:
         try:
             init(self, *args, **kwargs)
         except (TypeError, ValueError):
             self._MustUse__silence = True  # refused: the exception already says so
             raise
 
-    return checked  # type: ignore[return-value]
+    return checked
 
 
 def check_bus_bits(bus_bits: object, what: str = "AXI data width") -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from amaranth import Module, Signal, Value
+from amaranth import Const, Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -150,8 +150,8 @@ def instruction_cycle(
                 m.next = "IDLE"
 
 
-def _all(terms: list) -> Value:
-    result: Value | int = 1
+def _all(terms: list[Value]) -> Value:
+    result: Value = Const(1)
     for term in terms:
         result = term & result
-    return result  # type: ignore[return-value]
+    return result

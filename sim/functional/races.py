@@ -152,14 +152,14 @@ class RaceChecker:
             if res.untouchable(index):
                 continue
             for other, last in enumerate(res.last_write):
-                if (last > clock[other] and other != module
-                        and _max(res.writes[other], index) > clock[other]):  # type: ignore[arg-type]
+                if (last > clock[other] and other != module and (written := res.writes[other]) is not None
+                        and _max(written, index) > clock[other]):
                     self._report_write(module, access, res)
             if access.write:
                 for other, last in enumerate(res.last_read):
-                    if (last > clock[other] and other != module
-                            and _max(table := res.reads[other], index) > clock[other]):  # type: ignore[arg-type]
-                        self._report_read(module, access, res, other, table)  # type: ignore[arg-type]
+                    if (last > clock[other] and other != module and (table := res.reads[other]) is not None
+                            and _max(table, index) > clock[other]):
+                        self._report_read(module, access, res, other, table)
                 _assign(res.writer, index, module)
                 _assign(res.table(res.writes, module), index, epoch)
                 res.last_write[module] = epoch

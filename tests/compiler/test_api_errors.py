@@ -146,7 +146,7 @@ def test_compile_reports_progress_pass_by_pass_then_through_codegen() -> None:
     program = openvta.compile("conv2d", **CONV, vthreads=2, seed=0,
                               progress=lambda *call: calls.append(call))
     passes = [c for c in calls if c[0] != "codegen"]
-    assert [c[0] for c in passes] == ["lower_schedule", *(name for name, _ in openvta.compiler.PASSES)]
+    assert [c[0] for c in passes] == ["lower_schedule", *(step.name for step in openvta.compiler.PASSES)]
     assert [c[1] for c in passes] == list(range(len(passes))) and {c[2] for c in passes} == {len(passes)}
     codegen = [c for c in calls if c[0] == "codegen"]
     done = [c[1] for c in codegen]

@@ -243,3 +243,54 @@ def test_padding_beyond_the_dma_pad_fields_names_the_field(monkeypatch: pytest.M
     with pytest.raises(LoweringError, match=r"^codegen: data_pad\.inp: padding of 16 exceeds the DMA's "
                                             r"15-element y_pad_0 field \(4 bits\)$"):
         op.build()
+
+
+def test_a_binop_or_cmp_refuses_a_string_op() -> None:
+    one = te.Const(1)
+    with pytest.raises(te.TEError, match=r"^a BinOp's op must be an ArithOp, not '\+'$"):
+        te.BinOp("+", one, one)  # type: ignore[arg-type]  # the wrong type is the point
+    with pytest.raises(te.TEError, match=r"^a Cmp's op must be a CmpOp, not '<'$"):
+        te.Cmp("<", one, one)  # type: ignore[arg-type]  # the wrong type is the point
+
+
+def test_show_writes_each_arith_op_with_its_symbol() -> None:
+    x = te.Var("x")
+    assert te.show(te.minimum(x * 2 - 3, x >> 1)) == "min(((x * 2) - 3), (x >> 1))"
+    assert te.show((x + 0) * 1 // 4 % 5) == "((x // 4) % 5)"
+
+
+@pytest.mark.parametrize(("fbody", "message"), [
+    (lambda a, b: a - b, r"^lower_alu: alu: the ALU cannot apply - with a tensor operand$"),
+    (lambda a, b: a << b, r"^lower_alu: alu: the ALU cannot apply << with a tensor operand$"),
+    (lambda a, b: a // 2, r"^lower_alu: alu: the ALU has no operation for BinOp //$"),
+])
+def test_an_alu_stage_the_alu_cannot_apply_names_the_op(fbody, message) -> None:
+    data = te.placeholder((1, 1, TINY.BATCH, TINY.BLOCK_OUT), "int32", "data")
+    bias = te.placeholder((1, 1, TINY.BATCH, TINY.BLOCK_OUT), "int32", "bias")
+    alu = te.compute(data.shape, lambda *i: fbody(data(*i), bias(*i)), "alu")
+    out = te.compute(data.shape, lambda *i: alu(*i).astype("int8"), "out")
+    s = create_schedule(out)
+    c = s[out].axis[1]
+    for tensor in (data, bias):
+        cached = s.cache_read(tensor, "acc", [alu])
+        s[cached].set_scope("acc")
+        s[cached].compute_at(s[out], c)
+    s[alu].set_scope("acc")
+    s[alu].compute_at(s[out], c)
+    with pytest.raises(LoweringError, match=message):
+        build(s, TINY)
+
+
+@pytest.mark.parametrize(("skipped", "message"), [
+    ("lower_alu", r"^lower_alu: left a Elementwise behind$"),
+    ("inject_vthreads", r"^inject_vthreads: left a virtual-thread loop behind$"),
+])
+def test_a_pass_that_does_nothing_is_caught_by_the_invariant_it_promises(monkeypatch, skipped, message) -> None:
+    from dataclasses import replace
+
+    from openvta.compiler import pipeline
+
+    steps = [replace(s, run=lambda ir, _: ir) if s.name == skipped else s for s in pipeline.PASSES]
+    monkeypatch.setattr(pipeline, "PASSES", steps)
+    with pytest.raises(LoweringError, match=message):
+        conv2d(TINY, ci=8, co=8, hw=8, kernel=3, pad=1, vthreads=2).build()

@@ -167,9 +167,9 @@ def _header(entries: dict, edit) -> None:
 
 
 @pytest.mark.parametrize(("corrupt", "message"), [
-    (lambda d: d[: len(d) // 2], r"^model file '.*' is not an openvta model \(not a readable npz "
-                                 r"archive: .*\)$"),
-    (lambda d: b"hello", r"^model file '.*' is not an openvta model \(not a readable npz archive"),
+    (lambda d: d[: len(d) // 2], r"^model file '.*' is not an openvta model \(a truncated or damaged npz "
+                                 r"archive\)$"),
+    (lambda d: b"hello", r"^model file '.*' is not an openvta model \(not an npz archive\)$"),
     (lambda d: _rewrite(d, lambda e: e.update(format=np.array("openvta-program/1"))),
      r"^model file '.*' format must be 'openvta-model/1' or 'openvta-model/2', not 'openvta-program/1'$"),
     (lambda d: _rewrite(d, lambda e: e.pop("format")),
@@ -235,7 +235,7 @@ def test_a_program_file_or_a_single_array_is_not_a_model(tmp_path) -> None:
     single = tmp_path / "one.npy"
     np.save(single, np.zeros(3))
     with pytest.raises(ModelError, match=r"^model file '.*one\.npy' is not an openvta model "
-                                         r"\(a single numpy array\)$"):
+                                         r"\(a single numpy array, not an npz archive\)$"):
         load_model(single)
     with pytest.raises(ModelError, match=r"^model file '.*nothing\.ovta' does not exist$"):
         load_model(tmp_path / "nothing.ovta")

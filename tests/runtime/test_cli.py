@@ -149,7 +149,7 @@ def test_run_invalid_encoding(tiny: Config, tmp_path: Path, capsys: pytest.Captu
 def test_run_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "absent.npz"
     assert main(["run", str(path)]) == 1
-    assert capsys.readouterr() == ("", f"openvta: error: program file {path} does not exist\n")
+    assert capsys.readouterr() == ("", f"openvta: error: program file {str(path)!r} does not exist\n")
 
 
 def test_run_malformed_file(tiny: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,14 +165,15 @@ def test_run_malformed_file(tiny: Config, tmp_path: Path, capsys: pytest.Capture
 def test_run_garbage_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "junk.npz").write_bytes(b"\x00junk" * 10)
     assert main(["run", str(tmp_path / "junk.npz")]) == 1
-    assert capsys.readouterr().err.startswith(
-        "openvta: error: program file is not a readable npz archive: ")
+    assert capsys.readouterr().err == (f"openvta: error: program file {str(tmp_path / 'junk.npz')!r} "
+                                       "is not an openvta program (not an npz archive)\n")
 
 
 def test_run_npy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     np.save(tmp_path / "a.npy", np.zeros(4, np.uint8))
     assert main(["run", str(tmp_path / "a.npy")]) == 1
-    assert capsys.readouterr().err == "openvta: error: program file is not an npz archive (it holds a single array)\n"
+    assert capsys.readouterr().err == (f"openvta: error: program file {str(tmp_path / 'a.npy')!r} is not an "
+                                       "openvta program (a single numpy array, not an npz archive)\n")
 
 
 def test_run_unknown_backend(gemm_file: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,10 +20,12 @@ from openvta.runtime import (
     ProgramBuilder,
     ProgramError,
     Result,
+    Role,
     Symbol,
     load_program,
     load_result,
 )
+from openvta.runtime.roles import HOST_ROLES, ROLES
 from openvta.runtime.program import program_bytes
 
 DROP = object()  # an entry to leave out of the archive
@@ -132,30 +134,35 @@ def test_loaded_program_runs_like_the_original(tiny: Config, make_gemm: Any, tmp
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.npz"
-    with pytest.raises(ProgramError, match=rf"^program file {re.escape(str(path))} does not exist$"):
+    with pytest.raises(ProgramError, match=rf"^program file {re.escape(repr(str(path)))} does not exist$"):
         load_program(path)
 
 
-@pytest.mark.parametrize("content", [b"", b"garbage bytes, not an archive", b"PK\x03\x04broken"],
-                         ids=["empty", "garbage", "broken-zip"])
-def test_garbage_bytes(tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"", r"an empty file"),
+    (b"garbage bytes, not an archive", r"not an npz archive"),
+    (b"PK\x03\x04broken", r"a truncated or damaged npz archive"),
+], ids=["empty", "garbage", "broken-zip"])
+def test_garbage_bytes(tmp_path: Path, content: bytes, reason: str) -> None:
     path = tmp_path / "bad.npz"
     path.write_bytes(content)
-    with pytest.raises(ProgramError, match=r"^program file is not a readable npz archive: "):
+    with pytest.raises(ProgramError, match=rf"^program file '.*bad\.npz' is not an openvta program \({reason}\)$"):
         load_program(path)
 
 
 def test_a_npy_file_is_not_an_npz_archive(tmp_path: Path) -> None:
     path = tmp_path / "array.npy"
     np.save(path, np.arange(4, dtype=np.uint8))
-    with pytest.raises(ProgramError, match=r"^program file is not an npz archive \(it holds a single array\)$"):
+    with pytest.raises(ProgramError, match=r"^program file '.*array\.npy' is not an openvta program "
+                                          r"\(a single numpy array, not an npz archive\)$"):
         load_program(path)
 
 
 def test_pickled_entries_are_refused(tiny: Config, tmp_path: Path) -> None:
     path = _write(tmp_path / "p.npz", _entries(_sample_program(tiny)),
                   symbols=np.array({"A": 1}, dtype=object))
-    with pytest.raises(ProgramError, match=r"^program file is not a readable npz archive: "):
+    with pytest.raises(ProgramError, match=r"^program file '.*p\.npz' holds pickled object data "
+                                          r"\(entry 'symbols'\), which openvta never loads$"):
         load_program(path)
 
 
@@ -375,7 +382,7 @@ def test_result_file_missing_entry(tmp_path: Path, key: str) -> None:
 
 
 def test_missing_result_file(tmp_path: Path) -> None:
-    with pytest.raises(ProgramError, match=r"^result file .*none\.npz does not exist$"):
+    with pytest.raises(ProgramError, match=r"^result file '.*none\.npz' does not exist$"):
         load_result(tmp_path / "none.npz")
 
 
@@ -492,7 +499,7 @@ def test_a_forged_array_header_is_refused_before_allocating(tiny: Config, tmp_pa
     with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
         for name, data in entries.items():
             archive.writestr(name, data)
-    with pytest.raises(ProgramError, match=r"^program file entry 'dram' declares 1000000000000 "
+    with pytest.raises(ProgramError, match=r"^program file '.*bad\.npz' entry 'dram' declares 1000000000000 "
                        r"bytes \(uint8\[1000000000000\]\) but holds only \d+$"):
         load_program(tmp_path / "bad.npz")
 
@@ -551,3 +558,32 @@ def test_used_bytes_are_kept_by_with_logical_shape() -> None:
     symbol = Symbol(0, (1, 4), "int8", role="input").with_used_bytes(2)
     assert symbol.with_logical_shape((4,)) == Symbol(0, (1, 4), "int8", role="input",
                                                      logical_shape=(4,), used_bytes=2)
+
+
+# -- roles -----------------------------------------------------------------------------------
+
+
+def test_roles_are_one_str_valued_enum_that_the_file_keeps_as_strings(tiny: Config, tmp_path: Path) -> None:
+    program = _sample_program(tiny)
+    assert program.symbols["A"].role is Role.INPUT and program.symbols["C"].role is Role.OUTPUT
+    assert json.loads(str(_entries(program)["symbols"]))["A"]["role"] == "input"
+    program.save(tmp_path / "p.npz")
+    loaded = load_program(tmp_path / "p.npz")
+    assert {n: s.role for n, s in loaded.symbols.items()} == {"A": Role.INPUT, "B": Role.BIAS, "C": Role.OUTPUT}
+    assert all(isinstance(s.role, Role) for s in loaded.symbols.values())
+    assert Role.WEIGHT == "weight" and f"{Role.WEIGHT}" == str(Role.WEIGHT) == "weight"
+    assert ROLES == tuple(Role) and HOST_ROLES == {Role.INPUT, Role.WEIGHT, Role.BIAS}
+
+
+def test_a_symbol_takes_a_role_or_its_string_and_nothing_else() -> None:
+    assert Symbol(0, (1,), "int8", role="weight").role is Role.WEIGHT
+    with pytest.raises(ValueError, match=r"^symbol role must be one of input, weight, bias, output, scratch, "
+                                         r"not 'param'$"):
+        Symbol(0, (1,), "int8", role="param")
+
+
+def test_the_graph_uses_the_runtimes_roles() -> None:
+    from openvta.graph.regions import HOST_ROLES as GRAPH_HOST_ROLES
+    from openvta.graph import Role as GraphRole
+
+    assert GraphRole is Role and GRAPH_HOST_ROLES is HOST_ROLES
