@@ -351,7 +351,7 @@ def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
             Knob("vthreads", THREADS), Knob("split", ("co", "y")))
 
 
-def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Any, ...]:
+def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Config, int, int, int, int, int, int, int]:
     p = params
     return (cfg, tiles(p["n"], cfg.BATCH), p["ci"], p["co"], p["hw"], p["kernel"], p["pad"], p["stride"])
 

@@ -311,7 +311,7 @@ def _dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
     return {"n_t": tiles(params["n"], cfg.BATCH), "c_t": tiles(params["channels"], cfg.BLOCK_OUT), "oh": oh}
 
 
-def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Any, ...]:
+def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Config, int, int, int, int, int, int]:
     p = params
     return (cfg, tiles(p["n"], cfg.BATCH), p["channels"], p["hw"], p["kernel"], p["pad"], p["stride"])
 
