@@ -172,7 +172,7 @@ def _clamp(run: list[AluStage]) -> list[AluStage]:
     """
     low, high = None, None
     for stage in run:
-        c = int(stage.operand)  # type: ignore[arg-type]
+        c = int(stage.operand)
         if stage.op is AluOp.MIN:
             low, high = (None if low is None else min(low, c)), (c if high is None else min(high, c))
         else:

@@ -99,6 +99,19 @@ class Record:
         return self.error is None and self.cycles is not None
 
     @property
+    def measured_cycles(self) -> int:
+        """The cycles of a record that is :attr:`ok`.
+
+        Raises
+        ------
+        ValueError
+            for a record that was not measured with the right answer.
+        """
+        if self.error is not None or self.cycles is None:
+            raise ValueError(f"record {self.index} of {self.kernel!r} has no cycles (it is not ok)")
+        return self.cycles
+
+    @property
     def key(self) -> tuple[str, str, int, str, str]:
         return (self.kernel, self.backend, self.version, self.openvta, json.dumps(self.knobs, sort_keys=True))
 
@@ -188,6 +201,6 @@ def best_plans(path: str | os.PathLike[str], *, backend: str | None = None) -> d
         if backend is not None and record.backend != backend:
             continue
         held = best.get(record.kernel)
-        if held is None or (record.cycles, record.index) < (held.cycles, held.index):  # type: ignore[operator]
+        if held is None or (record.cycles, record.index) < (held.cycles, held.index):
             best[record.kernel] = record
     return {kernel: dict(record.knobs) for kernel, record in best.items()}

@@ -99,7 +99,7 @@ class KernelTuning:
     @property
     def tuned_cycles(self) -> int:
         """Cycles of the best configuration found."""
-        return int(self.result.best().cycles)  # type: ignore[arg-type]
+        return self.result.best().measured_cycles
 
     @property
     def knobs(self) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def _transfer(space: Space, paths: Iterable[str | os.PathLike[str]]) -> tuple[np
             if r.ok and r.operator == space.operator and r.hardware == hardware:
                 cfg = Config.from_dict(r.hardware)
                 x.append(features(r.operator, cfg, r.params, r.knobs))
-                y.append(target(r.cycles, roofline_cycles(r.operator, cfg, r.params, r.knobs)))  # type: ignore[arg-type]
+                y.append(target(r.measured_cycles, roofline_cycles(r.operator, cfg, r.params, r.knobs)))
     return (np.stack(x), np.asarray(y)) if x else None
 
 
@@ -143,7 +143,7 @@ class _Run:
     def cost(self, record: Record) -> float | None:
         """What the tuner learns of a record: its cycles, the budget for a timeout, else nothing."""
         if record.ok:
-            return float(record.cycles)  # type: ignore[arg-type]
+            return float(record.measured_cycles)
         if record.error and record.error["kind"] == "timeout" and self.budget:
             return float(self.budget)
         return None
@@ -196,7 +196,7 @@ def tune(space: Space, trials: int = 200, *, tuner: str = "xgb", executor: str |
             first = run.measure([default])
             search.update([default], [run.cost(first[0])])
             if first[0].ok:
-                run.budget = int(budget * first[0].cycles)  # type: ignore[operator]
+                run.budget = int(budget * first[0].measured_cycles)
         while len(run.result.records) < trials:
             batch = search.next_batch(min(batch_size, trials - len(run.result.records)))
             if not batch:

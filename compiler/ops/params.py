@@ -23,7 +23,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import UnionType
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -133,10 +133,10 @@ class Param:
         if self.kind is bool:
             return isinstance(value, (bool, np.bool_))
         if self.kind is int:
-            return _is_int(value) and self._in_range(value)  # type: ignore[arg-type]
+            return _is_int(value) and self._in_range(int(value))
         if self.kind is tuple:
             return isinstance(value, (tuple, list)) and len(value) == 2 \
-                and all(_is_int(v) and self._in_range(v) for v in value) and value[0] <= value[1]
+                and all(_is_int(v) and self._in_range(int(v)) for v in value) and value[0] <= value[1]
         return isinstance(value, self.kind)
 
     def _in_range(self, value: int) -> bool:
@@ -148,7 +148,7 @@ class Param:
             raise ValueError(f"{owner} {self.name} must be {self.constraint}, not {value!r}")
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int | np.integer]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 

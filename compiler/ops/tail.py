@@ -133,16 +133,16 @@ def build_tail(acc: te.Tensor, epilogue: Epilogue, channel_index: Callable[..., 
                 {name: tuple(r) for name, r in builder.readers.items()})
 
 
-def schedule_tail(s: Schedule, tail: Tail, at: object) -> None:
+def schedule_tail(s: Schedule, tail: Tail, at: te.IterVar) -> None:
     """Every stage in the accumulator, computed by the ALU at the output's loop ``at``; every
     operand loaded into the accumulator there."""
     out = s[tail.out]
     for tensor in tail.stages:
         stage = s[tensor]
         stage.set_scope("acc")
-        stage.compute_at(out, at)  # type: ignore[arg-type]
+        stage.compute_at(out, at)
         stage.pragma(stage.leaf[0], "alu")
     for name, placeholder in tail.operands.items():
         cache = s.cache_read(placeholder, "acc", list(tail.readers[name]))
-        s[cache].compute_at(out, at)  # type: ignore[arg-type]
+        s[cache].compute_at(out, at)
         s[cache].pragma(s[cache].leaf[0], "dma_copy")

@@ -24,7 +24,7 @@ def _pad(x: np.ndarray, pads: tuple[int, int, int, int], fill: float) -> np.ndar
 def pool_windows(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int],
                  pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
     """Sliding windows ``(N, C, OH, OW, KH, KW)`` over ``x`` padded with ``fill``."""
-    windows = sliding_window_view(_pad(x, pads, fill), kernel, axis=(2, 3))  # type: ignore[call-overload]
+    windows = sliding_window_view(_pad(x, pads, fill), kernel, axis=(2, 3))  # type: ignore[call-overload]  # numpy 2.2 stubs want a 1-tuple shape
     return windows[:, :, :: strides[0], :: strides[1]]
 
 

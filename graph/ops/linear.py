@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ..ir import Graph
 
-__all__ = ["DEFS"]
+__all__ = ["DEFS", "conv_geometry"]
 
 
 def _out_dtype(data: TensorType, weight: TensorType, bias: TensorType | None, op: Op) -> DType:
@@ -48,9 +48,9 @@ def _static(dims: Sequence[object], what: str) -> tuple[int, ...]:
     return tuple(d for d in dims if isinstance(d, int))
 
 
-def _conv_geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int, int, int], int]:
-    return (ints_attr(attrs, "strides", 2, (1, 1)),  # type: ignore[return-value]
-            ints_attr(attrs, "pads", 4, (0, 0, 0, 0)), int_attr(attrs, "group", 1))
+def conv_geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int, int, int], int]:
+    strides, pads = ints_attr(attrs, "strides", 2, (1, 1)), ints_attr(attrs, "pads", 4, (0, 0, 0, 0))
+    return (strides[0], strides[1]), (pads[0], pads[1], pads[2], pads[3]), int_attr(attrs, "group", 1)
 
 
 def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -58,7 +58,7 @@ def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     bias = inputs[2] if len(inputs) > 2 else None
     require_rank(data, 4, "Conv data")
     require_rank(weight, 4, "Conv weight")
-    strides, pads, group = _conv_geometry(attrs)
+    strides, pads, group = conv_geometry(attrs)
     channels, height, width = _static(data.shape[1:], "Conv data")
     out_ch, in_per_group, kh, kw = _static(weight.shape, "Conv weight")
     if group < 1 or in_per_group * group != channels or out_ch % group:
@@ -74,7 +74,7 @@ def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _conv_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    strides, pads, group = _conv_geometry(attrs)
+    strides, pads, group = conv_geometry(attrs)
     out = conv2d(inputs[0], inputs[1], strides, pads, group)
     if len(inputs) > 2:
         out = out + inputs[2].astype(np.float64).reshape(1, -1, 1, 1)
@@ -82,7 +82,7 @@ def _conv_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _conv_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    strides, pads, group = _conv_geometry(attrs)
+    strides, pads, group = conv_geometry(attrs)
     out = conv2d(inputs[0], inputs[1], strides, pads, group).astype(np.int64)
     if len(inputs) > 2:
         out = out + inputs[2].astype(np.int64).reshape(1, -1, 1, 1)
@@ -116,7 +116,7 @@ def _gemm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         if len(c) > 2 or any(d not in (1, want) for d, want in zip(c[::-1], (n, m))):
             raise OpError(f"Gemm C of shape {inputs[2].shape!r} must broadcast to ({m}, {n})")
     dtype = _out_dtype(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, Op.GEMM)
-    return TensorType((m, n), dtype)  # type: ignore[arg-type]
+    return TensorType((m, n), dtype)  # type: ignore[arg-type]  # m is an int or the symbolic batch
 
 
 def _gemm_operands(inputs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:

@@ -134,7 +134,7 @@ def _scales(attrs: Attrs) -> tuple[float, ...]:
     if not isinstance(value, tuple) or not value or not all(isinstance(v, float) and v > 0
                                                               for v in value):
         raise OpError(f"attribute 'scale' must be a tuple of positive floats, not {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _channel_count(t: TensorType, count: int, axis: int, what: str) -> None:
@@ -164,7 +164,7 @@ def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...],
     if not 0 <= pre <= MAX_SHR_AMOUNT or not all(-MAX_SHR_AMOUNT <= s <= MAX_SHR_AMOUNT for s in post):
         raise OpError(f"Requantize shifts must lie within the ALU's {-MAX_SHR_AMOUNT}..{MAX_SHR_AMOUNT}, "
                       f"not {pre}, {post}")
-    return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out  # type: ignore[return-value]
+    return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out
 
 
 def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -32,6 +32,7 @@ from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT
 
 from ..errors import PassError
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
+from ..ops.base import float_attr
 from ..quantization import pre_shift_for, quantize_weights
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
@@ -55,7 +56,7 @@ def _clip(b: Builder, node: Node) -> bool:
     attrs: dict[str, object] = {}
     for key, limit in (("min", INT8_MIN), ("max", INT8_MAX)):
         if key in node.attrs:
-            bound = float(node.attrs[key]) / scale  # type: ignore[arg-type]
+            bound = float_attr(node.attrs, key) / scale
             attrs[key] = int(np.clip(np.rint(bound), INT8_MIN, INT8_MAX)) if np.isfinite(bound) else limit
     out = node.outputs[0]
     b.int8[out] = b.emit(node.name, Op.CLIP, (b.as_int8(node.inputs[0]),), b.name(f"{out}.q"),
@@ -70,7 +71,7 @@ def _linear(b: Builder, node: Node) -> bool:
     channels = weight.shape[w_axis] if weight is not None else 0
     if weight is None or node.inputs[0] in b.source.constants \
             or (len(node.inputs) > 2 and (bias is None or bias.shape != (channels,))) \
-            or any(float(node.attrs.get(k, 1.0)) != 1.0 for k in ("alpha", "beta")):  # type: ignore[arg-type]
+            or any(float_attr(node.attrs, k, 1.0) != 1.0 for k in ("alpha", "beta")):
         return False  # not constant weights and bias in canonical form: a float island
     out = node.outputs[0]
     out_axis %= len(b.source.types[out].shape)

@@ -32,7 +32,8 @@ from openvta.isa import INT8_MAX, INT8_MIN, INT32_LIMIT
 
 from ..errors import PassError
 from ..ir import DType, Node, Op, QuantParams, RequantMode
-from ..ops.linear import _conv_geometry
+from ..ops.base import float_attr
+from ..ops.linear import conv_geometry
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 
 __all__ = ["EXACT_RULES", "exact_island", "recover_ints"]
@@ -76,7 +77,7 @@ def _border_correction(node: Node, w_q: np.ndarray, data_shape: tuple[object, ..
     """``z_x · (Σ w − Σ w inside the data)`` per output position of a Conv, None if all 0."""
     if node.op is not Op.CONV or zero_point == 0:
         return None
-    strides, pads, group = _conv_geometry(node.attrs)
+    strides, pads, group = conv_geometry(node.attrs)
     ones = np.ones((1, *[int(str(d)) for d in data_shape[1:]]), np.int64)
     inside = conv2d_nchw(ones, w_q, strides, pads, group)
     total = w_q.reshape(w_q.shape[0], -1).sum(1).reshape(1, -1, 1, 1)
@@ -115,7 +116,7 @@ def _weights(b: Builder, node: Node, w_axis: int) -> tuple[np.ndarray, QuantPara
 def _linear(b: Builder, node: Node) -> bool:
     bias_ok = len(node.inputs) < 3 or node.inputs[2] in b.source.constants
     if node.inputs[1] not in b.source.constants or node.inputs[0] in b.source.constants \
-            or not bias_ok or any(float(node.attrs.get(k, 1.0)) != 1.0  # type: ignore[arg-type]
+            or not bias_ok or any(float_attr(node.attrs, k, 1.0) != 1.0
                                   for k in ("alpha", "beta")):
         return False
     w_axis, out_axis = channel_axis(node)
@@ -163,8 +164,8 @@ def _clip(b: Builder, node: Node) -> bool:
     quant = b.source.types[data].quant
     if data in b.source.constants or quant is None or b.source.types[out].quant != quant:
         return False
-    low = float(node.attrs.get("min", -np.inf))  # type: ignore[arg-type]
-    high = float(node.attrs.get("max", np.inf))  # type: ignore[arg-type]
+    low = float_attr(node.attrs, "min", -np.inf)
+    high = float_attr(node.attrs, "max", np.inf)
     if low / quant.scale[0] + quant.zero_point > INT8_MIN + 0.5 or \
             high / quant.scale[0] + quant.zero_point < INT8_MAX - 0.5:
         return False  # it clamps inside the int8 range: a float island
