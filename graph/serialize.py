@@ -38,6 +38,7 @@ from .errors import GraphError, ModelError
 from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, QuantParams,
                  RequantMode, TensorType)
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
+from .verify import verify_graph
 
 __all__ = ["MODEL_FORMAT", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
 
@@ -166,7 +167,7 @@ def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], w
     except (TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"{what} is malformed: {_first_line(exc)}") from None
     try:
-        return graph.verify()
+        return verify_graph(graph)
     except GraphError as exc:
         raise ModelError(f"{what} holds an invalid graph: {exc}") from None
 

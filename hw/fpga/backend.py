@@ -15,7 +15,7 @@ import numpy as np
 
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter
 from openvta.isa.counters import COUNTER_WIDTH, REG_COUNTERS, REG_WIDTH, CounterSet
-from openvta.runtime import Program, Progress, Result
+from openvta.runtime.program import Program, Progress, Result
 
 from .bridge_protocol import (
     MAX_PAYLOAD,

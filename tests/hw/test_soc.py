@@ -373,7 +373,7 @@ def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
     results = run_dir / "results.xml"
-    with runner._toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+    with runner.toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
             get_runner("verilator").test(
                 test_module="tb_soc", hdl_toplevel=runner.TOP_NAME, hdl_toplevel_lang="verilog",
