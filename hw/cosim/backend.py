@@ -14,7 +14,7 @@ from pathlib import Path
 
 from amaranth.lib import wiring
 
-from openvta.isa import Config
+from openvta.isa import Config, RunReport
 from openvta.runtime.program import Program, Progress, Result
 
 from . import native_dram, runner
@@ -174,6 +174,8 @@ class RtlBackend:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         build_dir = self.build_dir(program.config, len(program.dram))
-        return runner.run(build_dir, program, max_cycles=self.max_cycles,
-                         idle=self.idle, backpressure=self.backpressure, seed=self.seed,
-                         waves=self.waves, progress=self.progress)
+        result = runner.run(build_dir, program, max_cycles=self.max_cycles,
+                            idle=self.idle, backpressure=self.backpressure, seed=self.seed,
+                            waves=self.waves, progress=self.progress)
+        result.report = RunReport.measured("rtl", result.counters)  # the RTL's own counters
+        return result
