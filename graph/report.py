@@ -71,8 +71,8 @@ class KernelReport:
         ``ideal_fraction`` place it on the roofline; None where ``ideal_cycles`` is.
 
     Two reports are equal when their counted figures are: ``cpu_seconds`` (a wall-time
-    measurement), ``roofline`` (derived) and ``compute_busy_cycles`` (known only where every instruction is timed, so
-    a board's report can equal the cycle model's) do not enter the comparison.
+    measurement), ``roofline`` (derived) and ``compute_busy_cycles`` (known only where every
+    instruction is timed) do not enter the comparison.
     """
 
     name: str

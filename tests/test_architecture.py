@@ -1,4 +1,4 @@
-"""The layering of docs' ARCHITECTURE table, checked on the source: imports, circles, private names.
+"""The layering of the ARCHITECTURE spec's table ("The layers and their folders"), checked on the source.
 
 Every ``.py`` file under a layer folder is parsed; each ``import``/``from`` (absolute
 ``openvta.X`` and relative, at module level, inside functions and under ``TYPE_CHECKING``)
@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {"isa": "isa", "runtime": "runtime", "sim": "sim", "hw": "hw", "compiler": "compiler",
           "graph": "graph", "tune": "tune", "openvta": ""}
 
-#: layer → the modules (``openvta.X`` prefixes) it may import, besides its own.
+#: layer → the modules (``openvta.X`` prefixes) it may import, besides its own: the "may import"
+#: column of the ARCHITECTURE spec (kept outside the repository), written down here once.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "isa": (),
     "runtime": ("isa",),
