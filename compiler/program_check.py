@@ -14,19 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from openvta.isa import Config
 
 from .ir import LoweringError
-
-if TYPE_CHECKING:
-    from .program import Kernel, ProgramTensor
+from .program_parts import HOST_ROLES, Kernel, ProgramTensor
 
 __all__ = ["Dataflow", "check_program", "HOST_ROLES"]
 
-#: Roles of tensors whose contents come from the host (data given, or written before a run).
-HOST_ROLES = ("input", "weight", "bias")
 _WHERE = "build_program"
 
 

@@ -13,15 +13,17 @@ packed into it (``NCHW{B}n{BI}c`` or ``NC{B}n{BI}c``, channels padded with zeros
 region's outputs are read back and unpacked.  A model so runs any batch size without a
 program per batch size, at the price of one program run per sample and region.
 
-**Cycles.**  ``ModelReport.cycles`` adds the cycles of every program run.  Per kernel, on
-the ``cycle`` back end each run's cycles are cut at the kernels' first instructions
-(``CycleReport.span_cycles``: a kernel is charged from the end of the previous kernel's
-last instruction to the end of its own, the barrier between kernels ordering them); on
-back ends that count only whole-program cycles (``rtl``, ``board``) the measured total is
-apportioned over the kernels in the proportions of the cycle model's spans for the same
-program (run once per region and call); ``functional`` counts no time (0 cycles, no
-utilization).  A kernel's utilization is its MACs (the graph's, without block padding)
-over its cycles times the peak MACs per cycle.
+**Cycles.**  Each run's :class:`~openvta.isa.RunReport` is what its back end measured, and
+the report shows nothing else.  ``ModelReport.cycles`` adds the cycles of every program run
+(None on a back end that counts no time: ``functional``), and ``ModelReport.regions`` holds
+each region's counters added over its runs.  Per kernel, a back end that times every
+instruction (the ``cycle`` model's ``timeline``) has each run's cycles cut at the kernels'
+first instructions (``RunReport.span_cycles``: a kernel is charged from the end of the
+previous kernel's last instruction to the end of its own, the barrier between kernels
+ordering them); a back end that counts only whole-program cycles (``rtl``, ``board``)
+leaves the kernels' cycles None: no simulator is run behind it to cut its total.  A kernel's
+utilization is its MACs (the graph's, without block padding) over its cycles times the
+peak MACs per cycle.
 """
 
 from __future__ import annotations
@@ -33,18 +35,17 @@ from dataclasses import replace
 import numpy as np
 
 from openvta.compiler.layout import pack_by_layout, unpack_by_layout
-from openvta.isa import Config, Counter, timing_for
+from openvta.isa import Config, Roofline, RunReport, timing_for
 from openvta.runtime import Device as Target
 from openvta.runtime import Program, Result
-from openvta.sim.cycle.report import CycleReport
 
 from .errors import ExecutionError
 from .execute import run_node
 from .ir import Device, Graph
 from .regions import Region, Role
-from .report import KernelReport, ModelReport, span_compute_busy_cycles, span_dram_bytes
+from .report import KernelReport, ModelReport, RegionReport, span_compute_busy_cycles, span_dram_bytes
 
-__all__ = ["KernelReport", "ModelReport", "run_graph", "apportion"]
+__all__ = ["KernelReport", "ModelReport", "RegionReport", "run_graph"]
 
 
 class _Run:
@@ -53,9 +54,10 @@ class _Run:
     def __init__(self, cfg: Config, target: Target) -> None:
         self.cfg, self.target = cfg, target
         self.cycles: dict[int, int] = {}
-        self.weights: dict[int, list[int]] = {}
         self.busy: dict[int, int] | None = {}  # None once a run is not timed per instruction
         self.runs: dict[int, int] = {}
+        self.counters: dict[int, dict[str, int]] = {}  # per region, added over its runs
+        self.backend = target.name
         self.cpu_seconds: dict[int | None, float] = {}
         self.samples = 0
         self.timed = False
@@ -84,27 +86,26 @@ class _Run:
             values[t.value or t.name] = np.concatenate(parts[t.name]) if parts[t.name] else empty
 
     def tally(self, region: Region, image: Program, result: Result) -> None:
-        """Add one program run's per-kernel cycles (nothing where the back end counts no time)."""
+        """Add one program run's counters, and its per-kernel cycles where it timed every
+        instruction."""
         report = result.report
-        busy: list[int] | None = None
-        if hasattr(report, "span_cycles"):  # the cycle model's report: per-instruction timing
-            spans = list(report.span_cycles(region.kernel_starts))
-            busy = span_compute_busy_cycles(report.model.records, region.kernel_starts, image)
-        else:
-            total = result.counters.get(Counter.CYCLES.value)
-            if total is None:
-                return
-            if region.index not in self.weights:
-                model = Target("cycle").run(image).report
-                self.weights[region.index] = model.span_cycles(region.kernel_starts)
-            spans = apportion(int(total), self.weights[region.index])
-        self.timed = True
+        if not isinstance(report, RunReport):  # Device.run gives every result one
+            raise ExecutionError(f"region {region.index}: the back end's report must be a RunReport, "
+                                 f"not {type(report).__name__}")
+        self.backend = report.backend or self.backend
         self.runs[region.index] = self.runs.get(region.index, 0) + 1
+        added = self.counters.setdefault(region.index, {})
+        for name, value in report.counters.items():
+            added[name] = added.get(name, 0) + int(value)
+        if report.timeline is None or report.measured_cycles is None:
+            self.busy = None
+            return
+        spans = report.span_cycles(region.kernel_starts)
+        busy = span_compute_busy_cycles(report.timeline, region.kernel_starts, image)
+        self.timed = True
         for k, (kernel, cycles) in enumerate(zip(region.kernels, spans)):
             self.cycles[kernel.group] = self.cycles.get(kernel.group, 0) + cycles
-            if busy is None or self.busy is None:
-                self.busy = None
-            else:
+            if self.busy is not None:
                 self.busy[kernel.group] = self.busy.get(kernel.group, 0) + busy[k]
 
 
@@ -126,22 +127,6 @@ def _slice(array: np.ndarray, start: int, block: int) -> np.ndarray:
         pad = np.zeros((block - len(part), *array.shape[1:]), array.dtype)
         part = np.concatenate([part, pad])
     return part
-
-
-def apportion(total: int, weights: list[int]) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainders), adding up to ``total``.
-
-    >>> apportion(10, [1, 1, 1]), apportion(7, [0, 0]), apportion(100, [30, 10])
-    ([4, 3, 3], [0, 7], [75, 25])
-    """
-    weight = sum(weights)
-    if weight <= 0:
-        return [0] * (len(weights) - 1) + [total]
-    shares = [total * w // weight for w in weights]
-    order = sorted(range(len(weights)), key=lambda i: -(total * weights[i] % weight))
-    for i in order[:total - sum(shares)]:
-        shares[i] += 1
-    return shares
 
 
 def run_graph(graph: Graph, cfg: Config, feeds: Mapping[str, np.ndarray],
@@ -185,7 +170,11 @@ def _report(graph: Graph, cfg: Config, run: _Run) -> ModelReport:
             kernels.append(replace(accel[group], name=name))
         else:
             kernels.append(KernelReport(name, Device.CPU, cpu_seconds=run.cpu_seconds.get(group, 0.0)))
-    return ModelReport(sum(run.cycles.values()), tuple(kernels), timing_for(cfg).clock_mhz)
+    regions = tuple(RegionReport(index, run.backend, run.runs[index], counters)
+                    for index, counters in sorted(run.counters.items()))
+    measured = [r.cycles for r in regions]
+    cycles = sum(c for c in measured if c is not None) if any(c is not None for c in measured) else None
+    return ModelReport(cycles, tuple(kernels), timing_for(cfg).clock_mhz, regions)
 
 
 def _accelerator_reports(graph: Graph, cfg: Config, run: _Run) -> dict[int, KernelReport]:
@@ -198,14 +187,14 @@ def _accelerator_reports(graph: Graph, cfg: Config, run: _Run) -> dict[int, Kern
         moved = (span_dram_bytes(region.program, region.kernel_starts, cfg)
                  if run.timed and region.program is not None else [])
         for k, kernel in enumerate(region.kernels):
-            cycles, macs = run.cycles.get(kernel.group, 0), kernel.macs * run.samples
+            cycles, macs = run.cycles.get(kernel.group), kernel.macs * run.samples
             report = KernelReport(kernel.name, Device.ACCEL, cycles, macs=macs)
             if run.timed and cycles:
                 read, written = compulsory[kernel.group]
-                bound = CycleReport(cycles, {}, macs, peak, moved[k][0] * runs, moved[k][1] * runs,
-                                    cfg.bus_bytes, timing_for(cfg).clock_mhz,
-                                    compulsory_read_bytes=read * runs,
-                                    compulsory_write_bytes=written * runs)
+                bound = Roofline(cycles, macs, peak, moved[k][0] * runs, moved[k][1] * runs,
+                                 cfg.bus_bytes, timing_for(cfg).clock_mhz,
+                                 compulsory_read_bytes=read * runs,
+                                 compulsory_write_bytes=written * runs)
                 busy = None if run.busy is None else run.busy.get(kernel.group, 0)
                 report = replace(report, utilization=macs / (cycles * peak),
                                  compute_busy_cycles=busy, dram_read_bytes=bound.dram_read_bytes,

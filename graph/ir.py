@@ -13,7 +13,7 @@ Examples
 ('float32[N,1,8,8]', 512)
 >>> n = Node("r", Op.RELU, ("x",), ("y",))
 >>> g = Graph("tiny", ("x",), ("y",), (n,), {}, {"x": t, "y": t})
->>> print(g.verify().dump())
+>>> print(g.dump())
 graph tiny
   input x: float32[N,1,8,8]
   y: float32[N,1,8,8] = Relu(x)  # r
@@ -31,45 +31,16 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from .dtypes import Device, DType
+
 if TYPE_CHECKING:
     from .kernel import KernelMatch
-    from .regions import MemoryPlan, Region
+    from .region_types import MemoryPlan, Region
 
 __all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
            "TensorType", "Placement", "Node", "Graph", "Dim"]
 
 Dim = Union[int, str]
-
-
-class DType(enum.Enum):
-    """Element types of graph tensors."""
-
-    FLOAT32 = "float32"
-    INT8 = "int8"
-    INT32 = "int32"
-    INT64 = "int64"
-
-    @property
-    def numpy(self) -> np.dtype:
-        return np.dtype(self.value)
-
-    @property
-    def itemsize(self) -> int:
-        return self.numpy.itemsize
-
-    @property
-    def is_integer(self) -> bool:
-        return self is not DType.FLOAT32
-
-    @classmethod
-    def of(cls, dtype: np.dtype | type) -> DType:
-        """The DType of a numpy dtype (``ValueError`` for one the IR does not hold)."""
-        name = np.dtype(dtype).name
-        try:
-            return cls(name)
-        except ValueError:
-            raise ValueError(f"tensor dtype must be one of {', '.join(d.value for d in cls)}, "
-                             f"not {name!r}") from None
 
 
 class Op(enum.Enum):
@@ -93,13 +64,6 @@ class Op(enum.Enum):
     QUANTIZE = "Quantize"
     DEQUANTIZE = "Dequantize"
     REQUANTIZE = "Requantize"
-
-
-class Device(enum.Enum):
-    """Where a node runs."""
-
-    ACCEL = "accel"
-    CPU = "cpu"
 
 
 class RequantMode(enum.Enum):
@@ -356,13 +320,6 @@ class Graph:
         """Every node and value name in use (for making fresh names)."""
         values = set(self.inputs) | set(self.constants) | set(self.types)
         return values | {n.name for n in self.nodes} | {o for n in self.nodes for o in n.outputs}
-
-    def verify(self) -> Graph:
-        """Check the invariants (see :func:`openvta.graph.verify.verify_graph`); returns self."""
-        from .verify import verify_graph
-
-        verify_graph(self)
-        return self
 
     def dump(self) -> str:
         """The readable text form: constants, inputs, one line per node, outputs."""

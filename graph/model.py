@@ -39,7 +39,7 @@ class ModelOutputs(Mapping[str, np.ndarray]):
     """Float32 outputs by graph output name, with the run's report."""
 
     outputs: Mapping[str, np.ndarray]
-    report: ModelReport = field(default_factory=lambda: ModelReport(0, ()))
+    report: ModelReport = field(default_factory=lambda: ModelReport(None, ()))
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.outputs[name]

@@ -30,6 +30,7 @@ from .frontends.onnx import import_onnx
 from .ir import Graph, Op, RequantMode
 from .kernel_match import Plans
 from .model import CompiledModel
+from .verify import verify_graph
 from .passes.calibrate import calibrate
 from .passes.fuse import fuse
 from .passes.infer_shapes import infer_shapes
@@ -79,7 +80,7 @@ def run_pipeline(graph: Graph, options: CompileOptions) -> dict[str, Graph]:
     for name, step in PASSES:
         graph = step(graph, options)
         try:
-            graph.verify()
+            verify_graph(graph)
         except GraphError as exc:
             raise PassError(name, f"left an invalid graph: {exc}") from None
         stages[name] = graph

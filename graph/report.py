@@ -7,10 +7,15 @@ instructions), the rest of the accelerator's cycles (the compute unit waiting fo
 stores and dependency tokens: memory), and the CPU fallback groups' wall time measured by the
 executor on this host (a different clock: seconds, not cycles).
 
-The roofline fraction is the cycle model's *ideal* one (:attr:`openvta.sim.cycle.report.
-CycleReport.ideal_cycles`, the one definition): the larger of the kernel's MACs at the peak
-rate and its compulsory DRAM bytes (each input element the operator really uses, each weight
-and bias, each output, once) at one bus beat per cycle, over the kernel's cycles.
+The roofline fraction is the *ideal* one (:attr:`openvta.isa.Roofline.ideal_cycles`, the one
+definition, the cycle model's too): the larger of the kernel's MACs at the peak rate and its
+compulsory DRAM bytes (each input element the operator really uses, each weight and bias, each
+output, once) at one bus beat per cycle, over the kernel's cycles.
+
+Per-kernel figures need a back end that times every instruction (the cycle model's
+``timeline``).  A back end that only counts (``rtl``, ``board``) leaves every kernel's cycles
+None and its figures are the :class:`RegionReport` of each region: what it measured, its
+counters added over the region's runs; no cycle-model figure stands in for them.
 """
 
 from __future__ import annotations
@@ -19,15 +24,13 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from openvta.isa import AluInsn, Config, GemmInsn, MemInsn, Opcode
+from openvta.isa import UNIT_COUNTERS, AluInsn, Config, Counter, GemmInsn, InsnTiming, MemInsn, Opcode, Roofline, Unit
 from openvta.runtime import Program
-from openvta.sim.cycle.model import InsnRecord
-from openvta.sim.cycle.report import CycleReport
 
 from .ir import Device
 from .kernel_match import TUNED_PLAN
 
-__all__ = ["KernelReport", "ModelReport", "span_dram_bytes", "span_compute_busy_cycles"]
+__all__ = ["KernelReport", "ModelReport", "RegionReport", "span_dram_bytes", "span_compute_busy_cycles"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ class KernelReport:
     placement :
         where it ran.
     cycles :
-        accelerator cycles charged to it over every program run (0 on the CPU and on back
-        ends that count no time).
+        accelerator cycles charged to it over every program run; None on the CPU and on back
+        ends that do not time every instruction (``functional``, ``rtl``, ``board``: see
+        :attr:`ModelReport.regions`).
     utilization :
         GEMM utilization: its MACs (the graph's, without block padding) over cycles × peak
         MACs per cycle; None on the CPU and where no time is counted.
@@ -62,18 +66,18 @@ class KernelReport:
     cpu_seconds :
         wall time of its nodes on the host (CPU groups; 0.0 on the accelerator).
     roofline :
-        the kernel alone as the cycle model's report (its cycles, MACs, moved and compulsory
-        bytes; no module statistics), whose ``ideal_arithmetic_intensity``, ``gops`` and
+        the kernel alone as a :class:`~openvta.isa.Roofline` (its cycles, MACs, moved and
+        compulsory bytes), whose ``ideal_arithmetic_intensity``, ``gops`` and
         ``ideal_fraction`` place it on the roofline; None where ``ideal_cycles`` is.
 
     Two reports are equal when their counted figures are: ``cpu_seconds`` (a wall-time
-    measurement), ``roofline`` (derived) and ``compute_busy_cycles`` (known only where every instruction is timed, so
-    a board's report can equal the cycle model's) do not enter the comparison.
+    measurement), ``roofline`` (derived) and ``compute_busy_cycles`` (known only where every
+    instruction is timed) do not enter the comparison.
     """
 
     name: str
     placement: Device
-    cycles: int = 0
+    cycles: int | None = None
     utilization: float | None = None
     macs: int = 0
     compute_busy_cycles: int | None = field(default=None, compare=False)
@@ -82,7 +86,7 @@ class KernelReport:
     ideal_cycles: float | None = None
     ideal_bound: str | None = None
     cpu_seconds: float = field(default=0.0, compare=False)
-    roofline: CycleReport | None = field(default=None, compare=False, repr=False)
+    roofline: Roofline | None = field(default=None, compare=False, repr=False)
 
     @property
     def ideal_fraction(self) -> float | None:
@@ -99,6 +103,38 @@ class KernelReport:
         return self.dram_read_bytes + self.dram_write_bytes
 
 
+#: The counters a region's row shows, after its cycles: each unit busy, then the DRAM bytes.
+REGION_COUNTERS = (*(UNIT_COUNTERS[u].busy for u in Unit), Counter.DRAM_READ_BYTES,
+                   Counter.DRAM_WRITE_BYTES)
+
+
+@dataclass(frozen=True)
+class RegionReport:
+    """What the back end measured over every run of one accelerator region's program.
+
+    Members
+    -------
+    index :
+        the region's index.
+    backend :
+        the back end that ran it.
+    runs :
+        how many times its program ran (once per slice of ``cfg.BATCH`` samples).
+    counters :
+        the back end's counters, added over the runs; a counter it does not report is absent.
+    """
+
+    index: int
+    backend: str
+    runs: int
+    counters: Mapping[str, int]
+
+    @property
+    def cycles(self) -> int | None:
+        """Clock cycles of every run, added up; None where the back end counts no time."""
+        return self.counters.get(Counter.CYCLES.value)
+
+
 @dataclass(frozen=True)
 class ModelReport:
     """Whole-model cycles (every program run of every region) and one entry per fused group.
@@ -106,21 +142,32 @@ class ModelReport:
     Members
     -------
     cycles :
-        accelerator cycles of every program run, added up.
+        accelerator cycles of every program run as the back end counted them, added up;
+        None where it counts no time (``functional``) or no region ran.
     kernels :
         one :class:`KernelReport` per fused group, in execution order.
     clock_mhz :
         the accelerator's nominal clock (the configuration's ``Timing``); None if unknown.
+    regions :
+        one :class:`RegionReport` per accelerator region that ran: the back end's own counters.
     """
 
-    cycles: int
+    cycles: int | None
     kernels: tuple[KernelReport, ...]
     clock_mhz: float | None = None
+    regions: tuple[RegionReport, ...] = ()
 
     @property
     def milliseconds(self) -> float | None:
         """:attr:`cycles` at the nominal clock, in milliseconds."""
-        return None if not self.clock_mhz else self.cycles / self.clock_mhz / 1000
+        return None if not self.clock_mhz or self.cycles is None else self.cycles / self.clock_mhz / 1000
+
+    @property
+    def timed_per_kernel(self) -> bool:
+        """Whether every accelerator kernel has its own cycles (a back end that times every
+        instruction); otherwise only :attr:`regions` hold what was measured."""
+        accel = [k for k in self.kernels if k.placement is Device.ACCEL]
+        return bool(accel) and all(k.cycles is not None for k in accel)
 
     @property
     def compute_busy_cycles(self) -> int | None:
@@ -134,7 +181,7 @@ class ModelReport:
     def memory_cycles(self) -> int | None:
         """Accelerator cycles the compute unit was not busy: waiting for loads, stores, tokens."""
         busy = self.compute_busy_cycles
-        return None if busy is None else self.cycles - busy
+        return None if busy is None or self.cycles is None else self.cycles - busy
 
     @property
     def cpu_seconds(self) -> float:
@@ -142,9 +189,11 @@ class ModelReport:
         return sum(k.cpu_seconds for k in self.kernels)
 
     @property
-    def dram_bytes(self) -> int:
-        """Bytes the accelerator's loads and stores moved (0 where no time is counted)."""
-        return sum(k.dram_bytes or 0 for k in self.kernels)
+    def dram_bytes(self) -> int | None:
+        """Bytes the accelerator's loads and stores moved, per kernel added up (None where the
+        kernels are not timed)."""
+        known = [k.dram_bytes for k in self.kernels if k.dram_bytes is not None]
+        return sum(known) if known else None
 
     def format(self, plans: Mapping[str, str] | None = None) -> str:
         """A text table: one row per fused group, then the totals and where the time goes.
@@ -162,17 +211,36 @@ class ModelReport:
             dram = "" if k.dram_bytes is None else f"{k.dram_bytes / 1024:.0f}"
             note = (plans or {}).get(k.name, "")
             which = " " + ("tuned" if note.startswith(TUNED_PLAN) else "default") if note else ""
-            lines.append(f"{name:<{width}} {k.placement.value:>5} {k.cycles:>12,} "
+            cycles = "" if k.cycles is None else f"{k.cycles:,}"
+            lines.append(f"{name:<{width}} {k.placement.value:>5} {cycles:>12} "
                          f"{_percent(k.utilization):>6} {_percent(k.ideal_fraction):>6} "
                          f"{k.ideal_bound or '':>7} {dram:>9} {cpu:>8}{which}")
         lines.append(self._total())
+        if self.regions and not self.timed_per_kernel:
+            lines.extend(self._measured())
         lines.extend(self._where())
         return "\n".join(lines)
 
     def _total(self) -> str:
+        if self.cycles is None:
+            return "total: accelerator cycles not counted on this back end"
         ms = self.milliseconds
         at = "" if ms is None else f" = {ms:.3f} ms at {self.clock_mhz:g} MHz"
-        return f"total {self.cycles:,} accelerator cycles{at}; DRAM {self.dram_bytes:,} bytes"
+        dram = "" if self.dram_bytes is None else f"; DRAM {self.dram_bytes:,} bytes"
+        return f"total {self.cycles:,} accelerator cycles{at}{dram}"
+
+    def _measured(self) -> list[str]:
+        """The regions' rows: the back end's own counters ("-" for one it does not report)."""
+        backends = ", ".join(sorted({r.backend for r in self.regions}))
+        names = [Counter.CYCLES.value, *(c.value for c in REGION_COUNTERS)]
+        heads = ["cycles", *(f"{u.value} busy" for u in Unit), "DRAM read B", "DRAM write B"]
+        widths = [max(len(h), 12) for h in heads]
+        lines = [f"measured by the {backends} back end, per region (its counters over every run):",
+                 "region  runs " + " ".join(f"{h:>{w}}" for h, w in zip(heads, widths))]
+        for r in self.regions:
+            cells = [f"{r.counters[n]:,}" if n in r.counters else "-" for n in names]
+            lines.append(f"{r.index:>6} {r.runs:>5} " + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
+        return lines
 
     def _where(self) -> list[str]:
         cpu = f"CPU fallback  {self.cpu_seconds * 1e3:9.3f} ms wall on this host"
@@ -202,7 +270,7 @@ def _percent(value: float | None) -> str:
 
 def span_dram_bytes(program: Program, starts: Sequence[int], cfg: Config) -> list[tuple[int, int]]:
     """``(read, written)`` bytes of each span's load and store instructions (as
-    ``CycleReport.span_cycles`` cuts spans: ``starts[k]`` to ``starts[k + 1] - 1``)."""
+    ``RunReport.span_cycles`` cuts spans: ``starts[k]`` to ``starts[k + 1] - 1``)."""
     bounds = [*starts, program.insn_count]
     moved = []
     insns = program.instructions()
@@ -219,18 +287,20 @@ def span_dram_bytes(program: Program, starts: Sequence[int], cfg: Config) -> lis
     return moved
 
 
-def span_compute_busy_cycles(records: Iterable[InsnRecord], starts: Sequence[int],
+def span_compute_busy_cycles(timeline: Iterable[InsnTiming], starts: Sequence[int],
                              program: Program) -> list[int]:
-    """Cycles the compute module spent executing each span's GEMM and ALU instructions.
+    """Cycles the compute unit spent executing each span's GEMM and ALU instructions.
 
-    From the cycle model's records (an instruction's record runs from its take cycle, after
-    its token pops, to its end: for GEMM and ALU instructions, issue and loop cycles only).
-    The compute module's own loads (micro-ops, accumulators) are left out: they wait on DRAM.
+    From a run's per-instruction timeline (:attr:`openvta.isa.RunReport.timeline`; on the
+    cycle model an instruction runs from its take cycle, after its token pops, to its end:
+    for GEMM and ALU instructions, issue and loop cycles only).  The compute unit's own
+    loads (micro-ops, accumulators) are left out: they wait on DRAM.
     """
     insns = program.instructions()
     bounds = [int(s) for s in starts]
     busy = [0] * len(bounds)
-    for record in records:
-        if record.module == "compute" and isinstance(insns[record.index], (GemmInsn, AluInsn)):
-            busy[max(0, bisect.bisect_right(bounds, record.index) - 1)] += record.end - record.start
+    for record in timeline:
+        if record.unit is Unit.COMPUTE and isinstance(insns[record.index], (GemmInsn, AluInsn)):
+            span = max(0, bisect.bisect_right(bounds, record.index) - 1)
+            busy[span] += record.end_cycle - record.start_cycle
     return busy

@@ -45,6 +45,7 @@ from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, Qu
                  RequantMode, TensorType)
 from .kernel import KernelMatch
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
+from .verify import verify_graph
 
 __all__ = ["MODEL_FORMAT", "READ_FORMATS", "graph_to_json", "graph_from_json", "write_archive", "read_archive"]
 
@@ -200,7 +201,7 @@ def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], w
     except (TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"{what} is malformed: {_first_line(exc)}") from None
     try:
-        return graph.verify()
+        return verify_graph(graph)
     except GraphError as exc:
         raise ModelError(f"{what} holds an invalid graph: {exc}") from None
 

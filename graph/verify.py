@@ -73,8 +73,22 @@ def _check_node(graph: Graph, node: Node, defined: set[str]) -> None:
                          f"but its inputs give {inferred}")
 
 
-def verify_graph(graph: Graph) -> None:
-    """Raise :class:`GraphError` naming the first broken invariant (module docstring)."""
+def verify_graph(graph: Graph) -> Graph:
+    """``graph`` itself once every invariant holds (module docstring).
+
+    Raises
+    ------
+    GraphError
+        naming the first broken invariant.
+
+    Examples
+    --------
+    >>> from openvta.graph.ir import DType, Graph, Node, Op, TensorType
+    >>> t = TensorType(("N", 4), DType.FLOAT32)
+    >>> g = Graph("g", ("x",), ("y",), (Node("r", Op.RELU, ("x",), ("y",)),), {}, {"x": t, "y": t})
+    >>> verify_graph(g) is g
+    True
+    """
     defined: set[str] = set()
     for name in graph.inputs:
         _define(graph, defined, name, "a graph input")
@@ -94,3 +108,4 @@ def verify_graph(graph: Graph) -> None:
         if name not in defined:
             raise GraphError(f"graph {graph.name!r}: output {name!r} is never defined")
     check_regions(graph)
+    return graph

@@ -33,7 +33,7 @@ from typing import overload
 
 import numpy as np
 
-from .config import _SUPPORTED_WIDTHS, MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
+from .config import SUPPORTED_WIDTHS, MAX_SHR_AMOUNT, SHR_AMOUNT_WIDTH
 from .enums import AluOp
 
 __all__ = [
@@ -42,8 +42,8 @@ __all__ = [
     "round_shift", "round_shift_steps", "shr_amount", "wrap_int32",
 ]
 
-_INT8_WIDTH = 1 << _SUPPORTED_WIDTHS["LOG_INP_WIDTH"]
-_INT32_WIDTH = 1 << _SUPPORTED_WIDTHS["LOG_ACC_WIDTH"]
+_INT8_WIDTH = 1 << SUPPORTED_WIDTHS["LOG_INP_WIDTH"]
+_INT32_WIDTH = 1 << SUPPORTED_WIDTHS["LOG_ACC_WIDTH"]
 
 #: The magnitude bound of an int8 value: ``-INT8_LIMIT <= v < INT8_LIMIT`` (``2**7``).
 INT8_LIMIT = 1 << (_INT8_WIDTH - 1)

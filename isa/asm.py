@@ -19,7 +19,7 @@ from typing import Any
 from .config import Config
 from .encoding import layouts_of
 from .enums import AluOp, MemoryType, Opcode
-from .instructions import _BOOL_FIELDS, _CLASS_OF, Instruction
+from .instructions import BOOL_FIELDS, CLASS_OF, Instruction
 
 __all__ = ["AsmError", "assemble", "disassemble", "format_insn"]
 
@@ -41,7 +41,7 @@ def format_insn(insn: Instruction) -> str:
     for name, value in insn.fields().items():
         if name in ("opcode", subtype) or value == 0:
             continue
-        parts.append(name if name in _BOOL_FIELDS else f"{name}={value}")
+        parts.append(name if name in BOOL_FIELDS else f"{name}={value}")
     return " ".join(parts)
 
 
@@ -77,7 +77,7 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
     except KeyError:
         names = ", ".join(op.name for op in Opcode)
         raise AsmError(f"unknown mnemonic {words[0]!r} (one of {names})") from None
-    cls = _CLASS_OF[opcode]
+    cls = CLASS_OF[opcode]
     layout = layouts_of(cfg)[cls.format]
     values: dict[str, Any] = {"opcode": opcode}
     rest = words[1:]
@@ -100,7 +100,7 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
         if name in values:
             raise AsmError(f"field {name} is given twice")
         if not sep:
-            if name not in _BOOL_FIELDS:
+            if name not in BOOL_FIELDS:
                 raise AsmError(f"field {name} needs a value ({name}=N)")
             values[name] = True
             continue
@@ -109,5 +109,5 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
         except ValueError:
             raise AsmError(f"field {name} value {text!r} is not an integer") from None
         layout.field(name).check(value, opcode.name)
-        values[name] = bool(value) if name in _BOOL_FIELDS else value
+        values[name] = bool(value) if name in BOOL_FIELDS else value
     return cls(cfg=cfg, **values)

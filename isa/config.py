@@ -16,11 +16,11 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Config", "ConfigError", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
+from .encoding import layouts_of
+from .widths import INSN_BYTES, INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_BYTES, UOP_WIDTH, ConfigError
 
-
-class ConfigError(ValueError):
-    """A configuration that the ISA cannot encode or the machine cannot build."""
+__all__ = ["Config", "ConfigError", "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
+           "UOP_BYTES", "UOP_WIDTH", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
 
 
 #: The log2 parameters that define the ISA, in ``vta_config.json`` order.
@@ -39,20 +39,13 @@ ISA_KEYS = (
 #: Non-ISA keys that size the machine: queue depths in entries, bus width in bits.
 MACHINE_KEYS = ("CMD_QUEUE_DEPTH", "DEP_QUEUE_DEPTH", "LOG_BUS_WIDTH")
 
-# Widths fixed by docs/ISA.md §2 for every configuration.
-SRAM_BASE_WIDTH = 16
-LOOP_ITER_WIDTH = 14
-UOP_WIDTH = 32
-INSN_WIDTH = 128
-INSN_BYTES = INSN_WIDTH // 8
-UOP_BYTES = UOP_WIDTH // 8
 
-# openvta's numpy semantics are written for int8 inputs/weights and int32 accumulators.
-_SUPPORTED_WIDTHS = {"LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5}
+#: The element widths (log2 bits) openvta supports: int8 inputs and weights, int32 accumulators.
+SUPPORTED_WIDTHS = {"LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5}
 #: ALU SHR reads the low SHR_AMOUNT_WIDTH bits of its second operand as a signed amount
 #: (docs/ISA.md §3): an arithmetic right shift by 0..31, a left shift when negative.  A
 #: shift across the 32-bit accumulator and its sign: LOG_ACC_WIDTH + 1 = 6 bits.
-SHR_AMOUNT_WIDTH = _SUPPORTED_WIDTHS["LOG_ACC_WIDTH"] + 1
+SHR_AMOUNT_WIDTH = SUPPORTED_WIDTHS["LOG_ACC_WIDTH"] + 1
 #: The largest right shift SHR performs: ``x >> s`` for ``s`` in ``0..MAX_SHR_AMOUNT``.
 MAX_SHR_AMOUNT = (1 << (SHR_AMOUNT_WIDTH - 1)) - 1
 
@@ -110,7 +103,7 @@ class Config:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{key} must be an integer, not {value!r}")
-        for key, width in _SUPPORTED_WIDTHS.items():
+        for key, width in SUPPORTED_WIDTHS.items():
             if getattr(self, key) != width:
                 raise ConfigError(
                     f"{key} must be {width} (openvta implements int8 inputs and weights with "
@@ -138,8 +131,6 @@ class Config:
             raise ConfigError(f"extras must not repeat the configuration keys {', '.join(clash)}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
         # Building the layouts checks that every field fits its word (docs/ISA.md §2).
-        from .encoding import layouts_of
-
         layouts_of(self)
 
     # -- element geometry --------------------------------------------------------

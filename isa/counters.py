@@ -8,11 +8,14 @@ also report the cycle counters, with the same definitions.  Back ends key their
 from __future__ import annotations
 
 from enum import Enum, IntEnum
+from typing import NamedTuple
+
+from .enums import Unit
 
 __all__ = [
     "Counter", "EVENT_COUNTERS", "CYCLE_COUNTERS", "COUNTER_DOC", "HW_COUNTERS", "COUNTER_BASE",
     "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS", "REGISTER_DOC",
-    "CounterSet", "counter_set",
+    "CounterSet", "counter_set", "UnitCounters", "UNIT_COUNTERS",
 ]
 
 
@@ -109,6 +112,27 @@ COUNTER_DOC: dict[Counter, str] = {
 EVENT_COUNTERS = tuple(c for c in Counter if not c.value.endswith("cycles"))
 #: Counters of the timed back ends (cycle model, RTL).
 CYCLE_COUNTERS = tuple(c for c in Counter if c.value.endswith("cycles"))
+
+class UnitCounters(NamedTuple):
+    """The cycle counters of one unit: busy, and waiting on a token, memory, its queue."""
+
+    busy: Counter
+    wait_token: Counter | None  # fetch pops no token
+    wait_memory: Counter
+    wait_queue: Counter
+
+
+#: Each unit's cycle counters.
+UNIT_COUNTERS: dict[Unit, UnitCounters] = {
+    Unit.FETCH: UnitCounters(Counter.FETCH_BUSY_CYCLES, None, Counter.FETCH_WAIT_MEMORY_CYCLES,
+                             Counter.FETCH_WAIT_QUEUE_CYCLES),
+    Unit.LOAD: UnitCounters(Counter.LOAD_BUSY_CYCLES, Counter.LOAD_WAIT_TOKEN_CYCLES,
+                            Counter.LOAD_WAIT_MEMORY_CYCLES, Counter.LOAD_WAIT_QUEUE_CYCLES),
+    Unit.COMPUTE: UnitCounters(Counter.COMPUTE_BUSY_CYCLES, Counter.COMPUTE_WAIT_TOKEN_CYCLES,
+                               Counter.COMPUTE_WAIT_MEMORY_CYCLES, Counter.COMPUTE_WAIT_QUEUE_CYCLES),
+    Unit.STORE: UnitCounters(Counter.STORE_BUSY_CYCLES, Counter.STORE_WAIT_TOKEN_CYCLES,
+                             Counter.STORE_WAIT_MEMORY_CYCLES, Counter.STORE_WAIT_QUEUE_CYCLES),
+}
 
 #: Counters the RTL implements, in register order: counter ``k`` is the 64-bit value at
 #: byte offsets ``COUNTER_BASE + 8·k`` (low word) and ``+ 4`` (high word) of the

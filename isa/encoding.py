@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from .config import INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_WIDTH, ConfigError
+from .widths import INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_WIDTH, ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from .config import Config
 
 __all__ = ["Field", "Layout", "ISAError", "layouts_of", "Format"]
 
@@ -192,8 +190,22 @@ MEM_FIELDS = [
 ]
 
 
+class BufferDepths(Protocol):
+    """What the layouts depend on: the log2 depths of the four buffers a field indexes
+    (a :class:`~openvta.isa.Config`, which imports this module to check its fields fit)."""
+
+    @property
+    def LOG_UOP_DEPTH(self) -> int: ...
+    @property
+    def LOG_ACC_DEPTH(self) -> int: ...
+    @property
+    def LOG_INP_DEPTH(self) -> int: ...
+    @property
+    def LOG_WGT_DEPTH(self) -> int: ...
+
+
 @cache
-def layouts_of(cfg: Config) -> dict[str, Layout]:
+def layouts_of(cfg: BufferDepths) -> dict[str, Layout]:
     """Every layout of ``cfg``: memory, GEMM (also FINISH), ALU and micro-op.
 
     Raises

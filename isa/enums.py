@@ -6,12 +6,12 @@ anywhere else.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 import numpy as np
 
 __all__ = [
-    "Opcode", "MemoryType", "AluOp", "Module", "TokenQueue", "module_of", "modules_of",
+    "Opcode", "MemoryType", "AluOp", "Module", "Unit", "TokenQueue", "module_of", "modules_of",
     "LOAD_MODULE_TYPES",
 ]
 
@@ -47,6 +47,23 @@ class Module(IntEnum):
     LOAD = 0
     COMPUTE = 1
     STORE = 2
+
+
+class Unit(str, Enum):
+    """The machine's four units, fetch first: the keys of every back end's per-unit timing.
+
+    :class:`Module` names the three that execute instructions (and own token queues); a
+    unit is also fetch, which reads the stream and routes it.  Members are ``str``: a unit
+    is its lower-case name, as in the counter names (``fetch_busy_cycles``).
+    """
+
+    FETCH = "fetch"
+    LOAD = "load"
+    COMPUTE = "compute"
+    STORE = "store"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class TokenQueue(IntEnum):

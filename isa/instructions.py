@@ -168,7 +168,8 @@ class AluInsn(_LoopInsn):
 
 Instruction = Union[MemInsn, GemmInsn, FinishInsn, AluInsn]
 
-_CLASS_OF: dict[Opcode, type[MemInsn] | type[GemmInsn] | type[FinishInsn] | type[AluInsn]] = {
+#: The instruction class of each opcode.
+CLASS_OF: dict[Opcode, type[MemInsn] | type[GemmInsn] | type[FinishInsn] | type[AluInsn]] = {
     Opcode.LOAD: MemInsn,
     Opcode.STORE: MemInsn,
     Opcode.GEMM: GemmInsn,
@@ -182,7 +183,8 @@ _OPCODES_OF = {
     "FinishInsn": (Opcode.FINISH,),
     "AluInsn": (Opcode.ALU,),
 }
-_BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
+#: Fields that are flags (0 or 1), written as bare names in assembly.
+BOOL_FIELDS = set(DEP_FLAGS) | {"reset_reg", "use_imm"}
 
 
 def _opcode(value: int) -> Opcode:
@@ -195,7 +197,7 @@ def _opcode(value: int) -> Opcode:
 
 
 def _typed(name: str, value: int) -> object:
-    if name in _BOOL_FIELDS:
+    if name in BOOL_FIELDS:
         return bool(value)
     enum = _ENUM_FIELDS.get(name)
     if enum is not None:
@@ -226,7 +228,7 @@ def decode(word: int, cfg: Config) -> Instruction:
     if not 0 <= word < 1 << (INSN_BYTES * 8):
         raise ISAError(f"instruction word must be a 128-bit unsigned integer, not {word!r}")
     opcode = _opcode(word & 0x7)
-    cls = _CLASS_OF[opcode]
+    cls = CLASS_OF[opcode]
     layout = layouts_of(cfg)[cls.format]
     values: dict[str, Any] = {name: _typed(name, v) for name, v in layout.unpack(word).items()}
     return cls(cfg=cfg, **values)
@@ -327,7 +329,7 @@ def decode_stream(words: np.ndarray, cfg: Config, *,
     opcodes = table["opcode"]
     out: list[Instruction | None] = [None] * len(opcodes)
     invalid = np.flatnonzero(opcodes > max(Opcode)).tolist()
-    for opcode, cls in _CLASS_OF.items():
+    for opcode, cls in CLASS_OF.items():
         selected = np.flatnonzero(opcodes == opcode)
         if not len(selected):
             continue
@@ -359,7 +361,7 @@ def _build(cls: type, cfg: Config, values: dict[str, object]) -> Instruction:
 
 def _typed_column(name: str, column: list[int]) -> Sequence[object]:
     """:func:`_typed` of every value; invalid enum values become None (reported later)."""
-    if name in _BOOL_FIELDS:
+    if name in BOOL_FIELDS:
         return [bool(v) for v in column]
     enum = _ENUM_FIELDS.get(name)
     if enum is None:
@@ -371,7 +373,7 @@ def _typed_column(name: str, column: list[int]) -> Sequence[object]:
 def _decode_row(table: dict[str, np.ndarray], layouts: dict[str, Layout], i: int) -> None:
     """Decode row ``i`` field by field; raises :class:`ISAError` at its first invalid field."""
     try:
-        cls = _CLASS_OF[_opcode(int(table["opcode"][i]))]
+        cls = CLASS_OF[_opcode(int(table["opcode"][i]))]
         for name in layouts[cls.format].names:
             _typed(name, int(table[name][i]))
     except ISAError as exc:

@@ -41,7 +41,7 @@ import numpy as np
 from openvta.hw.fpga.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.isa.counters import CounterSet
-from openvta.runtime import BackendError, Device, ProgramError, backends, load_program, load_result
+from openvta.runtime import BackendError, Device, ProgramError, RunReport, backends, load_program, load_result
 
 from .dse_cli import add_dse_parser, run_dse_command
 from .model_cli import add_model_parser, run_model_command
@@ -192,8 +192,9 @@ def _run(args: argparse.Namespace) -> int:
         result.report.write_timeline(paths[2], title=str(args.program))
     if not args.quiet:
         print(f"ran {program.insn_count} instructions on the {args.backend} back end")
-        if hasattr(result.report, "format"):
-            print(result.report.format())
+        text = result.report.format() if isinstance(result.report, RunReport) else ""
+        if text:  # the cycle model's report, or the units' timing the back end measured
+            print(text)
             print()
         width = max((len(k) for k in result.counters), default=0)
         for name, value in result.counters.items():

@@ -98,7 +98,8 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
     if not args.quiet:
         for name, value in outputs.items():
             print(f"{name}: float32{list(value.shape)}")
-        print(f"cycles: {outputs.report.cycles}")
+        cycles = outputs.report.cycles
+        print(f"cycles: {'not counted on this back end' if cycles is None else cycles}")
         print(outputs.report.format(plans=model.kernel_plans()))
         if out is not None:
             print(f"outputs written to {args.output}")

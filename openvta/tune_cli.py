@@ -20,10 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openvta.runtime import backends
-
 from . import tune_model_cli
 from .progress import ProgressDisplay
+from .tune_options import add_search_options
 
 __all__ = ["add_tune_parser", "add_search_options", "run_tune_command", "format_table"]
 
@@ -47,27 +46,6 @@ def add_tune_parser(sub: Any, add_operator_options: Callable[..., None]) -> None
         op.add_argument("--transfer", nargs="+", default=[], metavar="LOG",
                         help="logs of other shapes of the operator to train the cost model on")
     tune_model_cli.add_parser(ops)
-
-
-def add_search_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a search, the same for ``openvta tune OPERATOR`` and ``openvta tune model``."""
-    from openvta.tune.model import MODELS
-    from openvta.tune.search import TUNERS
-
-    parser.add_argument("--tuner", default="xgb", choices=TUNERS, help="the search (default xgb)")
-    parser.add_argument("--executor", default="serial",
-                        help="serial, local[:N] (N processes) or dask://HOST:PORT (default serial)")
-    parser.add_argument("--log", help="the records file (JSON lines): resumed if it exists, appended to")
-    parser.add_argument("--backend", default="cycle",
-                        help=f"where to measure: {', '.join(backends())} (default cycle)")
-    parser.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
-    parser.add_argument("--batch-size", type=int, default=8,
-                        help="configurations per batch; the cost model is refitted after each (default 8)")
-    parser.add_argument("--budget", type=float, default=2.0,
-                        help="stop a run past this many times the default plan's cycles (default 2)")
-    parser.add_argument("--cost-model", default="auto", choices=MODELS,
-                        help="the xgb tuner's cost model: XGBoost, or numpy's ridge (default auto)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
 def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., dict[str, Any]],

@@ -22,14 +22,13 @@ from typing import Any
 from openvta.isa import PRESETS
 
 from .progress import ProgressDisplay
+from .tune_options import add_search_options
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``model`` to ``openvta tune``'s sub-commands; returns its parser."""
-    from . import tune_cli
-
     p = subparsers.add_parser("model", help="tune every accelerator kernel of an ONNX model into one log",
                               description="tune every accelerator kernel of an ONNX model into one log")
     p.add_argument("model", help="the float32 ONNX model (opset 13 or newer)")
@@ -41,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--quantize", default="fixed", choices=("fixed", "pow2"),
                    help="requantization, as openvta model compile (default fixed)")
     p.add_argument("--cpu-ops", default="", help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
-    tune_cli.add_search_options(p)
+    add_search_options(p)
     return p
 
 

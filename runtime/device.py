@@ -11,6 +11,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from openvta.isa.report import RunReport
+
 from .program import Program, Progress, Result
 
 __all__ = ["Backend", "Device", "Progress", "register_backend", "backends", "BackendError"]
@@ -98,9 +100,28 @@ class Device:
         self.backend = _factory(backend)(**options)
 
     def run(self, program: Program) -> Result:
+        """Run ``program`` to FINISH on the back end.
+
+        The result's ``report`` is a :class:`~openvta.isa.RunReport` of what the back end
+        measured (made from its counters when the back end returns none): the cycle
+        model's has every unit's timing and a per-instruction timeline, the RTL's and a
+        board's the hardware counters, the functional simulator's no time at all.
+
+        Raises
+        ------
+        TypeError
+            for something other than a :class:`Program`.
+        BackendError
+            when the back end returns a report that is not a :class:`~openvta.isa.RunReport`.
+        """
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         result = self.backend.run(program)
+        if result.report is None:  # a back end that reports counters only
+            result.report = RunReport.measured(self.name, result.counters)
+        elif not isinstance(result.report, RunReport):
+            raise BackendError(f"back end {self.name!r} report must be a RunReport or None, "
+                               f"not {type(result.report).__name__}")
         if not result.symbols:
             result.symbols = dict(program.symbols)
         return result

@@ -35,6 +35,7 @@ from ..errors import ModelError, OpError
 from ..ir import Attrs, DType, Graph, Node, TensorType
 from ..passes.infer_shapes import infer_node
 from ..registry import ONNX_OPS
+from ..verify import verify_graph
 from .onnx_ops import CONVERTERS, OnnxNode
 from .onnx_qdq import fold_qdq
 
@@ -231,4 +232,4 @@ def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
     graph = Graph(g.name or "model", tuple(v.name for v in inputs), outputs, tuple(nodes),
                   {k: a for k, a in constants.items() if k not in unused},
                   {k: t.with_quant(quant.get(k)) for k, t in types.items() if k not in unused})
-    return graph.verify()
+    return verify_graph(graph)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..ir import Graph
 
-__all__ = ["DEFS", "broadcast_shape"]
+__all__ = ["DEFS", "broadcast_shape", "on_alu"]
 
 def broadcast_shape(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
     """numpy's multidirectional broadcast of two shapes (a symbolic dim broadcasts with 1).
@@ -47,7 +47,7 @@ def broadcast_shape(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
     return tuple(reversed(out))
 
 
-def _on_alu(what: str):  # noqa: ANN202 - a predicate factory
+def on_alu(what: str):  # noqa: ANN202 - a predicate factory
     def predicate(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str]:
         dtype = graph.types[node.inputs[0]].dtype
         if not dtype.is_integer:
@@ -154,10 +154,10 @@ _CLIP_EXAMPLES = (OnnxExample(((2, 3, 4),), constants={1: -0.5, 2: 0.75}),
                   OnnxExample(((5, 4),), constants={2: 0.1}))
 DEFS = (
     OpDef(Op.RELU, PatternKind.ELEMWISE, (1, 1), same_type, _relu, _relu,
-          accel_ok=_on_alu("ReLU on the ALU (MAX 0)"), scale_rule=ScaleRule.PRESERVE,
+          accel_ok=on_alu("ReLU on the ALU (MAX 0)"), scale_rule=ScaleRule.PRESERVE,
           examples=(OnnxExample(((2, 3, 4, 5),)),)),
     OpDef(Op.CLIP, PatternKind.ELEMWISE, (1, 1), _clip_infer, _clip_float, _clip_int,
-          accel_ok=_on_alu("clip on the ALU (MIN, MAX)"), scale_rule=ScaleRule.PRESERVE,
+          accel_ok=on_alu("clip on the ALU (MIN, MAX)"), scale_rule=ScaleRule.PRESERVE,
           examples=_CLIP_EXAMPLES),
     OpDef(Op.ADD, PatternKind.BROADCAST, (2, 2), _add_infer, _add_float, _add_int,
           accel_ok=_add_accel, examples=(

@@ -37,7 +37,7 @@ from openvta.isa import INT8_MAX, INT8_MIN, INT8_RANGE, MAX_SHR_AMOUNT, Config, 
 from ..errors import OpError
 from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
 from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr
-from .elementwise import _on_alu
+from .elementwise import on_alu
 
 __all__ = ["DEFS", "requantize", "requantize_exact", "quantize", "dequantize"]
 
@@ -197,7 +197,7 @@ def _requantize_on_alu(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str
     return _ALU_REQUANT(node, graph, cfg)
 
 
-_ALU_REQUANT = _on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")
+_ALU_REQUANT = on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")
 
 
 DEFS = (

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from amaranth.lib import wiring
 
-from openvta.isa import Config
-from openvta.runtime import BackendError, Program, Progress, Result
+from openvta.isa import Config, RunReport
+from openvta.runtime.program import Program, Progress, Result
 
 from . import native_dram, runner
 
@@ -36,13 +36,13 @@ def _default_top_factory() -> TopFactory:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BackendError(f"the rtl back end needs the top level {DEFAULT_TOP}, which cannot "
-                           f"be imported: {exc}") from exc
+        raise runner.RtlError(f"the rtl back end needs the top level {DEFAULT_TOP}, which cannot "
+                              f"be imported: {exc}") from exc
     try:
         factory: TopFactory = getattr(module, attr)
     except AttributeError:
-        raise BackendError(f"the rtl back end needs {DEFAULT_TOP}, but module {module_name} "
-                           f"has no {attr!r}") from None
+        raise runner.RtlError(f"the rtl back end needs {DEFAULT_TOP}, but module {module_name} "
+                              f"has no {attr!r}") from None
     return factory
 
 
@@ -168,14 +168,14 @@ class RtlBackend:
         Raises
         ------
         RtlError
-            when the build fails or the run does not finish correctly (see
-            :func:`openvta.hw.cosim.runner.run`).
-        BackendError
-            when the top level cannot be imported.
+            when the top level cannot be imported, the build fails or the run does not
+            finish correctly (see :func:`openvta.hw.cosim.runner.run`).
         """
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         build_dir = self.build_dir(program.config, len(program.dram))
-        return runner.run(build_dir, program, max_cycles=self.max_cycles,
-                         idle=self.idle, backpressure=self.backpressure, seed=self.seed,
-                         waves=self.waves, progress=self.progress)
+        result = runner.run(build_dir, program, max_cycles=self.max_cycles,
+                            idle=self.idle, backpressure=self.backpressure, seed=self.seed,
+                            waves=self.waves, progress=self.progress)
+        result.report = RunReport.measured("rtl", result.counters)  # the RTL's own counters
+        return result

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from openvta.isa import Config, Timing
 
-from .runner import TOP_NAME, _toolchain_environ, verilog_of
+from .runner import TOP_NAME, toolchain_environ, verilog_of
 
 __all__ = ["export_verilog", "lint", "LINT_WAIVERS"]
 
@@ -44,7 +44,7 @@ def export_verilog(cfg: Config, timing: Timing | None = None) -> str:
 
 def lint(verilog: str) -> list[str]:
     """Warnings of ``verilator --lint-only -Wall`` beyond :data:`LINT_WAIVERS` (empty when clean)."""
-    with tempfile.TemporaryDirectory() as tmp, _toolchain_environ():
+    with tempfile.TemporaryDirectory() as tmp, toolchain_environ():
         path = Path(tmp) / f"{TOP_NAME}.v"
         path.write_text(verilog)
         waivers = [f"-Wno-{rule}" for rule in LINT_WAIVERS]

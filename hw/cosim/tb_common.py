@@ -16,7 +16,7 @@ from cocotb.triggers import ClockCycles
 
 from openvta.isa import COUNTER_BASE, HW_COUNTERS, REG_CONTROL, REG_INSN_ADDR, REG_INSN_COUNT, REG_STATUS
 from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH
-from openvta.runtime import Program
+from openvta.runtime.program import Program
 
 __all__ = ["CLOCK_PERIOD_NS", "RESET_CYCLES", "cycles", "fail", "read_counters", "reset", "run_to_finish"]
 

@@ -26,7 +26,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from openvta.runtime import Result, load_program
+from openvta.runtime.program import Result, load_program
 
 from .dram_image import IMAGE_OUT, read_image
 from .tb_common import CLOCK_PERIOD_NS, cycles, fail, reset, run_to_finish

@@ -25,7 +25,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from openvta.runtime import Result, load_program
+from openvta.runtime.program import Result, load_program
 
 from .tb_common import CLOCK_PERIOD_NS, cycles, fail, reset, run_to_finish
 

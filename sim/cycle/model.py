@@ -47,8 +47,13 @@ from openvta.isa import (
     Module,
     Opcode,
     Timing,
+    UNIT_COUNTERS,
+    Counter,
+    InsnTiming,
     TokenQueue,
+    Unit,
     timing_for,
+    unit_timing,
 )
 from openvta.runtime.program import Program, Progress, Result
 
@@ -57,7 +62,8 @@ from ..functional.machine import Machine
 from ..functional.semantics import loop_indices
 from .costs import Bursts, fetch_bursts, hazard_stall_cycles, rows_of
 from .memory import Channel, ModuleStats, Row, horizon
-from .report import CycleReport, build_report
+from .records import InsnRecord, TokenRecord
+from .report import CycleReport
 
 __all__ = ["CycleModel", "CycleBackend", "CycleLimitError", "simulate_cycles"]
 
@@ -77,27 +83,6 @@ class Token:
     time: int
     flow: int
     producer_insn: int
-
-
-@dataclass
-class InsnRecord:
-    """One executed instruction, for traces and timelines."""
-
-    module: str
-    index: int
-    start: int
-    end: int
-    label: str = ""
-
-
-@dataclass
-class TokenRecord:
-    queue: TokenQueue
-    flow: int
-    push_time: int
-    push_insn: int
-    pop_time: int
-    pop_insn: int
 
 
 class CycleModel:
@@ -148,11 +133,11 @@ class CycleModel:
         self.write = Channel(env, t.request_cycles + 1 + t.dram_write_latency_cycles, cfg.bus_bytes)
         self.commands = {m: simpy.Store(env, capacity=cfg.CMD_QUEUE_DEPTH) for m in Module}
         self.tokens = {q: simpy.Store(env, capacity=cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
-        self.stats = {name: ModuleStats() for name in ("fetch", "load", "compute", "store")}
+        self.stats = {unit: ModuleStats() for unit in Unit}
         # a state, or (instruction, what it does, queue) spelt out only when reported
-        self.status: dict[str, str | tuple[int, str, TokenQueue | None]] = {
-            name: "not started" for name in self.stats}
-        self.asked = {name: 0 for name in self.stats}  # when each module began waiting
+        self.status: dict[Unit, str | tuple[int, str, TokenQueue | None]] = {
+            unit: "not started" for unit in self.stats}
+        self.asked = {unit: 0 for unit in self.stats}  # when each module began waiting
         self.fetch_done = 0
         self.prefetch = simpy.Store(env)
         self.routed = 0
@@ -177,13 +162,13 @@ class CycleModel:
     # -- processes -------------------------------------------------------------------
     def _fetch(self) -> Generator[Any, Any, None]:
         """Fetch reads a burst into its prefetch buffer, then waits until it is all routed."""
-        env, stats, timing = self.env, self.stats["fetch"], self.timing
+        env, stats, timing = self.env, self.stats[Unit.FETCH], self.timing
         beats_per_insn = max(1, INSN_BYTES // self.cfg.bus_bytes)
         index = 0
         for chunk in fetch_bursts(self.machine.program.insn_addr, len(self.machine.insns), self.cfg,
                                   timing):
             label = f"{index}..{index + chunk - 1}"
-            self.status["fetch"] = f"reading instructions {label}"
+            self.status[Unit.FETCH] = f"reading instructions {label}"
             start = asked = int(env.now)
             with self.read.port.request() as grant:
                 yield grant
@@ -198,16 +183,16 @@ class CycleModel:
                         self.prefetch.items.append((index, int(env.now)))
                     index += 1
                 self.read.beats += chunk * beats_per_insn
-            self.records.append(InsnRecord("fetch", index - 1, start, int(env.now), label))
-            self.status["fetch"] = f"routing instructions {label}"
+            self.records.append(InsnRecord(Unit.FETCH, index - 1, start, int(env.now), label))
+            self.status[Unit.FETCH] = f"routing instructions {label}"
             while self.routed < index:  # the next burst waits for an empty prefetch buffer
                 yield self.routed_event
-        self.status["fetch"] = "done"
+        self.status[Unit.FETCH] = "done"
         self.fetch_done = int(env.now)
 
     def _route(self) -> Generator[Any, Any, None]:
         """The router: one instruction per cycle from the prefetch buffer to its queue."""
-        env, stats, until, queue = self.env, self.stats["fetch"], self._until, self.env._queue
+        env, stats, until, queue = self.env, self.stats[Unit.FETCH], self._until, self.env._queue
         prefetch, commands, module_of = self.prefetch, self.commands, self.machine.module
         latency = self.timing.prefetch_latency_cycles
         while True:
@@ -239,7 +224,7 @@ class CycleModel:
 
     def _module(self, module: Module) -> Generator[Any, Any, None]:
         env, machine, until = self.env, self.machine, self._until
-        name = module.name.lower()
+        name = Unit(module.name.lower())
         stats = self.stats[name]
         commands, tokens, latency = self.commands[module], self.tokens, self.timing.queue_latency_cycles
         pops_of, pushes_of, insns = machine.pops, machine.pushes, machine.insns
@@ -472,6 +457,48 @@ class CycleModel:
     def _deadlock_report(self) -> str:
         return (f"deadlock at cycle {int(self.env.now)}: no module can make progress and "
                 f"FINISH has not run\n" + self._states())
+
+
+def build_report(model: CycleModel) -> CycleReport:
+    """Close the books of a finished run: what no category claims is idle time."""
+    cycles = int(model.env.now)
+    counters = dict(model.machine.counters)
+    for unit, stats in model.stats.items():
+        stats.busy, stats.wait_token = int(stats.busy), int(stats.wait_token)
+        stats.wait_memory, stats.wait_queue = int(stats.wait_memory), int(stats.wait_queue)
+        if unit is not Unit.FETCH and model.status[unit] == "waiting for an instruction":
+            # waiting for an instruction while fetch could still route one is queue wait
+            stats.wait_queue += max(0, min(model.fetch_done, cycles) - model.asked[unit])
+        stats.idle = cycles - stats.total
+        busy, token, memory, queue = UNIT_COUNTERS[unit]
+        counters[busy.value] = stats.busy
+        if token is not None:
+            counters[token.value] = stats.wait_token
+        counters[memory.value] = stats.wait_memory
+        counters[queue.value] = stats.wait_queue
+    compute = model.stats[Unit.COMPUTE].extra
+    counters[Counter.CYCLES.value] = cycles
+    counters[Counter.GEMM_BUSY_CYCLES.value] = compute.get("gemm", 0)
+    counters[Counter.ALU_BUSY_CYCLES.value] = compute.get("alu", 0)
+    cfg = model.cfg
+    compulsory = model.machine.program.compulsory_bytes()
+    return CycleReport(
+        cycles=cycles,
+        modules=model.stats,
+        macs=counters[Counter.MACS.value],
+        peak_macs_per_cycle=cfg.macs_per_uop // model.timing.gemm_ii_cycles,
+        dram_read_bytes=counters[Counter.DRAM_READ_BYTES.value],
+        dram_write_bytes=counters[Counter.DRAM_WRITE_BYTES.value],
+        bus_bytes=cfg.bus_bytes,
+        clock_mhz=model.timing.clock_mhz,
+        backend="cycle",
+        counters=counters,
+        units=unit_timing(counters),
+        timeline=tuple(InsnTiming(r.index, r.module, r.start, r.end) for r in model.records),
+        compulsory_read_bytes=None if compulsory is None else compulsory[0],
+        compulsory_write_bytes=None if compulsory is None else compulsory[1],
+        model=model,
+    )
 
 
 def simulate_cycles(program: Program, timing: Timing | None = None, **options: Any) -> Result:

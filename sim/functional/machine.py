@@ -34,6 +34,7 @@ from openvta.isa import (
     modules_of,
 )
 from openvta.isa.instructions import POP_FLAGS, PUSH_FLAGS, decode_stream
+from openvta.isa.report import RunReport
 from openvta.runtime.program import Program, Result
 
 from ..errors import FinishError, MemoryAccessError
@@ -298,4 +299,7 @@ class Machine:
         self.finished = True
 
     def result(self) -> Result:
-        return Result(dram=self.state.dram, counters=dict(self.counters))
+        counters = dict(self.counters)
+        # events only: the functional simulator counts no time
+        return Result(dram=self.state.dram, counters=counters,
+                      report=RunReport.measured("functional", counters))

@@ -23,7 +23,8 @@ def test_compile_and_simulate_a_layer_with_inputs() -> None:
     expected = op.reference(inputs)
     np.testing.assert_array_equal(functional["out"], expected)
     np.testing.assert_array_equal(cycle["out"], expected)
-    assert functional.report is None and cycle.report.cycles > 0
+    assert functional.report.units == {} and functional.report.measured_cycles is None  # no time
+    assert cycle.report.cycles > 0
     assert set(cycle) == {"out"}
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import Attrs, DType, Graph, Node, Op, TensorType
 from openvta.graph.passes.infer_shapes import infer_shapes
 
@@ -24,7 +25,7 @@ def build(nodes: Sequence[Node], inputs: Mapping[str, tuple[int | str, ...]],
     """A float graph with typed inputs; every other type inferred, then verified."""
     types = {k: TensorType(v, DType.FLOAT32) for k, v in inputs.items()}
     graph = Graph(name, tuple(inputs), tuple(outputs), tuple(nodes), dict(constants or {}), types)
-    return infer_shapes(graph).verify()
+    return verify_graph(infer_shapes(graph))
 
 
 def _weights(*shape: int, seed: int = 0) -> np.ndarray:

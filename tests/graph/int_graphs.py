@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 
 from openvta.graph.executor import ModelReport, run_graph
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import DType, Graph, Node, RequantMode, TensorType
 from openvta.graph.passes.infer_shapes import infer_shapes
 from openvta.graph.pipeline import PASSES, CompileOptions
@@ -25,7 +26,7 @@ def int_graph(nodes: Sequence[Node], inputs: Mapping[str, tuple[int | str, ...]]
     """A graph of int8 ``inputs`` (name → shape); every other type inferred, then verified."""
     types = {k: TensorType(v, DType.INT8) for k, v in inputs.items()}
     graph = Graph("int", tuple(inputs), tuple(outputs), tuple(nodes), dict(constants), types)
-    return infer_shapes(graph).verify()
+    return verify_graph(infer_shapes(graph))
 
 
 def requant(pre: int, multiplier: Sequence[int], post: Sequence[int],
@@ -41,7 +42,7 @@ def compile_int(graph: Graph, cfg: Config, cpu_nodes: Collection[str] = (),
     options = CompileOptions(cfg, RequantMode.FIXED, frozenset(), (), frozenset(cpu_nodes))
     steps = dict(PASSES)
     for name in AFTER_QUANTIZE[:AFTER_QUANTIZE.index(until) + 1]:
-        graph = steps[name](graph, options).verify()
+        graph = verify_graph(steps[name](graph, options))
     return graph
 
 

@@ -7,6 +7,7 @@ import pytest
 from graphs import build, conv_relu_graph, node, residual_graph
 
 from openvta.graph.errors import PassError
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import Device, Graph, Op, RequantMode
 from openvta.graph.ops.base import PatternKind as K
 from openvta.graph.passes.calibrate import calibrate
@@ -22,7 +23,7 @@ CFG = preset("default")
 def _compiled(g: Graph, shape: tuple[int, ...], cpu_ops: tuple[str, ...] = ()) -> Graph:
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     q = quantize(calibrate(g, [{"x": x}], RequantMode.FIXED), RequantMode.FIXED)
-    return fuse(partition(q, CFG, cpu_ops)).verify()
+    return verify_graph(fuse(partition(q, CFG, cpu_ops)))
 
 
 def _groups(g: Graph) -> list[list[str]]:

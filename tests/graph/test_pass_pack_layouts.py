@@ -9,6 +9,7 @@ from graphs import conv_relu_graph, residual_graph
 
 from openvta.compiler.layout import bias_layout, data_layout, kernel_layout, out_layout
 from openvta.graph.errors import GraphError
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import Graph
 from openvta.graph.pipeline import compile_model
 from openvta.graph.regions import Region, Role, accelerator_runs
@@ -74,11 +75,11 @@ def test_regions_are_checked_against_the_groups() -> None:
     (region,) = g.regions
     with pytest.raises(GraphError, match=r"^graph 'residual': regions must run the accelerator "
                                          r"groups \[\(1, 2, 3\)\], not \[\(1, 2, 3\), \(1, 2, 3\)\]$"):
-        g.replace(regions=(region, region)).verify()
+        verify_graph(g.replace(regions=(region, region)))
     bad = Region(0, region.kernels, tuple(t if t.name != "x.q" else type(t)(
         "x.q", t.layout, t.shape, t.dtype, t.role, "nothing") for t in region.tensors))
     with pytest.raises(GraphError, match=r"^graph 'residual': region 0 tensor 'x.q' holds "
                                          r"'nothing', which is not a value of the graph$"):
-        g.replace(regions=(bad,)).verify()
+        verify_graph(g.replace(regions=(bad,)))
     with pytest.raises(KeyError, match=r"region 0 has no tensor 'z'"):
         region.tensor("z")

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from openvta.graph.errors import PassError
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import Graph, RequantMode
 from openvta.graph.passes.calibrate import calibrate
 from openvta.graph.passes.fuse import fuse
@@ -49,7 +50,7 @@ def test_buffers_are_the_tensors_between_groups() -> None:
 def test_the_arena_reuses_memory_without_collisions(make) -> None:
     g = make()
     fused = _fused(g, (2,) + tuple(g.types["x"].shape[1:]))  # type: ignore[arg-type]
-    planned = plan_memory(fused, alignment=64).verify()
+    planned = verify_graph(plan_memory(fused, alignment=64))
     plan = planned.memory
     assert plan is not None and plan.arena_bytes <= plan.no_reuse_bytes
     assert all(offset % 64 == 0 for offset in plan.offsets.values())

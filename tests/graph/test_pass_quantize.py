@@ -8,6 +8,7 @@ from graphs import build, conv_relu_graph, node, residual_graph
 
 from openvta.graph.errors import PassError
 from openvta.graph.execute import execute
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import DType, Graph, Op, QuantParams, RequantMode
 from openvta.graph.passes.calibrate import calibrate
 from openvta.graph.passes.quantize import quantize
@@ -16,7 +17,7 @@ MODES = [RequantMode.FIXED, RequantMode.POW2]  # exact: test_qdq.py (QDQ models)
 
 
 def _quantized(g: Graph, mode: RequantMode, x: np.ndarray) -> Graph:
-    return quantize(calibrate(g, [{"x": x}], mode), mode).verify()
+    return verify_graph(quantize(calibrate(g, [{"x": x}], mode), mode))
 
 
 def _relative_error(g: Graph, q: Graph, x: np.ndarray) -> float:

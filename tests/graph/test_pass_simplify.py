@@ -8,6 +8,7 @@ from graphs import RNG, build, node
 
 from openvta.graph.errors import PassError
 from openvta.graph.execute import execute
+from openvta.graph.verify import verify_graph
 from openvta.graph.ir import DType, Graph, Op, TensorType
 from openvta.graph.passes.simplify import simplify
 
@@ -23,7 +24,7 @@ def test_identity_and_dropout_are_removed_keeping_output_names() -> None:
     g = build([node("i", Op.IDENTITY, ("x",), "a"), node("r", Op.RELU, ("a",), "b"),
                node("d", Op.DROPOUT, ("b",), "c"), node("i2", Op.IDENTITY, ("c",), "y")],
               {"x": (2, 3)}, ("y",))
-    s = simplify(g).verify()
+    s = verify_graph(simplify(g))
     assert [(n.op, n.inputs, n.outputs) for n in s.nodes] == [(Op.RELU, ("x",), ("y",))]
     _same_function(g, s, RNG.standard_normal((2, 3)).astype(np.float32))
 
@@ -37,7 +38,7 @@ def test_constant_subgraphs_fold() -> None:
     k = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     g = build([node("r", Op.RELU, ("k",), "rk"), node("f", Op.RESHAPE, ("rk",), "fk", shape=(3, 2)),
                node("mm", Op.MATMUL, ("x", "fk"), "y")], {"x": (4, 3)}, ("y",), {"k": k})
-    s = simplify(g).verify()
+    s = verify_graph(simplify(g))
     assert [n.op for n in s.nodes] == [Op.GEMM]
     _same_function(g, s, RNG.standard_normal((4, 3)).astype(np.float32))
 
@@ -51,7 +52,7 @@ def test_batch_norm_folds_into_the_conv_before_it() -> None:
     g = build([node("conv", Op.CONV, ("x", "w", "b"), "c", pads=(1, 1, 1, 1)),
                node("bn", Op.BATCH_NORM, ("c", "g", "beta", "m", "v"), "y", epsilon=1e-3)],
               {"x": ("N", 2, 5, 5)}, ("y",), consts)
-    s = simplify(g).verify()
+    s = verify_graph(simplify(g))
     assert [(n.op, n.outputs) for n in s.nodes] == [(Op.CONV, ("y",))]
     assert set(s.constants) == {"conv.weight", "conv.bias"}
     _same_function(g, s, RNG.standard_normal((2, 2, 5, 5)).astype(np.float32))
@@ -72,7 +73,7 @@ def test_matmul_and_bias_add_become_a_canonical_gemm() -> None:
               "b": RNG.standard_normal(3).astype(np.float32)}
     g = build([node("mm", Op.MATMUL, ("x", "w"), "m"), node("add", Op.ADD, ("m", "b"), "y")],
               {"x": ("N", 5)}, ("y",), consts)
-    s = simplify(g).verify()
+    s = verify_graph(simplify(g))
     (gemm,) = s.nodes
     assert gemm.op is Op.GEMM and gemm.outputs == ("y",) and gemm.attrs["transB"] == 1
     assert s.constants[gemm.inputs[1]].shape == (3, 5)
@@ -84,7 +85,7 @@ def test_gemm_alpha_beta_and_transposition_fold_into_constants() -> None:
               "c": RNG.standard_normal((1, 3)).astype(np.float32)}
     g = build([node("g", Op.GEMM, ("x", "w", "c"), "y", alpha=0.5, beta=2.0)],
               {"x": ("N", 5)}, ("y",), consts)
-    s = simplify(g).verify()
+    s = verify_graph(simplify(g))
     (gemm,) = s.nodes
     assert dict(gemm.attrs) == {"transB": 1}
     assert s.constants[gemm.inputs[2]].shape == (3,)

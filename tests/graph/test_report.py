@@ -10,7 +10,7 @@ from graphs import conv_relu_graph, residual_graph
 from openvta.graph.ir import Device
 from openvta.graph.model import CompiledModel
 from openvta.graph.pipeline import compile_model
-from openvta.graph.report import KernelReport, ModelReport
+from openvta.graph.report import KernelReport, ModelReport, RegionReport
 from openvta.isa import Counter, timing_for
 from openvta.runtime import Device as Target
 
@@ -68,8 +68,10 @@ def test_per_kernel_figures_add_up(residual: CompiledModel) -> None:
 def test_functional_counts_no_time(residual: CompiledModel) -> None:
     report = residual.run(X).report
     accel = [k for k in report.kernels if k.placement is Device.ACCEL]
-    assert report.cycles == 0 and report.milliseconds == 0
-    assert all(k.ideal_fraction is None and k.dram_bytes is None for k in accel)
+    assert report.cycles is None and report.milliseconds is None and report.dram_bytes is None
+    assert all(k.cycles is None and k.ideal_fraction is None and k.dram_bytes is None for k in accel)
+    assert [r.backend for r in report.regions] == ["functional"] * len(residual.graph.regions)
+    assert all(Counter.CYCLES.value not in r.counters and r.cycles is None for r in report.regions)
     assert report.compute_busy_cycles is None and report.memory_cycles is None
     assert "not timed per instruction on this back end" in report.format()
 
@@ -85,7 +87,7 @@ def test_format_is_one_row_per_group_then_totals() -> None:
     lines = report.format().splitlines()
     assert lines[0].split() == ["kernel", "where", "cycles", "util", "ideal", "bound", "DRAM",
                                 "KiB", "CPU", "ms"]
-    assert lines[1].split() == ["q", "cpu", "0", "1.25"]
+    assert lines[1].split() == ["q", "cpu", "1.25"]  # no accelerator cycles: an empty cell
     assert lines[2].split() == ["conv", "+1", "accel", "1,000", "50.0%", "80.0%", "compute", "4"]
     assert lines[3].split() == ["fc", "accel", "500", "25.0%", "20.0%", "memory", "1"]
     assert lines[4] == "total 1,500 accelerator cycles = 0.015 ms at 100 MHz; DRAM 5,120 bytes"
@@ -101,3 +103,19 @@ def test_equality_ignores_the_measured_wall_time_and_the_busy_split() -> None:
     one = KernelReport("a", Device.ACCEL, 10, compute_busy_cycles=5, cpu_seconds=0.1)
     assert one == KernelReport("a", Device.ACCEL, 10)
     assert one != KernelReport("a", Device.ACCEL, 11)
+
+
+def test_an_rtl_like_run_shows_its_counters_per_region_and_no_model_figures() -> None:
+    """A back end that counts whole programs: kernels without cycles, its counters per region."""
+    counters = {"cycles": 900, "load_busy_cycles": 300, "compute_busy_cycles": 500, "macs": 64}
+    report = ModelReport(900, (KernelReport("conv+relu", Device.ACCEL, macs=32),
+                               KernelReport("fc", Device.ACCEL, macs=32)), 100.0,
+                         (RegionReport(0, "rtl", 1, counters),))
+    assert not report.timed_per_kernel and report.dram_bytes is None
+    lines = report.format().splitlines()
+    assert lines[1].split() == ["conv", "+1", "accel"] and lines[2].split() == ["fc", "accel"]
+    assert lines[3] == "total 900 accelerator cycles = 0.009 ms at 100 MHz"
+    assert lines[4] == "measured by the rtl back end, per region (its counters over every run):"
+    assert lines[5].split()[:3] == ["region", "runs", "cycles"]
+    assert lines[6].split() == ["0", "1", "900", "-", "300", "500", "-", "-", "-"]
+    assert lines[7].startswith("where the time goes: accelerator compute and memory not timed")

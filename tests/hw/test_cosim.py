@@ -31,7 +31,7 @@ from openvta.hw.cosim.backend import RtlBackend  # noqa: E402
 from openvta.hw.rtl.fetch import TokenCounter  # noqa: E402
 from openvta.hw.cosim.runner import RtlError  # noqa: E402
 from openvta.isa import HW_COUNTERS, INSN_BYTES, Counter, preset  # noqa: E402
-from openvta.runtime import BackendError, Program  # noqa: E402
+from openvta.runtime import Program  # noqa: E402
 
 CFG = preset("tiny")
 BUS_WIDTH = CFG.bus_bytes * 8
@@ -274,7 +274,7 @@ def test_rtl_backend_runs_a_program_on_a_given_top(dummy_build: Path) -> None:
 
 def test_rtl_backend_names_a_missing_top_module(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rtl_backend, "DEFAULT_TOP", "openvta.hw.no_such_top:make_top")
-    with pytest.raises(BackendError, match=r"^the rtl back end needs the top level "
+    with pytest.raises(RtlError, match=r"^the rtl back end needs the top level "
                                            r"openvta\.hw\.no_such_top:make_top, which cannot be"):
         RtlBackend().run(copy_program())
 

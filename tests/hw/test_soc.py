@@ -37,9 +37,10 @@ from openvta.isa import (
     timing_for,
 )
 from openvta.isa.counters import REG_COUNTERS
+from openvta.isa import RunReport, Unit, unit_timing
 from openvta.runtime import Program
 from openvta.sim import functional
-from openvta.sim.cycle import simulate_cycles
+from openvta.sim.cycle import CycleReport, simulate_cycles
 
 CFG = preset("tiny")
 
@@ -143,6 +144,8 @@ def test_board_backend_gives_the_functional_result_on_a_model_device() -> None:
     board = ModelBoard()
     result = BoardBackend(board).run(program)
     expected = functional.run(program)
+    assert result.report.units == unit_timing(result.counters)  # every counter of the image
+    assert set(result.report.units) == set(Unit) and result.report.timeline is None
     np.testing.assert_array_equal(result.dram, expected.dram)
     assert {str(c): result.counters[str(c)] for c in EVENT_COUNTERS} == \
         {str(c): expected.counters[str(c)] for c in EVENT_COUNTERS}
@@ -181,6 +184,10 @@ def test_a_cycles_only_image_gives_only_its_cycles() -> None:
     result = BoardBackend(board, progress=lambda *call: calls.append(call)).run(program)
     np.testing.assert_array_equal(result.dram, expected.dram)
     assert result.counters == {"cycles": expected.counters["cycles"]}
+    # what the board measured, and no unit timing or timeline of the cycle model's
+    assert isinstance(result.report, RunReport) and not isinstance(result.report, CycleReport)
+    assert (result.report.backend, result.report.counters) == ("board", result.counters)
+    assert result.report.units == {} and result.report.timeline is None
     assert ("cycles", expected.counters["cycles"], None) in calls  # the poll before done
     reads = [f.addr for f in board.frames if f.command == Command.READ_REG]
     assert reads.count(REG_COUNTERS) == 1  # read once per back end
@@ -192,6 +199,7 @@ def test_an_image_without_counters_reports_none_of_them() -> None:
     backend = BoardBackend(board, progress=lambda *call: calls.append(call))
     result = backend.run(gemm_program())
     assert result.counters == {}
+    assert result.report.measured_cycles is None and result.report.units == {}
     assert all(what == "bytes" for what, _, _ in calls)  # no cycles to report while polling
     assert all(f.addr < COUNTER_BASE for f in board.frames if f.command == Command.READ_REG)
     with pytest.raises(BoardError, match=r"^the board's image has no 'cycles' counter \(it was "
@@ -373,7 +381,7 @@ def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
     results = run_dir / "results.xml"
-    with runner._toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
+    with runner.toolchain_environ(OPENVTA_SOC_RUN=str(run_dir), PYTEST_CURRENT_TEST=None):
         try:
             get_runner("verilator").test(
                 test_module="tb_soc", hdl_toplevel=runner.TOP_NAME, hdl_toplevel_lang="verilog",
