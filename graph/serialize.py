@@ -43,7 +43,7 @@ from openvta.compiler import Epilogue, operator_spec
 from .errors import GraphError, ModelError
 from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, QuantParams,
                  RequantMode, TensorType)
-from .kernel import KernelMatch
+from .kernel import KernelMatch, PlanSource
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
 from .verify import verify_graph
 
@@ -143,7 +143,9 @@ def _kernel_json(kernel: KernelMatch, prefix: str, arrays: dict[str, np.ndarray]
         arrays[key] = np.asarray(array)
     return {"group": kernel.group, "name": kernel.name, "operator": kernel.operator, "params": dict(kernel.params),
             "epilogue": kernel.epilogue.to_json(), "bind": dict(kernel.bind), "vectors": vectors,
-            "macs": kernel.macs, "adds": list(kernel.adds), "anchor": kernel.anchor}
+            "macs": kernel.macs, "adds": list(kernel.adds), "anchor": kernel.anchor,
+            "plan": None if kernel.plan is None else dict(kernel.plan),
+            "tuning": None if kernel.tuning is None else kernel.tuning.value, "tuning_reason": kernel.tuning_reason}
 
 
 def _kernel_value(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> KernelMatch:
@@ -155,7 +157,8 @@ def _kernel_value(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> 
     return KernelMatch(int(data["group"]), str(data["name"]), operator, MappingProxyType(params),
                        Epilogue.from_json(data["epilogue"]), MappingProxyType(dict(data["bind"])),
                        MappingProxyType(vectors), int(data["macs"]), tuple(map(str, data["adds"])),
-                       str(data["anchor"]))
+                       str(data["anchor"]), None if data["plan"] is None else MappingProxyType(dict(data["plan"])),
+                       None if data["tuning"] is None else PlanSource(data["tuning"]), str(data["tuning_reason"]))
 
 
 def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[str, np.ndarray]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir import Device, Graph
-from .kernel_match import DEFAULT_PLAN, NO_RECORD, TUNED_PLAN
+from .kernel import PlanSource
 from .registry import op_def
 
 __all__ = ["NodeSummary", "kernel_plans", "plans_line", "summarize", "summary_text"]
@@ -41,6 +41,7 @@ class NodeSummary:
 def summarize(graph: Graph) -> list[NodeSummary]:
     """One :class:`NodeSummary` per node, in graph order."""
     rows = []
+    notes = kernel_plans(graph)
     for node in graph.nodes:
         inputs = [graph.types[v] for v in node.inputs]
         output = graph.types[node.outputs[0]]
@@ -49,36 +50,31 @@ def summarize(graph: Graph) -> list[NodeSummary]:
         placement = node.placement
         rows.append(NodeSummary(node.name, node.op.value,
                                 placement.device if placement else None,
-                                placement.reason if placement else "-", node.group, macs,
+                                _reason(placement.reason, notes.get(node.name)) if placement else "-", node.group, macs,
                                 output.nbytes(), params))
     return rows
 
 
+def _reason(reason: str, note: str | None) -> str:
+    return reason if note is None else f"{reason}; {note}"
+
+
 def kernel_plans(graph: Graph) -> dict[str, str]:
-    """Anchor node → which plan its kernel has, for a graph compiled with tuned plans (the
-    note the ``lower`` pass puts after the anchor's placement reason); empty otherwise."""
-    out = {}
-    for node in graph.nodes:
-        placement = node.placement
-        if placement is None or placement.device is not Device.ACCEL:
-            continue
-        found = [placement.reason.find(f"; {start}") for start in (TUNED_PLAN, DEFAULT_PLAN)]
-        at = min((i for i in found if i >= 0), default=-1)
-        if at >= 0:
-            out[node.name] = placement.reason[at + 2:]
-    return out
+    """Anchor node → which plan its kernel has (:attr:`~openvta.graph.kernel.KernelMatch.plan_note`),
+    for a graph compiled with tuned plans; empty otherwise."""
+    return {k.anchor: k.plan_note for k in graph.kernels.values() if k.plan_note is not None}
 
 
 def plans_line(graph: Graph) -> str | None:
     """``"plans: 18 kernels tuned from records, 2 default (no record: 1, refused: 1)"``, or
     None for a graph compiled without tuned plans."""
-    notes = list(kernel_plans(graph).values())
-    if not notes:
+    sources = [k.tuning for k in graph.kernels.values() if k.tuning is not None]
+    if not sources:
         return None
-    tuned = sum(note.startswith(TUNED_PLAN) for note in notes)
-    missing = sum(note == NO_RECORD for note in notes)
-    refused = len(notes) - tuned - missing
-    return (f"plans: {tuned} kernel{'s' if tuned != 1 else ''} tuned from records, {len(notes) - tuned} default "
+    tuned = sources.count(PlanSource.TUNED)
+    missing = sources.count(PlanSource.NO_RECORD)
+    refused = sources.count(PlanSource.REFUSED)
+    return (f"plans: {tuned} kernel{'s' if tuned != 1 else ''} tuned from records, {missing + refused} default "
             f"(no record: {missing}, refused: {refused})")
 
 

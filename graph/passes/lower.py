@@ -14,16 +14,16 @@ per-kernel cycles).
 With tuned ``plans`` (kernel key → knobs, plain data: the facade reads a tuning log),
 each kernel gets the tuned plan of its key (:meth:`~openvta.graph.kernel_match.
 KernelMatch.build`: checked by the planner and lowered first) or keeps the default one,
-and its anchor node's placement reason says which, after a ``"; "``: ``tuned plan from
-records (cob=2, …)``, ``default plan (no record)``, or the default plan and why the tuned
-one was refused — also when a region's program does not build with its tuned plans
-together (then the whole region is built with the default ones).  Placement is not
-changed by tuning: ``match kernels`` decided it with the default plans.
+and its kernel in ``graph.kernels`` says which (``plan``: the knobs; ``tuning``: tuned, no
+record, or refused, with ``tuning_reason``) — refused also when a region's program does not
+build with its tuned plans together (then the whole region is built with the default
+ones).  Placement is not changed by tuning: ``match kernels`` decided it with the default
+plans.
 
 Preconditions: regions with planned offsets (plan memory), aligned for ``cfg``.
 Postconditions: every region has its program, whose symbols are the region's tensors at
-their offsets, in their layouts, with their logical shapes; with ``plans``, every
-kernel's anchor says which plan it has.
+their offsets, in their layouts, with their logical shapes; every kernel of
+``graph.kernels`` has its plan, and with ``plans`` where it came from.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from openvta.isa import Config
 from openvta.runtime import Program
 
 from ..errors import PassError
-from ..ir import Graph, Placement
-from ..kernel_match import DEFAULT_PLAN, PLAN_NOTE, TUNED_PLAN, KernelMatch, Plans
+from ..ir import Graph
+from ..kernel import KernelMatch, Plans, PlanSource
 from ..regions import Region, RegionTensor, Role, check_program
 from .match_kernels import group_kernels
 
@@ -86,35 +86,31 @@ def _build(kernels: Sequence[Kernel], tensors: list[ProgramTensor],
 
 
 def _lower_region(region: Region, graph: Graph, cfg: Config, matches: dict[int, KernelMatch],
-                  plans: Plans | None) -> tuple[Region, dict[str, str]]:
-    """The region with its program, and each kernel's plan note by anchor node (with ``plans``)."""
+                  plans: Plans | None) -> tuple[Region, dict[int, KernelMatch]]:
+    """The region with its program, and its kernels with the plan each was built with."""
     vectors: dict[str, np.ndarray] = {}
     for kernel in region.kernels:
         vectors.update(matches[kernel.group].vectors)
     tensors = [_program_tensor(t, _data(t, graph, vectors), region.index) for t in region.tensors]
     kernels = _kernels(region, matches, cfg, plans)
-    anchors = [matches[k.group].anchor for k in region.kernels]
-    notes = {a: str(k.operator.notes[PLAN_NOTE]) for a, k in zip(anchors, kernels) if PLAN_NOTE in k.operator.notes}
-    built = _build(kernels, tensors, cfg)
-    if isinstance(built, str) and any(note.startswith(TUNED_PLAN) for note in notes.values()):
+    planned = {k.group: matches[k.group].planned(built.operator) for k, built in zip(region.kernels, kernels)}
+    program = _build(kernels, tensors, cfg)
+    if isinstance(program, str) and any(m.tuning is PlanSource.TUNED for m in planned.values()):
         # each tuned plan lowers alone, but not all of them in one program (its size)
-        why = built
-        built = _build(_kernels(region, matches, cfg, None), tensors, cfg)
-        notes = {a: f"{DEFAULT_PLAN} (the region's program does not build with its tuned plans: {why})"
-                 if note.startswith(TUNED_PLAN) else note for a, note in notes.items()}
-    if isinstance(built, str):
+        why = program
+        kernels = _kernels(region, matches, cfg, None)
+        program = _build(kernels, tensors, cfg)
+        planned = {k.group: replace(matches[k.group].planned(built.operator), tuning=PlanSource.REFUSED,
+                                    tuning_reason=f"the region's program does not build with its tuned plans: {why}")
+                   if planned[k.group].tuning is PlanSource.TUNED
+                   else replace(planned[k.group], plan=matches[k.group].planned(built.operator).plan)
+                   for k, built in zip(region.kernels, kernels)}
+    if isinstance(program, str):
         raise PassError(_PASS, f"region {region.index} ({', '.join(k.name for k in region.kernels)})"
-                               f": {built}")
-    lowered = replace(region, program=built[0], kernel_starts=built[1])
+                               f": {program}")
+    lowered = replace(region, program=program[0], kernel_starts=program[1])
     check_program(lowered, cfg)  # the postcondition: what the executor relies on
-    return lowered, notes
-
-
-def _noted(graph: Graph, notes: dict[str, str]) -> Graph:
-    """``graph`` with each anchor's plan note after its placement reason."""
-    nodes = tuple(replace(n, placement=Placement(n.placement.device, f"{n.placement.reason}; {notes[n.name]}"))
-                  if n.name in notes and n.placement is not None else n for n in graph.nodes)
-    return graph.replace(nodes=nodes)
+    return lowered, planned
 
 
 def lower_regions(graph: Graph, cfg: Config, plans: Plans | None = None) -> Graph:
@@ -122,9 +118,9 @@ def lower_regions(graph: Graph, cfg: Config, plans: Plans | None = None) -> Grap
     if not graph.regions:
         return graph
     matches = group_kernels(graph, cfg)
-    regions, notes = [], {}
+    regions, kernels = [], dict(matches)
     for region in graph.regions:
-        lowered, found = _lower_region(region, graph, cfg, matches, plans)
+        lowered, planned = _lower_region(region, graph, cfg, matches, plans)
         regions.append(lowered)
-        notes.update(found)
-    return _noted(graph, notes).replace(regions=tuple(regions))
+        kernels.update(planned)
+    return graph.replace(regions=tuple(regions), kernels=kernels)

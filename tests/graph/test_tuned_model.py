@@ -3,6 +3,8 @@ noted in the summary; kernels without one keep the default plan, with a note."""
 
 from __future__ import annotations
 
+from openvta.graph.kernel import PlanSource
+
 import io
 import re
 from dataclasses import asdict, replace
@@ -116,7 +118,7 @@ def test_a_region_that_does_not_build_with_its_tuned_plans_is_built_with_the_def
     build = lower_pass.build_program_starts
 
     def refuse_tuned(kernels: Any, cfg: Any, **options: Any) -> Any:
-        if any(str(k.operator.notes.get("plan", "")).startswith("tuned") for k in kernels):
+        if any(k.operator.notes.get("plan") is PlanSource.TUNED for k in kernels):
             raise LoweringError("check size", "too many instructions")
         return build(kernels, cfg, **options)
 
@@ -144,3 +146,14 @@ def test_plans_must_be_kernel_keys_to_knobs(plans: object) -> None:
     with pytest.raises(ValueError, match=r"^plans must map kernel keys to knobs \(\{str: \{knob: value\}\}\), "
                                          r"not .*$"):
         compile_model(residual_graph(), X, config="tiny", plans=plans)  # type: ignore[arg-type]
+
+
+def test_the_plan_and_its_source_are_fields_of_the_kernel(default: CompiledModel,
+                                                         plans: dict[str, dict[str, Any]]) -> None:
+    first = next(iter(plans))
+    model = compile_model(residual_graph(), X, config="tiny", plans={first: plans[first]})
+    kernels = list(model.graph.kernels.values())
+    assert [k.tuning for k in kernels] == [PlanSource.TUNED, PlanSource.NO_RECORD, PlanSource.NO_RECORD]
+    assert dict(kernels[0].plan or {}) == plans[first] and all(k.plan for k in kernels)
+    assert all(k.tuning is None and k.plan for k in default.graph.kernels.values())
+    assert not any("plan" in n.placement.reason for n in model.graph.nodes if n.placement is not None)
