@@ -21,7 +21,7 @@ from .ir import Op
 from .ops import elementwise, linear, pool, quant, shape
 from .ops.base import OpDef
 
-__all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "op_def"]
+__all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "check_registry", "op_def"]
 
 REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
     d.op: d for module in (linear, elementwise, pool, shape, quant) for d in module.DEFS})
@@ -30,9 +30,30 @@ REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
 INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE})
 ONNX_OPS = frozenset(REGISTRY) - INTERNAL_OPS
 
-_missing = set(Op) - set(REGISTRY)
-if _missing:  # a programming error, caught by importing the package
-    raise ImportError(f"ops without a registry entry: {sorted(o.value for o in _missing)}")
+
+
+def check_registry(registry: Mapping[Op, OpDef]) -> None:
+    """Refuse, at import, a registry that is not complete: every :class:`Op` has an entry
+    under its own key, and every ONNX op a float reference (what ``float_reference`` and the
+    frontend's tests run) and at least one ONNX example (the generated tests' model).
+
+    Raises
+    ------
+    ImportError
+        naming each op and what its entry lacks.
+    """
+    problems = [f"{op.value} has no registry entry (graph/ops)" for op in Op if op not in registry]
+    for op, entry in registry.items():
+        if entry.op is not op:
+            problems.append(f"{op.value}'s entry is {entry.op.value}'s")
+        elif op not in INTERNAL_OPS:
+            problems += [f"{op.value} has no {what}" for what, missing in (
+                ("float reference", entry.float_ref is None), ("ONNX example", not entry.examples)) if missing]
+    if problems:  # a programming error, caught by importing the package
+        raise ImportError(f"the op registry is incomplete: {'; '.join(problems)}")
+
+
+check_registry(REGISTRY)
 
 
 def op_def(op: Op) -> OpDef:

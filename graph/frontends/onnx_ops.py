@@ -16,8 +16,9 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Op, TensorType
+from ..registry import ONNX_OPS
 
-__all__ = ["Converter", "CONVERTERS", "OnnxNode"]
+__all__ = ["Converter", "CONVERTERS", "OnnxNode", "check_converters"]
 
 
 @dataclass(frozen=True)
@@ -214,3 +215,23 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.DROPOUT: _dropout,
     Op.SOFTMAX: _plain("axis"),
 }
+
+
+def check_converters(converters: Mapping[Op, Converter], onnx_ops: frozenset[Op]) -> None:
+    """Refuse, at import, an ONNX op of the registry without a converter here, or a converter
+    for an op the registry does not hold as an ONNX op.
+
+    Raises
+    ------
+    ImportError
+        naming the ops.
+    """
+    missing = sorted(op.value for op in onnx_ops - set(converters))
+    extra = sorted(op.value for op in set(converters) - onnx_ops)
+    problems = ([f"ONNX ops without a converter in graph/frontends/onnx_ops.py: {', '.join(missing)}"] * bool(missing)
+                + [f"converters for ops that are not ONNX ops of the registry: {', '.join(extra)}"] * bool(extra))
+    if problems:
+        raise ImportError("; ".join(problems))
+
+
+check_converters(CONVERTERS, ONNX_OPS)
