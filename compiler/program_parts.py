@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from openvta.runtime import roles
 from openvta.runtime.program import ROLES
 
 from .layout import packed_shape
@@ -19,8 +20,9 @@ from .ops.common import Operator, as_operand
 
 __all__ = ["Kernel", "ProgramTensor", "HOST_ROLES", "TENSOR_DTYPES"]
 
-#: Roles of tensors whose contents come from the host (data given, or written before a run).
-HOST_ROLES = ("input", "weight", "bias")
+#: Roles of tensors whose contents come from the host (data given, or written before a run):
+#: the runtime's, in the order of :class:`~openvta.runtime.roles.Role` (for messages).
+HOST_ROLES: tuple[roles.Role, ...] = tuple(role for role in roles.Role if role in roles.HOST_ROLES)
 #: The dtypes a program tensor may have.
 TENSOR_DTYPES = ("int8", "int32")
 

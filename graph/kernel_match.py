@@ -37,7 +37,7 @@ from types import MappingProxyType
 import numpy as np
 
 from openvta.compiler import (AluStage, Epilogue, TensorOperand, requantize_stages)
-from openvta.isa import AluOp, Config
+from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT8_RANGE, INT32_LIMIT, AluOp, Config
 
 from .accel import match_node
 from .kernel import DEFAULT_PLAN, NO_RECORD, PLAN_NOTE, TUNED_PLAN, KernelMatch, Plans
@@ -46,11 +46,9 @@ from .ops.base import PatternKind, int_attr, ints_attr
 from .registry import op_def
 from .rewrite import fresh
 
-__all__ = ["KernelMatch", "Mismatch", "match_group", "INT32_LIMIT", "Plans", "PLAN_NOTE", "TUNED_PLAN",
+__all__ = ["KernelMatch", "Mismatch", "match_group", "Plans", "PLAN_NOTE", "TUNED_PLAN",
            "DEFAULT_PLAN", "NO_RECORD"]
 
-INT32_LIMIT = 2 ** 31
-_INT8_LIMIT = 128
 _CLAMPS = (AluOp.MIN, AluOp.MAX)
 
 
@@ -91,7 +89,7 @@ class _Chain:
         if node.op is Op.RELU:
             return [AluStage(AluOp.MAX, 0)], limit
         if node.op is Op.CLIP:
-            low, high = int_attr(node.attrs, "min", -128), int_attr(node.attrs, "max", 127)
+            low, high = int_attr(node.attrs, "min", INT8_MIN), int_attr(node.attrs, "max", INT8_MAX)
             return [AluStage(AluOp.MIN, high), AluStage(AluOp.MAX, low)], max(abs(low), abs(high))
         if node.op is Op.REQUANTIZE:
             return self.requantize(node, limit, tag)
@@ -109,11 +107,11 @@ class _Chain:
                                           "ALU's ADD 1 wraps and the reference does not")
         try:
             stages, vectors = requantize_stages(pre, mult, post, channels=self.channels, prefix=tag,
-                                                clip=(-128, 127) if out is DType.INT8 else None)
+                                                clip=INT8_RANGE if out is DType.INT8 else None)
         except ValueError as exc:
             return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
         self.vector_names(vectors)
-        return list(stages), _INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post)
+        return list(stages), INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post)
 
 
 def _shifted(limit: int, post: tuple[int, ...]) -> int:
@@ -130,7 +128,7 @@ def _anchor(graph: Graph, anchor: Node, cfg: Config) -> tuple[str, dict[str, int
 
 def _accumulator_limit(graph: Graph, anchor: Node) -> int:
     weight = graph.constants[anchor.inputs[1]].astype(np.int64)
-    sums = np.abs(weight.reshape(weight.shape[0], -1)).sum(axis=1) * _INT8_LIMIT
+    sums = np.abs(weight.reshape(weight.shape[0], -1)).sum(axis=1) * INT8_LIMIT
     if len(anchor.inputs) > 2:
         sums = sums + np.abs(graph.constants[anchor.inputs[2]].astype(np.int64))
     return min(int(sums.max()), INT32_LIMIT)
@@ -149,7 +147,7 @@ def _operand(chain: _Chain, add: Node, other: str, count: int) -> tuple[AluStage
     dtype = chain.graph.types[other].dtype
     if dtype not in (DType.INT8, DType.INT32) or other in chain.graph.constants:
         return Mismatch((add.name,), f"its operand {other!r} must be an int8 or int32 activation")
-    limit = _INT8_LIMIT if dtype is DType.INT8 else INT32_LIMIT
+    limit = INT8_LIMIT if dtype is DType.INT8 else INT32_LIMIT
     stages: list[AluStage] = []
     for index, node in enumerate(reversed(side)):
         found = chain.stages(node, limit, f"res{count}_rq{index}")

@@ -23,7 +23,7 @@ from openvta.compiler.limits import MAX_INSNS
 from openvta.compiler.ops import OPERATORS, operator_spec
 from openvta.compiler.ops.common import Operator, as_operand
 from openvta.compiler.pipeline import Progress
-from openvta.isa import Config
+from openvta.isa import Config, RunReport
 from openvta.runtime import Device, Program, Role, load_program
 
 __all__ = ["compile", "simulate", "operator", "random_operands", "Simulated", "OPERATORS"]
@@ -143,7 +143,7 @@ class NoSuchOutputError(KeyError):
 class Simulated(Mapping[str, np.ndarray]):
     """Outputs by symbol name (logical layout), with the back end's counters and report."""
 
-    def __init__(self, outputs: dict[str, np.ndarray], counters: dict[str, int], report: Any) -> None:
+    def __init__(self, outputs: dict[str, np.ndarray], counters: dict[str, int], report: RunReport | None) -> None:
         self.outputs = outputs
         self.counters = counters
         self.report = report

@@ -21,6 +21,7 @@ import numpy as np
 
 import openvta
 from openvta.compiler.workloads import RESNET18, random_inputs
+from openvta.sim.cycle.report import CycleReport
 
 LAYERS = [f"C{i}" for i in range(2, 12)]
 
@@ -84,9 +85,11 @@ def main(out_dir: str = "out", timeline_layer: str = "C8") -> int:
             functional = openvta.simulate(program, backend="functional")
             cycle = openvta.simulate(program, backend="cycle")
             ok &= np.array_equal(functional["out"], expected) and np.array_equal(cycle["out"], expected)
-            figures[vthreads] = cycle.report
+            report = cycle.report
+            assert isinstance(report, CycleReport)  # the cycle back end's report
+            figures[vthreads] = report
             if name == timeline_layer:
-                cycle.report.write_timeline(out / f"timeline_{name}_{vthreads}thread.png",
+                report.write_timeline(out / f"timeline_{name}_{vthreads}thread.png",
                                             title=f"ResNet-18 {name}, {vthreads} virtual thread(s)")
         all_ok &= ok
         one, two = figures[1], figures[2]

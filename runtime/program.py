@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Union
 
 import numpy as np
 
-from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, decode_stream
+from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, RunReport, decode_stream
 from openvta.isa.instructions import words_from_bytes
 
 from .npz import read_npz
@@ -338,7 +338,7 @@ class Result:
 
     dram: np.ndarray
     counters: dict[str, int]
-    report: Any = None
+    report: RunReport | None = None
     symbols: dict[str, Symbol] = field(default_factory=dict)
 
     def save(self, path: PathLike | BinaryIO) -> None:

@@ -1,5 +1,5 @@
-"""numpy kernels the op references share: pooling windows, rounded means (and convolution,
-which is :func:`openvta.compiler.reference.conv2d_nchw`).
+"""numpy kernels the op references share: pooling windows, rounded means (the convolution
+is the compiler's one numpy reference, :func:`openvta.compiler.reference.conv2d_nchw`).
 
 Float kernels compute in float64 and the references cast the result to float32, so they
 are at least as accurate as a float32 runtime.  Integer results are exact, wrapped to
@@ -11,9 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from openvta.compiler.reference import conv2d_nchw
-
-__all__ = ["conv2d", "pool_windows", "max_pool", "avg_pool", "round_div"]
+__all__ = ["pool_windows", "max_pool", "avg_pool", "round_div"]
 
 
 def _pad(x: np.ndarray, pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
@@ -26,19 +24,6 @@ def pool_windows(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int
     """Sliding windows ``(N, C, OH, OW, KH, KW)`` over ``x`` padded with ``fill``."""
     windows = sliding_window_view(_pad(x, pads, fill), kernel, axis=(2, 3))  # type: ignore[call-overload]  # numpy 2.2 stubs want a 1-tuple shape
     return windows[:, :, :: strides[0], :: strides[1]]
-
-
-def conv2d(x: np.ndarray, w: np.ndarray, strides: tuple[int, int],
-           pads: tuple[int, int, int, int], group: int) -> np.ndarray:
-    """:func:`openvta.compiler.reference.conv2d_nchw`, in the graph's argument order (an alias
-    kept while ``graph/ops/linear.py`` imports it).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(N, O, OH, OW)``: float64 for float operands, int32 (wrapped) for integers.
-    """
-    return conv2d_nchw(x, w, strides, pads, group)
 
 
 def max_pool(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int],

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from openvta.compiler.reference import conv2d_nchw
+
 from ..accel import accelerator_refusal
 from ..errors import OpError
 from ..ir import Attrs, DType, Node, Op, TensorType
 from .base import (OnnxExample, OpDef, PatternKind, float_attr, int_attr, ints_attr,
                    require_rank, wrap_int32)
-from .kernels import conv2d
 
 if TYPE_CHECKING:
     from openvta.isa import Config
@@ -75,7 +76,7 @@ def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _conv_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     strides, pads, group = conv_geometry(attrs)
-    out = conv2d(inputs[0], inputs[1], strides, pads, group)
+    out = conv2d_nchw(inputs[0], inputs[1], strides, pads, group)
     if len(inputs) > 2:
         out = out + inputs[2].astype(np.float64).reshape(1, -1, 1, 1)
     return out.astype(np.float32)
@@ -83,7 +84,7 @@ def _conv_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 def _conv_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     strides, pads, group = conv_geometry(attrs)
-    out = conv2d(inputs[0], inputs[1], strides, pads, group).astype(np.int64)
+    out = conv2d_nchw(inputs[0], inputs[1], strides, pads, group).astype(np.int64)
     if len(inputs) > 2:
         out = out + inputs[2].astype(np.int64).reshape(1, -1, 1, 1)
     return wrap_int32(out)
