@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from openvta.compiler.ops.common import as_operand
-from openvta.isa import AluOp, Config, MemoryType, Module, Uop
+from openvta.isa import INT8_MAX, INT8_MIN, AluOp, Config, MemoryType, Module, Uop
 from openvta.isa.config import MAX_SHR_AMOUNT
 from openvta.runtime import (
     BuildError,
@@ -67,7 +67,7 @@ def reference_gemm(a: np.ndarray, w: np.ndarray, shift: int | None) -> np.ndarra
     acc = (a.astype(np.int64) @ w.astype(np.int64).T).astype(np.int32)
     if shift is None:
         return acc.astype(np.int8)
-    return np.clip(acc >> shift, -128, 127).astype(np.int8)
+    return np.clip(acc >> shift, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
 def build_blocked_gemm(
@@ -168,8 +168,8 @@ def _saturating_shift(b: ProgramBuilder, acc_base: int, blk: GemmBlocks, shift: 
                        (UopLoop(blk.mb, dst_factor=blk.nb, src_factor=blk.nb),
                         UopLoop(blk.nb, dst_factor=1, src_factor=1)))
     b.alu(kernel, AluOp.SHR, imm=shift)
-    b.alu(kernel, AluOp.MIN, imm=127)
-    b.alu(kernel, AluOp.MAX, imm=-128)
+    b.alu(kernel, AluOp.MIN, imm=INT8_MAX)
+    b.alu(kernel, AluOp.MAX, imm=INT8_MIN)
 
 
 def _pad(matrix: np.ndarray, rows: int, cols: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from openvta.isa import Config, Format, layouts_of
-from openvta.runtime import Program
+from openvta.isa import INT8_MAX, INT8_MIN, Config, Format, layouts_of
+from openvta.runtime import Program, Role
 
 from .. import te
 from ..epilogue import IMM_FIELD, ChannelOperand, Epilogue
@@ -71,7 +71,7 @@ class Operator:
     inputs: dict[str, te.Tensor]
     output: te.Tensor
     layouts: dict[str, str]
-    roles: dict[str, str]
+    roles: dict[str, Role]
     pack: Callable[[str, np.ndarray], np.ndarray]
     unpack: Callable[[np.ndarray], np.ndarray]
     reference_fn: Callable[[Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
@@ -149,7 +149,7 @@ class Operator:
         for name, tensor in self.inputs.items():
             data = self.pack(name, arrays[name]) if name in arrays else None
             symbols[tensor] = (self.roles[name], self.layouts[name], data)
-        symbols[self.output] = ("output", self.layouts["out"], None)
+        symbols[self.output] = (Role.OUTPUT, self.layouts["out"], None)
         program = build(self.schedule, self.cfg, symbols, progress=progress, max_insns=max_insns)
         for name, shape in self.logical_shapes.items():
             symbol = program.symbols[name].with_logical_shape(shape)
@@ -202,7 +202,7 @@ def benchmark_operands(op: Operator, seed: int) -> dict[str, np.ndarray]:
     for name, tensor in op.inputs.items():
         shape = op.logical_shapes[name]
         if tensor.dtype == "int8":
-            out[name] = rng.integers(-128, 128, shape, dtype=np.int8)
+            out[name] = rng.integers(INT8_MIN, INT8_MAX + 1, shape, dtype=np.int8)
         else:
             out[name] = rng.integers(-(1 << BIAS_BITS), 1 << BIAS_BITS, shape, dtype=np.int32)
     return out
@@ -234,7 +234,7 @@ def epilogue_operands(cfg: Config, epilogue: Epilogue, channels: int, out_shape:
     for name, operand in epilogue.operands().items():
         channel = isinstance(operand, ChannelOperand)
         layouts[name] = bias_layout(cfg) if channel else out_layout
-        roles[name] = "bias" if channel else "input"
+        roles[name] = Role.BIAS if channel else Role.INPUT
         shapes[name] = (channels,) if channel else out_shape
     return layouts, roles, shapes
 

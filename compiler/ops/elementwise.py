@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from openvta.isa import Config
+from openvta.isa import INT8_MAX, Config
 from openvta.isa.config import MAX_SHR_AMOUNT
-from openvta.runtime import pack_acc, unpack_out
+from openvta.runtime import Role, pack_acc, unpack_out
 
 from .. import te
 from ..epilogue import Epilogue, apply_epilogue
@@ -31,7 +31,7 @@ __all__ = ["DESCRIPTOR", "ELEMENTWISE_PARAMS", "check_elementwise_block", "eleme
            "elementwise_reference"]
 
 #: ``relu`` is a clip to int8's non-negative half (ReLU, then saturation to int8).
-RELU_CLIP = (0, int(np.iinfo(np.int8).max))
+RELU_CLIP = (0, INT8_MAX)
 
 
 def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = None,
@@ -86,7 +86,7 @@ def elementwise(cfg: Config, *, batch: int, channels: int, shift: int | None = N
         shapes["bias"] = (channels,)
     return Operator(
         name="elementwise", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "bias": "bias"},
+        roles={"data": Role.INPUT, "bias": Role.BIAS},
         pack=lambda name, array: pack_bias(array, cfg) if name == "bias" else pack_acc(array, cfg),
         unpack=lambda packed: unpack_out(packed, batch, channels),
         reference_fn=elementwise_reference, logical_shapes=shapes, ops=0, params=params,

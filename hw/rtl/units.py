@@ -23,7 +23,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from openvta.isa import AluOp, Config, Format, layouts_of
+from openvta.isa import SHR_AMOUNT_WIDTH, AluOp, Config, Format, layouts_of
 
 from .params import refusing
 
@@ -142,7 +142,7 @@ class AluLanes(wiring.Component):
         n, bits = cfg.BATCH * cfg.BLOCK_OUT, cfg.ACC_WIDTH
         width = n // self.fold  # the lanes built
         # SHR's amount: the low LOG_ACC_WIDTH + 1 bits of b, signed (docs/ISA.md §3: -32..31)
-        shift_bits = cfg.LOG_ACC_WIDTH + 1
+        shift_bits = SHR_AMOUNT_WIDTH
         lanes = []
 
         def lane_of(tile: Value, w: int) -> Value:
