@@ -143,7 +143,7 @@ def run_graph(graph: Graph, cfg: Config, feeds: Mapping[str, np.ndarray],
     region_of = {g: r for r in graph.regions for g in r.groups}
     done: set[int] = set()
     for node in graph.nodes:
-        region = region_of.get(node.group)  # type: ignore[arg-type]
+        region = None if node.group is None else region_of.get(node.group)
         if region is None and node.placement is not None and node.placement.device is Device.ACCEL:
             raise ExecutionError(f"node {node.label} is placed on the accelerator but no region "
                                  "program runs it; compile the model again")

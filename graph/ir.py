@@ -89,8 +89,12 @@ def _attr_value(key: str, value: object) -> AttrValue:
         return value
     if isinstance(value, (tuple, list, np.ndarray)):
         items = [_attr_value(key, v) for v in value]
-        if all(isinstance(v, int) for v in items) or all(isinstance(v, float) for v in items):
-            return tuple(items)  # type: ignore[return-value]
+        ints = [v for v in items if isinstance(v, int)]
+        floats = [v for v in items if isinstance(v, float)]
+        if len(ints) == len(items):
+            return tuple(ints)
+        if len(floats) == len(items):
+            return tuple(floats)
     raise TypeError(f"attribute {key!r} must be a number, a string, an enum or a tuple of "
                     f"numbers, not {value!r}")
 
@@ -142,7 +146,7 @@ def _show(value: AttrValue) -> str:
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, tuple):
-        return "(" + ",".join(_show(v) for v in value) + ")"  # type: ignore[arg-type]
+        return "(" + ",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in value) + ")"
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
@@ -296,7 +300,7 @@ class Graph:
         object.__setattr__(self, "types", MappingProxyType(dict(self.types)))
 
     def replace(self, **changes: object) -> Graph:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)  # type: ignore[arg-type]  # dataclasses.replace's stubs take no **object
 
     def producers(self) -> dict[str, Node]:
         """Value name → the node that defines it."""

@@ -142,11 +142,11 @@ class Channel:
         burst's grant).  A request would be granted at once and its event find nobody to
         resume, so the holder is put among the users without one; the release is an event
         only when someone queued meanwhile (its processing grants them, as SimPy's)."""
-        self.port.users.append(self._holder)  # type: ignore[arg-type]
+        self.port.users.append(self._holder)  # type: ignore[arg-type]  # a stand-in request (docstring)
         yield self.env.timeout(cycles)
-        self.port.users.remove(self._holder)  # type: ignore[arg-type]
+        self.port.users.remove(self._holder)  # type: ignore[arg-type]  # the same stand-in
         if self.port.put_queue:
-            self.port.release(self._holder)  # type: ignore[arg-type]
+            self.port.release(self._holder)  # type: ignore[arg-type]  # the same stand-in
 
     def transfer(self, bursts: Bursts, stats: ModuleStats) -> Generator[Any, Any, None]:
         """Move ``bursts``; waiting for the channel and the overhead are memory wait."""
