@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
@@ -148,10 +148,15 @@ class Epilogue:
     """The ALU stages applied, in order, to the accumulator before the int8 output cast."""
 
     stages: tuple[AluStage, ...] = field(default=())
+    #: The operands by name, set once by ``__post_init__`` (an instance value; ClassVar keeps
+    #: it out of the dataclass's fields, so asdict, eq and repr ignore it).
+    _operands: ClassVar[Mapping[str, ChannelOperand | TensorOperand]]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", _stage_tuple(self.stages, "epilogue stages"))
-        self.operands()  # checks that every name means one operand
+        # checks that every name means one operand; kept (not a field: asdict, eq and repr
+        # ignore it), since the planners ask for the operands of one epilogue many times
+        object.__setattr__(self, "_operands", _operands_of(self.stages))
 
     @classmethod
     def from_params(cls, shift: int | None, bias: str | None, clip: tuple[int, int] | None) -> Epilogue:
@@ -184,21 +189,16 @@ class Epilogue:
         ValueError
             if one name stands for two different operands.
         """
-        found: dict[str, ChannelOperand | TensorOperand] = {}
-        for operand in _walk_operands(self.stages):
-            known = found.setdefault(operand.name, operand)
-            if known != operand:
-                raise ValueError(f"epilogue operand name {operand.name!r} must name one operand, not "
-                                 f"both {known!r} and {operand!r}")
-        return found
+        operands: dict[str, ChannelOperand | TensorOperand] = dict(self._operands)
+        return operands
 
     @property
     def channel_operands(self) -> tuple[ChannelOperand, ...]:
-        return tuple(o for o in self.operands().values() if isinstance(o, ChannelOperand))
+        return tuple(o for o in self._operands.values() if isinstance(o, ChannelOperand))
 
     @property
     def tensor_operands(self) -> tuple[TensorOperand, ...]:
-        return tuple(o for o in self.operands().values() if isinstance(o, TensorOperand))
+        return tuple(o for o in self._operands.values() if isinstance(o, TensorOperand))
 
     def describe(self) -> str:
         """One line: ``"SHR 8, ADD bias[c], MIN 127, MAX 0"``."""
@@ -267,6 +267,16 @@ def _stage_value(data: object, what: str) -> AluStage:
     if isinstance(data["op"], bool) or not isinstance(data["op"], int):
         raise ValueError(f"{what} op must be an ALU op number, not {data['op']!r}")
     return AluStage(data["op"], value)
+
+
+def _operands_of(stages: tuple[AluStage, ...]) -> dict[str, ChannelOperand | TensorOperand]:
+    found: dict[str, ChannelOperand | TensorOperand] = {}
+    for operand in _walk_operands(stages):
+        known = found.setdefault(operand.name, operand)
+        if known != operand:
+            raise ValueError(f"epilogue operand name {operand.name!r} must name one operand, not "
+                             f"both {known!r} and {operand!r}")
+    return found
 
 
 def _walk_operands(stages: tuple[AluStage, ...]) -> list[ChannelOperand | TensorOperand]:
