@@ -110,6 +110,9 @@ class Loop:
     extent: int
     body: Stmt
     kind: LoopKind = LoopKind.HOST
+    #: a virtual-thread loop whose split leaves the last thread a tail tile: that thread's
+    #: body (the same machine statements as ``body``, with the tail's extents)
+    tail: Stmt | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,7 @@ Stmt = Union[Loop, Block, Copy, Reset, Reduction, Elementwise, Dma, UopInsn, Dep
 
 def children(stmt: Stmt) -> tuple[Stmt, ...]:
     if isinstance(stmt, Loop):
-        return (stmt.body,)
+        return (stmt.body,) if stmt.tail is None else (stmt.body, stmt.tail)
     if isinstance(stmt, Block):
         return stmt.stmts
     if isinstance(stmt, Threaded):
@@ -255,7 +258,8 @@ def walk(stmt: Stmt) -> Iterator[Stmt]:
 def transform(stmt: Stmt, leaf: Callable[[Stmt], Stmt]) -> Stmt:
     """Rebuild ``stmt`` with every leaf statement replaced by ``leaf(stmt)``."""
     if isinstance(stmt, Loop):
-        return replace(stmt, body=transform(stmt.body, leaf))
+        tail = None if stmt.tail is None else transform(stmt.tail, leaf)
+        return replace(stmt, body=transform(stmt.body, leaf), tail=tail)
     if isinstance(stmt, Block):
         return Block(tuple(transform(s, leaf) for s in stmt.stmts))
     if isinstance(stmt, Threaded):

@@ -11,19 +11,24 @@ loops.  A split whose outer loop is a host loop (not split again, not the virtua
 axis) and whose inner loop is inside ``A`` need not divide its loop: the host loop is
 peeled into a loop over the whole tiles and one iteration over the tail tile, each
 lowered with its own extents and buffers (at the same addresses; each scope reserves
-the larger).  Anything else is refused with a :class:`LoweringError` that says why.
+the larger).  The split that the virtual-thread axis divides may leave a tail tile too
+when the threads divide its tiles: the tail is then the last tile of the last thread, so
+the virtual-thread loop carries two bodies, the whole tiles' (threads ``0..V-2``) and the
+last thread's (its :attr:`~.ir.Loop.tail`), both with the thread's last tile peeled off
+so that the two have the same loops.  Anything else is refused with a
+:class:`LoweringError` that says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from openvta.isa import Config
 
 from .affine import Affine
 from .bounds import Region, StageBounds, Tail, infer_bounds, ragged_splits, same, split_index, substitute
-from .ir import (Block, Buffer, Copy, Direction, Elementwise, LoopKind, LoweringError, Loop, Reduction, Reset,
+from .host_loops import HostLoops, uneven_threads
+from .ir import (Block, Buffer, Copy, Direction, Elementwise, LoweringError, Loop, Reduction, Reset,
                  Scope, Stmt)
 from .schedule import Schedule, Split, Stage, read_of
 from .te import (BinOp, Cast, Cmp, CmpOp, ComputeOp, Const, Expr, IterVar, PlaceholderOp, Read, Reduce, Select, Tensor,
@@ -82,6 +87,9 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
     ragged = {axis: split for axis, split in ragged_splits(out).items()
               if axis in host and inner_of[axis] not in host and axis is not out.vthread_axis}
     whole = {axis: Tail(0, factor) for axis, (_, factor) in ragged.items()}
+    uneven = uneven_threads(out, host)
+    if uneven is not None:
+        whole[uneven.parent] = Tail(0, uneven.factor)
     bounds = infer_bounds(schedule, stages, whole)
     vthreads = _vthreads(out, host, bounds[out])
     pieces: list[_Allocator] = []
@@ -96,29 +104,10 @@ def lower_schedule(schedule: Schedule, cfg: Config) -> Lowered:
         buffers.check(vthreads)
         return stmt
 
-    body = _host_loops(out, host, bounds[out], ragged, whole, lower_tile)
+    body = HostLoops(out, bounds[out], ragged, lower_tile, uneven).nest(host, whole)
     inputs = tuple(t for t in schedule.stages if isinstance(t.op, PlaceholderOp))
     used = {scope: max(p.used[scope] for p in pieces) for scope in BUFFER_SCOPES}
     return Lowered(body, tuple(b for p in pieces for b in p.buffers), used, vthreads, inputs, out.tensor, cfg)
-
-
-def _host_loops(out: Stage, host: list[IterVar], info: StageBounds, ragged: dict[IterVar, tuple[int, int]],
-                tails: dict[IterVar, Tail], lower_tile: Callable[[dict[IterVar, Tail]], Stmt]) -> Stmt:
-    """The host loops around the tile's statements; a loop with a tail tile becomes the loop
-    over the whole tiles and one iteration over the tail, each with its own statements."""
-    if not host:
-        return lower_tile(tails)
-    axis, rest = host[0], host[1:]
-    kind = LoopKind.VTHREAD if axis is out.vthread_axis else LoopKind.HOST
-    if axis not in ragged:
-        return Loop(axis.var, info.extents[axis.var], _host_loops(out, rest, info, ragged, tails, lower_tile), kind)
-    extent, factor = ragged[axis]
-    count, remainder = divmod(extent, factor)
-    parts = [Loop(axis.var, 1, _host_loops(out, rest, info, ragged, {**tails, axis: Tail(count, remainder)},
-                                            lower_tile), kind)]
-    if count:
-        parts.insert(0, Loop(axis.var, count, _host_loops(out, rest, info, ragged, tails, lower_tile), kind))
-    return Block(tuple(parts))
 
 
 def _vthreads(out: Stage, host: list, info: StageBounds) -> int:

@@ -15,7 +15,9 @@ The default schedule tiles the output into ``(cob channel blocks) × (yb rows) �
 channel blocks runs in steps of ``icb`` blocks, each step loading its input window and
 weights; virtual threads split the output channel (or row) tiles.  :func:`plan_conv2d`
 picks the fewest tiles whose buffers fit the configuration; a tile size need not divide
-its loop (the last tile is a smaller tail tile), except on the axis the threads split.
+its loop (the last tile is a smaller tail tile).  On the axis the threads split, the
+threads must divide the tiles, and a tail tile is used only when no plan without one
+fits: it is then the last thread's last tile (an uneven split).
 """
 
 from __future__ import annotations
@@ -62,13 +64,24 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                 stride: int, vthreads: int = 1, *, epilogue: Epilogue | None = None) -> Conv2dPlan:
     """The tiling that fits ``cfg``'s buffers with the fewest tiles.
 
-    Tile sizes need not divide their loop (the last tile is a smaller tail tile), except
-    on the axis the virtual threads split.
+    Tile sizes need not divide their loop (the last tile is a smaller tail tile).  On the
+    axis the virtual threads split, a plan whose tiles divide the axis is chosen when one
+    fits; only when none does may that axis have a tail tile, the last thread's last tile
+    (``check_conv2d_plan(..., uneven=True)``).
 
     The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
     channel block per channel operand (at least one: room for a bias when ``epilogue`` is
     None).
     """
+    for uneven in (False, True):
+        plan = _best_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue, uneven)
+        if plan is not None:
+            return plan
+    raise LoweringError("plan conv2d", _no_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue))
+
+
+def _best_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int, stride: int, vthreads: int,
+               epilogue: Epilogue | None, uneven: bool) -> Conv2dPlan | None:
     ci_t, co_t = -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT)
     oh = (hw + 2 * pad - kernel) // stride + 1
     best = None
@@ -78,43 +91,51 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
                 for icb in divisors(ci_t):
                     for split in ("co", "y"):
                         plan = Conv2dPlan(cob, yb, xb, icb, vthreads, split)
-                        if check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride, plan, epilogue=epilogue):
+                        if check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride, plan, epilogue=epilogue,
+                                             uneven=uneven):
                             continue
                         # fewest tiles (most output per tile), the longest reduction step, fewest uops
                         count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
                         score = (-count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
                         if best is None or score > best[0]:
                             best = (score, plan)
-    if best is None:
-        raise LoweringError("plan conv2d", _no_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue))
-    return best[1]
+    return None if best is None else best[1]
 
 
 def _no_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int, stride: int, vthreads: int,
              epilogue: Epilogue | None) -> str:
-    """Why no tiling fits: the refusals of the smallest tiles, on the axis that fares best —
-    more tiles cannot help, so these are the real reasons."""
-    found = {split: check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride,
-                                      Conv2dPlan(1, 1, 1, 1, vthreads, split), epilogue=epilogue)
-             for split in ("co", "y")}
+    """Why no tiling fits: the refusals of the smallest tiles (on the split axis, the smallest
+    the threads can split, unevenly if need be), on the axis that fares best — more tiles
+    cannot help, so these are the real reasons."""
+    co_t, oh = -(-co // cfg.BLOCK_OUT), (hw + 2 * pad - kernel) // stride + 1
+    found = {}
+    for split, extent in (("co", co_t), ("y", oh)):
+        size = min((t for t in tile_sizes(extent) if -(-extent // t) % vthreads == 0), default=1)
+        plan = Conv2dPlan(size if split == "co" else 1, size if split == "y" else 1, 1, 1, vthreads, split)
+        found[split] = check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride, plan, epilogue=epilogue,
+                                         uneven=True)
     if all(any(r.startswith("thread split") for r in reasons) for reasons in found.values()):
-        co_t, oh = -(-co // cfg.BLOCK_OUT), (hw + 2 * pad - kernel) // stride + 1
-        return (f"no axis of this conv2d divides among {vthreads} virtual threads (output channels: "
-                f"{co_t} block{'s' * (co_t > 1)} of {cfg.BLOCK_OUT}, rows: {oh})")
-    reasons = min(found.values(), key=len)
+        return (f"no axis of this conv2d splits among {vthreads} virtual threads, evenly or with the "
+                f"last thread taking the tail tile (output channels: {co_t} block{'s' * (co_t > 1)} of "
+                f"{cfg.BLOCK_OUT}, rows: {oh})")
+    reasons = min(found.values(), key=lambda r: (any(x.startswith("thread split") for x in r), len(r)))
     return (f"no tiling of this conv2d fits the buffers with {vthreads} virtual "
             f"thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
 
 
 def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,
-                      stride: int, plan: Conv2dPlan, *, epilogue: Epilogue | None = None) -> list[str]:
+                      stride: int, plan: Conv2dPlan, *, epilogue: Epilogue | None = None,
+                      uneven: bool = False) -> list[str]:
     """Why ``plan`` cannot tile this conv2d on ``cfg``: one ``"<kind>: <detail>"`` per reason.
 
     The one truth of what fits, for :func:`plan_conv2d` and the tuner's schedule space
     (``openvta.tune``): the threads split whole tiles of their axis; the input window,
     weights and accumulator tiles of every thread fit their buffers; the kernel's
     micro-ops fit half the micro-op buffer.  ``n`` is in batch tiles, ``ci`` and ``co``
-    in channels.  An empty list: the plan fits (lowering may still refuse it).
+    in channels.  With ``uneven`` (only :func:`plan_conv2d`'s fallback: the tuner's space
+    keeps the strict rule) the split axis may end in a tail tile, the last thread's last
+    tile, as long as the threads divide its tiles.  An empty list: the plan fits (lowering
+    may still refuse it).
 
     Examples
     --------
@@ -131,9 +152,12 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     oh = (hw + 2 * pad - kernel) // stride + 1
     threads = plan.vthreads
     reasons = []
-    # the threads split whole tiles of their axis: it has no tail tile
+    # the threads split whole tiles of their axis: it has no tail tile (uneven: but the last thread's)
     extent, size = (co_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
-    if threads > 1 and (extent % size or (extent // size) % threads):
+    if threads > 1 and uneven and -(-extent // size) % threads:
+        reasons.append(f"thread split: {threads} threads must divide the tiles of {plan.split} "
+                       f"({extent} in tiles of {size})")
+    elif threads > 1 and not uneven and (extent % size or (extent // size) % threads):
         reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
                        f"({extent} in tiles of {size})")
     rows, cols = _window(plan.yb, kernel, stride), (plan.xb - 1) * stride + kernel

@@ -46,38 +46,45 @@ class DensePlan:
 def plan_dense(cfg: Config, n_t: int, i_t: int, o_t: int, vthreads: int = 1, *,
                epilogue: Epilogue | None = None) -> DensePlan:
     """The tiling that fits ``cfg``'s buffers with the fewest tiles (the last tile of a
-    loop may be a smaller tail tile, except on the output blocks the threads split).
+    loop may be a smaller tail tile; on the output blocks the threads split, only when no
+    plan without one fits: it is then the last thread's last tile).
 
     The accumulator holds the output tile, a tile per tensor operand of ``epilogue`` and a
     block per channel operand (at least one: room for a bias when ``epilogue`` is None).
     """
-    best = None
-    for nb in tile_sizes(n_t):
-        for ob in tile_sizes(o_t):
-            for kb in divisors(i_t):
-                plan = DensePlan(nb, ob, kb, vthreads)
-                if check_dense_plan(cfg, n_t, i_t, o_t, plan, epilogue=epilogue):
-                    continue
-                score = (-(-(-n_t // nb) * -(-o_t // ob)), kb)  # fewest tiles, longest step
-                if best is None or score > best[0]:
-                    best = (score, plan)
-    if best is None:
-        reasons = check_dense_plan(cfg, n_t, i_t, o_t, DensePlan(1, 1, 1, vthreads), epilogue=epilogue)
-        if any(r.startswith("thread split") for r in reasons):
-            raise LoweringError("plan dense", f"{vthreads} virtual threads must divide the {o_t} output blocks")
-        raise LoweringError("plan dense", f"no tiling of this dense layer fits the buffers with {vthreads} "
-                            f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
-    return best[1]
+    for uneven in (False, True):
+        best = None
+        for nb in tile_sizes(n_t):
+            for ob in tile_sizes(o_t):
+                for kb in divisors(i_t):
+                    plan = DensePlan(nb, ob, kb, vthreads)
+                    if check_dense_plan(cfg, n_t, i_t, o_t, plan, epilogue=epilogue, uneven=uneven):
+                        continue
+                    score = (-(-(-n_t // nb) * -(-o_t // ob)), kb)  # fewest tiles, longest step
+                    if best is None or score > best[0]:
+                        best = (score, plan)
+        if best is not None:
+            return best[1]
+    ob = min((t for t in tile_sizes(o_t) if -(-o_t // t) % vthreads == 0), default=1)
+    reasons = check_dense_plan(cfg, n_t, i_t, o_t, DensePlan(1, ob, 1, vthreads), epilogue=epilogue, uneven=True)
+    if any(r.startswith("thread split") for r in reasons):
+        raise LoweringError("plan dense", f"{vthreads} virtual threads must divide the {o_t} output blocks, "
+                            "evenly or with the last thread taking the tail tile")
+    raise LoweringError("plan dense", f"no tiling of this dense layer fits the buffers with {vthreads} "
+                        f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
 
 
 def check_dense_plan(cfg: Config, n_t: int, i_t: int, o_t: int, plan: DensePlan, *,
-                     epilogue: Epilogue | None = None) -> list[str]:
+                     epilogue: Epilogue | None = None, uneven: bool = False) -> list[str]:
     """Why ``plan`` cannot tile this dense layer on ``cfg``: one ``"<kind>: <detail>"`` per reason.
 
     The one truth of what fits, for :func:`plan_dense` and the tuner's schedule space
     (``openvta.tune``): the threads split whole output tiles; each thread's data, weight
     and accumulator tiles fit their buffers; a micro-op loop fits the micro-op buffer.
-    Sizes are in tiles (batch, input and output blocks).  An empty list: the plan fits.
+    Sizes are in tiles (batch, input and output blocks).  With ``uneven`` (only
+    :func:`plan_dense`'s fallback: the tuner's space keeps the strict rule) the output
+    blocks may end in a tail tile, the last thread's last tile, as long as the threads
+    divide the tiles.  An empty list: the plan fits.
 
     Examples
     --------
@@ -89,7 +96,9 @@ def check_dense_plan(cfg: Config, n_t: int, i_t: int, o_t: int, plan: DensePlan,
     vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
     nb, ob, kb, threads = plan.nb, plan.ob, plan.kb, plan.vthreads
     reasons = []
-    if threads > 1 and (o_t % ob or (o_t // ob) % threads):
+    if threads > 1 and uneven and -(-o_t // ob) % threads:
+        reasons.append(f"thread split: {threads} threads must divide the output tiles ({o_t} in tiles of {ob})")
+    elif threads > 1 and not uneven and (o_t % ob or (o_t // ob) % threads):
         reasons.append(f"thread split: {threads} threads must divide the whole output tiles "
                        f"({o_t} in tiles of {ob})")
     needs = {"inp": (nb * kb, cfg.inp_depth), "wgt": (ob * kb, cfg.wgt_depth),

@@ -116,9 +116,12 @@ def _uops(cob: int, yb: int, xb: int, kernel: int) -> int:
 
 
 def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad: int, stride: int,
-                         plan: DepthwisePlan, *, epilogue: Epilogue | None = None) -> list[str]:
+                         plan: DepthwisePlan, *, epilogue: Epilogue | None = None,
+                         uneven: bool = False) -> list[str]:
     """Why ``plan`` cannot tile this depthwise layer on ``cfg`` (``"<kind>: <detail>"`` each;
     empty: it fits): the planner's and the tuner's one truth.  ``n`` is in batch tiles.
+    With ``uneven`` (only :func:`plan_depthwise`'s fallback) the split axis may end in a
+    tail tile, the last thread's last tile, as long as the threads divide its tiles.
 
     >>> from openvta.isa import preset
     >>> for reason in check_depthwise_plan(preset("tiny"), 1, 8, 8, 3, 1, 1, DepthwisePlan(2, 8, 8, 2, "co")):
@@ -133,7 +136,10 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
     vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
     threads, reasons = plan.vthreads, []
     extent, size = (c_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
-    if threads > 1 and (extent % size or (extent // size) % threads):
+    if threads > 1 and uneven and -(-extent // size) % threads:
+        reasons.append(f"thread split: {threads} threads must divide the tiles of {plan.split} "
+                       f"({extent} in tiles of {size})")
+    elif threads > 1 and not uneven and (extent % size or (extent // size) % threads):
         reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
                        f"({extent} in tiles of {size})")
     window = _window(plan.yb, kernel, stride) * _window(plan.xb, kernel, stride)
@@ -151,28 +157,32 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
 
 def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad: int, stride: int,
                    vthreads: int = 1, *, epilogue: Epilogue | None = None) -> DepthwisePlan:
-    """The tiling that fits ``cfg``'s buffers with the fewest tiles (then the fewest micro-ops)."""
+    """The tiling that fits ``cfg``'s buffers with the fewest tiles (then the fewest micro-ops);
+    a tail tile on the axis the threads split (the last thread's) only when no plan without
+    one fits."""
     c_t = ceil_div(channels, cfg.BLOCK_OUT)
     oh = (hw + 2 * pad - kernel) // stride + 1
-    best = None
-    for cob in tile_sizes(c_t):
-        for yb in tile_sizes(oh):
-            for xb in tile_sizes(oh):
-                for split in ("co", "y"):
-                    plan = DepthwisePlan(cob, yb, xb, vthreads, split)
-                    if check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride, plan, epilogue=epilogue):
-                        continue
-                    count = -(-c_t // cob) * -(-oh // yb) * -(-oh // xb)
-                    score = (-count, -_uops(cob, yb, xb, kernel), split == "co")
-                    if best is None or score > best[0]:
-                        best = (score, plan)
-    if best is None:
-        reasons = min((check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride,
-                                            DepthwisePlan(1, 1, 1, vthreads, split), epilogue=epilogue)
-                       for split in ("co", "y")), key=len)
-        raise LoweringError("plan depthwise_conv2d", f"no tiling of this depthwise conv2d fits with {vthreads} "
-                            f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
-    return best[1]
+    for uneven in (False, True):
+        best = None
+        for cob in tile_sizes(c_t):
+            for yb in tile_sizes(oh):
+                for xb in tile_sizes(oh):
+                    for split in ("co", "y"):
+                        plan = DepthwisePlan(cob, yb, xb, vthreads, split)
+                        if check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride, plan, epilogue=epilogue,
+                                                uneven=uneven):
+                            continue
+                        count = -(-c_t // cob) * -(-oh // yb) * -(-oh // xb)
+                        score = (-count, -_uops(cob, yb, xb, kernel), split == "co")
+                        if best is None or score > best[0]:
+                            best = (score, plan)
+        if best is not None:
+            return best[1]
+    reasons = min((check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride,
+                                        DepthwisePlan(1, 1, 1, vthreads, split), epilogue=epilogue)
+                   for split in ("co", "y")), key=len)
+    raise LoweringError("plan depthwise_conv2d", f"no tiling of this depthwise conv2d fits with {vthreads} "
+                        f"virtual thread{'s' * (vthreads > 1)}: {'; '.join(reasons)}")
 
 
 # -- the operator -----------------------------------------------------------------------------------

@@ -81,15 +81,27 @@ def test_virtual_threads_must_not_split_a_reduction() -> None:
         stage.vthread(stage.reduce_axis[0])
 
 
-def test_vthreads_that_divide_nothing_are_refused_with_the_real_reason() -> None:
-    with pytest.raises(LoweringError, match=r"^plan conv2d: no axis of this conv2d divides among 4 virtual "
-                                            r"threads \(output channels: 3 blocks of 8, rows: 7\)$"):
-        conv2d(preset("small"), ci=16, co=24, hw=14, kernel=3, pad=1, stride=2, vthreads=4)
-    with pytest.raises(LoweringError, match=r"^plan conv2d: no axis of this conv2d divides among 4 virtual "
-                                            r"threads \(output channels: 1 block of 16, rows: 7\)$"):
-        conv2d(preset("default"), hw=7, ci=32, co=16, kernel=5, pad=2, vthreads=4)
-    with pytest.raises(LoweringError, match=r"^plan dense: 2 virtual threads must divide the 3 output blocks$"):
-        dense(preset("default"), batch=1, in_features=16, out_features=48, vthreads=2)
+def test_vthreads_that_divide_nothing_evenly_split_unevenly() -> None:
+    """Rows or channel blocks that no tile size splits evenly among the threads: the last
+    thread takes the tail tile (tests/compiler/test_uneven_threads.py checks the results)."""
+    assert conv2d(preset("small"), ci=16, co=24, hw=14, kernel=3, pad=1, stride=2, vthreads=4).plan.split == "y"
+    assert conv2d(preset("default"), hw=7, ci=32, co=16, kernel=5, pad=2, vthreads=4).plan.yb == 2
+    assert dense(preset("default"), batch=1, in_features=16, out_features=48, vthreads=2).plan.ob == 2
+
+
+def test_vthreads_that_split_nothing_are_refused_with_the_real_reason() -> None:
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no axis of this conv2d splits among 4 virtual "
+                                            r"threads, evenly or with the last thread taking the tail tile "
+                                            r"\(output channels: 1 block of 16, rows: 5\)$"):
+        conv2d(preset("default"), hw=5, ci=16, co=16, kernel=3, pad=1, vthreads=4)
+    with pytest.raises(LoweringError, match=r"^plan dense: 4 virtual threads must divide the 3 output blocks, "
+                                            r"evenly or with the last thread taking the tail tile$"):
+        dense(preset("default"), batch=1, in_features=16, out_features=48, vthreads=4)
+    # rows 13 split unevenly among 4 threads need tiles of 4 rows: too large for tiny's buffers
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no tiling of this conv2d fits the buffers with 4 "
+                                            r"virtual threads: inp buffer overflow: 4 threads × 70 = 280 entries "
+                                            r"> 256$"):
+        conv2d(preset("tiny"), hw=13, ci=16, co=preset("tiny").BLOCK_OUT, kernel=7, pad=3, vthreads=4)
 
 
 def test_a_conv2d_whose_smallest_tiles_overflow_says_which_buffer() -> None:

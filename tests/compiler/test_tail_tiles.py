@@ -92,11 +92,18 @@ def test_plans_of_resnet18_layers_keep_whole_tiles() -> None:
         assert hw % plan.yb == 0 and hw % plan.xb == 0
 
 
-def test_a_tail_on_the_axis_the_threads_split_is_refused() -> None:
+def test_a_tail_on_the_axis_the_threads_split_goes_to_the_last_thread() -> None:
+    """4 tiles of 2 rows on 2 threads: thread 1's second tile is the 1-row tail (exact)."""
     op = conv2d(DEFAULT, ci=DEFAULT.BLOCK_IN, co=DEFAULT.BLOCK_OUT, hw=7, kernel=3, pad=1, vthreads=2,
                 plan=Conv2dPlan(1, 2, 7, 1, 2, "y"))
-    with pytest.raises(LoweringError, match=r"^bound inference: split of out\.out_i2 \(extent 7\) "
-                                            r"by factor 2 does not divide it$"):
+    _check(op, _conv_inputs(op, 7))
+
+
+def test_threads_that_do_not_divide_the_tiles_are_refused() -> None:
+    op = conv2d(DEFAULT, ci=DEFAULT.BLOCK_IN, co=DEFAULT.BLOCK_OUT, hw=7, kernel=3, pad=1, vthreads=2,
+                plan=Conv2dPlan(1, 3, 7, 1, 2, "y"))
+    with pytest.raises(LoweringError, match=r"^bound inference: split of out\.out_i2\.outer \(extent 3\) "
+                                            r"by nparts 2 does not divide it$"):
         op.build()
 
 
