@@ -188,3 +188,14 @@ def test_bursts_split_at_4kib_boundaries() -> None:
     program = build_blocked_gemm(preset("tiny"), a, w, vthreads=2, shift=6)
     assert len(program.dram) > 3 * 4096
     check(program, tolerance=0.02)
+
+
+@pytest.mark.parametrize("make", ["depthwise", "uneven"])
+def test_compiled_depthwise_and_uneven_thread_programs_on_the_rtl(make: str) -> None:
+    """A depthwise conv2d (diagonal weight tiles) and a conv2d whose last virtual thread takes
+    the tail tile: equal to the functional simulator, cycles within 2 % of the model's."""
+    from openvta.api import operator, random_operands
+
+    op = (operator("depthwise_conv2d", config="tiny", channels=8, hw=8, kernel=3, pad=1) if make == "depthwise"
+          else operator("conv2d", config="tiny", hw=7, ci=8, co=8, kernel=3, pad=1, vthreads=4))
+    check(op.build(random_operands(op, 0)), tolerance=0.02)
