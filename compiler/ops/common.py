@@ -28,7 +28,7 @@ from ..schedule import Schedule
 from ..workloads import BIAS_BITS
 
 __all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "as_operand", "benchmark_operands", "check_tensors", "divisors",
-           "epilogue_operands", "operator_epilogue"]
+           "epilogue_operands", "operator_epilogue", "padded_data", "params_epilogue", "schedule_conv_tiles"]
 
 # The memory fields below have the same widths in every configuration (docs/ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
@@ -254,3 +254,51 @@ def tile_sizes(n: int) -> list[int]:
     [1, 2, 3, 4, 7]
     """
     return sorted({-(-n // count) for count in range(1, n + 1)})
+
+
+def params_epilogue(owner: str) -> Callable[[Mapping[str, Any]], Epilogue]:
+    """``epilogue(params)``: the whole epilogue the factory ``owner`` computes for its ``shift``,
+    ``bias``, ``clip`` and ``epilogue`` parameters (``epilogue`` may be its JSON form, as
+    tuning records hold it)."""
+    def epilogue(params: Mapping[str, Any]) -> Epilogue:
+        extra = params["epilogue"]
+        if extra is not None and not isinstance(extra, Epilogue):
+            extra = Epilogue.from_json(extra)
+        return operator_epilogue(owner, params["shift"], params["bias"], params["clip"], extra)
+
+    return epilogue
+
+
+def padded_data(data: te.Tensor, hw: int, pad: int) -> te.Tensor:
+    """``data`` (``(N/B, C/BI, H, W, B, BI)``) zero-padded by ``pad`` on each side: a stage the
+    schedule inlines into the input cache, so that the DMA pads rows and columns itself."""
+    if not pad:
+        return data
+    n_t, c_t, _, _, b, bi = data.shape
+    size = hw + 2 * pad
+    return te.compute(
+        (n_t, c_t, size, size, b, bi),
+        lambda i, c, y, x, j, k: te.select(
+            (te.less_equal(pad, y), te.less(y, hw + pad), te.less_equal(pad, x),
+             te.less(x, hw + pad)), data[i, c, y - pad, x - pad, j, k], 0),
+        "data_pad")
+
+
+def schedule_conv_tiles(s: Schedule, out: te.Tensor, acc: te.Tensor, cob: int, yb: int, xb: int, vthreads: int,
+                        split: str) -> te.IterVar:
+    """Tile a convolution's ``out`` ``(N, CO, OH, OW, B, BO)`` into ``cob`` channel blocks × ``yb``
+    rows × ``xb`` columns, the threads splitting the channel (``split == "co"``) or row tiles,
+    the output stored by DMA and ``acc`` computed at the tile's loop, which it returns."""
+    i, o, y, x, j, m = s[out].axis
+    o_o, o_i = s[out].split(o, factor=cob)
+    y_o, y_i = s[out].split(y, factor=yb)
+    x_o, x_i = s[out].split(x, factor=xb)
+    s[out].reorder(i, o_o, y_o, x_o, o_i, y_i, x_i, j, m)
+    if vthreads > 1:
+        thread, _ = s[out].split(o_o if split == "co" else y_o, nparts=vthreads)
+        s[out].reorder(thread, i)
+        s[out].vthread(thread)
+    s[out].pragma(o_i, "dma_copy")
+    s[acc].set_scope("acc")
+    s[acc].compute_at(s[out], x_o)
+    return x_o

@@ -23,7 +23,7 @@ fits: it is then the last thread's last tile (an uneven split).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,9 +38,10 @@ from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unp
 from ..schedule import create_schedule
 from ..workloads import RESNET18, workload
 from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, divisors, epilogue_operands,
-                     operator_epilogue, tile_sizes)
+                     operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
-from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
+from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
+                         plan_knobs)
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
@@ -229,20 +230,10 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     check_tensors("conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (co_t, b, bo)),
                                   te.placeholder(out_shape, "int8", "out")])
     plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads, epilogue=full)
-    padded = data
     rows_only = kernel == 1 and stride > 1  # pad < kernel: no padding
-    if rows_only:
-        # a strided 1×1 conv2d reads every stride-th row: the DMA loads only those
-        padded = te.compute((n_t, ci_t, oh, hw, b, bi),
-                            lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k], "data_rows")
-    elif pad:
-        size = hw + 2 * pad
-        padded = te.compute(
-            (n_t, ci_t, size, size, b, bi),
-            lambda i, c, y, x, j, k: te.select(
-                (te.less_equal(pad, y), te.less(y, hw + pad), te.less_equal(pad, x),
-                 te.less(x, hw + pad)), data[i, c, y - pad, x - pad, j, k], 0),
-            "data_pad")
+    # a strided 1×1 conv2d reads every stride-th row: the DMA loads only those
+    padded = te.compute((n_t, ci_t, oh, hw, b, bi), lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k],
+                        "data_rows") if rows_only else padded_data(data, hw, pad)
     ic = te.reduce_axis(ci_t, "ic")
     kh, kw = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw")
     k = te.reduce_axis(bi, "k")
@@ -255,18 +246,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
     tail = build_tail(acc, full, lambda i, o, y, x, j, m: (o, j, m), (co_t, b, bo))
     out = tail.out
     s = create_schedule(out)
-    i, o, y, x, j, m = s[out].axis
-    o_o, o_i = s[out].split(o, factor=plan.cob)
-    y_o, y_i = s[out].split(y, factor=plan.yb)
-    x_o, x_i = s[out].split(x, factor=plan.xb)
-    s[out].reorder(i, o_o, y_o, x_o, o_i, y_i, x_i, j, m)
-    if plan.vthreads > 1:
-        thread, rest = s[out].split(o_o if plan.split == "co" else y_o, nparts=plan.vthreads)
-        s[out].reorder(thread, i)
-        s[out].vthread(thread)
-    s[out].pragma(o_i, "dma_copy")
-    s[acc].set_scope("acc")
-    s[acc].compute_at(s[out], x_o)
+    x_o = schedule_conv_tiles(s, out, acc, plan.cob, plan.yb, plan.xb, plan.vthreads, plan.split)
     cached = s.cache_read(padded, "inp", [acc])
     wcached = s.cache_read(weight, "wgt", [acc])
     if padded is not data:
@@ -353,12 +333,8 @@ CONV2D_PARAMS = describe_params(
 # -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
 
 
-def conv2d_epilogue(params: Mapping[str, Any]) -> Epilogue:
-    """The whole epilogue :func:`conv2d` computes for ``params`` (``epilogue`` may be JSON)."""
-    extra = params["epilogue"]
-    if extra is not None and not isinstance(extra, Epilogue):
-        extra = Epilogue.from_json(extra)
-    return operator_epilogue("conv2d", params["shift"], params["bias"], params["clip"], extra)
+#: The whole epilogue :func:`conv2d` computes for its parameters (``epilogue`` may be JSON).
+conv2d_epilogue = params_epilogue("conv2d")
 
 
 def conv2d_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
@@ -385,15 +361,7 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 
 
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
-    try:
-        return asdict(plan_conv2d(*_shape(cfg, params), epilogue=conv2d_epilogue(params)))
-    except LoweringError:
-        return None
-
-
-def _of_operator(op: Operator) -> Knobs | None:
-    assert isinstance(op.plan, Conv2dPlan)
-    return asdict(op.plan)
+    return default_knobs(lambda: plan_conv2d(*_shape(cfg, params), epilogue=conv2d_epilogue(params)))
 
 
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
@@ -458,7 +426,7 @@ DESCRIPTOR = OperatorDescriptor(
     plans=PlanSpace(names=("cob", "yb", "xb", "icb", "vthreads", "split"), keywords=("vthreads", "plan"),
                     knobs=_knobs, check=_check, default=_default,
                     kwargs=lambda k: {"vthreads": k["vthreads"], "plan": Conv2dPlan(**k)},
-                    of_operator=_of_operator, features=_features),
+                    of_operator=plan_knobs(Conv2dPlan), features=_features),
     match=_match,
     layers=tuple(f"resnet18.{name}" for name in RESNET18), layer=conv2d_layer,
     example={"hw": 8, "ci": 8, "co": 8, "kernel": 3, "pad": 1})

@@ -9,7 +9,7 @@ operands ``C{B}n{BO}c``, out and tensor operands ``NC{B}n{BO}c``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,9 +25,10 @@ from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
 from .common import (Operator, benchmark_operands, check_tensors, divisors, epilogue_operands, operator_epilogue,
-                     tile_sizes)
+                     params_epilogue, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, tiles
-from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
+from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
+                         plan_knobs)
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
@@ -220,12 +221,8 @@ DENSE_PARAMS = describe_params(
 # -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
 
 
-def dense_epilogue(params: Mapping[str, Any]) -> Epilogue:
-    """The whole epilogue :func:`dense` computes for ``params`` (``epilogue`` may be JSON)."""
-    extra = params["epilogue"]
-    if extra is not None and not isinstance(extra, Epilogue):
-        extra = Epilogue.from_json(extra)
-    return operator_epilogue("dense", params["shift"], params["bias"], params["clip"], extra)
+#: The whole epilogue :func:`dense` computes for its parameters (``epilogue`` may be JSON).
+dense_epilogue = params_epilogue("dense")
 
 
 def dense_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
@@ -248,15 +245,8 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
     dims = dense_dims(cfg, params)
-    try:
-        return asdict(plan_dense(cfg, dims["n_t"], dims["i_t"], dims["o_t"], epilogue=dense_epilogue(params)))
-    except LoweringError:
-        return None
-
-
-def _of_operator(op: Operator) -> Knobs | None:
-    assert isinstance(op.plan, DensePlan)
-    return asdict(op.plan)
+    epilogue = dense_epilogue(params)
+    return default_knobs(lambda: plan_dense(cfg, dims["n_t"], dims["i_t"], dims["o_t"], epilogue=epilogue))
 
 
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
@@ -311,7 +301,7 @@ DESCRIPTOR = OperatorDescriptor(
     plans=PlanSpace(names=("nb", "ob", "kb", "vthreads"), keywords=("vthreads", "plan"),
                     knobs=_knobs, check=_check, default=_default,
                     kwargs=lambda k: {"vthreads": k["vthreads"], "plan": DensePlan(**k)},
-                    of_operator=_of_operator, features=_features),
+                    of_operator=plan_knobs(DensePlan), features=_features),
     match=_match,
     layers=tuple(wl.name for wl in DENSE), layer=dense_layer,
     example={"batch": 2, "in_features": 20, "out_features": 12})

@@ -23,7 +23,7 @@ the channel (or row) tiles; padding is the DMA's, as conv2d's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,10 +38,11 @@ from ..ir import LoweringError
 from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
 from ..schedule import create_schedule
 from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, epilogue_operands, operator_epilogue,
-                     tile_sizes)
+                     padded_data, params_epilogue, schedule_conv_tiles, tile_sizes)
 from .conv2d import conv2d_used_input_elems
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
-from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace
+from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
+                         plan_knobs)
 from .params import Param, check_params, describe_params, tail_params
 from .tail import build_tail, operand_placeholders, schedule_tail
 
@@ -224,15 +225,7 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
     check_tensors("depthwise_conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (c_t, b, bo)),
                                             te.placeholder(out_shape, "int8", "out")])
     plan = plan or plan_depthwise(cfg, n_t, channels, hw, kernel, pad, stride, vthreads, epilogue=full)
-    padded = data
-    if pad:
-        size = hw + 2 * pad
-        padded = te.compute(
-            (n_t, c_t, size, size, b, bi),
-            lambda i, c, y, x, j, k: te.select(
-                (te.less_equal(pad, y), te.less(y, hw + pad), te.less_equal(pad, x),
-                 te.less(x, hw + pad)), data[i, c, y - pad, x - pad, j, k], 0),
-            "data_pad")
+    padded = padded_data(data, hw, pad)
     kh, kw, k = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw"), te.reduce_axis(bi, "k")
     acc = te.compute(
         out_shape,
@@ -243,18 +236,7 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
     tail = build_tail(acc, full, lambda i, o, y, x, j, m: (o, j, m), (c_t, b, bo))
     out = tail.out
     s = create_schedule(out)
-    i, o, y, x, j, m = s[out].axis
-    o_o, o_i = s[out].split(o, factor=plan.cob)
-    y_o, y_i = s[out].split(y, factor=plan.yb)
-    x_o, x_i = s[out].split(x, factor=plan.xb)
-    s[out].reorder(i, o_o, y_o, x_o, o_i, y_i, x_i, j, m)
-    if plan.vthreads > 1:
-        thread, _ = s[out].split(o_o if plan.split == "co" else y_o, nparts=plan.vthreads)
-        s[out].reorder(thread, i)
-        s[out].vthread(thread)
-    s[out].pragma(o_i, "dma_copy")
-    s[acc].set_scope("acc")
-    s[acc].compute_at(s[out], x_o)
+    x_o = schedule_conv_tiles(s, out, acc, plan.cob, plan.yb, plan.xb, plan.vthreads, plan.split)
     cached, wcached = s.cache_read(padded, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
     if padded is not data:
         s[padded].compute_inline()
@@ -308,12 +290,8 @@ DEPTHWISE_PARAMS = describe_params(
 # -- the descriptor: tuning space, cost features, graph matcher -------------------------------------
 
 
-def depthwise_epilogue(params: Mapping[str, Any]) -> Epilogue:
-    """The whole epilogue :func:`depthwise_conv2d` computes for ``params`` (``epilogue`` may be JSON)."""
-    extra = params["epilogue"]
-    if extra is not None and not isinstance(extra, Epilogue):
-        extra = Epilogue.from_json(extra)
-    return operator_epilogue("depthwise_conv2d", params["shift"], params["bias"], params["clip"], extra)
+#: The whole epilogue :func:`depthwise_conv2d` computes for its parameters (``epilogue`` may be JSON).
+depthwise_epilogue = params_epilogue("depthwise_conv2d")
 
 
 def _dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
@@ -337,15 +315,7 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 
 
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
-    try:
-        return asdict(plan_depthwise(*_shape(cfg, params), epilogue=depthwise_epilogue(params)))
-    except LoweringError:
-        return None
-
-
-def _of_operator(op: Operator) -> Knobs | None:
-    assert isinstance(op.plan, DepthwisePlan)
-    return asdict(op.plan)
+    return default_knobs(lambda: plan_depthwise(*_shape(cfg, params), epilogue=depthwise_epilogue(params)))
 
 
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
@@ -410,6 +380,6 @@ DESCRIPTOR = OperatorDescriptor(
     plans=PlanSpace(names=("cob", "yb", "xb", "vthreads", "split"), keywords=("vthreads", "plan"),
                     knobs=_knobs, check=_check, default=_default,
                     kwargs=lambda k: {"vthreads": k["vthreads"], "plan": DepthwisePlan(**k)},
-                    of_operator=_of_operator, features=_features),
+                    of_operator=plan_knobs(DepthwisePlan), features=_features),
     match=_match,
     example={"channels": 8, "hw": 6, "kernel": 3, "pad": 1})

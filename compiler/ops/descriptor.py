@@ -22,7 +22,7 @@ predicates are loops over descriptors.  Adding an operator is one file and one m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -31,10 +31,12 @@ import numpy as np
 from openvta.isa import Config, preset
 
 from ..epilogue import Epilogue
+from ..ir import LoweringError
 from .common import Operator
 from .params import Param
 
-__all__ = ["Anchor", "Knob", "Knobs", "OperatorDescriptor", "OperatorKind", "PlanSpace"]
+__all__ = ["Anchor", "Knob", "Knobs", "OperatorDescriptor", "OperatorKind", "PlanSpace", "default_knobs",
+           "plan_knobs"]
 
 Knobs = dict[str, Any]
 #: What a matcher says of a graph node it could compute: the factory's parameters and a note
@@ -81,6 +83,30 @@ class Anchor:
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     constant: tuple[bool, ...]
+
+
+def _fields(plan: object) -> Knobs:
+    if not is_dataclass(plan) or isinstance(plan, type):
+        raise TypeError(f"a plan must be a dataclass instance, not {plan!r}")
+    return asdict(plan)
+
+
+def default_knobs(planner: Callable[[], object]) -> Knobs | None:
+    """The knobs of the plan ``planner()`` picks (a plan dataclass), or None when it finds none."""
+    try:
+        return _fields(planner())
+    except LoweringError:
+        return None
+
+
+def plan_knobs(plan_type: type) -> Callable[[Operator], Knobs | None]:
+    """``of_operator`` for an operator whose plan is a ``plan_type`` dataclass: its fields."""
+    def of_operator(op: Operator) -> Knobs | None:
+        if not isinstance(op.plan, plan_type):
+            raise TypeError(f"{op.name}'s plan must be a {plan_type.__name__}, not {op.plan!r}")
+        return _fields(op.plan)
+
+    return of_operator
 
 
 @dataclass(frozen=True)
