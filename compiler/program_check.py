@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from openvta.isa import Config
+from openvta.runtime import Role
 
 from .ir import LoweringError
 from .program_parts import HOST_ROLES, Kernel, ProgramTensor
@@ -127,12 +128,12 @@ def _dataflow(kernels: Sequence[Kernel], by_name: dict[str, ProgramTensor]) -> D
     live = {}
     for name, tensor in by_name.items():
         uses = readers[name] + ([writer[name]] if name in writer else [])
-        if tensor.role == "output" and name not in writer:
+        if tensor.role is Role.OUTPUT and name not in writer:
             raise _fail(f"output tensor {name!r} is written by no kernel")
         if tensor.role in HOST_ROLES:
             live[name] = (0, max(uses, default=0))
         elif uses:
-            live[name] = (writer[name], last if tensor.role == "output" else max(uses))
+            live[name] = (writer[name], last if tensor.role is Role.OUTPUT else max(uses))
     return Dataflow(writer, readers, live)
 
 

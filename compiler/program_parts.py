@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from openvta.runtime import roles
+from openvta.runtime import Role, roles
 from openvta.runtime.program import ROLES
 
 from .layout import packed_shape
@@ -60,7 +60,7 @@ class ProgramTensor:
     dtype: str
     layout: str
     shape: tuple[int, ...]
-    role: str = "scratch"
+    role: Role | str = Role.SCRATCH
     data: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +73,7 @@ class ProgramTensor:
                              f"not {self.dtype!r}")
         if self.role not in ROLES:
             raise ValueError(f"tensor {self.name!r} role must be one of {', '.join(ROLES)}, not {self.role!r}")
+        object.__setattr__(self, "role", Role(self.role))
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         try:
             packed_shape(self.layout, self.shape)
@@ -81,7 +82,7 @@ class ProgramTensor:
         if self.data is not None:
             if self.role not in HOST_ROLES:
                 raise ValueError(f"tensor {self.name!r} has data, so its role must be one of "
-                                 f"{', '.join(HOST_ROLES)}, not {self.role!r}")
+                                 f"{', '.join(HOST_ROLES)}, not {str(self.role)!r}")
             array = as_operand(self.name, self.data, self.shape, self.dtype)
             array.flags.writeable = False
             object.__setattr__(self, "data", array)

@@ -226,7 +226,7 @@ def operator_epilogue(owner: str, shift: int | None, bias: bool, clip: tuple[int
 
 
 def epilogue_operands(cfg: Config, epilogue: Epilogue, channels: int, out_shape: tuple[int, ...],
-                      out_layout: str) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[int, ...]]]:
+                      out_layout: str) -> tuple[dict[str, str], dict[str, Role], dict[str, tuple[int, ...]]]:
     """Layouts, roles and logical shapes of ``epilogue``'s operands: a channel operand is a
     ``bias`` of ``(channels,)`` in ``C{B}n{BO}c``, a tensor operand an ``input`` of the
     output's shape and layout."""

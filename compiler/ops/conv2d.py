@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Config
+from openvta.runtime import Role
 
 from .. import reference, te
 from ..epilogue import Epilogue, apply_epilogue
@@ -267,7 +268,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
                                           "out": (n, co, oh, oh), **extra_shapes}
     return Operator(
         name="conv2d", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "weight": "weight", **extra_roles},
+        roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, co), reference_fn=conv2d_reference,
         logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, params=params,

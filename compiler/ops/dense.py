@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Config
-from openvta.runtime import unpack_out
+from openvta.runtime import Role, unpack_out
 
 from .. import reference, te
 from ..epilogue import Epilogue, apply_epilogue
@@ -182,7 +182,7 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
                                           "out": (batch, out_features), **extra_shapes}
     return Operator(
         name="dense", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
-        roles={"data": "input", "weight": "weight", **extra_roles},
+        roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_out(packed, batch, out_features), reference_fn=dense_reference,
         logical_shapes=shapes, ops=2 * batch * in_features * out_features, params=params, plan=plan,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from openvta.isa import Config
-from openvta.runtime import ceil_div
+from openvta.runtime import Role, ceil_div
 
 from .. import reference, te
 from ..epilogue import Epilogue, apply_epilogue
@@ -256,7 +256,7 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
                                           "out": (n, channels, oh, oh), **extra_shapes}
     return Operator(
         name="depthwise_conv2d", cfg=cfg, schedule=s, inputs={"data": data, "weight": weight, **tail.operands},
-        output=out, layouts=layouts, roles={"data": "input", "weight": "weight", **extra_roles},
+        output=out, layouts=layouts, roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, channels), reference_fn=depthwise_reference,
         logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * channels, params=params, plan=plan,

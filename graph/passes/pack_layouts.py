@@ -44,7 +44,7 @@ def _role(symbol: str, op: Operator, value: str | None, graph: Graph, written: s
           outside: set[str]) -> Role:
     if symbol == "weight":
         return Role.WEIGHT
-    if op.roles.get(symbol) == "bias":
+    if op.roles.get(symbol) is Role.BIAS:
         return Role.BIAS
     if value not in written:
         return Role.INPUT
