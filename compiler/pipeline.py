@@ -26,7 +26,7 @@ from .passes.lower_alu import lower_alu
 from .passes.match_tensorize import match_tensorize
 from .schedule import Schedule
 
-__all__ = ["lower", "build", "PASSES", "Invariant", "Step", "Progress"]
+__all__ = ["lower", "build", "PASSES", "Invariant", "Step", "Progress", "no_progress"]
 
 Pass = Callable[[Lowered, Intrinsic], Lowered]
 
@@ -112,8 +112,8 @@ def _token_balance(stmt: Stmt) -> dict[TokenQueue, int]:
     return total
 
 
-def _quiet(what: str, done: int, total: int | None) -> None:
-    pass
+def no_progress(what: str, done: int, total: int | None) -> None:
+    """The progress callback of a caller that passes none."""
 
 
 def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None, *,
@@ -124,7 +124,7 @@ def lower(schedule: Schedule, cfg: Config, intrinsic: Intrinsic | None = None, *
     and before each pass of :data:`PASSES` (its name, 1, 2, …), ``total`` being
     ``len(PASSES) + 1``.
     """
-    report = progress or _quiet
+    report = progress or no_progress
     total = len(PASSES) + 1
     report("lower_schedule", 0, total)
     ir = lower_schedule(schedule, cfg)

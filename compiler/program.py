@@ -60,15 +60,12 @@ from .layout import pack_by_layout
 from .limits import DRAM_LIMIT_BYTES, MAX_INSNS, check_insns, count_insns, format_bytes
 from .lower import Lowered
 from .ops.common import as_operand
-from .pipeline import lower
+from .pipeline import lower, no_progress
 from .program_check import check_program, label
 from .program_parts import TENSOR_DTYPES, Kernel, ProgramTensor
 
 __all__ = ["Kernel", "ProgramTensor", "build_program", "build_program_starts", "program_reference",
            "TENSOR_DTYPES"]
-
-def _quiet(what: str, done: int, total: int | None) -> None:
-    """The progress callback of a caller that passes none."""
 
 
 def build_program(kernels: Sequence[Kernel], cfg: Config, *, tensors: Sequence[ProgramTensor],
@@ -131,7 +128,7 @@ def build_program_starts(kernels: Sequence[Kernel], cfg: Config, *, tensors: Seq
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernels must be Kernel, not {type(kernel).__name__}")
     check_program(kernels, cfg, tensors)
-    report = progress or _quiet
+    report = progress or no_progress
     irs = []
     for index, kernel in enumerate(kernels):
         report(f"lower {label(kernels, index)}", index, len(kernels))

@@ -27,8 +27,9 @@ from ..pipeline import Progress, build
 from ..schedule import Schedule
 from ..workloads import BIAS_BITS
 
-__all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "as_operand", "benchmark_operands", "check_tensors", "divisors",
-           "epilogue_operands", "operator_epilogue", "padded_data", "params_epilogue", "schedule_conv_tiles"]
+__all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "acc_operands", "as_operand", "benchmark_operands", "buffer_refusals",
+           "check_tensors", "divisors", "epilogue_operands", "operator_epilogue", "padded_data", "params_epilogue",
+           "schedule_conv_tiles", "thread_split_refusals"]
 
 # The memory fields below have the same widths in every configuration (docs/ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
@@ -302,3 +303,32 @@ def schedule_conv_tiles(s: Schedule, out: te.Tensor, acc: te.Tensor, cob: int, y
     s[acc].set_scope("acc")
     s[acc].compute_at(s[out], x_o)
     return x_o
+
+
+def acc_operands(epilogue: Epilogue | None) -> tuple[int, int]:
+    """(output-shaped tiles, channel vectors) an epilogue keeps in the accumulator per tile (at
+    least one vector: room for a bias when ``epilogue`` is None)."""
+    if epilogue is None:
+        return 1, 1
+    return 1 + len(epilogue.tensor_operands), max(1, len(epilogue.channel_operands))
+
+
+def thread_split_refusals(threads: int, tiles: str, extent: int, size: int, uneven: bool) -> list[str]:
+    """The planners' thread-split check: the threads divide the whole ``tiles`` of size ``size`` of
+    a loop of ``extent`` (no tail tile), or with ``uneven`` its tiles, the last thread taking
+    the tail tile; ``tiles`` names them in the reason (``"tiles of co"``, ``"output tiles"``)."""
+    if threads <= 1:
+        return []
+    count = -(-extent // size) if uneven else extent // size
+    if count % threads or (not uneven and extent % size):
+        return [f"thread split: {threads} threads must divide the {'' if uneven else 'whole '}{tiles} "
+                f"({extent} in tiles of {size})"]
+    return []
+
+
+def buffer_refusals(needs: Mapping[str, tuple[int, int]], threads: int) -> list[str]:
+    """One ``"<buffer> buffer overflow: …"`` per buffer whose ``(entries, depth)`` in ``needs`` the
+    ``threads`` (each with its own slice) overflow."""
+    return [f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
+            f"= {entries * threads} entries > {depth}"
+            for buffer, (entries, depth) in needs.items() if entries * threads > depth]

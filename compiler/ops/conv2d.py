@@ -38,8 +38,9 @@ from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import RESNET18, workload
-from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, divisors, epilogue_operands,
-                     operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles, tile_sizes)
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, divisors,
+                     epilogue_operands, operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles,
+                     thread_split_refusals, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
                          plan_knobs)
@@ -150,26 +151,17 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     acc buffer overflow: 2 threads × 260 = 520 entries > 256
     """
     co_t = -(-co // cfg.BLOCK_OUT)
-    tiles, vectors = _acc_operands(epilogue)
+    tiles, vectors = acc_operands(epilogue)
     oh = (hw + 2 * pad - kernel) // stride + 1
     threads = plan.vthreads
-    reasons = []
     # the threads split whole tiles of their axis: it has no tail tile (uneven: but the last thread's)
     extent, size = (co_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
-    if threads > 1 and uneven and -(-extent // size) % threads:
-        reasons.append(f"thread split: {threads} threads must divide the tiles of {plan.split} "
-                       f"({extent} in tiles of {size})")
-    elif threads > 1 and not uneven and (extent % size or (extent // size) % threads):
-        reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
-                       f"({extent} in tiles of {size})")
+    reasons = thread_split_refusals(threads, f"tiles of {plan.split}", extent, size, uneven)
     rows, cols = _window(plan.yb, kernel, stride), (plan.xb - 1) * stride + kernel
     needs = {"inp": (plan.icb * rows * cols * n, cfg.inp_depth),
              "wgt": (plan.cob * plan.icb * kernel * kernel, cfg.wgt_depth),
              "acc": (plan.cob * plan.yb * plan.xb * n * tiles + plan.cob * vectors, cfg.acc_depth)}
-    for buffer, (entries, depth) in needs.items():
-        if entries * threads > depth:
-            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
-                           f"= {entries * threads} entries > {depth}")
+    reasons += buffer_refusals(needs, threads)
     uops = _uops(plan.cob, plan.yb, plan.xb, plan.icb, kernel)
     if uops > cfg.uop_depth // 2:
         reasons.append(f"micro-op buffer: {uops} micro-ops > {cfg.uop_depth // 2} (half the buffer)")
@@ -179,13 +171,6 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
 def _window(yb: int, kernel: int, stride: int) -> int:
     """Input rows a tile of ``yb`` output rows loads (a strided 1×1 conv2d: only those it uses)."""
     return yb if kernel == 1 else (yb - 1) * stride + kernel
-
-
-def _acc_operands(epilogue: Epilogue | None) -> tuple[int, int]:
-    """(output-shaped tiles, channel vectors) an epilogue keeps in the accumulator per tile."""
-    if epilogue is None:
-        return 1, 1
-    return 1 + len(epilogue.tensor_operands), max(1, len(epilogue.channel_operands))
 
 
 def _uops(cob: int, yb: int, xb: int, icb: int, kernel: int) -> int:

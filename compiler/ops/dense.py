@@ -24,8 +24,8 @@ from ..ir import LoweringError
 from ..layout import pack_by_layout
 from ..schedule import create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
-from .common import (Operator, benchmark_operands, check_tensors, divisors, epilogue_operands, operator_epilogue,
-                     params_epilogue, tile_sizes)
+from .common import (Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, divisors,
+                     epilogue_operands, operator_epilogue, params_epilogue, thread_split_refusals, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
                          plan_knobs)
@@ -93,21 +93,12 @@ def check_dense_plan(cfg: Config, n_t: int, i_t: int, o_t: int, plan: DensePlan,
     >>> check_dense_plan(preset("tiny"), 1, 8, 6, DensePlan(1, 4, 8, 2))
     ['thread split: 2 threads must divide the whole output tiles (6 in tiles of 4)']
     """
-    tiles = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
-    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
+    tiles, vectors = acc_operands(epilogue)
     nb, ob, kb, threads = plan.nb, plan.ob, plan.kb, plan.vthreads
-    reasons = []
-    if threads > 1 and uneven and -(-o_t // ob) % threads:
-        reasons.append(f"thread split: {threads} threads must divide the output tiles ({o_t} in tiles of {ob})")
-    elif threads > 1 and not uneven and (o_t % ob or (o_t // ob) % threads):
-        reasons.append(f"thread split: {threads} threads must divide the whole output tiles "
-                       f"({o_t} in tiles of {ob})")
+    reasons = thread_split_refusals(threads, "output tiles", o_t, ob, uneven)
     needs = {"inp": (nb * kb, cfg.inp_depth), "wgt": (ob * kb, cfg.wgt_depth),
              "acc": (nb * ob * tiles + ob * vectors, cfg.acc_depth)}
-    for buffer, (entries, depth) in needs.items():
-        if entries * threads > depth:
-            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
-                           f"= {entries * threads} entries > {depth}")
+    reasons += buffer_refusals(needs, threads)
     if min(nb, ob) > cfg.uop_depth:
         reasons.append(f"micro-op buffer: {min(nb, ob)} micro-ops > {cfg.uop_depth}")
     return reasons

@@ -37,8 +37,9 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
 from ..schedule import create_schedule
-from .common import (MAX_PAD, Operator, benchmark_operands, check_tensors, epilogue_operands, operator_epilogue,
-                     padded_data, params_epilogue, schedule_conv_tiles, tile_sizes)
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors,
+                     epilogue_operands, operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles,
+                     thread_split_refusals, tile_sizes)
 from .conv2d import conv2d_used_input_elems
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
@@ -133,23 +134,14 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
     """
     c_t = ceil_div(channels, cfg.BLOCK_OUT)
     oh = (hw + 2 * pad - kernel) // stride + 1
-    operands = 1 + (len(epilogue.tensor_operands) if epilogue else 0)
-    vectors = max(1, len(epilogue.channel_operands)) if epilogue else 1
-    threads, reasons = plan.vthreads, []
+    operands, vectors = acc_operands(epilogue)
+    threads = plan.vthreads
     extent, size = (c_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
-    if threads > 1 and uneven and -(-extent // size) % threads:
-        reasons.append(f"thread split: {threads} threads must divide the tiles of {plan.split} "
-                       f"({extent} in tiles of {size})")
-    elif threads > 1 and not uneven and (extent % size or (extent // size) % threads):
-        reasons.append(f"thread split: {threads} threads must divide the whole tiles of {plan.split} "
-                       f"({extent} in tiles of {size})")
+    reasons = thread_split_refusals(threads, f"tiles of {plan.split}", extent, size, uneven)
     window = _window(plan.yb, kernel, stride) * _window(plan.xb, kernel, stride)
     needs = {"inp": (plan.cob * window * n, cfg.inp_depth), "wgt": (plan.cob * kernel * kernel, cfg.wgt_depth),
              "acc": (plan.cob * plan.yb * plan.xb * n * operands + plan.cob * vectors, cfg.acc_depth)}
-    for buffer, (entries, depth) in needs.items():
-        if entries * threads > depth:
-            reasons.append(f"{buffer} buffer overflow: {threads} thread{'s' * (threads > 1)} × {entries} "
-                           f"= {entries * threads} entries > {depth}")
+    reasons += buffer_refusals(needs, threads)
     uops = _uops(plan.cob, plan.yb, plan.xb, kernel)
     if uops > cfg.uop_depth // 2:
         reasons.append(f"micro-op buffer: {uops} micro-ops > {cfg.uop_depth // 2} (half the buffer)")

@@ -105,11 +105,8 @@ def check_length(command: Command, length: int) -> None:
 
 
 def _command(value: object) -> Command:
-    try:
-        if isinstance(value, int):
-            return Command(value)
-    except ValueError:
-        pass
+    if isinstance(value, int) and value in {c.value for c in Command}:
+        return Command(value)
     raise ProtocolError(f"command must be one of "
                         f"{', '.join(f'{c.name}={c.value}' for c in Command)}, "
                         f"not {value!r}")
