@@ -23,7 +23,9 @@ from .arith import (
     wrap_int32,
 )
 from .asm import AsmError, assemble, disassemble, format_insn
-from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, Config, ConfigError, preset
+from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, V2_KEYS, Config, ConfigError, preset
+from .drain import (DrainError, DrainStage, decode_header, drain_tiles, encode_header, epi_base_of, reads_residual,
+                    with_epi_base)
 from .counters import (
     COUNTER_BASE,
     COUNTER_DOC,
@@ -42,7 +44,7 @@ from .counters import (
     counter_set,
 )
 from .encoding import Field, Format, ISAError, Layout, layouts_of
-from .enums import LOAD_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit, module_of, modules_of
+from .enums import LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, dram_type, MemoryType, Module, Opcode, TokenQueue, Unit, module_of, modules_of
 from .report import InsnTiming, Roofline, RunReport, UnitTiming, unit_timing
 from .timing import TIMING_PRESETS, Timing, timing_for
 from .instructions import (
@@ -78,4 +80,6 @@ __all__ = [
     "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX", "INT32_MIN",
     "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32", "round_shift",
     "round_shift_steps", "shr_amount", "wrap_int32",
+    "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainStage", "decode_header", "drain_tiles", "encode_header",
+    "reads_residual", "epi_base_of", "with_epi_base", "dram_type",
 ]

@@ -18,8 +18,8 @@ from typing import Any
 
 from .config import Config
 from .encoding import layouts_of
-from .enums import AluOp, MemoryType, Opcode
-from .instructions import BOOL_FIELDS, CLASS_OF, Instruction
+from .enums import Opcode
+from .instructions import BOOL_FIELDS, CLASS_OF, Instruction, valid_members
 
 __all__ = ["AsmError", "assemble", "disassemble", "format_insn"]
 
@@ -29,7 +29,6 @@ class AsmError(ValueError):
 
 
 _SUBTYPE = {Opcode.LOAD: "memory_type", Opcode.STORE: "memory_type", Opcode.ALU: "alu_opcode"}
-_SUBTYPE_ENUM = {"memory_type": MemoryType, "alu_opcode": AluOp}
 
 
 def format_insn(insn: Instruction) -> str:
@@ -83,14 +82,14 @@ def _parse_line(line: str, cfg: Config) -> Instruction:
     rest = words[1:]
     subtype = _SUBTYPE.get(opcode)
     if subtype is not None:
-        enum = _SUBTYPE_ENUM[subtype]
+        members = {m.name: m for m in valid_members(subtype, cfg).values()}
         if not rest:
             what = "memory type" if subtype == "memory_type" else "ALU opcode"
-            raise AsmError(f"{opcode.name} needs its {what} ({', '.join(m.name for m in enum)})")
+            raise AsmError(f"{opcode.name} needs its {what} ({', '.join(members)})")
         try:
-            values[subtype] = enum[rest[0].upper()]
+            values[subtype] = members[rest[0].upper()]
         except KeyError:
-            names = ", ".join(m.name for m in enum)
+            names = ", ".join(members)
             raise AsmError(f"unknown {subtype} {rest[0]!r} (one of {names})") from None
         rest = rest[1:]
     for word in rest:

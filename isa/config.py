@@ -19,7 +19,7 @@ from typing import Any
 from .encoding import layouts_of
 from .widths import INSN_BYTES, INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_BYTES, UOP_WIDTH, ConfigError
 
-__all__ = ["Config", "ConfigError", "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
+__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_HEADER_LANES", "DRAIN_CODES_PER_LANE", "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
            "UOP_BYTES", "UOP_WIDTH", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
 
 
@@ -38,6 +38,18 @@ ISA_KEYS = (
 
 #: Non-ISA keys that size the machine: queue depths in entries, bus width in bits.
 MACHINE_KEYS = ("CMD_QUEUE_DEPTH", "DEP_QUEUE_DEPTH", "LOG_BUS_WIDTH")
+
+#: Machine v2's keys (docs/ISA.md §9): the drain unit, which runs a conv2d's or dense
+#: layer's epilogue on the way from the accumulator to DRAM.  Both 0 is VTA's machine;
+#: a configuration writes them only when they are set, so a VTA configuration's JSON
+#: (and every program compiled for it) is what it was before machine v2.
+V2_KEYS = ("LOG_EPI_BUFF_SIZE", "DRAIN_STAGES")
+
+#: Lanes of an epi word's header that hold the stage count, the residual's base and the
+#: stride of the operand words (docs/ISA.md §9); the remaining lanes hold the stage codes.
+DRAIN_HEADER_LANES = 3
+#: Stage codes packed into one int32 lane of a header word (8 bits each).
+DRAIN_CODES_PER_LANE = 4
 
 
 #: The element widths (log2 bits) openvta supports: int8 inputs and weights, int32 accumulators.
@@ -69,6 +81,9 @@ class Config:
         tokens each of the four dependency-token queues holds.
     LOG_BUS_WIDTH :
         log2 of the memory bus width in bits (6: a 64-bit AXI bus as on VTA's Pynq).
+    LOG_EPI_BUFF_SIZE, DRAIN_STAGES :
+        machine v2's drain unit (docs/ISA.md §9): log2 of its epi buffer in bytes and the
+        stages its pipeline has; both 0 (VTA's machine, the default) or both set.
     extras :
         any other keys of the JSON file (``TARGET``, ``HW_VER``, …), kept verbatim.
 
@@ -96,10 +111,12 @@ class Config:
     CMD_QUEUE_DEPTH: int = 512
     DEP_QUEUE_DEPTH: int = 256
     LOG_BUS_WIDTH: int = 6
+    LOG_EPI_BUFF_SIZE: int = 0
+    DRAIN_STAGES: int = 0
     extras: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for key in ISA_KEYS + MACHINE_KEYS:
+        for key in ISA_KEYS + MACHINE_KEYS + V2_KEYS:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{key} must be an integer, not {value!r}")
@@ -126,12 +143,46 @@ class Config:
         _check_range("CMD_QUEUE_DEPTH", self.CMD_QUEUE_DEPTH, 1, 1 << 16)
         _check_range("DEP_QUEUE_DEPTH", self.DEP_QUEUE_DEPTH, 1, 1 << 16)
         _check_range("LOG_BUS_WIDTH", self.LOG_BUS_WIDTH, 3, 10)
-        clash = sorted(set(self.extras) & set(ISA_KEYS + MACHINE_KEYS))
+        self._check_drain()
+        clash = sorted(set(self.extras) & set(ISA_KEYS + MACHINE_KEYS + V2_KEYS))
         if clash:
             raise ConfigError(f"extras must not repeat the configuration keys {', '.join(clash)}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
         # Building the layouts checks that every field fits its word (docs/ISA.md §2).
         layouts_of(self)
+
+    def _check_drain(self) -> None:
+        if (self.LOG_EPI_BUFF_SIZE == 0) != (self.DRAIN_STAGES == 0):
+            raise ConfigError("LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 (no drain unit) or both "
+                              f"be set, not {self.LOG_EPI_BUFF_SIZE!r} and {self.DRAIN_STAGES!r}")
+        if not self.has_drain:
+            return
+        lanes = self.BATCH * self.BLOCK_OUT
+        if lanes <= DRAIN_HEADER_LANES:
+            raise ConfigError(f"DRAIN_STAGES needs epi words of more than {DRAIN_HEADER_LANES} lanes "
+                              f"(BATCH * BLOCK_OUT), not {lanes}")
+        most = DRAIN_CODES_PER_LANE * (lanes - DRAIN_HEADER_LANES)
+        _check_range("DRAIN_STAGES", self.DRAIN_STAGES, 1, most)
+        log_depth = self.LOG_EPI_DEPTH
+        if not 1 <= log_depth <= SRAM_BASE_WIDTH:
+            raise ConfigError(
+                f"LOG_EPI_BUFF_SIZE must give a buffer of 2 to 2**{SRAM_BASE_WIDTH} elements of "
+                f"{self.acc_elem_bytes} bytes, not {self.LOG_EPI_BUFF_SIZE!r} (2**{log_depth} elements)")
+
+    # -- machine v2 ----------------------------------------------------------------
+    @property
+    def has_drain(self) -> bool:
+        """Whether the machine has the drain unit (machine v2, docs/ISA.md §9)."""
+        return self.DRAIN_STAGES > 0
+
+    @property
+    def LOG_EPI_DEPTH(self) -> int:
+        return self.LOG_EPI_BUFF_SIZE - _log2(self.acc_elem_bytes)
+
+    @property
+    def epi_depth(self) -> int:
+        """Words of the drain unit's epi buffer (0 without one)."""
+        return 1 << self.LOG_EPI_DEPTH if self.has_drain else 0
 
     # -- element geometry --------------------------------------------------------
     @property
@@ -247,14 +298,14 @@ class Config:
 
     @cached_property
     def _elem_bytes(self) -> tuple[int, ...]:
-        # indexed by MemoryType: UOP, WGT, INP, ACC, OUT, ACC_8BIT
+        # indexed by MemoryType: UOP, WGT, INP, ACC, OUT, ACC_8BIT, EPI, EPI_8BIT
         return (UOP_BYTES, self.wgt_elem_bytes, self.inp_elem_bytes, self.acc_elem_bytes,
-                self.out_elem_bytes, self.out_elem_bytes)
+                self.out_elem_bytes, self.out_elem_bytes, self.acc_elem_bytes, self.out_elem_bytes)
 
     @cached_property
     def _buffer_depth(self) -> tuple[int, ...]:
         return (self.uop_depth, self.wgt_depth, self.inp_depth, self.acc_depth,
-                self.out_depth, self.acc_depth)
+                self.out_depth, self.acc_depth, self.epi_depth, self.epi_depth)
 
     def elem_bytes(self, memory_type: int) -> int:
         """Bytes of one DRAM element of ``memory_type`` (docs/ISA.md §4)."""
@@ -266,8 +317,9 @@ class Config:
 
     # -- (de)serialisation ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object: ISA keys, machine keys, then the extras."""
+        """The JSON object: ISA keys, machine keys, machine v2's keys when set, then the extras."""
         out: dict[str, Any] = {key: getattr(self, key) for key in ISA_KEYS + MACHINE_KEYS}
+        out.update({key: getattr(self, key) for key in V2_KEYS if getattr(self, key)})
         out.update(self.extras)
         return out
 
@@ -279,7 +331,7 @@ class Config:
         """Build from a ``vta_config.json``-style mapping; unknown keys become extras."""
         if not isinstance(values, Mapping):
             raise ConfigError(f"configuration must be a JSON object, not {type(values).__name__}")
-        known = {k: values[k] for k in ISA_KEYS + MACHINE_KEYS if k in values}
+        known = {k: values[k] for k in ISA_KEYS + MACHINE_KEYS + V2_KEYS if k in values}
         extras = {k: v for k, v in values.items() if k not in known}
         return cls(**known, extras=extras)
 
@@ -312,9 +364,17 @@ def _check_range(key: str, value: int, low: int, high: int) -> None:
         raise ConfigError(f"{key} must be between {low} and {high}, not {value!r}")
 
 
+#: Machine v2's drain unit as the ``v2`` presets build it: a 16 KiB epi buffer and eight
+#: pipeline stages (docs/DECISIONS.md, "Machine v2").
+V2_DRAIN = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 8}
+
 PRESETS: dict[str, Config] = {
     # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc.
     "default": Config(),
+    # The same machine under its own name: the programs compiled for it are VTA's.
+    "vta": Config(),
+    # Machine v2 on VTA's GEMM shape, buffers, bus and DRAM timing: the drain unit added.
+    "v2": Config(**V2_DRAIN),
     # Meant to fit an ECP5-85F: 1x8x8 GEMM (64 multipliers) and ~90 KiB of buffers.
     "small": Config(
         LOG_BLOCK=3,
@@ -341,7 +401,7 @@ PRESETS: dict[str, Config] = {
 
 
 def preset(name: str) -> Config:
-    """The named preset configuration (``default``, ``small`` or ``tiny``)."""
+    """The named preset configuration (``default``, ``vta``, ``v2``, ``small`` or ``tiny``)."""
     try:
         return PRESETS[name]
     except KeyError:

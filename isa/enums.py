@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = [
     "Opcode", "MemoryType", "AluOp", "Module", "Unit", "TokenQueue", "module_of", "modules_of",
-    "LOAD_MODULE_TYPES",
+    "LOAD_MODULE_TYPES", "STORE_MODULE_TYPES", "dram_type",
 ]
 
 
@@ -31,6 +31,10 @@ class MemoryType(IntEnum):
     ACC = 3
     OUT = 4
     ACC_8BIT = 5
+    #: machine v2 (a drain unit): an epi buffer word, int32 like an acc tile (LOAD on store)
+    EPI = 6
+    #: machine v2: an epi buffer word stored as int8, sign-extended on LOAD (on store)
+    EPI_8BIT = 7
 
 
 class AluOp(IntEnum):
@@ -125,20 +129,29 @@ def _neighbour(module: Module, flag: str) -> Module:
     return Module(index)
 
 
-#: Memory types whose LOADs run on the load module; every other LOAD runs on compute.
+#: Memory types whose LOADs run on the load module; the epi buffer's LOADs run on the
+#: store module (machine v2); every other LOAD runs on compute.
 LOAD_MODULE_TYPES = (MemoryType.INP, MemoryType.WGT)
+#: Memory types whose LOADs run on the store module: the drain unit's epi buffer.
+STORE_MODULE_TYPES = (MemoryType.EPI, MemoryType.EPI_8BIT)
 
 
 def module_of(opcode: int, memory_type: int) -> Module:
     """Where fetch routes an instruction (docs/ISA.md §5).
 
-    STORE → store; LOAD of INP/WGT → load; everything else → compute.
+    STORE and LOAD EPI/EPI_8BIT → store; LOAD of INP/WGT → load; everything else → compute.
     """
-    if opcode == Opcode.STORE:
+    if opcode == Opcode.STORE or (opcode == Opcode.LOAD and memory_type in STORE_MODULE_TYPES):
         return Module.STORE
     if opcode == Opcode.LOAD and memory_type in LOAD_MODULE_TYPES:
         return Module.LOAD
     return Module.COMPUTE
+
+
+def dram_type(opcode: int, memory_type: int) -> MemoryType:
+    """The memory type of the DRAM elements a memory instruction moves: a STORE always
+    writes OUT elements (a draining STORE ACC of machine v2 too); a LOAD its own type."""
+    return MemoryType.OUT if opcode == Opcode.STORE else MemoryType(memory_type)
 
 
 def modules_of(opcodes: np.ndarray, memory_types: np.ndarray) -> np.ndarray:
@@ -146,5 +159,6 @@ def modules_of(opcodes: np.ndarray, memory_types: np.ndarray) -> np.ndarray:
     on_load = (opcodes == Opcode.LOAD) & np.isin(memory_types, LOAD_MODULE_TYPES)
     out = np.full(len(opcodes), int(Module.COMPUTE), dtype=np.int64)
     out[on_load] = Module.LOAD
-    out[opcodes == Opcode.STORE] = Module.STORE
+    on_store = (opcodes == Opcode.STORE) | ((opcodes == Opcode.LOAD) & np.isin(memory_types, STORE_MODULE_TYPES))
+    out[on_store] = Module.STORE
     return out

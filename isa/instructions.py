@@ -17,7 +17,7 @@ import numpy as np
 
 from .config import INSN_BYTES, UOP_BYTES, Config
 from .encoding import Format, ISAError, Layout, layouts_of
-from .enums import AluOp, MemoryType, Module, Opcode, module_of
+from .enums import STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, module_of
 
 __all__ = [
     "MemInsn",
@@ -88,7 +88,7 @@ class _InsnBase:
             )
         for name in _ENUM_FIELDS:
             if name != "opcode" and hasattr(self, name):
-                _typed(name, int(getattr(self, name)))
+                _typed(name, int(getattr(self, name)), self.cfg)
 
     def to_bytes(self) -> bytes:
         return self.encode().to_bytes(INSN_BYTES, "little")
@@ -196,16 +196,25 @@ def _opcode(value: int) -> Opcode:
         raise
 
 
-def _typed(name: str, value: int) -> object:
+def valid_members(name: str, cfg: Config | None) -> dict[int, Any]:
+    """The members an enumerated field may hold on ``cfg``, by value: machine v2's memory
+    types (EPI, EPI_8BIT) only on a machine with a drain unit."""
+    members = {m.value: m for m in _ENUM_FIELDS[name]}
+    if name == "memory_type" and not (cfg is not None and cfg.has_drain):
+        for m in STORE_MODULE_TYPES:
+            members.pop(m.value)
+    return members
+
+
+def _typed(name: str, value: int, cfg: Config | None = None) -> object:
     if name in BOOL_FIELDS:
         return bool(value)
-    enum = _ENUM_FIELDS.get(name)
-    if enum is not None:
-        try:
-            return enum(value)
-        except ValueError:
-            valid = ", ".join(f"{m.name}={m.value}" for m in enum)
-            raise ISAError(f"field {name} value {value} is not valid ({valid})") from None
+    if name in _ENUM_FIELDS:
+        members = valid_members(name, cfg)
+        if value not in members:
+            valid = ", ".join(f"{m.name}={m.value}" for m in members.values())
+            raise ISAError(f"field {name} value {value} is not valid ({valid})")
+        return members[value]
     return value
 
 
@@ -230,7 +239,7 @@ def decode(word: int, cfg: Config) -> Instruction:
     opcode = _opcode(word & 0x7)
     cls = CLASS_OF[opcode]
     layout = layouts_of(cfg)[cls.format]
-    values: dict[str, Any] = {name: _typed(name, v) for name, v in layout.unpack(word).items()}
+    values: dict[str, Any] = {name: _typed(name, v, cfg) for name, v in layout.unpack(word).items()}
     return cls(cfg=cfg, **values)
 
 
@@ -335,14 +344,14 @@ def decode_stream(words: np.ndarray, cfg: Config, *,
             continue
         rows = selected.tolist()
         names = layouts[cls.format].names
-        columns = [_typed_column(name, table[name][selected].tolist()) for name in names]
+        columns = [_typed_column(name, table[name][selected].tolist(), cfg) for name in names]
         for name, column in zip(names, columns):
             if name in _ENUM_FIELDS:
                 invalid += [i for i, v in zip(rows, column) if v is None]
         for i, values in zip(rows, zip(*columns)):
             out[i] = _build(cls, cfg, dict(zip(names, values)))
     if invalid:
-        _decode_row(table, layouts, min(invalid))  # raises, naming the field
+        _decode_row(table, layouts, min(invalid), cfg)  # raises, naming the field
     return [insn for insn in out if insn is not None]  # every row is decoded or reported
 
 
@@ -359,23 +368,22 @@ def _build(cls: type, cfg: Config, values: dict[str, object]) -> Instruction:
     return insn
 
 
-def _typed_column(name: str, column: list[int]) -> Sequence[object]:
+def _typed_column(name: str, column: list[int], cfg: Config) -> Sequence[object]:
     """:func:`_typed` of every value; invalid enum values become None (reported later)."""
     if name in BOOL_FIELDS:
         return [bool(v) for v in column]
-    enum = _ENUM_FIELDS.get(name)
-    if enum is None:
+    if name not in _ENUM_FIELDS:
         return column
-    members = {m.value: m for m in enum}
+    members = valid_members(name, cfg)
     return [members.get(v) for v in column]
 
 
-def _decode_row(table: dict[str, np.ndarray], layouts: dict[str, Layout], i: int) -> None:
+def _decode_row(table: dict[str, np.ndarray], layouts: dict[str, Layout], i: int, cfg: Config) -> None:
     """Decode row ``i`` field by field; raises :class:`ISAError` at its first invalid field."""
     try:
         cls = CLASS_OF[_opcode(int(table["opcode"][i]))]
         for name in layouts[cls.format].names:
-            _typed(name, int(table[name][i]))
+            _typed(name, int(table[name][i]), cfg)
     except ISAError as exc:
         raise ISAError(f"instruction {i}: {exc}") from None
     raise AssertionError(f"instruction {i} decodes field by field")  # pragma: no cover

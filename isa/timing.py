@@ -102,6 +102,9 @@ class Timing:
     alu_mul_cycles: int = 1
     #: executions within which reading a freshly written tile stalls (0: forwarded)
     hazard_window: int = 0
+    #: cycles of a draining STORE (machine v2) before its first element leaves the drain
+    #: unit's pipeline (the stages and the acc read)
+    drain_pipeline_cycles: int = 10
     #: nominal clock for GOPS figures, in MHz
     clock_mhz: float = 100.0
 
@@ -131,6 +134,8 @@ class Timing:
 
 TIMING_PRESETS: dict[str, Timing] = {
     "default": Timing(),
+    "vta": Timing(),
+    "v2": Timing(),
     "small": Timing(),
     "tiny": Timing(max_burst_beats=32),
 }

@@ -36,10 +36,12 @@ from openvta.isa import (
     MemoryType,
     Module,
     Opcode,
+    STORE_MODULE_TYPES,
     TokenQueue,
     Uop,
     encode_stream,
     encode_uops,
+    with_epi_base,
     words_to_bytes,
 )
 from openvta.isa.config import LOOP_ITER_WIDTH
@@ -145,6 +147,10 @@ class ProgramBuilder:
         self._uop_resident: dict[tuple[Uop, ...], int] = {}
         self._uop_next = 0
         self._uop_fixups: list[tuple[int, int]] = []
+        self._epi_dram: dict[bytes, int] = {}
+        self._epi_segment: list[np.ndarray] = []
+        self._epi_words = 0
+        self._epi_fixups: list[tuple[int, int]] = []
         self._placed_end = 0
         self._finished = False
 
@@ -255,6 +261,8 @@ class ProgramBuilder:
         Pads add zero rows before/after and zero elements before/after each row.
         """
         memory_type = MemoryType(memory_type)
+        if memory_type in STORE_MODULE_TYPES:
+            self._check_drain(f"load_2d of {memory_type.name}")
         if memory_type in (MemoryType.UOP, MemoryType.OUT):
             raise BuildError(
                 f"load_2d cannot load {memory_type.name}: micro-ops are placed by gemm()/alu(), "
@@ -291,23 +299,55 @@ class ProgramBuilder:
         y_size: int,
         x_size: int,
         x_stride: int | None = None,
+        epi_base: int | None = None,
     ) -> None:
-        """Store ``y_size × x_size`` out tiles from ``sram_base`` to ``dst`` (element ``offset``)."""
+        """Store ``y_size × x_size`` out tiles from ``sram_base`` to ``dst`` (element ``offset``).
+
+        With ``epi_base`` (machine v2), drain accumulator tiles instead: a STORE ACC that runs
+        the drain unit's descriptor at epi word ``epi_base`` on each tile and zeroes it
+        (docs/ISA.md §9).
+        """
         x_stride = x_size if x_stride is None else x_stride
-        self._check_sram(MemoryType.OUT, sram_base, y_size * x_size, "store_2d")
+        drains = epi_base is not None
+        if drains:
+            self._check_drain("store_2d with epi_base")
+            self._check_sram(MemoryType.EPI, int(epi_base or 0), 1, "store_2d descriptor")
+        self._check_sram(MemoryType.ACC if drains else MemoryType.OUT, sram_base, y_size * x_size, "store_2d")
         self._check_dram(dst, MemoryType.OUT, offset, y_size, x_size, x_stride, "store_2d")
-        self._emit(
-            MemInsn(
-                cfg=self.cfg,
-                opcode=Opcode.STORE,
-                memory_type=MemoryType.OUT,
-                sram_base=sram_base,
-                dram_base=self.elem_addr(dst, MemoryType.OUT, offset),
-                y_size=y_size,
-                x_size=x_size,
-                x_stride=x_stride,
-            )
+        insn = MemInsn(
+            cfg=self.cfg,
+            opcode=Opcode.STORE,
+            memory_type=MemoryType.ACC if drains else MemoryType.OUT,
+            sram_base=sram_base,
+            dram_base=self.elem_addr(dst, MemoryType.OUT, offset),
+            y_size=y_size,
+            x_size=x_size,
+            x_stride=x_stride,
         )
+        self._emit(with_epi_base(insn, int(epi_base)) if epi_base is not None else insn)
+
+    def load_epi_words(self, sram_base: int, words: np.ndarray) -> None:
+        """Load constant epi words (int32, ``(count, BATCH·BLOCK_OUT)``: descriptor headers,
+        immediates broadcast over the lanes) into the epi buffer at ``sram_base``: a LOAD EPI
+        from a segment of DRAM the builder lays out itself, like the micro-ops."""
+        self._check_drain("load_epi_words")
+        lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
+        array = np.ascontiguousarray(np.asarray(words, dtype=np.int32).reshape(-1, lanes))
+        count = len(array)
+        self._check_sram(MemoryType.EPI, sram_base, count, "load_epi_words")
+        key = array.tobytes()
+        if key not in self._epi_dram:
+            self._epi_dram[key] = self._epi_words
+            self._epi_segment.append(array)
+            self._epi_words += count
+        self._epi_fixups.append((len(self.insns), self._epi_dram[key]))
+        self._emit(MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.EPI,
+                           sram_base=sram_base, y_size=1, x_size=count, x_stride=count))
+
+    def _check_drain(self, what: str) -> None:
+        if not self.cfg.has_drain:
+            raise BuildError(f"{what} needs a drain unit (machine v2: DRAIN_STAGES > 0), which "
+                             f"configuration {self.cfg.name!r} does not have")
 
     def _check_sram(self, memory_type: MemoryType, base: int, count: int, what: str) -> None:
         depth = self.cfg.buffer_depth(memory_type)
@@ -534,9 +574,16 @@ class ProgramBuilder:
                                       align=max(INSN_BYTES, self._alloc.align))
         for index, offset in self._uop_fixups:
             self.insns[index] = self.insns[index].replace(dram_base=uop_addr // UOP_BYTES + offset)
+        epi_bytes = self.cfg.elem_bytes(MemoryType.EPI)
+        epi_addr = self._alloc.alloc(self._epi_words * epi_bytes, "__epi__") if self._epi_words else 0
+        for index, offset in self._epi_fixups:
+            self.insns[index] = self.insns[index].replace(dram_base=epi_addr // epi_bytes + offset)
         dram = np.zeros(self._alloc.size, dtype=np.uint8)
         for addr, blob in self._data:
             dram[addr : addr + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        if self._epi_segment:
+            epi = np.concatenate(self._epi_segment).astype("<i4")
+            dram[epi_addr : epi_addr + epi.nbytes] = epi.view(np.uint8).reshape(-1)
         if self._uop_segment:
             uops = encode_uops(self._uop_segment, self.cfg).astype("<u4")
             dram[uop_addr : uop_addr + uops.nbytes] = uops.view(np.uint8)

@@ -17,7 +17,8 @@ from typing import Any, BinaryIO, Union
 
 import numpy as np
 
-from openvta.isa import INSN_BYTES, Config, ConfigError, Instruction, RunReport, decode_stream
+from openvta.isa import (INSN_BYTES, STORE_MODULE_TYPES, Config, ConfigError, Format, Instruction, MemoryType, Opcode,
+                         RunReport, decode_stream, layouts_of)
 from openvta.isa.instructions import words_from_bytes
 
 from .npz import read_npz
@@ -183,6 +184,8 @@ class Program:
                 f"instructions run past the DRAM image: {self.insn_count} instructions at "
                 f"{self.insn_addr} end at byte {end}, the image has {size} bytes"
             )
+        if not self.config.has_drain:
+            self._check_no_drain()
         for name, symbol in self.symbols.items():
             if symbol.addr + symbol.nbytes > size:
                 raise ProgramError(
@@ -192,6 +195,21 @@ class Program:
             if symbol.used_bytes is not None and symbol.used_bytes > symbol.nbytes:
                 raise ProgramError(f"symbol {name!r} used_bytes must be at most its "
                                    f"{symbol.nbytes} bytes, not {symbol.used_bytes}")
+
+    def _check_no_drain(self) -> None:
+        """Refuse machine v2's instructions (LOAD EPI/EPI_8BIT, STORE ACC) in a program for a
+        machine without a drain unit, naming the first."""
+        fields = layouts_of(self.config)[Format.MEM]
+        word0 = self.words()[:, 0]
+        opcode = (word0 >> np.uint64(fields.field("opcode").shift)) & np.uint64(fields.field("opcode").mask)
+        mtype = (word0 >> np.uint64(fields.field("memory_type").shift)) & np.uint64(fields.field("memory_type").mask)
+        load, store = opcode == Opcode.LOAD, opcode == Opcode.STORE
+        v2 = (load & np.isin(mtype, STORE_MODULE_TYPES)) | (store & (mtype == MemoryType.ACC))
+        if v2.any():
+            index = int(np.flatnonzero(v2)[0])
+            what = f"{'LOAD' if load[index] else 'STORE'} {MemoryType(int(mtype[index])).name}"
+            raise ProgramError(f"instruction {index}: {what} is an instruction of machine v2 (the drain "
+                               f"unit), which configuration {self.config.name!r} does not have")
 
     # -- views ----------------------------------------------------------------------
     def words(self) -> np.ndarray:

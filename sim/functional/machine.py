@@ -30,6 +30,7 @@ from openvta.isa import (
     Opcode,
     TokenQueue,
     decode_table,
+    dram_type,
     format_insn,
     modules_of,
 )
@@ -50,6 +51,8 @@ _LOAD_BYTES = {
     MemoryType.UOP: Counter.UOP_LOAD_BYTES,
     MemoryType.ACC: Counter.ACC_LOAD_BYTES,
     MemoryType.ACC_8BIT: Counter.ACC_LOAD_BYTES,
+    MemoryType.EPI: Counter.ACC_LOAD_BYTES,
+    MemoryType.EPI_8BIT: Counter.ACC_LOAD_BYTES,
 }
 _INSNS = (Counter.LOAD_INSNS, Counter.COMPUTE_INSNS, Counter.STORE_INSNS)
 
@@ -90,7 +93,7 @@ def _dram_shared(table: dict[str, np.ndarray], cfg: Config, size: int, granule: 
     load, store = op == Opcode.LOAD, op == Opcode.STORE
     moves = (load | store) & (table["x_size"] > 0) & (table["y_size"] > 0)
     elem_of = np.array([cfg.elem_bytes(m) for m in MemoryType], dtype=np.int64)
-    elem = elem_of[np.where(moves, table["memory_type"], 0)]
+    elem = elem_of[np.where(moves, np.where(store, int(MemoryType.OUT), table["memory_type"]), 0)]
     base = table["dram_base"]
     end = base + (table["y_size"] - 1) * table["x_stride"] + table["x_size"]
     lo = np.minimum(base * elem // granule, size)
@@ -256,7 +259,7 @@ class Machine:
             if insn.x_size == 0:
                 c[Counter.SYNC_INSNS] += 1
                 return []
-            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(dram_type(insn.opcode, insn.memory_type))
             if insn.opcode == Opcode.STORE:
                 c[Counter.OUT_STORE_BYTES] += nbytes
                 c[Counter.DRAM_WRITE_BYTES] += nbytes

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from openvta.isa import AluInsn, AluOp, Config, GemmInsn, MemInsn, MemoryType, layouts_of
+from openvta.isa import (AluInsn, AluOp, Config, DrainError, GemmInsn, MemInsn, MemoryType, decode_header,
+                         dram_type, drain_tiles, epi_base_of, layouts_of, reads_residual)
 from openvta.isa.encoding import Format
 
 from ..errors import MemoryAccessError
@@ -58,6 +59,8 @@ class MachineState:
         self.acc = np.zeros((cfg.acc_depth, b, bo), dtype=np.int32)
         self.out = np.zeros((cfg.out_depth, b, bo), dtype=np.int8)
         self.uop = np.zeros(cfg.uop_depth, dtype=np.uint32)
+        #: machine v2's epi buffer (empty without a drain unit), int32 words like acc tiles
+        self.epi = np.zeros((cfg.epi_depth, b, bo), dtype=np.int32)
         fields = layouts_of(cfg)[Format.UOP].fields
         #: (name, shift, mask) of each micro-op field, all unsigned and in word 0
         self.uop_fields = [(f.name, f.shift, f.mask) for f in fields]
@@ -68,7 +71,8 @@ class MachineState:
         #: ``plans`` shares them with other states of the same configuration
         self.plans: dict[tuple, _LoopPlan] = {} if plans is None else plans
         self._buffers = {MemoryType.INP: self.inp, MemoryType.WGT: self.wgt, MemoryType.ACC: self.acc,
-                         MemoryType.ACC_8BIT: self.acc, MemoryType.UOP: self.uop, MemoryType.OUT: self.out}
+                         MemoryType.ACC_8BIT: self.acc, MemoryType.UOP: self.uop, MemoryType.OUT: self.out,
+                         MemoryType.EPI: self.epi, MemoryType.EPI_8BIT: self.epi}
         self._elem_bytes = {m: cfg.elem_bytes(m) for m in MemoryType}
         self._dram_dtype: dict[MemoryType, tuple[np.dtype, tuple[int, ...]]] = {
             MemoryType.INP: (np.dtype(np.int8), (b, bi)),
@@ -77,6 +81,8 @@ class MachineState:
             MemoryType.ACC_8BIT: (np.dtype(np.int8), (b, bo)),
             MemoryType.UOP: (np.dtype("<u4"), ()),
             MemoryType.OUT: (np.dtype(np.int8), (b, bo)),
+            MemoryType.EPI: (np.dtype("<i4"), (b, bo)),
+            MemoryType.EPI_8BIT: (np.dtype(np.int8), (b, bo)),
         }
 
     def buffer(self, memory_type: MemoryType) -> np.ndarray:
@@ -84,7 +90,7 @@ class MachineState:
 
     def dram_rows(self, insn: MemInsn, what: str) -> tuple[int, int, int]:
         """``start, step, row_bytes``: the byte offsets of the DRAM rows ``insn`` moves."""
-        elem = self._elem_bytes[insn.memory_type]
+        elem = self._elem_bytes[dram_type(insn.opcode, insn.memory_type)]
         row_bytes = insn.x_size * elem
         start, step = insn.dram_base * elem, insn.x_stride * elem
         end = start + (insn.y_size - 1) * step + row_bytes if insn.y_size else 0
@@ -118,7 +124,7 @@ class MachineState:
 def _check_sram(state: MachineState, memory_type: MemoryType, lo: int, hi: int, what: str) -> None:
     depth = state.cfg.buffer_depth(memory_type)
     if hi > depth:
-        name = "acc" if memory_type == MemoryType.ACC_8BIT else memory_type.name.lower()
+        name = {MemoryType.ACC_8BIT: "acc", MemoryType.EPI_8BIT: "epi"}.get(memory_type, memory_type.name.lower())
         raise MemoryAccessError(
             f"{what} accesses {name} buffer elements {lo}..{hi - 1}, past its depth ({depth})"
         )
@@ -148,15 +154,46 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     return [dram]
 
 
+def _drain(state: MachineState, insn: MemInsn, lo: int, hi: int, what: str) -> np.ndarray:
+    """Machine v2's drain unit on acc tiles ``lo..hi`` (:mod:`openvta.isa.drain`): the int8
+    tiles it writes; the acc tiles are zeroed."""
+    base = epi_base_of(insn)
+    _check_sram(state, MemoryType.EPI, base, base + 1, f"{what} (its descriptor header)")
+    try:
+        stages, res_base, stride = decode_header(state.epi[base], f"{what}: descriptor epi[{base}]")
+    except DrainError as exc:
+        raise MemoryAccessError(str(exc)) from None
+    if len(stages) > state.cfg.DRAIN_STAGES:
+        raise MemoryAccessError(f"{what}: descriptor epi[{base}] has {len(stages)} stages, more than the "
+                                f"drain unit's {state.cfg.DRAIN_STAGES} (DRAIN_STAGES)")
+    words_at = base + stride * np.arange(1, len(stages) + 1, dtype=np.int64)
+    if len(stages) and (stride < 0 or words_at[-1] >= state.cfg.epi_depth):
+        raise MemoryAccessError(f"{what}: descriptor epi[{base}] reads operand words up to epi[{int(words_at[-1])}], "
+                                f"outside the epi buffer ({state.cfg.epi_depth} words)")
+    lanes = state.cfg.BATCH * state.cfg.BLOCK_OUT
+    count = hi - lo
+    residual = None
+    if reads_residual(stages):
+        _check_sram(state, MemoryType.EPI, res_base, res_base + count, f"{what} (its residual)")
+        residual = state.epi[res_base : res_base + count].reshape(count, lanes)
+    words = state.epi[words_at].reshape(len(stages), lanes)
+    result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words)
+    state.acc[lo:hi] = 0
+    return result.astype(np.int8).reshape((count,) + state.out.shape[1:])
+
+
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
-    """STORE: out buffer tiles to a 2-D strided DRAM region."""
+    """STORE: out buffer tiles (or, draining, acc tiles through the drain unit) to a 2-D
+    strided DRAM region."""
     if insn.x_size == 0:
         return []
     y = insn.y_size
     lo, hi = insn.sram_base, insn.sram_base + y * insn.x_size
-    _check_sram(state, MemoryType.OUT, lo, hi, what)
+    drains = insn.memory_type == MemoryType.ACC
+    _check_sram(state, MemoryType.ACC if drains else MemoryType.OUT, lo, hi, what)
     start, step, row_bytes = state.dram_rows(insn, what)
-    data = state.out[lo:hi].reshape(y, row_bytes).view(np.uint8)
+    tiles = _drain(state, insn, lo, hi, what) if drains else state.out[lo:hi]
+    data = tiles.reshape(y, row_bytes).view(np.uint8)
     if insn.x_stride == insn.x_size or y == 1:
         state.dram[start : start + row_bytes * y] = data.reshape(-1)
     elif step >= row_bytes:  # rows apart: a strided view
@@ -164,8 +201,9 @@ def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]
     else:  # overlapping rows: the later row wins, as in program order
         starts = start + np.arange(y, dtype=np.int64) * step
         state.dram[(starts[:, None] + np.arange(row_bytes)[None, :]).reshape(-1)] = data.reshape(-1)
+    # a drain reads and zeroes the accumulator tiles: a write of their index space ("out")
     return [
-        Access("out", False, slice(lo, hi)),
+        Access("out", drains, slice(lo, hi)),
         Access("dram", True, state.dram_granules(start, step, y, row_bytes)),
     ]
 

@@ -34,7 +34,8 @@ def check_stream(table: dict[str, np.ndarray], words: np.ndarray, cfg: Config) -
     """Raise :class:`EncodingError` for the first instruction that is not a valid encoding.
 
     Checks: opcode, memory type and ALU opcode values; no prev flags on load-module
-    instructions and no next flags on stores; STORE only of OUT with zero padding; no
+    instructions and no next flags on stores; STORE only of OUT with zero padding (or,
+    with a drain unit, of ACC, whose pads hold its descriptor's index); no
     LOAD of OUT; FINISH with every non-flag field zero, exactly once, last; and the
     padding bits between fields zero.
     """
@@ -43,16 +44,26 @@ def check_stream(table: dict[str, np.ndarray], words: np.ndarray, cfg: Config) -
     is_load, is_store = op == Opcode.LOAD, op == Opcode.STORE
     is_mem = is_load | is_store
     mtype = table["memory_type"]
-    _fail(is_mem & (mtype > max(MemoryType)), "invalid memory_type (6-7 are not memory types)")
+    if not cfg.has_drain:
+        _fail(is_mem & (mtype > MemoryType.ACC_8BIT),
+              "invalid memory_type (6-7 are not memory types on a machine without a drain unit)")
     _fail((op == Opcode.ALU) & (table["alu_opcode"] > max(AluOp)), "invalid alu_opcode (5-7 are not ALU ops)")
     on_load = is_load & ((mtype == MemoryType.INP) | (mtype == MemoryType.WGT))
     _fail(on_load & ((table["pop_prev_dep"] | table["push_prev_dep"]) != 0),
           "a load-module instruction (LOAD INP/WGT) must not set pop_prev_dep or push_prev_dep")
     _fail(is_store & ((table["pop_next_dep"] | table["push_next_dep"]) != 0),
           "a STORE must not set pop_next_dep or push_next_dep")
-    _fail(is_store & (mtype != MemoryType.OUT), "a STORE must have memory_type OUT")
+    on_store = is_load & ((mtype == MemoryType.EPI) | (mtype == MemoryType.EPI_8BIT))
+    _fail(on_store & ((table["pop_next_dep"] | table["push_next_dep"]) != 0),
+          "a store-module instruction (LOAD EPI/EPI_8BIT) must not set pop_next_dep or push_next_dep")
+    drains = is_store & (mtype == MemoryType.ACC)
+    if cfg.has_drain:
+        _fail(is_store & (mtype != MemoryType.OUT) & ~drains, "a STORE must have memory_type OUT or ACC")
+    else:
+        _fail(is_store & (mtype != MemoryType.OUT),
+              "a STORE must have memory_type OUT (STORE ACC needs a drain unit, DRAIN_STAGES > 0)")
     pads = table["y_pad_0"] | table["y_pad_1"] | table["x_pad_0"] | table["x_pad_1"]
-    _fail(is_store & (pads != 0), "a STORE must have all pads zero")
+    _fail(is_store & ~drains & (pads != 0), "a STORE of OUT must have all pads zero")
     _fail(is_load & (mtype == MemoryType.OUT), "LOAD of memory_type OUT is not an instruction")
     finish = op == Opcode.FINISH
     nonzero = np.zeros(len(op), dtype=bool)

@@ -1,0 +1,158 @@
+"""Machine v2's drain unit, written once: its descriptor words and what it computes.
+
+A STORE of memory type ACC (docs/ISA.md §9) drains accumulator tiles to DRAM through the
+store module's pipeline of ALU stages instead of storing the out buffer: each tile ``X``
+(int32 lanes) runs the stages of a *descriptor* in the epi buffer, the low 8 bits of the
+result are written as an OUT element, and the accumulator tile is zeroed (so the next
+tile's GEMM needs no reset pass).  A stage is one ALU operation
+(:func:`~openvta.isa.arith.alu_lanes`) on ``X`` or on the residual ``R`` (an epi word read
+in step with the store), whose operand is its own epi word or ``R``.
+
+A descriptor at epi word ``d``:
+
+- ``epi[d]`` is the **header**: lane 0 the stage count ``n``, lane 1 the residual's base
+  (``R`` of the store's element ``e = y·x_size + x`` is ``epi[res_base + e]``), lane 2
+  the stride ``s`` of the operand words, lanes 3… the stage codes,
+  :data:`~openvta.isa.config.DRAIN_CODES_PER_LANE` per lane, 8 bits each, stage 0 in the
+  low byte of lane 3;
+- ``epi[d + (k + 1)·s]`` is stage ``k``'s operand word (read even when the stage takes
+  ``R``).  With ``s = 1`` a descriptor is contiguous; the compiler lays the descriptors of
+  ``s`` channel blocks side by side (the headers at ``d … d + s − 1``, then every
+  channel block's word of stage 0, …), so one LOAD fills a stage's words from a channel
+  vector.
+
+A code is ``op | on_residual << 3 | operand_residual << 4`` (bits 5–7 zero).
+
+Examples
+--------
+>>> from openvta.isa import AluOp, preset
+>>> stages = (DrainStage(AluOp.SHR), DrainStage(AluOp.ADD, operand_residual=True), DrainStage(AluOp.MAX))
+>>> header = encode_header(preset("v2"), stages, res_base=40, stride=2)
+>>> header[:4].tolist()
+[3, 40, 2, 70147]
+>>> decode_header(header, "epi[0]") == (stages, 40, 2)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arith import alu_lanes
+from .config import DRAIN_CODES_PER_LANE, DRAIN_HEADER_LANES, Config
+from .enums import AluOp
+from .instructions import MemInsn
+from .widths import ConfigError
+
+__all__ = ["DrainError", "DrainStage", "decode_header", "drain_tiles", "encode_header", "epi_base_of", "max_stages",
+           "reads_residual", "with_epi_base"]
+
+_CODE_BITS = 8
+_ON_R, _B_R = 1 << 3, 1 << 4
+_OP_MASK = 0b111
+
+
+class DrainError(ValueError):
+    """A descriptor the drain unit cannot run (a bad code, too many stages)."""
+
+
+@dataclass(frozen=True)
+class DrainStage:
+    """One stage: ``T = op(T, B)`` with ``T`` = ``R`` if ``on_residual`` else ``X``, ``B`` =
+    ``R`` if ``operand_residual`` else the stage's operand word."""
+
+    op: AluOp
+    on_residual: bool = False
+    operand_residual: bool = False
+
+    @property
+    def code(self) -> int:
+        return int(self.op) | _ON_R * self.on_residual | _B_R * self.operand_residual
+
+    @classmethod
+    def from_code(cls, code: int, what: str) -> DrainStage:
+        op = code & _OP_MASK
+        if code & ~(_OP_MASK | _ON_R | _B_R) or op > max(AluOp):
+            raise DrainError(f"{what}: invalid drain stage code {code:#04x}")
+        return cls(AluOp(op), bool(code & _ON_R), bool(code & _B_R))
+
+
+def max_stages(cfg: Config) -> int:
+    """The stages a header of ``cfg`` can name (its ``DRAIN_STAGES`` bounds them further)."""
+    return DRAIN_CODES_PER_LANE * (cfg.BATCH * cfg.BLOCK_OUT - DRAIN_HEADER_LANES)
+
+
+def encode_header(cfg: Config, stages: tuple[DrainStage, ...], res_base: int = 0, stride: int = 1) -> np.ndarray:
+    """The header word (int32 lanes, ``BATCH·BLOCK_OUT`` of them) of a descriptor."""
+    if not cfg.has_drain:
+        raise ConfigError("this configuration has no drain unit (DRAIN_STAGES is 0)")
+    if len(stages) > cfg.DRAIN_STAGES:
+        raise DrainError(f"a descriptor of {len(stages)} stages does not fit a drain unit of "
+                         f"{cfg.DRAIN_STAGES} (DRAIN_STAGES)")
+    lanes = np.zeros(cfg.BATCH * cfg.BLOCK_OUT, dtype=np.int64)
+    lanes[0], lanes[1], lanes[2] = len(stages), res_base, stride
+    for k, stage in enumerate(stages):
+        lane, byte = divmod(k, DRAIN_CODES_PER_LANE)
+        lanes[DRAIN_HEADER_LANES + lane] |= stage.code << (_CODE_BITS * byte)
+    return lanes.astype(np.uint32).astype(np.int32)
+
+
+def decode_header(header: np.ndarray, what: str) -> tuple[tuple[DrainStage, ...], int, int]:
+    """``(stages, res_base, stride)`` of a header word; :class:`DrainError` for a bad code or count."""
+    lanes = np.asarray(header).reshape(-1).astype(np.int64) & 0xFFFF_FFFF
+    count = int(lanes[0])
+    capacity = DRAIN_CODES_PER_LANE * (len(lanes) - DRAIN_HEADER_LANES)
+    if count > capacity:
+        raise DrainError(f"{what}: a header of {count} stages (at most {capacity})")
+    stages = []
+    for k in range(count):
+        lane, byte = divmod(k, DRAIN_CODES_PER_LANE)
+        code = (int(lanes[DRAIN_HEADER_LANES + lane]) >> (_CODE_BITS * byte)) & ((1 << _CODE_BITS) - 1)
+        stages.append(DrainStage.from_code(code, what))
+    return tuple(stages), int(np.int32(np.uint32(lanes[1]))), int(np.int32(np.uint32(lanes[2])))
+
+
+def drain_tiles(x: np.ndarray, r: np.ndarray | None, stages: tuple[DrainStage, ...],
+                words: np.ndarray) -> np.ndarray:
+    """The drain unit on a run of tiles: ``X`` after every stage (int32).
+
+    ``x`` and ``r`` are ``(tiles, lanes)`` int32 (``r`` None when no stage reads it);
+    ``words`` ``(stages, lanes)`` the operand words.
+    """
+    xs = np.asarray(x, np.int32)
+    rs = None if r is None else np.asarray(r, np.int32)
+    for k, stage in enumerate(stages):
+        if (stage.on_residual or stage.operand_residual) and rs is None:
+            raise DrainError("a stage reads the residual, which was not given")
+        b = rs if stage.operand_residual else words[k][None, :]
+        if stage.on_residual:
+            assert rs is not None
+            rs = alu_lanes(stage.op, rs, b)
+        else:
+            xs = alu_lanes(stage.op, xs, b)
+    return xs
+
+
+def reads_residual(stages: tuple[DrainStage, ...]) -> bool:
+    """Whether any stage reads or updates ``R``."""
+    return any(s.on_residual or s.operand_residual for s in stages)
+
+
+#: The STORE fields that hold a draining STORE's descriptor index, low bits first.
+EPI_BASE_FIELDS = ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+_PAD_BITS = 4
+
+
+def epi_base_of(insn: MemInsn) -> int:
+    """The descriptor index of a STORE ACC: its four pad fields, ``x_pad_1:x_pad_0:y_pad_1:y_pad_0``."""
+    return sum(getattr(insn, name) << (_PAD_BITS * i) for i, name in enumerate(EPI_BASE_FIELDS))
+
+
+def with_epi_base(insn: MemInsn, epi_base: int) -> MemInsn:
+    """``insn`` with its pad fields holding ``epi_base`` (0 … 2**16 − 1)."""
+    if not 0 <= epi_base < 1 << (_PAD_BITS * len(EPI_BASE_FIELDS)):
+        raise DrainError(f"epi_base must be in 0..{(1 << (_PAD_BITS * len(EPI_BASE_FIELDS))) - 1}, not {epi_base!r}")
+    mask = (1 << _PAD_BITS) - 1
+    return insn.replace(**{name: (epi_base >> (_PAD_BITS * i)) & mask for i, name in enumerate(EPI_BASE_FIELDS)})
