@@ -18,7 +18,7 @@ from openvta.runtime import Program, ProgramBuilder, Progress, Role, Symbol, Uop
 from openvta.runtime.builder import BuildError
 
 from .affine import evaluate
-from .ir import Block, Dep, DepAction, Dma, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind
+from .ir import Block, Dep, DepAction, Dma, Drain, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind
 from .limits import count_insns
 from .lower import Lowered
 from .te import Tensor, Var
@@ -134,6 +134,11 @@ class _Emitter:
             raise LoweringError("codegen", f"{type(stmt).__name__} left after the passes")
 
     def _dma(self, stmt: Dma, env: dict[Var, int], thread: int) -> None:
+        if stmt.words is not None:
+            self.builder.load_epi_words(stmt.buffer.base(thread, self.slices), np.array(stmt.words, np.int32))
+            if self.ticker is not None:
+                self.ticker.tick(1)
+            return
         *outer, ydim, xdim = stmt.dims
         starts = [evaluate(d.start, env) for d in stmt.dims]
         pads = []
@@ -158,7 +163,9 @@ class _Emitter:
             offset += (starts[-2] + y0 - ydim.valid[0]) * ydim.stride + (starts[-1] + x0 - xdim.valid[0])
             sram = base + index * block
             rows, cols = ydim.extent - y0 - y1, xdim.extent - x0 - x1
-            if stmt.store:
+            if stmt.drain is not None:
+                self._drain(stmt.drain, base, sram, symbol, offset, rows, cols, ydim.stride, thread)
+            elif stmt.store:
                 self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols,
                                       x_stride=ydim.stride)
             else:
@@ -167,6 +174,29 @@ class _Emitter:
                                      x_pad_0=x0, x_pad_1=x1)
         if self.ticker is not None:
             self.ticker.tick(prod(d.extent for d in outer))
+
+    def _drain(self, drain: Drain, tile: int, sram: int, symbol: Symbol, offset: int, rows: int, cols: int,
+               stride: int, thread: int) -> None:
+        """Draining STOREs of ``rows × cols`` acc tiles from ``sram``, split where the tile's
+        channel block (and so the descriptor) changes."""
+        epi = drain.epi.base(thread, self.slices)
+
+        def block_of(a: int) -> int:
+            return ((a - tile) // drain.per_block) % drain.blocks
+
+        first, last = block_of(sram), block_of(sram + rows * cols - 1)
+        whole = (sram - tile) // drain.per_block == (sram + rows * cols - 1 - tile) // drain.per_block
+        if whole and first == last:
+            self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols, x_stride=stride,
+                                  epi_base=epi + first)
+            return
+        for r in range(rows):
+            a, end = sram + r * cols, sram + (r + 1) * cols
+            while a < end:
+                stop = min(end, tile + ((a - tile) // drain.per_block + 1) * drain.per_block)
+                self.builder.store_2d(a, symbol, offset=offset + r * stride + (a - sram - r * cols), y_size=1,
+                                      x_size=stop - a, epi_base=epi + block_of(a))
+                a = stop
 
     def _uop(self, stmt: UopInsn, thread: int) -> None:
         dst_buf, src_buf, wgt_buf = stmt.buffers

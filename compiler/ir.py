@@ -21,7 +21,7 @@ from .affine import Affine
 from .te import Expr, Read, Tensor, Var
 
 __all__ = [
-    "Buffer", "Loop", "Block", "Copy", "Reset", "Reduction", "Elementwise", "Dma", "DmaDim",
+    "Buffer", "Loop", "Block", "Copy", "Reset", "Reduction", "Elementwise", "Dma", "DmaDim", "Drain",
     "UopLoopSpec", "UopInsn", "Dep", "Threaded", "Stmt", "LoweringError", "walk", "transform",
     "Scope", "LoopKind", "Direction", "UopKind", "DepAction", "MicroOp",
 ]
@@ -45,6 +45,7 @@ class Scope(_Tag):
     WGT = "wgt"
     ACC = "acc"
     OUT = "out"
+    EPI = "epi"  # machine v2's epi buffer (the drain unit's descriptors)
 
 
 class LoopKind(_Tag):
@@ -192,6 +193,21 @@ class Dma:
     tensor: Tensor
     dims: tuple[DmaDim, ...]  # outermost first; the last two are y and x
     store: bool = False
+    #: a LOAD EPI of these constant words (int32 lanes per word) instead of a tensor's region
+    words: tuple[tuple[int, ...], ...] | None = None
+    #: a draining STORE ACC (machine v2): where its descriptors are
+    drain: Drain | None = None
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Where a draining STORE's descriptors are: ``blocks`` of them side by side from ``epi``
+    (one per channel block of the accumulator tile), the tile's channel block of acc element
+    ``a`` being ``((a - tile) // per_block) % blocks`` (``tile``: the stored buffer's base)."""
+
+    epi: Buffer
+    per_block: int
+    blocks: int
 
 
 @dataclass(frozen=True)

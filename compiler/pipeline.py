@@ -18,6 +18,7 @@ from .ir import (Copy, Dep, DepAction, Elementwise, Loop, LoopKind, LoweringErro
                  Threaded, UopInsn, walk)
 from .lower import Lowered, lower_schedule
 from .limits import MAX_INSNS, check_dram, check_insns, count_insns
+from .passes.drain_epilogue import drain_epilogue
 from .passes.fold_uop_loops import fold_uop_loops
 from .passes.inject_dma import inject_dma
 from .passes.inject_vthreads import inject_vthreads
@@ -65,6 +66,7 @@ PASSES: list[Step] = [
     Step("inject_dma", lambda ir, _: inject_dma(ir), (Copy,)),  # buffer copies → 2-D DMA with padding
     Step("match_tensorize", match_tensorize, (Reduction, Reset)),  # tensorized reductions → GEMM (checked)
     Step("lower_alu", lambda ir, _: lower_alu(ir), (Elementwise,)),  # element-wise stages → in-place ALU ops
+    Step("drain_epilogue", lambda ir, _: drain_epilogue(ir)),  # machine v2: the epilogue on the drain unit
     Step("fold_uop_loops", lambda ir, _: fold_uop_loops(ir),  # ≤ 2 loops, the rest micro-ops
          establishes=frozenset({Invariant.AT_MOST_TWO_UOP_LOOPS})),
     Step("inject_vthreads", lambda ir, _: inject_vthreads(ir),  # replicate and interleave

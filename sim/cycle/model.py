@@ -361,7 +361,9 @@ class CycleModel:
         timing = self.timing
         if insn.opcode == Opcode.STORE:
             bursts = rows_of(insn, self._out_elem_bytes, self.cfg.bus_bytes, timing.max_burst_beats)
-            rows = [(busy, None)] + [(timing.store_row_cycles, train) for train in bursts]
+            # a draining STORE ACC (machine v2) first fills the drain unit's pipeline
+            fill = timing.drain_pipeline_cycles if insn.memory_type == MemoryType.ACC else 0
+            rows = [(busy + fill, None)] + [(timing.store_row_cycles, train) for train in bursts]
         else:
             bursts = rows_of(insn, self._elem_bytes[insn.memory_type], self.cfg.bus_bytes,
                              timing.max_burst_beats)

@@ -177,9 +177,9 @@ def _drain(state: MachineState, insn: MemInsn, lo: int, hi: int, what: str) -> n
         _check_sram(state, MemoryType.EPI, res_base, res_base + count, f"{what} (its residual)")
         residual = state.epi[res_base : res_base + count].reshape(count, lanes)
     words = state.epi[words_at].reshape(len(stages), lanes)
-    result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words)
-    state.acc[lo:hi] = 0
-    return result.astype(np.int8).reshape((count,) + state.out.shape[1:])
+    result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words).astype(np.int8)
+    state.acc[lo:hi] = 0  # (after the cast: with no stage, the result is a view of the tiles)
+    return result.reshape((count,) + state.out.shape[1:])
 
 
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:

@@ -1,0 +1,145 @@
+"""Machine v2 in the compiler: the epilogue on the drain unit, bit-exact, and VTA's programs unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
+
+import openvta
+from openvta.compiler import conv2d, dense, depthwise_conv2d
+from openvta.compiler.epilogue import AluStage, Epilogue, TensorOperand
+from openvta.compiler.ir import LoweringError
+from openvta.isa import AluOp, MemoryType, Opcode, preset
+from openvta.isa.encoding import Format, layouts_of
+
+sys.path.insert(0, str(Path(__file__).parent))
+from epilogue_strategies import epilogues, operand_arrays  # noqa: E402
+
+#: Drain configurations small enough for random tests: small's and tiny's machines with the unit.
+CONFIGS = {
+    "small_v2": preset("small").replace(LOG_EPI_BUFF_SIZE=13, DRAIN_STAGES=8),
+    "tiny_v2": preset("tiny").replace(LOG_EPI_BUFF_SIZE=10, DRAIN_STAGES=4),
+    "v2": preset("v2"),
+}
+
+
+def _kinds(program: openvta.Program) -> list[tuple[Opcode, MemoryType | None]]:
+    """Opcode and memory type of every instruction but the token-only ones (x_size 0)."""
+    return [(i.opcode, getattr(i, "memory_type", None)) for i in program.instructions()
+            if getattr(i, "x_size", 1)]
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[str, str, dict]:
+    config = draw(st.sampled_from(["tiny_v2", "small_v2"]))
+    kind = draw(st.sampled_from(["conv2d", "dense"]))
+    if kind == "conv2d":
+        kernel = draw(st.integers(1, 3))
+        shape = dict(ci=draw(st.integers(1, 12)), co=draw(st.integers(1, 20)), hw=draw(st.integers(kernel, 6)),
+                     kernel=kernel, pad=draw(st.integers(0, kernel - 1)), stride=draw(st.integers(1, 2)))
+    else:
+        shape = dict(batch=draw(st.integers(1, 3)), in_features=draw(st.integers(1, 20)),
+                     out_features=draw(st.integers(1, 20)))
+    shape["shift"] = draw(st.one_of(st.none(), st.integers(0, 12)))
+    shape["bias"] = draw(st.booleans())
+    shape["clip"] = draw(st.one_of(st.none(), st.just((-128, 127)), st.just((0, 127))))
+    shape["vthreads"] = draw(st.integers(1, 2))
+    return config, kind, shape
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=_case(), epilogue=epilogues(max_stages=4), data=st.data())
+def test_random_epilogues_on_the_drain_unit_match_the_reference(case: tuple[str, str, dict], epilogue: Epilogue,
+                                                               data: st.DataObject) -> None:
+    config, kind, params = case
+    cfg = CONFIGS[config]
+    note(f"{kind}({params}) on {config}: {epilogue.describe()}")
+    try:
+        op = {"conv2d": conv2d, "dense": dense}[kind](cfg, epilogue=epilogue, **params)
+    except LoweringError as exc:
+        assert str(exc).startswith(f"plan {kind}"), exc
+        assume(False)
+        return
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    inputs = {name: rng.integers(-128, 128, op.logical_shapes[name], dtype=np.int8) for name in ("data", "weight")}
+    inputs |= data.draw(operand_arrays(op.epilogue, op.logical_shapes["out"][1], op.logical_shapes["out"]))
+    expected = op.reference(inputs)
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    drained = not op.epilogue.tensor_operands and len(op.epilogue.stages) <= cfg.DRAIN_STAGES
+    if drained:  # the whole epilogue on the drain unit: no ALU instruction, every store drains
+        assert (Opcode.ALU, None) not in kinds
+        assert (Opcode.STORE, MemoryType.OUT) not in kinds
+    for backend in ("functional", "cycle"):
+        np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], expected,
+                                      err_msg=f"{backend} back end")
+
+
+@pytest.mark.parametrize("make", [
+    lambda cfg: conv2d(cfg, ci=32, co=48, hw=6, kernel=3, pad=1, vthreads=2),
+    lambda cfg: dense(cfg, batch=3, in_features=40, out_features=36, vthreads=2),
+    lambda cfg: depthwise_conv2d(cfg, channels=40, hw=7, kernel=3, pad=1),
+])
+def test_operators_on_v2_drain_their_epilogue(make) -> None:
+    op = make(preset("v2"))
+    rng = np.random.default_rng(3)
+    inputs = op.operands({name: rng.integers(-128, 128, op.logical_shapes[name]).astype(t.dtype)
+                          for name, t in op.inputs.items() if name != "bias"})
+    inputs["bias"] = rng.integers(-2**14, 2**14, op.logical_shapes["bias"]).astype(np.int32)
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    assert (Opcode.STORE, MemoryType.ACC) in kinds and (Opcode.LOAD, MemoryType.EPI) in kinds
+    assert (Opcode.ALU, None) not in kinds
+    result = openvta.simulate(program, backend="functional")
+    np.testing.assert_array_equal(result["out"], op.reference(inputs))
+    np.testing.assert_array_equal(openvta.simulate(program, backend="cycle")["out"], op.reference(inputs))
+
+
+def test_a_residual_stays_on_the_alu() -> None:
+    """A whole-tensor operand is not drained (yet): the epilogue runs on the compute ALU, exactly."""
+    cfg = preset("v2")
+    epilogue = Epilogue((AluStage(AluOp.ADD, TensorOperand("skip")), AluStage(AluOp.MAX, 0)))
+    op = conv2d(cfg, ci=16, co=16, hw=4, kernel=1, shift=4, epilogue=epilogue)
+    rng = np.random.default_rng(0)
+    inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype) for name, t in op.inputs.items()}
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    assert (Opcode.ALU, None) in kinds and (Opcode.STORE, MemoryType.ACC) not in kinds
+    np.testing.assert_array_equal(openvta.simulate(program, backend="functional")["out"], op.reference(inputs))
+
+
+#: VTA's fields: the memory, GEMM and ALU layouts of the default configuration (docs/ISA.md §2).
+_VTA_TYPES = {MemoryType.UOP, MemoryType.WGT, MemoryType.INP, MemoryType.ACC, MemoryType.OUT, MemoryType.ACC_8BIT}
+
+
+@pytest.mark.parametrize("layer", ["C2", "C4", "C11"])
+def test_programs_for_vta_are_defaults_and_use_only_vtas_instructions(layer: str) -> None:
+    vta = openvta.compile("conv2d", layer=layer, config="vta", vthreads=2, seed=1)
+    default = openvta.compile("conv2d", layer=layer, config="default", vthreads=2, seed=1)
+    assert vta.config == default.config and "DRAIN_STAGES" not in vta.config.to_dict()
+    np.testing.assert_array_equal(vta.dram, default.dram)
+    layouts = layouts_of(preset("vta"))
+    for insn in vta.instructions():
+        assert insn.opcode in {Opcode.LOAD, Opcode.STORE, Opcode.GEMM, Opcode.ALU, Opcode.FINISH}
+        if insn.opcode in (Opcode.LOAD, Opcode.STORE):
+            assert insn.memory_type in _VTA_TYPES
+            if insn.opcode == Opcode.STORE:
+                assert insn.memory_type == MemoryType.OUT
+        assert set(insn.fields()) == set(layouts[insn.format].names)
+    assert layouts[Format.MEM].names == layouts_of(preset("default"))[Format.MEM].names
+
+
+def test_a_v2_program_on_vta_is_refused_naming_the_instruction() -> None:
+    program = openvta.compile("conv2d", config="v2", ci=16, co=16, hw=4, kernel=1, seed=0)
+    index = next(i for i, insn in enumerate(program.instructions()) if insn.opcode == Opcode.LOAD
+                 and insn.memory_type == MemoryType.EPI)
+    from openvta.runtime import ProgramError
+    with pytest.raises(ProgramError, match=rf"^instruction {index}: LOAD EPI is an instruction of machine v2 "
+                                           r"\(the drain unit\), which configuration 'default' does not have$"):
+        dataclasses.replace(program, config=preset("vta"))
