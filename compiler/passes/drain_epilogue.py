@@ -11,7 +11,13 @@ immediate or a per-channel operand, and there are at most ``DRAIN_STAGES`` of th
   epi buffer (store), one per stage; the headers and the immediates are constant words
   (:class:`~openvta.compiler.ir.Dma` ``words``);
 * the store becomes a draining STORE ACC (``drain``), which code generation splits at
-  the tile's channel blocks (one descriptor each).
+  the tile's channel blocks (one descriptor each);
+* loops of one iteration are inlined, so that each virtual thread's GEMM is a statement of
+  the tile's block and the thread's store waits for its own GEMM, not for the other
+  threads' (the token pass orders the stores after a loop of several threads);
+* the tile's reset pass goes: a drain zeroes what it stores, so each thread's accumulator
+  tile is reset once, before its first tile (a GEMM reset of the whole buffer at the top
+  of the virtual-thread loop).
 
 The descriptors of a tile's ``s`` channel blocks lie side by side (docs/ISA.md §9): the
 ``s`` headers, then stage 0's ``s`` words, and so on.  The epi loads are placed right before
@@ -26,9 +32,11 @@ import numpy as np
 
 from openvta.isa import DrainStage, MemoryType, Module, encode_header
 
-from ..ir import Block, Buffer, Dma, DmaDim, Drain, Loop, Scope, Stmt, UopInsn, UopKind, walk
+from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind, UopLoopSpec,
+                  transform, walk)
+from ..bounds import substitute
 from ..lower import Lowered
-from ..te import Const
+from ..te import Const, Var
 
 __all__ = ["drain_epilogue"]
 
@@ -38,34 +46,83 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
     if not cfg.has_drain:
         return lowered
     sizes: list[int] = []
+    drained: set[Buffer] = set()
 
     def visit(stmt: Stmt) -> Stmt:
+        if isinstance(stmt, Loop) and stmt.kind == LoopKind.HOST and stmt.extent == 1 and stmt.tail is None:
+            return visit(_substitute(stmt.body, stmt.var))
         if isinstance(stmt, Loop):
             tail = None if stmt.tail is None else visit(stmt.tail)
             return replace(stmt, body=visit(stmt.body), tail=tail)
         if isinstance(stmt, Block):
-            drained = _drain_block(lowered, stmt, sizes)
-            if drained is not None:
-                return drained
-            return Block(tuple(visit(s) for s in stmt.stmts))
+            inner = Block(tuple(visit(s) for s in stmt.stmts))
+            block = _drain_block(lowered, inner, sizes, drained)
+            return inner if block is None else block
         return stmt
 
+    resets: dict[Buffer, UopInsn] = {}
     body = visit(lowered.body)
     if not sizes:
         return lowered
+    body = _reset_once(transform(body, lambda s: _without_resets(s, drained, resets)), list(resets.values()))
     slices = {**lowered.slices, Scope.EPI: max(sizes)}
     return replace(lowered, body=body, slices=slices)
 
 
+def _without_resets(stmt: Stmt, drained: set[Buffer], resets: dict[Buffer, UopInsn]) -> Stmt:
+    if isinstance(stmt, UopInsn) and stmt.kind == UopKind.GEMM and stmt.reset and stmt.buffers[0] in drained:
+        out = stmt.buffers[0]
+        resets.setdefault(out, UopInsn(stmt.stage, UopKind.GEMM, (UopLoopSpec(out.elems, 1, 0, 0),),
+                                       (MicroOp(0, 0, 0),), (out, out, out), reset=True))
+        return Block(())
+    return stmt
+
+
+def _reset_once(body: Stmt, resets: list[UopInsn]) -> Stmt:
+    """``resets`` at the top of the virtual-thread loop (of its body and its tail), or of ``body``."""
+    if isinstance(body, Loop) and body.kind == LoopKind.VTHREAD:
+        tail = None if body.tail is None else Block((*resets, body.tail))
+        return replace(body, body=Block((*resets, body.body)), tail=tail)
+    if isinstance(body, Loop):
+        return replace(body, body=_reset_once(body.body, resets)) if _has_vthread(body) else Block((*resets, body))
+    if isinstance(body, Block):
+        inner = [i for i, s in enumerate(body.stmts) if _has_vthread(s)]
+        if len(inner) == 1:
+            stmts = list(body.stmts)
+            stmts[inner[0]] = _reset_once(stmts[inner[0]], resets)
+            return Block(tuple(stmts))
+    return Block((*resets, body))
+
+
+def _has_vthread(stmt: Stmt) -> bool:
+    return any(isinstance(s, Loop) and s.kind == LoopKind.VTHREAD for s in _loops(stmt))
+
+
+def _loops(stmt: Stmt) -> list[Stmt]:
+    if isinstance(stmt, Loop):
+        return [stmt, *_loops(stmt.body)]
+    if isinstance(stmt, Block):
+        return [x for s in stmt.stmts for x in _loops(s)]
+    return []
+
+
+def _substitute(body: Stmt, var: Var) -> Stmt:
+    """``body`` of a loop of one iteration, its variable replaced by 0."""
+    zero = {var: Const(0)}
+
+    def leaf(stmt: Stmt) -> Stmt:
+        if isinstance(stmt, Dma):
+            return replace(stmt, dims=tuple(replace(d, start=substitute(d.start, zero)) for d in stmt.dims))
+        return stmt
+
+    return transform(body, leaf)
+
+
 def _flat(stmts: tuple[Stmt, ...]) -> list[Stmt]:
-    """The block's statements, with blocks of ALU instructions (one per stage) opened."""
+    """The block's statements, with nested blocks (an ALU stage's, an inlined loop's) opened."""
     out: list[Stmt] = []
     for s in stmts:
-        if isinstance(s, Block) and s.stmts and all(isinstance(x, UopInsn) and x.kind == UopKind.ALU
-                                                      for x in s.stmts):
-            out.extend(s.stmts)
-        else:
-            out.append(s)
+        out.extend(_flat(s.stmts) if isinstance(s, Block) else [s])
     return out
 
 
@@ -73,7 +130,7 @@ def _words(cfg_lanes: int, value: int, count: int) -> tuple[tuple[int, ...], ...
     return tuple(tuple([int(value)] * cfg_lanes) for _ in range(count))
 
 
-def _drain_block(lowered: Lowered, block: Block, sizes: list[int]) -> Block | None:
+def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[Buffer]) -> Block | None:
     """The block with its epilogue on the drain unit, or None to leave it as it is."""
     cfg = lowered.cfg
     stmts = _flat(block.stmts)
@@ -125,6 +182,7 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int]) -> Block | No
             epi_loads.append(replace(operand, stage=buffer.name, module=Module.STORE, memory_type=MemoryType.EPI,
                                      buffer=buffer))
     sizes.append(size)
+    drained.add(out)
     drain = Drain(Buffer(name, Scope.EPI, 0, (size,)), per_block, blocks)
     kept: list[Stmt] = []
     for s in stmts:
