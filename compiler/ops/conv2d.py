@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from openvta.isa import Config
+from openvta.isa import Config, timing_for
 from openvta.runtime import Role
 
 from .. import reference, te
@@ -97,9 +97,12 @@ def _best_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad:
                         if check_conv2d_plan(cfg, n, ci, co, hw, kernel, pad, stride, plan, epilogue=epilogue,
                                              uneven=uneven):
                             continue
-                        # fewest tiles (most output per tile), the longest reduction step, fewest uops
+                        # fewest tiles (most output per tile), the longest reduction step, fewest uops;
+                        # on machine v2, the fewest estimated cycles first (docs/DECISIONS.md)
                         count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
                         score = (-count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
+                        if cfg.has_drain:
+                            score = (-_estimate(cfg, n, ci_t, co_t, oh, kernel, stride, plan), *score)
                         if best is None or score > best[0]:
                             best = (score, plan)
     return None if best is None else best[1]
@@ -166,6 +169,47 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     if uops > cfg.uop_depth // 2:
         reasons.append(f"micro-op buffer: {uops} micro-ops > {cfg.uop_depth // 2} (half the buffer)")
     return reasons
+
+
+def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, kernel: int, stride: int,
+              plan: Conv2dPlan) -> float:
+    """Cycles of ``plan`` as a pipeline of reduction steps (machine v2's default planner).
+
+    Each step loads its input window (a DMA row per input row and channel block) and its
+    weights, and runs its GEMM micro-ops (one per cycle); each tile drains its output (a
+    DMA row per output row and channel block, after its descriptors' loads).  Bytes move
+    at the bus rate, and every instruction and DMA row costs the overheads of
+    :func:`openvta.isa.timing_for`.  The threads run in rounds, one step each: a round
+    lasts the threads' GEMMs, or a GEMM and the loads its thread's next step waits for
+    (one buffer slice per thread), or the loads of every thread, whichever is longest; the
+    round that starts a tile waits for the thread's store too.  It ranks plans; it does
+    not predict cycles exactly.
+    """
+    t = timing_for(cfg)
+    tiles = -(-co_t // plan.cob) * -(-oh // plan.yb) * -(-oh // plan.xb)
+    steps = ci_t // plan.icb
+    rows, cols = _window(plan.yb, kernel, stride), (plan.xb - 1) * stride + kernel
+    row_cost = t.dma_row_cycles + t.request_cycles + t.dram_read_latency_cycles
+    load = ((plan.icb * rows * cols * n * cfg.inp_elem_bytes
+             + plan.cob * plan.icb * kernel * kernel * cfg.wgt_elem_bytes) / cfg.bus_bytes
+            + (plan.icb * n + 1) * t.issue_cycles + (plan.icb * rows * n + plan.cob) * row_cost)
+    gemm = plan.cob * plan.yb * plan.xb * n * plan.icb * kernel * kernel + t.gemm_pipeline_cycles + 2 * t.issue_cycles
+    store_rows = plan.cob * n * plan.yb
+    store = (plan.cob * plan.yb * plan.xb * n * cfg.out_elem_bytes / cfg.bus_bytes
+             + plan.cob * n * t.issue_cycles + store_rows * (t.store_row_cycles + t.request_cycles
+                                                               + t.dram_write_latency_cycles + 1)
+             + _EPI_LOADS * (t.issue_cycles + row_cost + plan.cob * cfg.acc_elem_bytes / cfg.bus_bytes))
+    # rounds of one step of every thread: a thread's next step waits for its loads, which
+    # wait for its GEMM (one buffer slice per thread); a tile's first step for its store too
+    v = plan.vthreads
+    within = max(v * gemm, gemm + load, v * load)
+    boundary = max(v * gemm, gemm + max(load, store), v * load, v * store)
+    return load + tiles / v * ((steps - 1) * within + boundary) + store
+
+
+#: The descriptor loads a drained tile starts with, as :func:`_estimate` counts them (a
+#: header and the four stages of a requantizing epilogue).
+_EPI_LOADS = 5
 
 
 def _window(yb: int, kernel: int, stride: int) -> int:

@@ -32,7 +32,8 @@ import numpy as np
 
 from openvta.isa import DrainStage, MemoryType, Module, encode_header
 
-from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind, UopLoopSpec,
+from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind,
+                  UopLoopSpec,
                   transform, walk)
 from ..bounds import substitute
 from ..lower import Lowered
