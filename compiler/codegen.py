@@ -135,7 +135,10 @@ class _Emitter:
 
     def _dma(self, stmt: Dma, env: dict[Var, int], thread: int) -> None:
         if stmt.words is not None:
-            self.builder.load_epi_words(stmt.buffer.base(thread, self.slices), np.array(stmt.words, np.int32))
+            words = np.array(stmt.words, np.int64)
+            if stmt.slice_lane is not None:
+                words[:, stmt.slice_lane] += stmt.buffer.base(thread, self.slices) - stmt.buffer.offset
+            self.builder.load_epi_words(stmt.buffer.base(thread, self.slices), words.astype(np.int32))
             if self.ticker is not None:
                 self.ticker.tick(1)
             return
@@ -184,18 +187,41 @@ class _Emitter:
         def block_of(a: int) -> int:
             return ((a - tile) // drain.per_block) % drain.blocks
 
-        first, last = block_of(sram), block_of(sram + rows * cols - 1)
+        residual = None
+        if drain.residual is not None:
+            tensor, memory_type, buffer = drain.residual
+            residual = (self.tensors[tensor], memory_type, buffer.base(thread, self.slices), buffer.elems)
+
+        def store(sram: int, offset: int, rows: int, cols: int, stride: int) -> None:
+            if residual is None:
+                self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols, x_stride=stride,
+                                      epi_base=epi + block_of(sram))
+                return
+            res_symbol, memory_type, res_base, chunk = residual
+            # pieces of at most ``chunk`` elements, each after its residual elements' load
+            # (the STORE's own geometry from the residual tensor)
+            if cols > chunk:
+                for r in range(rows):
+                    for c in range(0, cols, chunk):
+                        store(sram + r * cols + c, offset + r * stride + c, 1, min(chunk, cols - c), stride)
+                return
+            step = chunk // cols
+            for r in range(0, rows, step):
+                n = min(step, rows - r)
+                self.builder.load_2d(memory_type, res_base, res_symbol, offset=offset + r * stride, y_size=n,
+                                     x_size=cols, x_stride=stride)
+                self.builder.store_2d(sram + r * cols, symbol, offset=offset + r * stride, y_size=n, x_size=cols,
+                                      x_stride=stride, epi_base=epi + block_of(sram))
+
         whole = (sram - tile) // drain.per_block == (sram + rows * cols - 1 - tile) // drain.per_block
-        if whole and first == last:
-            self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols, x_stride=stride,
-                                  epi_base=epi + first)
+        if whole:
+            store(sram, offset, rows, cols, stride)
             return
         for r in range(rows):
             a, end = sram + r * cols, sram + (r + 1) * cols
             while a < end:
                 stop = min(end, tile + ((a - tile) // drain.per_block + 1) * drain.per_block)
-                self.builder.store_2d(a, symbol, offset=offset + r * stride + (a - sram - r * cols), y_size=1,
-                                      x_size=stop - a, epi_base=epi + block_of(a))
+                store(a, offset + r * stride + (a - sram - r * cols), 1, stop - a, stop - a)
                 a = stop
 
     def _uop(self, stmt: UopInsn, thread: int) -> None:

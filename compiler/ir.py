@@ -195,6 +195,9 @@ class Dma:
     store: bool = False
     #: a LOAD EPI of these constant words (int32 lanes per word) instead of a tensor's region
     words: tuple[tuple[int, ...], ...] | None = None
+    #: the lane of every word that holds an epi offset in the thread's slice (a header's
+    #: residual base): code generation adds the slice's base
+    slice_lane: int | None = None
     #: a draining STORE ACC (machine v2): where its descriptors are
     drain: Drain | None = None
 
@@ -208,6 +211,10 @@ class Drain:
     epi: Buffer
     per_block: int
     blocks: int
+    #: the residual: its tensor, the memory type it loads as (EPI_8BIT or EPI) and where
+    #: each STORE's residual elements go (the headers' ``res_base`` is that buffer's offset
+    #: in the thread's slice: code generation adds the slice's base)
+    residual: tuple[Tensor, MemoryType, Buffer] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ requantization stages, the graph level's integer references and quantize pass.
 - **ALU lanes** (docs/ISA.md §3): MIN and MAX signed, ADD and MUL wrapping at 32 bits,
   SHR arithmetic by the signed low :data:`~openvta.isa.config.SHR_AMOUNT_WIDTH` bits of
   B (:func:`shr_amount`), a left shift when negative.
+- **The drain unit's two ops** (machine v2): :func:`round_shift_lanes` (RSHR, the ALU's
+  three rounding steps in one) and :func:`clip_lanes` (CLIP, MIN then MAX by the halves
+  of one word, :func:`clip_word`).
 - **Requantization**: :func:`round_shift` (``floor(v / 2**s + 1/2)``, which the ALU runs
   as the three SHR, ADD, SHR steps of :func:`round_shift_steps`) and
   :func:`requantize_int32`, the fixed-point rescaling ``round_shift(wrap32((acc >> pre)
@@ -39,7 +42,7 @@ from .enums import AluOp
 __all__ = [
     "ALU_LANE_OPS", "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX",
     "INT32_MIN", "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32",
-    "round_shift", "round_shift_steps", "shr_amount", "wrap_int32",
+    "round_shift", "round_shift_steps", "shr_amount", "wrap_int32", "round_shift_lanes", "clip_lanes", "clip_word",
 ]
 
 _INT8_WIDTH = 1 << SUPPORTED_WIDTHS["LOG_INP_WIDTH"]
@@ -126,6 +129,42 @@ def alu_lanes(op: AluOp, a: np.ndarray, b: np.ndarray | np.integer | int) -> np.
     """
     result = ALU_LANE_OPS[AluOp(op)](np.asarray(a, np.int64), np.asarray(b, np.int64))
     return result.astype(np.int32)
+
+
+def round_shift_lanes(a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
+    """The drain unit's RSHR: ``round_shift`` by ``s = shr_amount(b)`` exactly as the ALU's
+    ``SHR s-1, ADD 1, SHR 1`` computes it (each step wrapped to int32) for ``s >= 1``, and
+    ``SHR s`` for ``s <= 0``.  int32.
+
+    >>> round_shift_lanes(np.array([5, 6, -5, 2**31 - 1]), np.array([2, 2, 2, 1])).tolist()
+    [1, 2, -1, -1073741824]
+    """
+    a = np.asarray(a, np.int64)
+    s = shr_amount(np.asarray(b, np.int64))
+    first = alu_lanes(AluOp.SHR, a, np.where(s >= 1, s - 1, s))
+    rounded = alu_lanes(AluOp.SHR, alu_lanes(AluOp.ADD, first, 1), 1)
+    return np.where(s >= 1, rounded, first).astype(np.int32)
+
+
+def clip_lanes(a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
+    """The drain unit's CLIP: MIN by the high 16 bits of ``b`` then MAX by its low 16 bits,
+    both signed (:func:`clip_word` packs them).  int32.
+
+    >>> clip_lanes(np.array([-300, 5, 300]), clip_word(-128, 127)).tolist()
+    [-128, 5, 127]
+    """
+    b = np.asarray(b, np.int64) & 0xFFFF_FFFF
+    high = ((b >> 16) ^ 0x8000) - 0x8000
+    low = ((b & 0xFFFF) ^ 0x8000) - 0x8000
+    return np.maximum(np.minimum(np.asarray(a, np.int64), high), low).astype(np.int32)
+
+
+def clip_word(low: int, high: int) -> int:
+    """The int32 operand word of a CLIP to ``[low, high]`` (16-bit signed bounds)."""
+    for name, value in (("low", low), ("high", high)):
+        if not -(1 << 15) <= value < 1 << 15:
+            raise ValueError(f"a clip's {name} bound must be a 16-bit signed integer, not {value!r}")
+    return int(np.int32(np.uint32(((high & 0xFFFF) << 16) | (low & 0xFFFF))))
 
 
 def wrap_int32(values: np.ndarray) -> np.ndarray:

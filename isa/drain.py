@@ -21,12 +21,14 @@ A descriptor at epi word ``d``:
   channel block's word of stage 0, …), so one LOAD fills a stage's words from a channel
   vector.
 
-A code is ``op | on_residual << 3 | operand_residual << 4`` (bits 5–7 zero).
+A code is ``op | on_residual << 3 | operand_residual << 4`` (bits 5–7 zero), ``op`` a
+:class:`DrainOp`: the five ALU operations, and RSHR (the ALU's rounding shift ``SHR s-1,
+ADD 1, SHR 1`` in one stage) and CLIP (MIN and MAX by the two 16-bit halves of the word).
 
 Examples
 --------
->>> from openvta.isa import AluOp, preset
->>> stages = (DrainStage(AluOp.SHR), DrainStage(AluOp.ADD, operand_residual=True), DrainStage(AluOp.MAX))
+>>> from openvta.isa import preset
+>>> stages = (DrainStage(DrainOp.SHR), DrainStage(DrainOp.ADD, operand_residual=True), DrainStage(DrainOp.MAX))
 >>> header = encode_header(preset("v2"), stages, res_base=40, stride=2)
 >>> header[:4].tolist()
 [3, 40, 2, 70147]
@@ -40,18 +42,41 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arith import alu_lanes
+from enum import IntEnum
+
+from .arith import alu_lanes, clip_lanes, round_shift_lanes
 from .config import DRAIN_CODES_PER_LANE, DRAIN_HEADER_LANES, Config
 from .enums import AluOp
 from .instructions import MemInsn
 from .widths import ConfigError
 
-__all__ = ["DrainError", "DrainStage", "decode_header", "drain_tiles", "encode_header", "epi_base_of", "max_stages",
+__all__ = ["DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header", "epi_base_of", "max_stages",
            "reads_residual", "with_epi_base"]
 
 _CODE_BITS = 8
 _ON_R, _B_R = 1 << 3, 1 << 4
 _OP_MASK = 0b111
+
+
+class DrainOp(IntEnum):
+    """A drain stage's operation: the ALU's five, then RSHR and CLIP."""
+
+    MIN = AluOp.MIN
+    MAX = AluOp.MAX
+    ADD = AluOp.ADD
+    SHR = AluOp.SHR
+    MUL = AluOp.MUL
+    RSHR = 5
+    CLIP = 6
+
+
+def drain_lanes(op: DrainOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One stage on int32 lanes (int32)."""
+    if op == DrainOp.RSHR:
+        return round_shift_lanes(a, b)
+    if op == DrainOp.CLIP:
+        return clip_lanes(a, b)
+    return alu_lanes(AluOp(int(op)), a, b)
 
 
 class DrainError(ValueError):
@@ -63,7 +88,7 @@ class DrainStage:
     """One stage: ``T = op(T, B)`` with ``T`` = ``R`` if ``on_residual`` else ``X``, ``B`` =
     ``R`` if ``operand_residual`` else the stage's operand word."""
 
-    op: AluOp
+    op: DrainOp
     on_residual: bool = False
     operand_residual: bool = False
 
@@ -74,9 +99,9 @@ class DrainStage:
     @classmethod
     def from_code(cls, code: int, what: str) -> DrainStage:
         op = code & _OP_MASK
-        if code & ~(_OP_MASK | _ON_R | _B_R) or op > max(AluOp):
+        if code & ~(_OP_MASK | _ON_R | _B_R) or op > max(DrainOp):
             raise DrainError(f"{what}: invalid drain stage code {code:#04x}")
-        return cls(AluOp(op), bool(code & _ON_R), bool(code & _B_R))
+        return cls(DrainOp(op), bool(code & _ON_R), bool(code & _B_R))
 
 
 def max_stages(cfg: Config) -> int:
@@ -129,9 +154,9 @@ def drain_tiles(x: np.ndarray, r: np.ndarray | None, stages: tuple[DrainStage, .
         b = rs if stage.operand_residual else words[k][None, :]
         if stage.on_residual:
             assert rs is not None
-            rs = alu_lanes(stage.op, rs, b)
+            rs = drain_lanes(stage.op, rs, b)
         else:
-            xs = alu_lanes(stage.op, xs, b)
+            xs = drain_lanes(stage.op, xs, b)
     return xs
 
 

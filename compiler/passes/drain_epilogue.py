@@ -3,15 +3,18 @@
 Machine v2 only (``cfg.has_drain``, docs/ISA.md §9); on any other machine the pass returns
 its input.  Pre: the ALU instructions of :mod:`.lower_alu`, the DMA of :mod:`.inject_dma`.
 In each block that stores the output of a GEMM, when every ALU instruction updates the
-output tile (no whole-tensor operand: a residual stays on the ALU for now) with an
-immediate or a per-channel operand, and there are at most ``DRAIN_STAGES`` of them:
+output tile or one whole-tensor operand (a residual, ``R``) with an immediate, a
+per-channel operand or ``R``, and there are at most ``DRAIN_STAGES`` of them once the
+ALU's rounding steps are one RSHR and a clip one CLIP:
 
 * the ALU instructions go; each becomes a stage of a descriptor;
 * the per-channel operands' LOADs into the accumulator (compute) become LOADs into the
   epi buffer (store), one per stage; the headers and the immediates are constant words
   (:class:`~openvta.compiler.ir.Dma` ``words``);
 * the store becomes a draining STORE ACC (``drain``), which code generation splits at
-  the tile's channel blocks (one descriptor each);
+  the tile's channel blocks (one descriptor each), each STORE preceded by the load of its
+  residual elements into the epi buffer (the store's own geometry, from the residual
+  tensor: no compute-module LOAD, no ALU instruction);
 * loops of one iteration are inlined, so that each virtual thread's GEMM is a statement of
   the tile's block and the thread's store waits for its own GEMM, not for the other
   threads' (the token pass orders the stores after a loop of several threads);
@@ -30,7 +33,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from openvta.isa import DrainStage, MemoryType, Module, encode_header
+from openvta.isa import DrainOp, DrainStage, MemoryType, Module, encode_header
+from openvta.isa.arith import clip_word
 
 from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind,
                   UopLoopSpec,
@@ -131,6 +135,36 @@ def _words(cfg_lanes: int, value: int, count: int) -> tuple[tuple[int, ...], ...
     return tuple(tuple([int(value)] * cfg_lanes) for _ in range(count))
 
 
+#: A stage before it is placed: its op, whether it updates R, its operand (an immediate, the
+#: channel operand's load into the accumulator, or None: R).
+_Stage = tuple[DrainOp, bool, "int | Dma | None"]
+
+
+def _fuse(stages: list[_Stage]) -> list[_Stage]:
+    """The ALU's rounding steps ``SHR a, ADD 1, SHR 1`` (immediates, ``0 <= a <= 30``) as one
+    RSHR ``a + 1``, and ``MIN high, MAX low`` (immediates) as one CLIP: exactly what the ALU
+    computes (:func:`openvta.isa.arith.round_shift_lanes`, :func:`~openvta.isa.arith.clip_lanes`)."""
+    out: list[_Stage] = []
+    i = 0
+    while i < len(stages):
+        window = stages[i:i + 3]
+        if len(window) == 3 and [w[0] for w in window] == [DrainOp.SHR, DrainOp.ADD, DrainOp.SHR] \
+                and len({w[1] for w in window}) == 1 and all(isinstance(w[2], int) for w in window) \
+                and window[1][2] == 1 and window[2][2] == 1 and 0 <= window[0][2] <= 30:  # type: ignore[operator]
+            out.append((DrainOp.RSHR, window[0][1], window[0][2] + 1))  # type: ignore[operator]
+            i += 3
+            continue
+        pair = stages[i:i + 2]
+        if len(pair) == 2 and (pair[0][0], pair[1][0]) == (DrainOp.MIN, DrainOp.MAX) and pair[0][1] == pair[1][1] \
+                and isinstance(pair[0][2], int) and isinstance(pair[1][2], int) and pair[1][2] <= pair[0][2]:
+            out.append((DrainOp.CLIP, pair[0][1], clip_word(pair[1][2], pair[0][2])))
+            i += 2
+            continue
+        out.append(stages[i])
+        i += 1
+    return out
+
+
 def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[Buffer]) -> Block | None:
     """The block with its epilogue on the drain unit, or None to leave it as it is."""
     cfg = lowered.cfg
@@ -145,46 +179,62 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
     if not has_gemm or len(out.shape) < 2:
         return None
     alus = [s for s in stmts if isinstance(s, UopInsn) and s.kind == UopKind.ALU]
-    if len(alus) > cfg.DRAIN_STAGES:
-        return None
-    channel_loads = {s.buffer: s for s in stmts if isinstance(s, Dma) and not s.store
-                     and s.module == Module.COMPUTE and s.memory_type == MemoryType.ACC}
+    acc_loads = {s.buffer: s for s in stmts if isinstance(s, Dma) and not s.store and s.module == Module.COMPUTE
+                 and s.memory_type in (MemoryType.ACC, MemoryType.ACC_8BIT)}
     blocks, per_block = out.shape[1], int(np.prod(out.shape[2:]))
     lanes = cfg.BATCH * cfg.BLOCK_OUT
-    stages: list[DrainStage] = []
-    operands: list[Dma | int] = []
+    residual = None  # the whole-tensor operand's load into the accumulator
+    raw: list[_Stage] = []
     for alu in alus:
         dst, src, _ = alu.buffers
-        if dst != out:
-            return None
-        if alu.imm is not None:
-            operands.append(alu.imm)
-        elif src in channel_loads and src.elems == blocks:
-            operands.append(channel_loads[src])
-        else:
-            return None
         assert alu.alu_op is not None
-        stages.append(DrainStage(alu.alu_op))
-    size = (1 + len(stages)) * blocks
-    if size * lowered.vthreads > cfg.epi_depth:
-        return None
-    used = {id(d) for d in operands if isinstance(d, Dma)}
-    if any(id(d) not in used for d in channel_loads.values()):
-        return None  # a per-channel operand something else reads
-    header = encode_header(cfg, tuple(stages), stride=blocks)
-    name = f"{store.stage}.epi"
-    epi_loads: list[Stmt] = [_constant(f"{name}.header", Buffer(f"{name}.header", Scope.EPI, 0, (blocks,)),
-                                       tuple(tuple(int(v) for v in header) for _ in range(blocks)))]
-    for k, operand in enumerate(operands):
-        buffer = Buffer(f"{name}{k}", Scope.EPI, (k + 1) * blocks, (blocks,))
-        if isinstance(operand, int):
-            epi_loads.append(_constant(buffer.name, buffer, _words(lanes, operand, blocks)))
+        if dst != out:
+            load = acc_loads.get(dst)
+            if load is None or dst.shape != out.shape or (residual is not None and residual is not load):
+                return None
+            residual = load
+        on_r = dst != out
+        if alu.imm is not None:
+            raw.append((DrainOp(int(alu.alu_op)), on_r, alu.imm))
+        elif residual is not None and src == residual.buffer:
+            raw.append((DrainOp(int(alu.alu_op)), on_r, None))
+        elif src in acc_loads and acc_loads[src].memory_type == MemoryType.ACC and src.elems == blocks:
+            raw.append((DrainOp(int(alu.alu_op)), on_r, acc_loads[src]))
         else:
+            return None
+    staged = _fuse(raw)
+    if len(staged) > cfg.DRAIN_STAGES:
+        return None
+    used = {id(d) for _, _, d in staged if isinstance(d, Dma)} | ({id(residual)} if residual is not None else set())
+    if any(id(d) not in used for d in acc_loads.values()):
+        return None  # an accumulator operand something else reads
+    words = (1 + len(staged)) * blocks
+    # a residual's elements go to the rest of the thread's slice, a STORE's worth at a time
+    # (code generation splits the STOREs into pieces of at most ``chunk`` elements)
+    chunk = min(per_block, cfg.epi_depth // lowered.vthreads - words) if residual is not None else 0
+    size = words + chunk
+    if size * lowered.vthreads > cfg.epi_depth or (residual is not None and chunk < 1):
+        return None
+    stages = tuple(DrainStage(op, on_r, operand is None) for op, on_r, operand in staged)
+    name = f"{store.stage}.epi"
+    header = encode_header(cfg, stages, res_base=words, stride=blocks)  # (res_base: relative to the slice)
+    epi_loads: list[Stmt] = [replace(_constant(f"{name}.header", Buffer(f"{name}.header", Scope.EPI, 0, (blocks,)),
+                                               tuple(tuple(int(v) for v in header) for _ in range(blocks))),
+                                     slice_lane=1 if residual is not None else None)]
+    for k, (_, _, operand) in enumerate(staged):
+        buffer = Buffer(f"{name}{k}", Scope.EPI, (k + 1) * blocks, (blocks,))
+        if isinstance(operand, Dma):
             epi_loads.append(replace(operand, stage=buffer.name, module=Module.STORE, memory_type=MemoryType.EPI,
                                      buffer=buffer))
+        else:  # an immediate (an R operand's word is never read: zeros)
+            epi_loads.append(_constant(buffer.name, buffer, _words(lanes, operand or 0, blocks)))
     sizes.append(size)
     drained.add(out)
-    drain = Drain(Buffer(name, Scope.EPI, 0, (size,)), per_block, blocks)
+    res = None
+    if residual is not None:
+        res = (residual.tensor, MemoryType.EPI_8BIT if residual.memory_type == MemoryType.ACC_8BIT else MemoryType.EPI,
+               Buffer(f"{name}.residual", Scope.EPI, words, (chunk,)))
+    drain = Drain(Buffer(name, Scope.EPI, 0, (size,)), per_block, blocks, res)
     kept: list[Stmt] = []
     for s in stmts:
         if s is store:

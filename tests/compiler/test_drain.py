@@ -101,10 +101,31 @@ def test_operators_on_v2_drain_their_epilogue(make) -> None:
     np.testing.assert_array_equal(openvta.simulate(program, backend="cycle")["out"], op.reference(inputs))
 
 
-def test_a_residual_stays_on_the_alu() -> None:
-    """A whole-tensor operand is not drained (yet): the epilogue runs on the compute ALU, exactly."""
+@pytest.mark.parametrize("dtype", ["int8", "int32"])
+@pytest.mark.parametrize("vthreads", [1, 2])
+def test_a_residual_is_drained(dtype: str, vthreads: int) -> None:
+    """A requantized residual added before the clip: loaded by the store module beside each
+    STORE, no ALU instruction, equal to the reference on both simulators."""
     cfg = preset("v2")
-    epilogue = Epilogue((AluStage(AluOp.ADD, TensorOperand("skip")), AluStage(AluOp.MAX, 0)))
+    skip = TensorOperand("skip", dtype, (AluStage(AluOp.MUL, 3), AluStage(AluOp.SHR, 1), AluStage(AluOp.ADD, 1),
+                                         AluStage(AluOp.SHR, 1)))
+    epilogue = Epilogue((AluStage(AluOp.MIN, 127), AluStage(AluOp.MAX, -128), AluStage(AluOp.ADD, skip),
+                         AluStage(AluOp.MIN, 127), AluStage(AluOp.MAX, 0)))
+    op = conv2d(cfg, ci=32, co=32, hw=6, kernel=3, pad=1, shift=4, epilogue=epilogue, vthreads=vthreads)
+    rng = np.random.default_rng(vthreads)
+    inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype) for name, t in op.inputs.items()}
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    assert (Opcode.ALU, None) not in kinds and (Opcode.LOAD, MemoryType.ACC_8BIT) not in kinds
+    assert (Opcode.LOAD, MemoryType.EPI_8BIT if dtype == "int8" else MemoryType.EPI) in kinds
+    for backend in ("functional", "cycle"):
+        np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], op.reference(inputs))
+
+
+def test_two_residuals_stay_on_the_alu() -> None:
+    """The drain unit has one residual register: a second whole-tensor operand keeps the ALU."""
+    cfg = preset("v2")
+    epilogue = Epilogue((AluStage(AluOp.ADD, TensorOperand("a")), AluStage(AluOp.ADD, TensorOperand("b"))))
     op = conv2d(cfg, ci=16, co=16, hw=4, kernel=1, shift=4, epilogue=epilogue)
     rng = np.random.default_rng(0)
     inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype) for name, t in op.inputs.items()}
