@@ -119,6 +119,19 @@ class KernelMatch:
     def _operator(self, cfg: Config, **schedule: Any) -> Operator:
         return kernel_operator(operator_spec(self.operator), dict(self.params), cfg, self.epilogue, **schedule)
 
+    def _v2_default(self, cfg: Config, op: Operator) -> Operator:
+        """On machine v2, the descriptor's default plan (which weighs 1 and 2 virtual threads
+        by their estimated cycles) when it differs from the factory's and fits; else ``op``."""
+        try:
+            params = {**self.params, "shift": None, "clip": None, "epilogue": self.epilogue}
+            knobs = operator_spec(self.operator).plans.default(cfg, params)
+            if knobs is None:
+                return op
+            other = self._operator(cfg, **plan_kwargs(self.operator, knobs))
+            return op if plan_refusals(other) else other
+        except (LoweringError, ValueError, TypeError, KeyError):
+            return op
+
     def build(self, cfg: Config, plans: Plans | None = None) -> Operator:
         """The scheduled operator (``LoweringError`` or ``ValueError`` if the compiler refuses).
 
@@ -129,6 +142,8 @@ class KernelMatch:
         malformed: a tuned plan is never used unchecked.  :meth:`planned` records them.
         """
         op = self._operator(cfg)
+        if cfg.has_drain:
+            op = self._v2_default(cfg, op)
         if plans is None:
             return op
         knobs = plans.get(kernel_key(op))

@@ -391,7 +391,23 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 
 
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
-    return default_knobs(lambda: plan_conv2d(*_shape(cfg, params), epilogue=conv2d_epilogue(params)))
+    """The default plan of a kernel the graph level compiles: on machine v2 the one of 1 or
+    2 virtual threads with the fewer estimated cycles (:func:`_estimate`), else 1 thread."""
+    shape, epilogue = _shape(cfg, params), conv2d_epilogue(params)
+    if not cfg.has_drain:
+        return default_knobs(lambda: plan_conv2d(*shape, epilogue=epilogue))
+    best: tuple[float, Knobs] | None = None
+    for threads in (1, 2):
+        knobs = default_knobs(lambda: plan_conv2d(*shape, threads, epilogue=epilogue))
+        if knobs is None:
+            continue
+        plan = Conv2dPlan(**knobs)
+        n, ci, co, hw, kernel, pad, stride = shape[1:]
+        oh = (hw + 2 * pad - kernel) // stride + 1
+        cost = _estimate(cfg, n, -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT), oh, kernel, stride, plan)
+        if best is None or cost < best[0]:
+            best = (cost, knobs)
+    return None if best is None else best[1]
 
 
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
