@@ -24,8 +24,8 @@ from .arith import (
 )
 from .asm import AsmError, assemble, disassemble, format_insn
 from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, V2_KEYS, Config, ConfigError, preset
-from .drain import (DrainError, DrainOp, DrainStage, decode_header, drain_tiles, encode_header, epi_base_of, reads_residual,
-                    with_epi_base)
+from .drain import (DrainError, DrainOp, DrainStage, decode_header, drain_tiles, encode_header, epi_base_of,
+                    reads_residual, with_epi_base)
 from .counters import (
     COUNTER_BASE,
     COUNTER_DOC,
@@ -81,6 +81,7 @@ __all__ = [
     "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX", "INT32_MIN",
     "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32", "round_shift",
     "round_shift_steps", "shr_amount", "wrap_int32",
-    "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainOp", "DrainStage", "decode_header", "drain_tiles", "encode_header",
+    "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainOp", "DrainStage", "decode_header", "drain_tiles",
+    "encode_header",
     "reads_residual", "epi_base_of", "with_epi_base", "dram_type",
 ]

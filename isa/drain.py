@@ -50,8 +50,8 @@ from .enums import AluOp
 from .instructions import MemInsn
 from .widths import ConfigError
 
-__all__ = ["DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header", "epi_base_of", "max_stages",
-           "reads_residual", "with_epi_base"]
+__all__ = ["DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header",
+           "epi_base_of", "max_stages", "reads_residual", "with_epi_base"]
 
 _CODE_BITS = 8
 _ON_R, _B_R = 1 << 3, 1 << 4

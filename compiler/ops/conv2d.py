@@ -398,7 +398,7 @@ def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
         return default_knobs(lambda: plan_conv2d(*shape, epilogue=epilogue))
     best: tuple[float, Knobs] | None = None
     for threads in (1, 2):
-        knobs = default_knobs(lambda: plan_conv2d(*shape, threads, epilogue=epilogue))
+        knobs = default_knobs(lambda threads=threads: plan_conv2d(*shape, threads, epilogue=epilogue))
         if knobs is None:
             continue
         plan = Conv2dPlan(**knobs)
