@@ -18,6 +18,7 @@ ALU's rounding steps are one RSHR and a clip one CLIP:
 * loops of one iteration are inlined, so that each virtual thread's GEMM is a statement of
   the tile's block and the thread's store waits for its own GEMM, not for the other
   threads' (the token pass orders the stores after a loop of several threads);
+* the tile's last reduction step is peeled from its loop, for the same reason;
 * the tile's reset pass goes: a drain zeroes what it stores, so each thread's accumulator
   tile is reset once, before its first tile (a GEMM reset of the whole buffer at the top
   of the virtual-thread loop).
@@ -111,9 +112,9 @@ def _loops(stmt: Stmt) -> list[Stmt]:
     return []
 
 
-def _substitute(body: Stmt, var: Var) -> Stmt:
-    """``body`` of a loop of one iteration, its variable replaced by 0."""
-    zero = {var: Const(0)}
+def _substitute(body: Stmt, var: Var, value: int = 0) -> Stmt:
+    """``body`` with the loop variable ``var`` replaced by ``value``."""
+    zero = {var: Const(value)}
 
     def leaf(stmt: Stmt) -> Stmt:
         if isinstance(stmt, Dma):
@@ -240,6 +241,10 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
         if s is store:
             kept += epi_loads
             kept.append(replace(store, memory_type=MemoryType.ACC, drain=drain))
+        elif isinstance(s, Loop) and s.kind == LoopKind.HOST and s.tail is None and s.extent > 1:
+            # the reduction's last step peeled: each thread's last GEMM is then a statement of
+            # the block, after which its store may start (not after the other threads' steps)
+            kept += [replace(s, extent=s.extent - 1), _substitute(s.body, s.var, s.extent - 1)]
         elif not (isinstance(s, UopInsn) and s.kind == UopKind.ALU) and not (isinstance(s, Dma) and id(s) in used):
             kept.append(s)
     return Block(tuple(kept))
