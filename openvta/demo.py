@@ -62,47 +62,55 @@ def digits(images: int = 20) -> bool:
     return ok
 
 
+#: The machines the demo compares: VTA's, and machine v2 (the drain unit, docs/ISA.md §9).
+MACHINES = ("vta", "v2")
+
+
 def main(out_dir: str = "out", timeline_layer: str = "C8") -> int:
     start = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(exist_ok=True)
-    print("openvta demo: ResNet-18 conv layers C2-C11 on the default configuration "
-          "(1x16x16 GEMM core, 100 MHz nominal)")
+    print("openvta demo: ResNet-18 conv layers C2-C11 on VTA's machine (preset vta: 1x16x16 GEMM core, "
+          "100 MHz nominal) and on machine v2 (preset v2: the same, with the epilogue on the drain unit)")
     print("out = clip((conv2d(data, weight) >> 8) + bias, 0, 127) as int8, checked against numpy\n")
-    print(f"{'layer':<6}{'shape':<24}{'check':<7}{'1 thread':>22}{'2 threads':>22}{'speed-up':>10}")
+    print(f"{'':<30}" + "".join(f"{name + ', 1 thread':>21}{name + ', 2 threads':>21}" for name in MACHINES))
+    print(f"{'layer':<6}{'shape':<24}{'check':<7}" + "".join(f"{'cycles':>12}{'util':>8}  " * 2 for _ in MACHINES))
     all_ok = True
-    gains = []
+    gains: dict[str, list[tuple[float, float]]] = {name: [] for name in MACHINES}
     for name in LAYERS:
         wl = RESNET18[name]
         operands = random_inputs(name, seed=0)
         inputs = {k: operands[k] for k in ("data", "weight", "bias")}
-        figures = {}
         ok = True
-        for vthreads in (1, 2):
-            op = openvta.operator("conv2d", layer=f"resnet18.{name}", vthreads=vthreads)
-            program = op.build(inputs)
-            expected = op.reference(operands)
-            functional = openvta.simulate(program, backend="functional")
-            cycle = openvta.simulate(program, backend="cycle")
-            ok &= np.array_equal(functional["out"], expected) and np.array_equal(cycle["out"], expected)
-            report = cycle.report
-            assert isinstance(report, CycleReport)  # the cycle back end's report
-            figures[vthreads] = report
-            if name == timeline_layer:
-                report.write_timeline(out / f"timeline_{name}_{vthreads}thread.png",
-                                            title=f"ResNet-18 {name}, {vthreads} virtual thread(s)")
+        row = ""
+        for machine in MACHINES:
+            figures = {}
+            for vthreads in (1, 2):
+                op = openvta.operator("conv2d", layer=f"resnet18.{name}", config=machine, vthreads=vthreads)
+                program = op.build(inputs)
+                expected = op.reference(operands)
+                functional = openvta.simulate(program, backend="functional")
+                cycle = openvta.simulate(program, backend="cycle")
+                ok &= np.array_equal(functional["out"], expected) and np.array_equal(cycle["out"], expected)
+                report = cycle.report
+                assert isinstance(report, CycleReport)  # the cycle back end's report
+                figures[vthreads] = report
+                if name == timeline_layer:
+                    report.write_timeline(out / f"timeline_{name}_{machine}_{vthreads}thread.png",
+                                          title=f"ResNet-18 {name} on {machine}, {vthreads} virtual thread(s)")
+            gains[machine].append((figures[1].utilization, figures[2].utilization))
+            row += "".join(f"{figures[t].cycles:>12}{figures[t].utilization:>8.1%}  " for t in (1, 2))
         all_ok &= ok
-        one, two = figures[1], figures[2]
-        gains.append((one.utilization, two.utilization))
         shape = f"{wl.hw}x{wl.hw}x{wl.in_channels}->{wl.out_channels} k{wl.kernel}s{wl.stride}"
-        print(f"{name:<6}{shape:<24}{'ok' if ok else 'WRONG':<7}"
-              f"{one.cycles:>10} {one.utilization:>8.1%}   {two.cycles:>10} {two.utilization:>8.1%}   "
-              f"{one.cycles / two.cycles:>6.2f}x", flush=True)
-    mean1 = np.mean([g[0] for g in gains])
-    mean2 = np.mean([g[1] for g in gains])
-    print(f"\nmean GEMM utilization: {mean1:.1%} with 1 thread -> {mean2:.1%} with 2 threads "
-          "(TVM's FPGA prototype: 70% -> 88%)")
-    print(f"timelines of {timeline_layer}: {out}/timeline_{timeline_layer}_1thread.png and "
+        print(f"{name:<6}{shape:<24}{'ok' if ok else 'WRONG':<7}{row}", flush=True)
+    print()
+    for machine in MACHINES:
+        mean1 = np.mean([g[0] for g in gains[machine]])
+        mean2 = np.mean([g[1] for g in gains[machine]])
+        lowest = min(g[1] for g in gains[machine])
+        print(f"mean GEMM utilization on {machine:<3}: {mean1:.1%} with 1 thread -> {mean2:.1%} with 2 threads "
+              f"(lowest layer {lowest:.1%}; TVM's FPGA prototype: 70% -> 88%)")
+    print(f"timelines of {timeline_layer}: {out}/timeline_{timeline_layer}_<machine>_1thread.png and "
           f"_2thread.png")
     all_ok &= digits()
     print(f"\n{'all outputs match their references' if all_ok else 'SOME OUTPUTS ARE WRONG'}; "

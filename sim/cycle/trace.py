@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openvta.isa import MemInsn, Opcode, Timing, Unit
+from openvta.isa import MemInsn, MemoryType, Opcode, Timing, Unit
 
 from ..functional.machine import Machine
 from .records import InsnRecord, TokenRecord
@@ -35,21 +35,23 @@ class TraceSource(Protocol):
 LANES = tuple(Unit)
 COLOURS = {
     "LOAD INP": "#4e79a7", "LOAD WGT": "#76b7b2", "LOAD UOP": "#bab0ac", "LOAD ACC": "#9c755f",
-    "GEMM": "#e15759", "ALU": "#f28e2b", "STORE": "#59a14f", "sync": "#d3d3d3",
+    "LOAD EPI": "#edc948", "GEMM": "#e15759", "ALU": "#f28e2b", "STORE": "#59a14f", "STORE ACC": "#8cd17d",
+    "sync": "#d3d3d3",
     "FINISH": "#000000", "fetch": "#b07aa1",
 }
 
 
 def insn_kind(model: TraceSource, index: int) -> str:
-    """A short category for an instruction: ``LOAD INP``, ``GEMM``, ``sync``…"""
+    """A short category for an instruction: ``LOAD INP``, ``GEMM``, ``sync``… (machine v2: ``LOAD
+    EPI`` and the draining ``STORE ACC``)."""
     insn = model.machine.insns[index]
     if isinstance(insn, MemInsn):
         if insn.x_size == 0:
             return "sync"
         if insn.opcode == Opcode.STORE:
-            return "STORE"
+            return "STORE ACC" if insn.memory_type == MemoryType.ACC else "STORE"
         name = insn.memory_type.name
-        return f"LOAD {'ACC' if name == 'ACC_8BIT' else name}"
+        return f"LOAD {name.removesuffix('_8BIT')}"
     return insn.opcode.name
 
 
