@@ -13,7 +13,7 @@ from math import prod
 
 import numpy as np
 
-from openvta.isa import Config, Format, Uop, layouts_of
+from openvta.isa import Config, Format, Module, Uop, layouts_of
 from openvta.runtime import Program, ProgramBuilder, Progress, Role, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
@@ -74,6 +74,7 @@ def emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Sym
         from the builder (an instruction that does not encode, a region past a tensor).
     """
     emitter = _Emitter(builder, dict(tensors), lowered.cfg, lowered.slices)
+    emitter.copies, emitter.threads = lowered.load_copies, lowered.vthreads
     emitter.ticker = ticker
     emitter.emit(lowered.body, {}, 0)
 
@@ -108,6 +109,13 @@ class _Emitter:
         self.builder = builder
         self.tensors = tensors
         self.cfg = cfg
+        #: the copies of each thread's inp and wgt slices (Lowered.load_copies), which one its
+        #: next load run writes and its next GEMM reads (they alternate), and the threads of
+        #: the last load and GEMM (the token that follows them ends their run)
+        self.copies = self.threads = 1
+        self.load_copy: dict[int, int] = {}
+        self.gemm_copy: dict[int, int] = {}
+        self.last_load = self.last_gemm = 0
         mem = layouts_of(cfg)[Format.MEM]
         self.pad_fields = {name: mem.field(name) for name in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")}
 
@@ -126,6 +134,13 @@ class _Emitter:
             self.emit(stmt.stmt, env, stmt.thread)
         elif isinstance(stmt, Dep):
             (self.builder.dep_push if stmt.action == DepAction.PUSH else self.builder.dep_pop)(stmt.src, stmt.dst)
+            if stmt.action == DepAction.PUSH and self.copies > 1:  # a load run or a GEMM ends: next copy
+                if (stmt.src, stmt.dst) == (Module.LOAD, Module.COMPUTE):
+                    t = self.last_load
+                    self.load_copy[t] = (self.load_copy.get(t, 0) + 1) % self.copies
+                elif (stmt.src, stmt.dst) == (Module.COMPUTE, Module.LOAD):
+                    t = self.last_gemm
+                    self.gemm_copy[t] = (self.gemm_copy.get(t, 0) + 1) % self.copies
         elif isinstance(stmt, Dma):
             self._dma(stmt, env, thread)
         elif isinstance(stmt, UopInsn):
@@ -161,6 +176,9 @@ class _Emitter:
         block = ydim.extent * xdim.extent
         symbol = self.tensors[stmt.tensor]
         base = stmt.buffer.base(thread, self.slices)
+        if stmt.module == Module.LOAD and self.copies > 1:
+            self.last_load = thread
+            base += self._copy_offset(self.load_copy.get(thread, 0), stmt.buffer.scope)
         for index, point in enumerate(product(*(range(d.extent) for d in outer))):
             offset = sum((starts[k] + i - d.valid[0]) * d.stride for k, (i, d) in enumerate(zip(point, outer)))
             offset += (starts[-2] + y0 - ydim.valid[0]) * ydim.stride + (starts[-1] + x0 - xdim.valid[0])
@@ -224,11 +242,21 @@ class _Emitter:
                 store(a, offset + r * stride + (a - sram - r * cols), 1, stop - a, stop - a)
                 a = stop
 
+    def _copy_offset(self, copy: int, scope: Scope) -> int:
+        """Where copy ``copy`` of a thread's slice of ``scope`` starts, relative to copy 0:
+        after every thread's copy 0 (a thread's slice at ``thread * slice``)."""
+        return copy * self.threads * self.slices[scope]
+
     def _uop(self, stmt: UopInsn, thread: int) -> None:
         dst_buf, src_buf, wgt_buf = stmt.buffers
         d0 = dst_buf.base(thread, self.slices)
         s0 = 0 if stmt.reset else src_buf.base(thread, self.slices)
         w0 = 0 if stmt.reset or wgt_buf is None else wgt_buf.base(thread, self.slices)
+        if stmt.kind == UopKind.GEMM and not stmt.reset and self.copies > 1:
+            self.last_gemm = thread
+            copy = self.gemm_copy.get(thread, 0)
+            s0 += self._copy_offset(copy, src_buf.scope)
+            w0 += self._copy_offset(copy, wgt_buf.scope) if wgt_buf is not None else 0
         uops = tuple(Uop(d0 + u.dst, s0 + u.src, w0 + u.wgt) for u in stmt.uops)
         loops = tuple(UopLoop(lp.extent, lp.dst, 0 if stmt.reset else lp.src,
                               0 if stmt.reset else lp.wgt) for lp in stmt.loops)

@@ -53,6 +53,9 @@ class Lowered:
     inputs: tuple[Tensor, ...]
     output: Tensor
     cfg: Config
+    #: copies of each thread's inp and wgt slices that the loads alternate between (2: the
+    #: next reduction step loads while the GEMM reads this one; machine v2, one thread)
+    load_copies: int = 1
 
 
 def _where(stage: Stage) -> str:

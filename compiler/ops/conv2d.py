@@ -182,8 +182,9 @@ def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, kernel: int, s
     :func:`openvta.isa.timing_for`.  The threads run in rounds, one step each: a round
     lasts the threads' GEMMs, or a GEMM and the loads its thread's next step waits for
     (one buffer slice per thread), or the loads of every thread, whichever is longest; the
-    round that starts a tile waits for the thread's store too.  It ranks plans; it does
-    not predict cycles exactly.
+    round that starts a tile waits for the thread's store too.  Threads whose inp and
+    wgt slices fit twice load beside their own GEMM (the v2 pipeline's ``load_copies``).  It
+    ranks plans; it does not predict cycles exactly.
     """
     t = timing_for(cfg)
     tiles = -(-co_t // plan.cob) * -(-oh // plan.yb) * -(-oh // plan.xb)
@@ -204,6 +205,12 @@ def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, kernel: int, s
     v = plan.vthreads
     within = max(v * gemm, gemm + load, v * load)
     boundary = max(v * gemm, gemm + max(load, store), v * load, v * store)
+    inp, wgt = plan.icb * rows * cols * n, plan.cob * plan.icb * kernel * kernel
+    if 2 * v * inp <= cfg.inp_depth and 2 * v * wgt <= cfg.wgt_depth:
+        # each thread's loads alternate between two copies of its slices (load_copies): a
+        # step's loads run beside the thread's previous GEMM, a tile's beside its store
+        within = max(v * gemm, v * load)
+        boundary = max(v * gemm, gemm + store, v * load, v * store)
     return load + tiles / v * ((steps - 1) * within + boundary) + store
 
 

@@ -19,6 +19,9 @@ ALU's rounding steps are one RSHR and a clip one CLIP:
   the tile's block and the thread's store waits for its own GEMM, not for the other
   threads' (the token pass orders the stores after a loop of several threads);
 * the tile's last reduction step is peeled from its loop, for the same reason;
+* each thread's loads alternate between two copies of its inp and wgt slices when they
+  fit (``load_copies``): a reduction step loads while the thread's previous GEMM runs,
+  with one more compute→load token primed per thread (the token pass) — double buffering;
 * the tile's reset pass goes: a drain zeroes what it stores, so each thread's accumulator
   tile is reset once, before its first tile (a GEMM reset of the whole buffer at the top
   of the virtual-thread loop).
@@ -30,11 +33,12 @@ the store, so the token pass sees one store run per tile, as before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 
-from openvta.isa import DrainOp, DrainStage, MemoryType, Module, encode_header
+from openvta.isa import Config, DrainOp, DrainStage, MemoryType, Module, encode_header
 from openvta.isa.arith import clip_word
 
 from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind,
@@ -44,7 +48,7 @@ from ..bounds import substitute
 from ..lower import Lowered
 from ..te import Const, Var
 
-__all__ = ["drain_epilogue"]
+__all__ = ["drain_epilogue", "load_copies"]
 
 
 def drain_epilogue(lowered: Lowered) -> Lowered:
@@ -72,7 +76,18 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
         return lowered
     body = _reset_once(transform(body, lambda s: _without_resets(s, drained, resets)), list(resets.values()))
     slices = {**lowered.slices, Scope.EPI: max(sizes)}
-    return replace(lowered, body=body, slices=slices)
+    return replace(lowered, body=body, slices=slices, load_copies=load_copies(cfg, lowered.vthreads, slices))
+
+
+def load_copies(cfg: Config, vthreads: int, slices: Mapping[Scope, int]) -> int:
+    """Copies of each thread's inp and wgt slices that its loads alternate between: 2 on
+    machine v2 when every thread's fit twice (a step's loads beside the thread's previous
+    GEMM), else 1."""
+    if not cfg.has_drain:
+        return 1
+    fits = (2 * vthreads * slices.get(Scope.INP, 0) <= cfg.inp_depth
+            and 2 * vthreads * slices.get(Scope.WGT, 0) <= cfg.wgt_depth)
+    return 2 if fits else 1
 
 
 def _without_resets(stmt: Stmt, drained: set[Buffer], resets: dict[Buffer, UopInsn]) -> Stmt:

@@ -11,8 +11,9 @@ injection).  Post: :class:`Dep` statements around them, so that for every thread
   pushes compute→store (its out tiles are ready: RAW); the store pops and pushes back.
 
 Loop-carried dependencies use the same tokens across iterations; priming pushes one
-compute→load and one store→compute token per thread before everything, draining pops
-them after, so every queue is empty at FINISH.  Each thread's tokens travel in the
+compute→load token per copy of the thread's load slices (``load_copies``) and one
+store→compute token per thread before everything, draining pops them after, so every
+queue is empty at FINISH.  Each thread's tokens travel in the
 same order every iteration, which keeps the FIFO queues matched to their threads.
 """
 
@@ -40,7 +41,7 @@ def insert_dep_tokens(lowered: Lowered) -> Lowered:
     prime: list[Stmt] = []
     drain: list[Stmt] = []
     for _ in range(lowered.vthreads):
-        if loads:
+        for _ in range(lowered.load_copies if loads else 0):  # each copy of the slices starts free
             prime.append(Dep(PUSH, C, L))
             drain.append(Dep(POP, C, L))
         if stores:
