@@ -80,8 +80,8 @@ def best_of(program: Program, event_by_event: bool, repeat: int) -> tuple[CycleR
     return report, min(r[1] for r in runs), min(r[1] - r[2] for r in runs)
 
 
-def resnet18(layers: list[str], threads: list[int], repeat: int) -> None:
-    print(f"ResNet-18 conv layers, default preset, cycle model (best of {repeat} runs; "
+def resnet18(layers: list[str], threads: list[int], repeat: int, config: str = "default") -> None:
+    print(f"ResNet-18 conv layers, {config} preset, cycle model (best of {repeat} runs; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"{'layer':<6}{'vt':>3}{'insns':>6}{'cycles':>9}{'before ms':>11}{'first ms':>10}{'after ms':>10}"
           f"{'speed-up':>9}{'before c/s':>12}{'first c/s':>11}{'after c/s':>11}{'timing ms':>11}"
@@ -90,7 +90,7 @@ def resnet18(layers: list[str], threads: list[int], repeat: int) -> None:
     for name in layers:
         operands = random_inputs(RESNET18[name], seed=0)
         for vt in threads:
-            op = openvta.operator("conv2d", layer=name, config="default", vthreads=vt)
+            op = openvta.operator("conv2d", layer=name, config=config, vthreads=vt)
             program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
             before, before_s, _ = best_of(program, True, repeat)
             first_s = min(first_run(program) for _ in range(repeat))
@@ -144,10 +144,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--gemm-size", type=int, default=256)
     parser.add_argument("--config", default="default", help="preset of the GEMM table")
+    parser.add_argument("--layers-config", default="default",
+                        help="preset of the ResNet-18 table (v2: machine v2's programs)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, not {args.repeat}")
-    resnet18(args.layers.split(","), [int(t) for t in args.vthreads.split(",")], args.repeat)
+    resnet18(args.layers.split(","), [int(t) for t in args.vthreads.split(",")], args.repeat, args.layers_config)
     if args.gemm_size:
         blocked_gemm(args.gemm_size, args.config, args.repeat)
 

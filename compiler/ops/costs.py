@@ -31,8 +31,10 @@ def tiles(n: int, size: int) -> int:
 def common_features(cfg: Config, macs: float, alu: float, moved: dict[str, float], insns: float, threads: int,
                     occupancy: dict[str, float]) -> dict[str, float]:
     """The features every operator has; ``alu``: the epilogue's ALU cycles (one per output
-    vector and stage), which the compute module runs after the GEMM, not beside it."""
+    vector and stage), which the compute module runs after the GEMM, not beside it (none on
+    machine v2, whose drain unit runs the epilogue beside the GEMM)."""
     nbytes = sum(moved.values())
+    alu = 0.0 if cfg.has_drain else alu  # machine v2 runs the epilogue on the drain unit, not the ALU
     compute = macs / (cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT) + alu
     return {**{f"{name}_bytes": value for name, value in moved.items()}, "bytes": nbytes, "macs": macs,
             "alu_cycles": alu, "insns": insns, "threads": threads,
