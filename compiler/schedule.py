@@ -19,7 +19,8 @@ from .te import ComputeOp, IterVar, PlaceholderOp, Read, Tensor, Var
 
 __all__ = ["Schedule", "Stage", "Split", "Fuse", "create_schedule", "ScheduleError", "SCOPES"]
 
-SCOPES = tuple(Scope)
+#: The scopes a schedule may name (the epi buffer is the drain pass's own, not a schedule's).
+SCOPES = tuple(s for s in Scope if s is not Scope.EPI)
 PRAGMAS = ("dma_copy", "alu")
 
 

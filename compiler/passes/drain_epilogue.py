@@ -58,20 +58,24 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
     sizes: list[int] = []
     drained: set[Buffer] = set()
 
-    def visit(stmt: Stmt) -> Stmt:
-        if isinstance(stmt, Loop) and stmt.kind == LoopKind.HOST and stmt.extent == 1 and stmt.tail is None:
-            return visit(_substitute(stmt.body, stmt.var))
+    def visit(stmt: Stmt, reshape: bool) -> Stmt:
+        """``reshape``: inline and peel loops (not under an uneven thread split, whose last
+        thread's body must keep the other threads' loops)."""
+        if reshape and isinstance(stmt, Loop) and stmt.kind == LoopKind.HOST and stmt.extent == 1 \
+                and stmt.tail is None:
+            return visit(_substitute(stmt.body, stmt.var), reshape)
         if isinstance(stmt, Loop):
-            tail = None if stmt.tail is None else visit(stmt.tail)
-            return replace(stmt, body=visit(stmt.body), tail=tail)
+            inner_reshape = reshape and not (stmt.kind == LoopKind.VTHREAD and stmt.tail is not None)
+            tail = None if stmt.tail is None else visit(stmt.tail, inner_reshape)
+            return replace(stmt, body=visit(stmt.body, inner_reshape), tail=tail)
         if isinstance(stmt, Block):
-            inner = Block(tuple(visit(s) for s in stmt.stmts))
-            block = _drain_block(lowered, inner, sizes, drained)
+            inner = Block(tuple(visit(s, reshape) for s in stmt.stmts))
+            block = _drain_block(lowered, inner, sizes, drained, reshape)
             return inner if block is None else block
         return stmt
 
     resets: dict[Buffer, UopInsn] = {}
-    body = visit(lowered.body)
+    body = visit(lowered.body, True)
     if not sizes:
         return lowered
     body = _reset_once(transform(body, lambda s: _without_resets(s, drained, resets)), list(resets.values()))
@@ -181,7 +185,8 @@ def _fuse(stages: list[_Stage]) -> list[_Stage]:
     return out
 
 
-def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[Buffer]) -> Block | None:
+def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[Buffer],
+                 peel: bool = True) -> Block | None:
     """The block with its epilogue on the drain unit, or None to leave it as it is."""
     cfg = lowered.cfg
     stmts = _flat(block.stmts)
@@ -256,7 +261,7 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
         if s is store:
             kept += epi_loads
             kept.append(replace(store, memory_type=MemoryType.ACC, drain=drain))
-        elif isinstance(s, Loop) and s.kind == LoopKind.HOST and s.tail is None and s.extent > 1:
+        elif peel and isinstance(s, Loop) and s.kind == LoopKind.HOST and s.tail is None and s.extent > 1:
             # the reduction's last step peeled: each thread's last GEMM is then a statement of
             # the block, after which its store may start (not after the other threads' steps)
             kept += [replace(s, extent=s.extent - 1), _substitute(s.body, s.var, s.extent - 1)]
