@@ -151,6 +151,10 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     dram = Access("dram", False, state.dram_granules(start, step, y, row_bytes))
     if mt == MemoryType.INP or mt == MemoryType.WGT:
         return [dram, Access("inp" if mt == MemoryType.INP else "wgt", True, slice(lo, hi))]
+    if state.cfg.has_drain and (mt == MemoryType.ACC or mt == MemoryType.ACC_8BIT):
+        # machine v2: a STORE ACC (store module) reads and zeroes acc tiles, so a LOAD ACC's
+        # write of them is shared, in the out/acc index space like GEMM's and ALU's writes
+        return [dram, Access("out", True, slice(lo, hi))]
     return [dram]
 
 
