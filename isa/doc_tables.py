@@ -231,7 +231,8 @@ _DERIVED = (
     ("LOG_ACC_DEPTH", "LOG_ACC_DEPTH", "log2 of the acc (and out) buffer's elements"),
     ("max_elem_bytes", "DRAM alignment (bytes)", "the largest element (§4)"),
     ("bus_bytes", "bus bytes per beat", "from `LOG_BUS_WIDTH` (not ISA)"),
-    ("epi_depth", "epi buffer words", "machine v2 (§9): `2**LOG_EPI_BUFF_SIZE` / acc tile bytes; 0 without a drain unit"),
+    ("epi_depth", "epi buffer words",
+     "machine v2 (§9): `2**LOG_EPI_BUFF_SIZE` / acc tile bytes; 0 without a drain unit"),
 )
 
 

@@ -3,8 +3,9 @@
 Every field is drawn within the width its configuration's layout gives it
 (``layouts_of(cfg)``), never from re-typed constants; enumerated fields are drawn
 from the ISA's enums, only the members valid on the configuration (machine v2's memory
-types EPI and EPI_8BIT only with a drain unit, docs/ISA.md §9).  Dependency flags follow docs/ISA.md §5: an instruction routed to the
-load module sets no prev flag, a STORE sets no next flag.
+types EPI and EPI_8BIT only with a drain unit, docs/ISA.md §9).  Dependency flags
+follow docs/ISA.md §5: an instruction routed to the load module sets no prev flag, a
+store-module instruction no next flag.
 """
 
 from __future__ import annotations

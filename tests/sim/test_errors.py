@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openvta.isa import INSN_BYTES, MemoryType, Module, Uop, assemble, decode_table, encode_stream, preset, words_to_bytes
+from openvta.isa import (INSN_BYTES, MemoryType, Module, Uop, assemble, decode_table, encode_stream, preset,
+                         words_to_bytes)
 from openvta.runtime import Program, ProgramBuilder, ProgramError, UopKernel
 from openvta.sim.functional import (
     DeadlockError,
