@@ -155,7 +155,7 @@ class Config:
         if (self.LOG_EPI_BUFF_SIZE == 0) != (self.DRAIN_STAGES == 0):
             raise ConfigError("LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 (no drain unit) or both "
                               f"be set, not {self.LOG_EPI_BUFF_SIZE!r} and {self.DRAIN_STAGES!r}")
-        if not self.has_drain:
+        if self.LOG_EPI_BUFF_SIZE == 0:  # and so DRAIN_STAGES == 0 (a negative one is checked below)
             return
         lanes = self.BATCH * self.BLOCK_OUT
         if lanes <= DRAIN_HEADER_LANES:
