@@ -19,7 +19,8 @@ from typing import Any
 from .encoding import layouts_of
 from .widths import INSN_BYTES, INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_BYTES, UOP_WIDTH, ConfigError
 
-__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_HEADER_LANES", "DRAIN_CODES_PER_LANE", "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
+__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_HEADER_LANES", "DRAIN_CODES_PER_LANE",
+           "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
            "UOP_BYTES", "UOP_WIDTH", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
 
 
