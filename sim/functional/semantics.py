@@ -182,8 +182,11 @@ def _drain(state: MachineState, insn: MemInsn, lo: int, hi: int, what: str) -> n
         residual = state.epi[res_base : res_base + count].reshape(count, lanes)
     words = state.epi[words_at].reshape(len(stages), lanes)
     result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words)
+    # the low 8 bits, copied before the tiles are zeroed: with no stage on X, ``result`` is
+    # a view of the accumulator
+    tiles = result.astype(np.int8).reshape((count,) + state.out.shape[1:])
     state.acc[lo:hi] = 0
-    return result.astype(np.int8).reshape((count,) + state.out.shape[1:])
+    return tiles
 
 
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
