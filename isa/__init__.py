@@ -44,7 +44,8 @@ from .counters import (
     counter_set,
 )
 from .encoding import Field, Format, ISAError, Layout, layouts_of
-from .enums import LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, dram_type, MemoryType, Module, Opcode, TokenQueue, Unit, module_of, modules_of
+from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit,
+                    dram_type, module_of, modules_of)
 from .report import InsnTiming, Roofline, RunReport, UnitTiming, unit_timing
 from .timing import TIMING_PRESETS, Timing, timing_for
 from .instructions import (

@@ -367,7 +367,7 @@ def _check_range(key: str, value: int, low: int, high: int) -> None:
 
 #: Machine v2's drain unit as the ``v2`` presets build it: a 16 KiB epi buffer and eight
 #: pipeline stages (docs/DECISIONS.md, "Machine v2").
-V2_DRAIN = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 8}
+V2_DRAIN: dict[str, Any] = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 8}
 
 PRESETS: dict[str, Config] = {
     # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc.

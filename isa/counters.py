@@ -81,7 +81,8 @@ COUNTER_DOC: dict[Counter, str] = {
     Counter.INP_LOAD_BYTES: "bytes read from DRAM into the inp buffer (padding excluded)",
     Counter.WGT_LOAD_BYTES: "bytes read from DRAM into the wgt buffer",
     Counter.UOP_LOAD_BYTES: "bytes read from DRAM into the micro-op buffer",
-    Counter.ACC_LOAD_BYTES: "bytes read from DRAM into the accumulator (ACC and ACC_8BIT) or the drain unit's epi buffer (EPI, EPI_8BIT)",
+    Counter.ACC_LOAD_BYTES: ("bytes read from DRAM into the accumulator (ACC and ACC_8BIT) or the drain unit's "
+                             "epi buffer (EPI, EPI_8BIT)"),
     Counter.OUT_STORE_BYTES: "bytes written to DRAM from the out buffer (or drained from the accumulator)",
     Counter.INSN_FETCH_BYTES: "bytes of instructions read by fetch",
     Counter.DRAM_READ_BYTES: "all bytes read from DRAM (instructions, micro-ops, tiles)",
