@@ -156,7 +156,7 @@ class Config:
         if (self.LOG_EPI_BUFF_SIZE == 0) != (self.DRAIN_STAGES == 0):
             raise ConfigError("LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 (no drain unit) or both "
                               f"be set, not {self.LOG_EPI_BUFF_SIZE!r} and {self.DRAIN_STAGES!r}")
-        if not self.has_drain:
+        if self.LOG_EPI_BUFF_SIZE == 0:  # and so DRAIN_STAGES == 0 (a negative one is checked below)
             return
         lanes = self.BATCH * self.BLOCK_OUT
         if lanes <= DRAIN_HEADER_LANES:
@@ -367,7 +367,7 @@ def _check_range(key: str, value: int, low: int, high: int) -> None:
 
 #: Machine v2's drain unit as the ``v2`` presets build it: a 16 KiB epi buffer and twelve
 #: pipeline stages, enough for ResNet's residual blocks (docs/DECISIONS.md, "Machine v2").
-V2_DRAIN = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 12}
+V2_DRAIN: dict[str, Any] = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 12}
 
 PRESETS: dict[str, Config] = {
     # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc.

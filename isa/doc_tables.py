@@ -32,7 +32,7 @@ from enum import IntEnum
 from typing import Any
 
 from . import counters
-from .config import ISA_KEYS, MACHINE_KEYS, PRESETS
+from .config import ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS
 from .counters import COUNTER_BASE, COUNTER_DOC, CYCLE_COUNTERS, HW_COUNTERS, REGISTER_DOC, Counter
 from .encoding import Format, Layout, layouts_of
 from .enums import AluOp, MemoryType, Opcode, TokenQueue, module_of
@@ -139,6 +139,8 @@ KEY_DOC: dict[str, str] = {
     "CMD_QUEUE_DEPTH": "entries of each command queue, fetch → load/compute/store (not ISA)",
     "DEP_QUEUE_DEPTH": "tokens each dependency-token queue holds (not ISA)",
     "LOG_BUS_WIDTH": "log2 of the memory bus bits (not ISA)",
+    "LOG_EPI_BUFF_SIZE": "machine v2: log2 of the drain unit's epi buffer bytes; 0 without a drain unit (§9)",
+    "DRAIN_STAGES": "machine v2: stages of the drain unit's pipeline; 0 without a drain unit (§9)",
 }
 
 FIELD_DOC: dict[str, str] = {
@@ -191,13 +193,15 @@ _ELEMENT_DOC = {
     MemoryType.ACC: "acc tile `[BATCH][BLOCK_OUT]` int32",
     MemoryType.OUT: "out tile `[BATCH][BLOCK_OUT]` int8",
     MemoryType.ACC_8BIT: "acc tile stored as int8, sign-extended on LOAD",
+    MemoryType.EPI: "machine v2 (§9): epi word `[BATCH][BLOCK_OUT]` int32, LOAD only, on the store module",
+    MemoryType.EPI_8BIT: "machine v2 (§9): epi word stored as int8, sign-extended on LOAD (LOAD only, store module)",
 }
 
 _GUARD_DOC = {
     TokenQueue.LOAD_TO_COMPUTE: "inp/wgt tiles are loaded (read after write)",
     TokenQueue.COMPUTE_TO_LOAD: "compute finished reading inp/wgt (write after read)",
-    TokenQueue.COMPUTE_TO_STORE: "out tiles are ready (read after write)",
-    TokenQueue.STORE_TO_COMPUTE: "store finished reading out (write after read)",
+    TokenQueue.COMPUTE_TO_STORE: "out tiles (or the acc tiles a STORE ACC drains, §9) are ready (read after write)",
+    TokenQueue.STORE_TO_COMPUTE: "store finished reading out (or draining and zeroing acc, §9) (write after read)",
 }
 
 #: Access and meaning of each AXI4-Lite register constant of :mod:`openvta.isa.counters`.
@@ -212,7 +216,7 @@ def _presets_header(first: Sequence[str]) -> list[str]:
 
 def _config_table() -> str:
     rows = [[f"`{key}`", KEY_DOC[key], *(getattr(cfg, key) for cfg in PRESETS.values())]
-            for key in ISA_KEYS + MACHINE_KEYS]
+            for key in ISA_KEYS + MACHINE_KEYS + V2_KEYS]
     return markdown_table(_presets_header(["key", "meaning"]), rows)
 
 
@@ -227,6 +231,8 @@ _DERIVED = (
     ("LOG_ACC_DEPTH", "LOG_ACC_DEPTH", "log2 of the acc (and out) buffer's elements"),
     ("max_elem_bytes", "DRAM alignment (bytes)", "the largest element (§4)"),
     ("bus_bytes", "bus bytes per beat", "from `LOG_BUS_WIDTH` (not ISA)"),
+    ("epi_depth", "epi buffer words",
+     "machine v2 (§9): `2**LOG_EPI_BUFF_SIZE` / acc tile bytes; 0 without a drain unit"),
 )
 
 
@@ -304,10 +310,11 @@ def _token_table() -> str:
 
 
 def _routing_table() -> str:
-    # LOAD OUT and STORE of anything but OUT are not instructions (§3), so not rows.
+    # LOAD OUT and STORE of anything but OUT are not instructions (§3), so not rows; LOAD
+    # EPI/EPI_8BIT and STORE ACC are machine v2's (§9), instructions only with a drain unit.
     pairs: list[tuple[Opcode, MemoryType | None]] = [
         *((Opcode.LOAD, m) for m in MemoryType if m != MemoryType.OUT),
-        (Opcode.STORE, MemoryType.OUT), (Opcode.GEMM, None), (Opcode.ALU, None),
+        (Opcode.STORE, MemoryType.OUT), (Opcode.STORE, MemoryType.ACC), (Opcode.GEMM, None), (Opcode.ALU, None),
         (Opcode.FINISH, None),
     ]
     rows = [[op.name, "—" if mt is None else mt.name,

@@ -152,6 +152,7 @@ def drain_tiles(x: np.ndarray, r: np.ndarray | None, stages: tuple[DrainStage, .
         if (stage.on_residual or stage.operand_residual) and rs is None:
             raise DrainError("a stage reads the residual, which was not given")
         b = rs if stage.operand_residual else words[k][None, :]
+        assert b is not None  # the residual was given (checked above)
         if stage.on_residual:
             assert rs is not None
             rs = drain_lanes(stage.op, rs, b)

@@ -151,6 +151,10 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     dram = Access("dram", False, state.dram_granules(start, step, y, row_bytes))
     if mt == MemoryType.INP or mt == MemoryType.WGT:
         return [dram, Access("inp" if mt == MemoryType.INP else "wgt", True, slice(lo, hi))]
+    if state.cfg.has_drain and (mt == MemoryType.ACC or mt == MemoryType.ACC_8BIT):
+        # machine v2: a STORE ACC (store module) reads and zeroes acc tiles, so a LOAD ACC's
+        # write of them is shared, in the out/acc index space like GEMM's and ALU's writes
+        return [dram, Access("out", True, slice(lo, hi))]
     return [dram]
 
 
@@ -177,9 +181,12 @@ def _drain(state: MachineState, insn: MemInsn, lo: int, hi: int, what: str) -> n
         _check_sram(state, MemoryType.EPI, res_base, res_base + count, f"{what} (its residual)")
         residual = state.epi[res_base : res_base + count].reshape(count, lanes)
     words = state.epi[words_at].reshape(len(stages), lanes)
-    result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words).astype(np.int8)
-    state.acc[lo:hi] = 0  # (after the cast: with no stage, the result is a view of the tiles)
-    return result.reshape((count,) + state.out.shape[1:])
+    result = drain_tiles(state.acc[lo:hi].reshape(count, lanes), residual, stages, words)
+    # the low 8 bits, copied before the tiles are zeroed: with no stage on X, ``result`` is
+    # a view of the accumulator
+    tiles = result.astype(np.int8).reshape((count,) + state.out.shape[1:])
+    state.acc[lo:hi] = 0
+    return tiles
 
 
 def execute_store(state: MachineState, insn: MemInsn, what: str) -> list[Access]:

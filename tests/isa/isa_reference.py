@@ -76,7 +76,9 @@ DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
 
 #: docs/ISA.md §2 enumerations.
 OPCODES = {"LOAD": 0, "STORE": 1, "GEMM": 2, "FINISH": 3, "ALU": 4}
-MEMORY_TYPES = {"UOP": 0, "WGT": 1, "INP": 2, "ACC": 3, "OUT": 4, "ACC_8BIT": 5}
+# EPI and EPI_8BIT (6, 7) are machine v2's (docs/ISA.md §9): valid only with a drain unit.
+MEMORY_TYPES = {"UOP": 0, "WGT": 1, "INP": 2, "ACC": 3, "OUT": 4, "ACC_8BIT": 5, "EPI": 6, "EPI_8BIT": 7}
+V2_MEMORY_TYPES = {"EPI": 6, "EPI_8BIT": 7}
 ALU_OPCODES = {"MIN": 0, "MAX": 1, "ADD": 2, "SHR": 3, "MUL": 4}
 
 

@@ -2,8 +2,10 @@
 
 Every field is drawn within the width its configuration's layout gives it
 (``layouts_of(cfg)``), never from re-typed constants; enumerated fields are drawn
-from the ISA's enums.  Dependency flags follow docs/ISA.md §5: an instruction routed to the
-load module sets no prev flag, a STORE sets no next flag.
+from the ISA's enums, only the members valid on the configuration (machine v2's memory
+types EPI and EPI_8BIT only with a drain unit, docs/ISA.md §9).  Dependency flags
+follow docs/ISA.md §5: an instruction routed to the load module sets no prev flag, a
+store-module instruction no next flag.
 """
 
 from __future__ import annotations
@@ -28,25 +30,27 @@ from openvta.isa import (
     layouts_of,
     module_of,
 )
+from openvta.isa.instructions import valid_members
 
 from isa_reference import DEP_FLAGS
 
 _ENUMS: dict[str, Any] = {"memory_type": MemoryType, "alu_opcode": AluOp}
 
 
-def _field_strategy(layout: Layout, name: str) -> st.SearchStrategy[Any]:
+def _field_strategy(layout: Layout, name: str, cfg: Config) -> st.SearchStrategy[Any]:
     if name in _ENUMS:
-        return st.sampled_from(list(_ENUMS[name]))
+        return st.sampled_from(list(valid_members(name, cfg).values()))
     f = layout.field(name)
     if f.width == 1:
         return st.booleans()
     return st.integers(f.low, f.high)
 
 
-def field_values(layout: Layout, exclude: tuple[str, ...] = ("opcode",)) -> st.SearchStrategy[dict]:
-    """A dict of every field of ``layout`` (except ``exclude``), each within its width."""
+def field_values(layout: Layout, cfg: Config, exclude: tuple[str, ...] = ("opcode",)) -> st.SearchStrategy[dict]:
+    """A dict of every field of ``layout`` (except ``exclude``), each within its width and,
+    for an enumerated field, valid on ``cfg``."""
     return st.fixed_dictionaries(
-        {f.name: _field_strategy(layout, f.name) for f in layout.fields if f.name not in exclude}
+        {f.name: _field_strategy(layout, f.name, cfg) for f in layout.fields if f.name not in exclude}
     )
 
 
@@ -61,17 +65,17 @@ def _legal_flags(values: dict, module: Module) -> dict:
 @st.composite
 def mem_insns(draw: st.DrawFn, cfg: Config) -> MemInsn:
     opcode = draw(st.sampled_from([Opcode.LOAD, Opcode.STORE]))
-    values = draw(field_values(layouts_of(cfg)[Format.MEM]))
+    values = draw(field_values(layouts_of(cfg)[Format.MEM], cfg))
     _legal_flags(values, module_of(opcode, values["memory_type"]))
     return MemInsn(cfg=cfg, opcode=opcode, **values)
 
 
 def gemm_insns(cfg: Config) -> st.SearchStrategy[GemmInsn]:
-    return field_values(layouts_of(cfg)[Format.GEMM]).map(lambda v: GemmInsn(cfg=cfg, **v))
+    return field_values(layouts_of(cfg)[Format.GEMM], cfg).map(lambda v: GemmInsn(cfg=cfg, **v))
 
 
 def alu_insns(cfg: Config) -> st.SearchStrategy[AluInsn]:
-    return field_values(layouts_of(cfg)[Format.ALU]).map(lambda v: AluInsn(cfg=cfg, **v))
+    return field_values(layouts_of(cfg)[Format.ALU], cfg).map(lambda v: AluInsn(cfg=cfg, **v))
 
 
 def finish_insns(cfg: Config) -> st.SearchStrategy[FinishInsn]:
@@ -89,7 +93,7 @@ def streams(cfg: Config, max_size: int = 24) -> st.SearchStrategy[list]:
 
 
 def uops(cfg: Config) -> st.SearchStrategy[Uop]:
-    return field_values(layouts_of(cfg)[Format.UOP], exclude=()).map(lambda v: Uop(**v))
+    return field_values(layouts_of(cfg)[Format.UOP], cfg, exclude=()).map(lambda v: Uop(**v))
 
 
 @st.composite
@@ -107,7 +111,7 @@ def valid_words(draw: st.DrawFn, cfg: Config) -> tuple[int, dict[str, int]]:
         values = {f.name: 0 for f in layout.fields}
         values.update(draw(st.fixed_dictionaries({n: st.integers(0, 1) for n in DEP_FLAGS})))
     else:
-        values = draw(field_values(layout))
+        values = draw(field_values(layout, cfg))
         if fmt == Format.MEM:
             _legal_flags(values, module_of(opcode, values["memory_type"]))
         values = {k: int(v) for k, v in values.items()}

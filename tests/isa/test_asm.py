@@ -23,7 +23,7 @@ from openvta.isa import (
 
 import isa_strategies as strat
 
-PRESET_NAMES = ("default", "small", "tiny")
+PRESET_NAMES = ("default", "v2", "small", "tiny")
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import openvta.isa
-from openvta.isa import ISA_KEYS, MACHINE_KEYS, PRESETS, Config, ConfigError, MemoryType, preset
+from openvta.isa import ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS, Config, ConfigError, MemoryType, preset
 from openvta.isa.encoding import _pack_layout
 
 from isa_reference import TOTAL_BITS, log_depths, reference_pack, spec_widths
 
-PRESET_NAMES = ("default", "small", "tiny")
+PRESET_NAMES = ("default", "vta", "v2", "small", "tiny")
 
 # VTA's shipped 3rdparty/vta-hw/config/vta_config.json, verbatim.
 VTA_CONFIG_JSON = """{
@@ -41,13 +41,26 @@ def _params(cfg: Config) -> dict[str, int]:
 # -- presets ---------------------------------------------------------------------------
 
 
-def test_presets_are_the_three_named_configs():
+def test_presets_are_the_named_configs():
     assert set(PRESETS) == set(PRESET_NAMES)
     for name in PRESET_NAMES:
         assert preset(name) is PRESETS[name]
         assert isinstance(preset(name), Config)
-        assert preset(name).name == name
-    assert len({PRESETS[name] for name in PRESET_NAMES}) == 3
+        # `vta` is `default` under VTA's name: equal configurations, named by the first preset.
+        assert preset(name).name == ("default" if name == "vta" else name)
+    assert preset("vta") == preset("default")
+    assert len({PRESETS[name] for name in PRESET_NAMES}) == 4
+
+
+def test_v2_preset_is_default_with_a_drain_unit():
+    # docs/ISA.md §9: v2 is VTA's machine with a 16 KiB epi buffer and eight drain stages.
+    v2 = preset("v2")
+    assert v2 == preset("default").replace(LOG_EPI_BUFF_SIZE=14, DRAIN_STAGES=12)
+    assert v2.has_drain and not preset("default").has_drain and not preset("vta").has_drain
+    assert (v2.LOG_EPI_DEPTH, v2.epi_depth) == (8, 256)
+    assert preset("default").epi_depth == 0
+    for name in ("small", "tiny"):
+        assert not preset(name).has_drain
 
 
 def test_default_preset_is_vta_default_table():
@@ -78,10 +91,16 @@ def test_default_derived_values():
 
 def test_default_elem_bytes_per_memory_type():
     cfg = preset("default")
-    # docs/ISA.md §4: UOP 4 B, WGT 256 B, INP 16 B, ACC 64 B, OUT 16 B, ACC_8BIT 16 B.
-    expected = {"UOP": 4, "WGT": 256, "INP": 16, "ACC": 64, "OUT": 16, "ACC_8BIT": 16}
+    # docs/ISA.md §4: UOP 4 B, WGT 256 B, INP 16 B, ACC 64 B, OUT 16 B, ACC_8BIT 16 B;
+    # §9: EPI 64 B (an acc tile), EPI_8BIT 16 B (an out tile).
+    expected = {"UOP": 4, "WGT": 256, "INP": 16, "ACC": 64, "OUT": 16, "ACC_8BIT": 16, "EPI": 64, "EPI_8BIT": 16}
     assert {m.name: cfg.elem_bytes(m) for m in MemoryType} == expected
     assert cfg.max_elem_bytes == 256
+    # Without a drain unit the epi buffer has no words; v2's has 2**14 / 64.
+    assert cfg.buffer_depth(MemoryType.EPI) == cfg.buffer_depth(MemoryType.EPI_8BIT) == 0
+    v2 = preset("v2")
+    assert {m.name: v2.elem_bytes(m) for m in MemoryType} == expected
+    assert v2.buffer_depth(MemoryType.EPI) == v2.buffer_depth(MemoryType.EPI_8BIT) == 256
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
@@ -103,6 +122,8 @@ def test_derived_values_follow_the_formulas(name):
     for kind, depth in depths.items():
         assert 2 ** getattr(cfg, f"LOG_{kind.upper()}_DEPTH") == depth
     assert cfg.macs_per_uop == batch * block * block
+    epi_depth = 2 ** cfg.LOG_EPI_BUFF_SIZE // acc_bytes if cfg.DRAIN_STAGES else 0
+    assert cfg.epi_depth == epi_depth
     by_type = {
         MemoryType.UOP: (4, depths["uop"]),
         MemoryType.WGT: (wgt_bytes, depths["wgt"]),
@@ -110,6 +131,8 @@ def test_derived_values_follow_the_formulas(name):
         MemoryType.ACC: (acc_bytes, depths["acc"]),
         MemoryType.OUT: (batch * block, depths["acc"]),
         MemoryType.ACC_8BIT: (batch * block, depths["acc"]),
+        MemoryType.EPI: (acc_bytes, epi_depth),
+        MemoryType.EPI_8BIT: (batch * block, epi_depth),
     }
     for memory_type, (nbytes, depth) in by_type.items():
         assert cfg.elem_bytes(memory_type) == nbytes
@@ -117,7 +140,7 @@ def test_derived_values_follow_the_formulas(name):
 
 
 def test_unknown_preset():
-    message = r"^preset must be one of default, small, tiny, not 'huge'$"
+    message = r"^preset must be one of default, small, tiny, v2, vta, not 'huge'$"
     with pytest.raises(ConfigError, match=message):
         preset("huge")
 
@@ -167,6 +190,10 @@ def test_json_round_trip_keeps_extra_keys(name):
     assert values["TARGET"] == "sim" and values["CLOCK_MHZ"] == 100
     for key in ISA_KEYS + MACHINE_KEYS:
         assert values[key] == getattr(preset(name), key)
+    # machine v2's keys are written only when set: a VTA configuration's JSON is unchanged.
+    for key in V2_KEYS:
+        assert values.get(key, 0) == getattr(preset(name), key)
+        assert (key in values) == preset(name).has_drain
     back = Config.from_json(text)
     assert back == preset(name)
     assert dict(back.extras) == {"TARGET": "sim", "CLOCK_MHZ": 100}
@@ -176,6 +203,8 @@ def test_json_round_trip_keeps_extra_keys(name):
 def test_to_dict_orders_isa_then_machine_then_extras():
     cfg = Config(extras={"TARGET": "sim"})
     assert list(cfg.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + ["TARGET"]
+    v2 = preset("v2").replace(extras={"TARGET": "sim"})
+    assert list(v2.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + list(V2_KEYS) + ["TARGET"]
 
 
 def test_vta_config_json_loads():

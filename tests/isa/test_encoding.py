@@ -19,6 +19,7 @@ from openvta.isa import (
     layouts_of,
     preset,
 )
+from openvta.isa.instructions import valid_members
 
 from isa_reference import (
     ALU_BITS,
@@ -90,7 +91,8 @@ def test_default_fields_walking_one(fmt):
         base = {"memory_type": MemoryType.UOP} if fmt == "memory" else {}  # UOP = 0
         width = hi - lo + 1
         if name in ("memory_type", "alu_opcode"):
-            values = [1, max(MemoryType if name == "memory_type" else AluOp)]
+            # The last member valid on default: ACC_8BIT (EPI, EPI_8BIT need a drain unit).
+            values = [1, max(valid_members("memory_type", cfg).values() if name == "memory_type" else AluOp)]
         else:
             values = [1, -1 if name in SIGNED_FIELDS else (1 << width) - 1]
         for value in values:
@@ -285,6 +287,16 @@ def test_uop_encode_out_of_range(uop, message):
 def test_encode_rejects_invalid_enumerated_values(insn, message):
     with pytest.raises(ISAError, match=message):
         insn.encode()
+
+
+@pytest.mark.parametrize("memory_type", [MemoryType.EPI, MemoryType.EPI_8BIT])
+def test_epi_memory_types_encode_only_with_a_drain_unit(memory_type):
+    # docs/ISA.md §9: memory types 6-7 are encodings of machine v2 (a drain unit) only.
+    insn = MemInsn(cfg=preset("v2"), opcode=Opcode.LOAD, memory_type=memory_type)
+    assert insn.encode() == int(Opcode.LOAD) | (int(memory_type) << 7)
+    for name in ("default", "vta", "small", "tiny"):
+        with pytest.raises(ISAError, match=rf"^field memory_type value {int(memory_type)} is not valid"):
+            insn.replace(cfg=preset(name)).encode()
 
 
 def test_isa_error_is_a_value_error():

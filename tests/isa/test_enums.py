@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from openvta.isa import (
     LOAD_MODULE_TYPES,
+    STORE_MODULE_TYPES,
     AluInsn,
     AluOp,
     FinishInsn,
@@ -21,12 +22,13 @@ from openvta.isa import (
     Module,
     Opcode,
     TokenQueue,
+    dram_type,
     module_of,
     modules_of,
     preset,
 )
 
-from isa_reference import ALU_OPCODES, MEMORY_TYPES, OPCODES
+from isa_reference import ALU_OPCODES, MEMORY_TYPES, OPCODES, V2_MEMORY_TYPES
 
 # docs/ISA.md §5: queue, pushed by (module, flag), popped by (module, flag).
 QUEUE_TABLE = [
@@ -101,7 +103,10 @@ def test_flags_without_a_queue(module, flag, side):
 
 def _spec_module(opcode: int, memory_type: int) -> Module:
     # docs/ISA.md §5: STORE → store; LOAD of INP/WGT → load; everything else → compute.
+    # docs/ISA.md §9: LOAD of EPI/EPI_8BIT (the drain unit's epi buffer) → store.
     if opcode == OPCODES["STORE"]:
+        return Module.STORE
+    if opcode == OPCODES["LOAD"] and memory_type in V2_MEMORY_TYPES.values():
         return Module.STORE
     if opcode == OPCODES["LOAD"] and memory_type in (MEMORY_TYPES["INP"], MEMORY_TYPES["WGT"]):
         return Module.LOAD
@@ -110,6 +115,15 @@ def _spec_module(opcode: int, memory_type: int) -> Module:
 
 def test_load_module_types():
     assert set(LOAD_MODULE_TYPES) == {MemoryType.INP, MemoryType.WGT}
+    assert set(STORE_MODULE_TYPES) == {MemoryType.EPI, MemoryType.EPI_8BIT}
+
+
+@pytest.mark.parametrize("opcode", list(Opcode))
+@pytest.mark.parametrize("memory_type", list(MemoryType))
+def test_dram_type(opcode, memory_type):
+    # docs/ISA.md §9: every STORE writes OUT elements (STORE ACC drains to int8).
+    expected = MemoryType.OUT if opcode == Opcode.STORE else memory_type
+    assert dram_type(opcode, memory_type) is expected
 
 
 @pytest.mark.parametrize(("opcode", "memory_type"), list(itertools.product(Opcode, MemoryType)))

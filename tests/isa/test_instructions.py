@@ -35,7 +35,7 @@ from openvta.isa import (
 import isa_strategies as strat
 from isa_reference import ALU_BITS, GEMM_BITS, MEM_BITS, UOP_BITS_TABLE
 
-PRESET_NAMES = ("default", "small", "tiny")
+PRESET_NAMES = ("default", "v2", "small", "tiny")
 EXAMPLES = settings(max_examples=100, deadline=None)
 STREAM_EXAMPLES = settings(max_examples=40, deadline=None)  # each example is a whole stream
 

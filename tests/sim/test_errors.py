@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openvta.isa import INSN_BYTES, MemoryType, Module, Uop, assemble, encode_stream, preset, words_to_bytes
-from openvta.runtime import Program, ProgramBuilder, UopKernel
+from openvta.isa import (INSN_BYTES, MemoryType, Module, Uop, assemble, decode_table, encode_stream, preset,
+                         words_to_bytes)
+from openvta.runtime import Program, ProgramBuilder, ProgramError, UopKernel
 from openvta.sim.functional import (
     DeadlockError,
     EncodingError,
@@ -15,6 +16,7 @@ from openvta.sim.functional import (
     RaceError,
     run,
 )
+from openvta.sim.functional.validate import check_stream
 
 TINY = preset("tiny")
 
@@ -45,8 +47,9 @@ def _with_word(text: str, index: int, word0_or: int = 0, word1_or: int = 0) -> P
          r"^instruction 0: a load-module instruction \(LOAD INP/WGT\) must not set pop_prev_dep"),
         ("LOAD WGT push_prev_dep\nFINISH", r"^instruction 0: a load-module instruction"),
         ("STORE OUT push_next_dep\nFINISH", r"^instruction 0: a STORE must not set pop_next_dep"),
-        ("STORE ACC\nFINISH", r"^instruction 0: a STORE must have memory_type OUT$"),
-        ("STORE OUT x_pad_0=1\nFINISH", r"^instruction 0: a STORE must have all pads zero$"),
+        ("STORE ACC_8BIT\nFINISH",
+         r"^instruction 0: a STORE must have memory_type OUT \(STORE ACC needs a drain unit, DRAIN_STAGES > 0\)$"),
+        ("STORE OUT x_pad_0=1\nFINISH", r"^instruction 0: a STORE of OUT must have all pads zero$"),
         ("LOAD OUT\nFINISH", r"^instruction 0: LOAD of memory_type OUT is not an instruction$"),
         ("FINISH uop_end=1", r"^instruction 0: FINISH must have every field zero except"),
         ("LOAD UOP", r"^the program has no FINISH instruction"),
@@ -58,11 +61,51 @@ def test_encoding_errors(text: str, message: str) -> None:
         run(program_from_asm(text))
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("STORE INP\nFINISH", r"^instruction 0: a STORE must have memory_type OUT or ACC$"),
+        ("STORE OUT y_pad_1=2\nFINISH", r"^instruction 0: a STORE of OUT must have all pads zero$"),
+        ("LOAD EPI push_next_dep\nFINISH",
+         r"^instruction 0: a store-module instruction \(LOAD EPI/EPI_8BIT\) must not set pop_next_dep "
+         r"or push_next_dep$"),
+        ("LOAD EPI_8BIT pop_next_dep\nFINISH", r"^instruction 0: a store-module instruction"),
+    ],
+)
+def test_encoding_errors_with_a_drain_unit(text: str, message: str) -> None:
+    """docs/ISA.md §9: on machine v2 a STORE is of OUT or (draining) ACC."""
+    with pytest.raises(EncodingError, match=message):
+        run(program_from_asm(text, preset("v2"), dram_bytes=1 << 16))
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [("STORE ACC\nFINISH", "STORE ACC"), ("LOAD UOP\nLOAD EPI\nFINISH", "LOAD EPI"),
+     ("LOAD EPI_8BIT\nFINISH", "LOAD EPI_8BIT")],
+)
+def test_v2_instructions_are_refused_without_a_drain_unit(text: str, what: str) -> None:
+    """docs/ISA.md §9: machine v2's instructions in a program for VTA's machine are a ProgramError."""
+    index = text.split("\n").index(what)
+    v2, default = preset("v2"), preset("default")  # the same instruction layout
+    words = encode_stream(assemble(text, v2), v2)  # the assembler of `default` refuses EPI
+    with pytest.raises(ProgramError, match=rf"^instruction {index}: {what} is an instruction of machine v2 "
+                                           r"\(the drain unit\), which configuration 'default' does not have$"):
+        program_from_words(words, default)
+    program_from_words(words, v2)
+
+
 def test_invalid_opcode_memory_type_alu_opcode_and_padding() -> None:
     with pytest.raises(EncodingError, match=r"^instruction 0: invalid opcode \(5-7"):
         run(_with_word("GEMM\nFINISH", 0, word0_or=0b101))
-    with pytest.raises(EncodingError, match=r"^instruction 0: invalid memory_type \(6-7"):
-        run(_with_word("LOAD UOP\nFINISH", 0, word0_or=6 << 7))
+    # memory_type 6 on a machine without a drain unit: the program refuses LOAD EPI ...
+    with pytest.raises(ProgramError, match=r"^instruction 0: LOAD EPI is an instruction of machine v2"):
+        _with_word("LOAD UOP\nFINISH", 0, word0_or=6 << 7)
+    # ... and the simulator's stream check refuses it as an encoding.
+    words = encode_stream(assemble("LOAD UOP\nSTORE OUT\nFINISH", TINY), TINY)
+    words[1, 0] |= np.uint64(7 << 7)  # STORE OUT → STORE memory_type 7
+    with pytest.raises(EncodingError, match=r"^instruction 1: invalid memory_type \(6-7 are not memory types "
+                                            r"on a machine without a drain unit\)$"):
+        check_stream(decode_table(words, TINY), words, TINY)
     alu = _with_word("ALU MIN\nFINISH", 0, word1_or=0)
     words = alu.words()
     field = __import__("openvta.isa", fromlist=["layouts_of"]).layouts_of(TINY)["alu"].field("alu_opcode")
