@@ -63,7 +63,7 @@ from .buffers import read_port, write_port
 from .params import refusing
 from .units import AluLanes
 
-__all__ = ["DrainUnit", "EPI_BASE_BITS", "drain_latency"]
+__all__ = ["DrainUnit", "EPI_BASE_BITS", "WRITER_START_CYCLES", "drain_latency", "drain_pipeline_cycles"]
 
 _FIELDS = {name: width for name, width, _ in MEM_FIELDS}
 #: Bits of a STORE ACC's descriptor index (its four 4-bit pad fields).
@@ -75,9 +75,21 @@ _CODE_BITS = 8
 _FIFO_EXTRA = 4
 
 
+#: Cycles from a STORE's start to its DMA writer's first beat when nothing waits (the
+#: row's first read, its burst request and the grant): a drain's latency hides that much.
+WRITER_START_CYCLES = 3
+
+
 def drain_latency(cfg: Config) -> int:
     """Cycles from a drain's ``start`` to its first tile at the head of the output FIFO."""
     return 2 * cfg.DRAIN_STAGES + _FIFO_EXTRA
+
+
+def drain_pipeline_cycles(cfg: Config) -> int:
+    """What a drain costs beyond the STORE of the out buffer it replaces, the
+    :class:`~openvta.isa.Timing`'s ``drain_pipeline_cycles`` of ``cfg``: its latency less
+    the writer's start (``2·DRAIN_STAGES + 1``; 17 for ``v2``'s eight stages)."""
+    return drain_latency(cfg) - WRITER_START_CYCLES
 
 
 class DrainUnit(wiring.Component):
