@@ -2,8 +2,9 @@
 cycle model.
 
 Hand-built programs on a ``small`` machine with a drain unit (:data:`DRAIN`: 1x8x8, a
-64-bit bus, an epi buffer of 128 words, eight stages) and on ``tiny``'s GEMM behind a
-64-bit bus (:data:`NARROW_DRAIN`: two drained tiles per beat, four stages): LOAD EPI
+64-bit bus, an epi buffer of 128 words, eight stages), on ``tiny``'s GEMM behind a
+64-bit bus (:data:`NARROW_DRAIN`: two drained tiles per beat, four stages), with a batch
+of two (:data:`BATCH_DRAIN`) and on the ``v2`` preset (a tile two beats): LOAD EPI
 with padding and EPI_8BIT, descriptors side by side (stride 2) at indices above 15
 (every pad field of the STORE), all five operations on ``X`` and on the residual,
 descriptors of no stage and of every stage, strided DRAM rows, STORE OUT and STORE ACC
@@ -31,6 +32,9 @@ pytestmark = pytest.mark.rtl
 DRAIN = preset("small").replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=8)
 #: ``tiny``'s 1x4x4 GEMM on a 64-bit bus with four stages: a drained tile is half a beat.
 NARROW_DRAIN = preset("tiny").replace(LOG_BUS_WIDTH=6, LOG_EPI_BUFF_SIZE=11, DRAIN_STAGES=4)
+#: A batch of two (``tiny``'s 32-bit bus: a drained tile is two beats), six stages.
+BATCH_DRAIN = preset("tiny").replace(LOG_BATCH=1, LOG_INP_BUFF_SIZE=11, LOG_ACC_BUFF_SIZE=13,
+                                     LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=6)
 
 _BACKENDS: dict[bool, RtlBackend] = {}
 
@@ -196,9 +200,10 @@ def long_program(cfg: Config, drain: bool = True) -> Program:
 PROGRAMS = {"residual": residual_program, "all_ops": all_ops_program, "long": long_program}
 
 
+@pytest.mark.parametrize("cfg", [DRAIN, BATCH_DRAIN], ids=["small", "batch2"])
 @pytest.mark.parametrize("make", sorted(PROGRAMS))
-def test_drain_programs_on_the_rtl(make: str) -> None:
-    check(PROGRAMS[make](DRAIN))
+def test_drain_programs_on_the_rtl(make: str, cfg: Config) -> None:
+    check(PROGRAMS[make](cfg))
 
 
 @pytest.mark.parametrize("make", ["residual", "all_ops"])
