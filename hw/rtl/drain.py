@@ -30,13 +30,21 @@ after ``start`` (``DRAIN_STAGES + 1`` of setup, one to read the acc tile, one re
 ``DRAIN_STAGES`` stages, one FIFO write).  **Throughput**: one tile per cycle, as long as
 the consumer pops one per cycle (the FIFO holds every tile in flight, so the credit loop
 never starves the pipeline); the store's DMA writer takes at most one per cycle, so a
-drain moves as fast as a STORE of the out buffer after the first tile.
+drain moves as fast as a STORE of the out buffer after the first tile.  Measured on the
+RTL (Verilator): a drain takes ``2·DRAIN_STAGES + 1`` cycles more than the STORE of the
+out buffer it replaces (the writer's first three cycles overlap the latency), 17 for
+``v2`` — :func:`drain_pipeline_cycles`, the timing's ``drain_pipeline_cycles``.
+
+**Size**: ``DRAIN_STAGES`` ALUs of ``BATCH·BLOCK_OUT`` 32-bit lanes (each with a 32×32
+multiplier: 128 for ``v2``), ``DRAIN_STAGES`` operand words and two tiles of pipeline
+registers per stage, and the FIFO of ``DRAIN_STAGES + 4`` int8 tiles.
 
 **Zeroing** (the choice between a second writer of the acc buffer and a "cleared" bit per
 tile): this unit zeroes through a **second write port** of the acc buffer.  It is the
 simple choice: nothing in the compute module changes, and the tokens guarantee that
 compute never touches the tiles being drained, so the two write ports need no
-arbitration.  Its cost on an FPGA is the acc buffer itself: block RAMs have two ports, and
+arbitration.  Its cost on an FPGA is the acc buffer itself (expected from how block RAM
+is inferred; no drain build has been synthesized yet): block RAMs have two ports, and
 the acc buffer already takes one write port and (with the drain's) three read ports,
 which Yosys builds as copies of a simple dual-port RAM, one per read port, each written
 by the one write port.  A second write port does not fit that scheme: the buffer becomes
