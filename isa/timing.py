@@ -104,7 +104,7 @@ class Timing:
     hazard_window: int = 0
     #: cycles of a draining STORE (machine v2) before its first element leaves the drain
     #: unit's pipeline (the stages and the acc read)
-    drain_pipeline_cycles: int = 10
+    drain_pipeline_cycles: int = 17
     #: nominal clock for GOPS figures, in MHz
     clock_mhz: float = 100.0
 

@@ -1,7 +1,8 @@
 """The on-chip buffers (docs/ISA.md §1): their geometry, and the signatures of their ports
 as the modules that drive them see them.
 
-One element per word: inp, wgt, acc, out and uop.  :class:`~.core.Core` builds each as
+One element per word: inp, wgt, acc, out and uop, and on machine v2 (``cfg.has_drain``)
+the drain unit's epi buffer (words as wide as an acc tile).  :class:`~.core.Core` builds each as
 an :class:`amaranth.lib.memory.Memory` and connects its ports to the modules' members
 typed here (:func:`write_port`, :func:`read_port`), so both sides agree on every width.
 """
@@ -19,15 +20,18 @@ from openvta.isa.config import UOP_WIDTH
 
 __all__ = ["BUFFERS", "buffer_geometry", "read_port", "write_port"]
 
-#: The buffers, by name.
-BUFFERS = ("inp", "wgt", "acc", "out", "uop")
+#: The buffers, by name (``epi`` only with a drain unit).
+BUFFERS = ("inp", "wgt", "acc", "out", "uop", "epi")
 
 
 def buffer_geometry(cfg: Config) -> dict[str, tuple[int, int]]:
     """(element width in bits, depth in elements) of each buffer of ``cfg``."""
-    return {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
-            "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
-            "uop": (UOP_WIDTH, cfg.uop_depth)}
+    geometry = {"inp": (cfg.inp_elem_bytes * 8, cfg.inp_depth), "wgt": (cfg.wgt_elem_bytes * 8, cfg.wgt_depth),
+                "acc": (cfg.acc_elem_bytes * 8, cfg.acc_depth), "out": (cfg.out_elem_bytes * 8, cfg.out_depth),
+                "uop": (UOP_WIDTH, cfg.uop_depth)}
+    if cfg.has_drain:
+        geometry["epi"] = (cfg.acc_elem_bytes * 8, cfg.epi_depth)
+    return geometry
 
 
 def write_port(cfg: Config, buffer: str) -> wiring.Member:

@@ -58,7 +58,7 @@ from .loadstore import dma_fields
 from .memory import mem_port
 from .params import refusing
 from .stage import Stage
-from .units import AluLanes, GemmCore, check_fold
+from .units import AluLanes, GemmCore, check_fold, widen_lanes
 
 __all__ = ["ComputeUnit", "LeanBuild"]
 
@@ -410,7 +410,7 @@ class ComputeUnit(Stage):
         acc_dma, acc8_dma = self.dmas[MemoryType.ACC], self.dmas[MemoryType.ACC_8BIT]
         lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
         # ACC_8BIT: every int8 lane sign-extended to an int32 accumulator lane
-        widened = _widen(acc8_dma.wr_data, lanes, self.cfg)
+        widened = widen_lanes(acc8_dma.wr_data, lanes, self.cfg)
         result = Mux(is_alu, executed.alu_acc, self.gemm.acc_out)
         low8 = Mux(is_alu, executed.alu_out, self.gemm.out)
         with m.If(acc_dma.wr_en):
@@ -529,12 +529,3 @@ def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Sig
         m.d.sync += sel.eq(en & (waddr == addr))
         sels.append(sel)
     return sels
-
-
-def _widen(tile: Value, lanes: int, cfg: Config) -> Value:
-    """Out-width lanes (int8) → accumulator-width lanes (int32), sign-extended."""
-    parts = []
-    for w in range(lanes):
-        lane = tile.word_select(w, cfg.OUT_WIDTH)
-        parts.append(Cat(lane, lane[-1].replicate(cfg.ACC_WIDTH - cfg.OUT_WIDTH)))
-    return Cat(*parts)

@@ -6,6 +6,11 @@ instructions.  Token queues: four counters of ``DEP_QUEUE_DEPTH``.  Memory: seve
 burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 readers;
 store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
 
+Machine v2 (``cfg.has_drain``) adds the epi buffer (one write and one read port, the
+store module's), a read port and a second write port of the acc buffer for the store
+module's drain unit (:mod:`.drain`), and two burst masters (store's EPI and EPI_8BIT
+readers) after the seven.
+
 The counters of :data:`openvta.isa.HW_COUNTERS` count from ``start`` to FINISH with the
 definitions of docs/ISA.md and the cycle model (event counters equal the functional
 simulator's exactly).  The build option ``counters`` keeps all of them, only ``cycles``,
@@ -102,6 +107,11 @@ class Core(wiring.Component):
         ports["acc_ra"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
         if acc_ports == 2:
             ports["acc_rb"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
+        if self.cfg.has_drain:  # the store module's: the EPI loads, the drain (:mod:`.drain`)
+            ports["epi_w"] = mems["epi"].write_port()
+            ports["epi_r"] = mems["epi"].read_port()
+            ports["acc_z"] = mems["acc"].write_port()
+            ports["acc_d"] = mems["acc"].read_port()
         return ports
 
     def elaborate(self, platform: object) -> Module:
@@ -123,13 +133,15 @@ class Core(wiring.Component):
             wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
             _connect_tokens(m, unit, tokens)
-        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r",)),
+        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r", "epi_w", "epi_r", "acc_z", "acc_d")),
                             (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r",
                                        "out_w"))):
             for name in (n for n in names if n in ports):
                 wiring.connect(m, getattr(unit, name), ports[name])
         masters = [fetch.mem, load.inp_mem, load.wgt_mem, compute.uop_mem, compute.acc_mem,
                    compute.acc_8bit_mem, store.out_mem]
+        if cfg.has_drain:
+            masters += [store.epi_mem, store.epi_8bit_mem]
         m.submodules.arbiter = arbiter = AxiArbiter(len(masters), self.bus_bits)
         for i, port in enumerate(masters):
             wiring.connect(m, port, arbiter.masters[i])
@@ -190,12 +202,18 @@ class Core(wiring.Component):
             (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC, cfg.acc_elem_bytes),
             (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC_8BIT, cfg.out_elem_bytes),
         ]
+        if cfg.has_drain:  # the store module's loads
+            byte_counts += [(Counter.ACC_LOAD_BYTES, store, sd, MemoryType.EPI, cfg.acc_elem_bytes),
+                            (Counter.ACC_LOAD_BYTES, store, sd, MemoryType.EPI_8BIT, cfg.out_elem_bytes)]
         for counter, unit, d, mtype, size in byte_counts:
             amount = started_mem(unit, d, mtype) & (d.opcode == Opcode.LOAD)
             inc[counter].append(amount * moved(d, size))
             inc[Counter.DRAM_READ_BYTES].append(amount * moved(d, size))
         inc[Counter.DRAM_READ_BYTES].append(fetch.fetched * INSN_BYTES)
-        stored = started_mem(store, sd, None) * moved(sd, cfg.out_elem_bytes)
+        storing = started_mem(store, sd, None)
+        if cfg.has_drain:  # not the store module's loads
+            storing = storing & (sd.opcode == Opcode.STORE)
+        stored = storing * moved(sd, cfg.out_elem_bytes)
         inc[Counter.OUT_STORE_BYTES].append(stored)
         inc[Counter.DRAM_WRITE_BYTES].append(stored)
         inc[Counter.CYCLES].append(1)

@@ -199,12 +199,22 @@ class DmaWriter(_Dma):
     Elements narrower than a beat are gathered, one per cycle, into the beat that holds
     them; the beat leaves with the cycle of its last element, its strobes set for the
     bytes of this row only (a row may start and end inside a beat).
+
+    With ``stream=True`` (machine v2's store, which also drains the accumulator through
+    :class:`~.drain.DrainUnit`) the writer has two more members: ``rd_valid`` (in) says
+    whether ``rd_data`` holds the next element yet, and ``rd_next`` (out) pulses when that
+    element has been taken (the head of a stream is popped).  A beat waits for its
+    element; ``rd_en``/``rd_addr`` still read the buffer as without it, and
+    ``rd_valid`` held high gives the same beats as a writer built without ``stream``.
     """
 
-    def __init__(self, elem_bits: int, bus_bits: int, max_burst: int) -> None:
+    def __init__(self, elem_bits: int, bus_bits: int, max_burst: int, stream: bool = False) -> None:
         members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in WRITE_FIELDS}
         members.update({"rd_en": Out(1), "rd_addr": Out(SRAM_BASE_WIDTH),
                         "rd_data": In(elem_bits)})
+        self.stream = bool(stream)
+        if self.stream:
+            members.update({"rd_valid": In(1), "rd_next": Out(1)})
         super().__init__(elem_bits, bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
@@ -268,14 +278,21 @@ class DmaWriter(_Dma):
         """Read the next element now, so that it is in ``rd_data`` next cycle."""
         m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(idx + 1)]
         m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
+        if self.stream:
+            m.d.comb += self.rd_next.eq(1)
 
     def _send(self, m: Module, idx: Signal, left: Signal, slot: Signal, part: Signal) -> Signal:
         """The DATA state's beats; returns the signal that is high when a beat is accepted."""
         sent = Signal()
         if self.elems_per_beat == 1:
-            m.d.comb += [self.mem.wdata.valid.eq(1), self.mem.wdata.payload.strb.eq(-1),
-                         self.mem.wdata.payload.data.eq(self.rd_data.word_select(part, self.bus_bits)),
-                         sent.eq(self.mem.wdata.ready), self.waiting.eq(~self.mem.wdata.ready)]
+            m.d.comb += [self.mem.wdata.payload.strb.eq(-1),
+                         self.mem.wdata.payload.data.eq(self.rd_data.word_select(part, self.bus_bits))]
+            if self.stream:  # the beat waits for its element
+                m.d.comb += [self.mem.wdata.valid.eq(self.rd_valid), sent.eq(self.rd_valid & self.mem.wdata.ready),
+                             self.waiting.eq(self.rd_valid & ~self.mem.wdata.ready)]
+            else:
+                m.d.comb += [self.mem.wdata.valid.eq(1), sent.eq(self.mem.wdata.ready),
+                             self.waiting.eq(~self.mem.wdata.ready)]
             with m.If(sent):
                 with m.If(part == self.beats_per_elem - 1):
                     self._next_element(m, idx, left)
@@ -290,14 +307,21 @@ class DmaWriter(_Dma):
                      lane_strb.word_select(slot, self.e_bytes).eq((1 << self.e_bytes) - 1)]
         beat, strb = gathered | lane, gathered_strb | lane_strb
         complete = (slot == self.elems_per_beat - 1) | (left == 1)
+        if self.stream:  # nothing moves until the element is there
+            complete = complete & self.rd_valid
         m.d.comb += [self.mem.wdata.payload.data.eq(beat), self.mem.wdata.payload.strb.eq(strb),
                      self.mem.wdata.valid.eq(complete), sent.eq(complete & self.mem.wdata.ready)]
-        with m.If(~complete):
+        gather = ~complete & self.rd_valid if self.stream else ~complete
+        with m.If(gather):
             self._next_element(m, idx, left)
             m.d.sync += [gathered.eq(beat), gathered_strb.eq(strb), slot.eq(slot + 1)]
         with m.Elif(sent):
             self._next_element(m, idx, left)
             m.d.sync += [gathered.eq(0), gathered_strb.eq(0), slot.eq(0)]
-        with m.Else():
-            m.d.comb += self.waiting.eq(1)
+        if self.stream:
+            with m.Elif(complete):  # the element is there, the bus is not ready
+                m.d.comb += self.waiting.eq(1)
+        else:
+            with m.Else():
+                m.d.comb += self.waiting.eq(1)
         return sent

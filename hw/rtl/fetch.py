@@ -16,7 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, Config, Format, Opcode
+from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, STORE_MODULE_TYPES, Config, Format, Opcode
 from openvta.isa import Module as Unit
 from openvta.isa import layouts_of
 from openvta.isa.counters import REG_WIDTH
@@ -92,13 +92,17 @@ class Fetch(wiring.Component):
         })
 
     def _target(self, word: Value) -> Value:
-        """Which queue an instruction goes to: 0 load, 1 compute, 2 store (docs/ISA.md §5)."""
+        """Which queue an instruction goes to: 0 load, 1 compute, 2 store (docs/ISA.md §5,
+        :func:`openvta.isa.module_of`)."""
         layout = layouts_of(self.cfg)[Format.MEM]
         op = word[: layout.field("opcode").width]
         mt_field = layout.field("memory_type")
         mtype = word[mt_field.offset : mt_field.offset + mt_field.width]
         on_load = (op == Opcode.LOAD) & _any(mtype == t for t in LOAD_MODULE_TYPES)
-        return Mux(op == Opcode.STORE, Unit.STORE, Mux(on_load, Unit.LOAD, Unit.COMPUTE))
+        to_store = op == Opcode.STORE
+        if self.cfg.has_drain:  # machine v2: LOAD EPI/EPI_8BIT run on the store module
+            to_store = to_store | ((op == Opcode.LOAD) & _any(mtype == t for t in STORE_MODULE_TYPES))
+        return Mux(to_store, Unit.STORE, Mux(on_load, Unit.LOAD, Unit.COMPUTE))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()

@@ -1,7 +1,11 @@
 """The load and store modules.
 
 Load runs LOAD INP and LOAD WGT with one DMA reader per buffer; store runs STORE with
-one DMA writer from the out buffer.  A LOAD or STORE with ``x_size = 0`` moves nothing
+one DMA writer from the out buffer.  On machine v2 (``cfg.has_drain``) the store module
+also runs LOAD EPI and EPI_8BIT into the epi buffer (two DMA readers, as compute's ACC
+and ACC_8BIT loads: padding zeros, int8 lanes sign-extended), and STORE ACC through the
+drain unit (:class:`~.drain.DrainUnit`), whose stream of int8 tiles its DMA writer
+sends instead of the out buffer's.  A LOAD or STORE with ``x_size = 0`` moves nothing
 and completes in its first cycle (its tokens still act).  Latency: an instruction
 starts executing two cycles after it leaves the command queue when its tokens are
 there (IDLE, POP), and retires the cycle after its DMA engine is done (PUSH); the
@@ -10,19 +14,21 @@ engines move one element per cycle (:mod:`.dma`).
 
 from __future__ import annotations
 
-from amaranth import Module, Value
+from amaranth import Cat, Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from openvta.isa import Config, MemoryType
+from openvta.isa import Config, MemoryType, Opcode
 from openvta.isa import Module as Unit
 
 from .buffers import read_port, write_port
 from .dma import READ_FIELDS, WRITE_FIELDS, DmaReader, DmaWriter
+from .drain import DrainUnit
 from .fields import Decoded
 from .memory import mem_port
 from .params import refusing
 from .stage import Stage
+from .units import widen_lanes
 
 __all__ = ["LoadUnit", "StoreUnit", "dma_fields"]
 
@@ -82,7 +88,7 @@ class LoadUnit(Stage):
 
 
 class StoreUnit(Stage):
-    """STORE from the out buffer to DRAM.
+    """STORE from the out buffer to DRAM; on machine v2 also LOAD EPI/EPI_8BIT and STORE ACC.
 
     Members
     -------
@@ -91,17 +97,41 @@ class StoreUnit(Stage):
     out_mem : Out(mem_port(bus_bits))
         the DMA writer's burst port.
 
-    and those of :class:`~.stage.Stage`.
+    With a drain unit (``cfg.has_drain``), also:
+
+    epi_w, epi_r : :func:`~.buffers.write_port`, :func:`~.buffers.read_port`
+        the epi buffer's ports (the EPI loads write it; the drain reads it).
+    acc_d, acc_z : :func:`~.buffers.read_port`, :func:`~.buffers.write_port`
+        the drain's read port of the acc buffer (not transparent) and its second write
+        port, which zeroes the drained tiles (:mod:`.drain`).
+    epi_mem, epi_8bit_mem : Out(mem_port(bus_bits))
+        the burst ports of the EPI and EPI_8BIT DMA readers.
+
+    and those of :class:`~.stage.Stage`.  A STORE ACC starts its drain and its DMA
+    writer together; the writer's beats wait for the drain's tiles, so a drain takes as
+    long as a STORE of the out buffer plus the drain's latency
+    (:func:`~.drain.drain_latency`) less the writer's own start (its first row's request).
     """
 
     @refusing
     def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
-        super().__init__(Unit.STORE, cfg, bus_bits, {
-            "out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits)),
-        })
-        self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst)
+        members: dict[str, wiring.Member] = {"out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits))}
+        if cfg.has_drain:
+            members.update({"epi_w": write_port(cfg, "epi"), "epi_r": read_port(cfg, "epi"),
+                            "acc_d": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"),
+                            "epi_mem": Out(mem_port(bus_bits)), "epi_8bit_mem": Out(mem_port(bus_bits))})
+        super().__init__(Unit.STORE, cfg, bus_bits, members)
+        self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=cfg.has_drain)
+        if cfg.has_drain:
+            self.drain = DrainUnit(cfg)
+            self.epi_dmas = {
+                MemoryType.EPI: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
+                MemoryType.EPI_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
+            }
 
     def elaborate(self, platform: object) -> Module:
+        if self.cfg.has_drain:
+            return self._elaborate_v2()
         m = Module()
         m.submodules.dma = dma = self.dma
         wiring.connect(m, wiring.flipped(self.out_mem), dma.mem)
@@ -114,6 +144,51 @@ class StoreUnit(Stage):
             dma_fields(m, dma, insn, WRITE_FIELDS)
             m.d.comb += dma.start.eq(first & ~sync)
             return (first & sync) | dma.done
+
+        self.instruction_cycle(m, execute)
+        return m
+
+    def _elaborate_v2(self) -> Module:
+        """The store module of machine v2: the EPI loads, STORE OUT and STORE ACC."""
+        m = Module()
+        cfg = self.cfg
+        m.submodules.dma = dma = self.dma
+        m.submodules.drain = drain = self.drain
+        for mt, reader in self.epi_dmas.items():
+            m.submodules[f"dma_{mt.name.lower()}"] = reader
+            wiring.connect(m, wiring.flipped(getattr(self, f"{mt.name.lower()}_mem")), reader.mem)
+        wiring.connect(m, wiring.flipped(self.out_mem), dma.mem)
+        wiring.connect(m, wiring.flipped(self.acc_d), drain.acc_r)
+        wiring.connect(m, wiring.flipped(self.acc_z), drain.acc_z)
+        wiring.connect(m, wiring.flipped(self.epi_r), drain.epi_r)
+        epi, epi8 = self.epi_dmas[MemoryType.EPI], self.epi_dmas[MemoryType.EPI_8BIT]
+        with m.If(epi.wr_en):
+            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi.wr_addr), self.epi_w.data.eq(epi.wr_data)]
+        with m.Elif(epi8.wr_en):
+            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi8.wr_addr),
+                         self.epi_w.data.eq(widen_lanes(epi8.wr_data, cfg.BATCH * cfg.BLOCK_OUT, cfg))]
+        insn = Decoded(self.status.insn, cfg)
+        drains = (insn.opcode == Opcode.STORE) & (insn.mem("memory_type") == MemoryType.ACC)
+        rp = self.out_r
+        m.d.comb += [rp.en.eq(dma.rd_en), rp.addr.eq(dma.rd_addr),
+                     dma.rd_data.eq(Mux(drains, drain.out_data, rp.data)),
+                     dma.rd_valid.eq(~drains | drain.out_valid), drain.out_next.eq(drains & dma.rd_next),
+                     self.waiting_memory.eq(dma.waiting | epi.waiting | epi8.waiting)]
+
+        def execute(m: Module, insn: Decoded, first: Value) -> Value:
+            sync = insn.mem("x_size") == 0
+            load = insn.opcode == Opcode.LOAD
+            done = (first & sync) | dma.done
+            for mt, reader in self.epi_dmas.items():
+                dma_fields(m, reader, insn, READ_FIELDS)
+                m.d.comb += reader.start.eq(first & ~sync & load & (insn.mem("memory_type") == mt))
+                done = done | reader.done
+            dma_fields(m, dma, insn, WRITE_FIELDS)
+            m.d.comb += [dma.start.eq(first & ~sync & ~load), drain.start.eq(first & ~sync & drains),
+                         drain.sram_base.eq(insn.mem("sram_base")), drain.y_size.eq(insn.mem("y_size")),
+                         drain.x_size.eq(insn.mem("x_size")),
+                         drain.epi_base.eq(Cat(*(insn.mem(f) for f in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))))]
+            return done
 
         self.instruction_cycle(m, execute)
         return m

@@ -27,7 +27,7 @@ from openvta.isa import SHR_AMOUNT_WIDTH, AluOp, Config, Format, layouts_of
 
 from .params import refusing
 
-__all__ = ["GemmCore", "AluLanes", "check_fold"]
+__all__ = ["GemmCore", "AluLanes", "check_fold", "widen_lanes"]
 
 
 class GemmCore(wiring.Component):
@@ -207,3 +207,13 @@ def check_fold(fold: object, lanes: int, what: str, of: str) -> int:
         raise ValueError(f"{what} must be a positive integer dividing {of} ({lanes}), "
                          f"not {fold!r}")
     return fold
+
+
+def widen_lanes(tile: Value, lanes: int, cfg: Config) -> Value:
+    """Out-width lanes (int8) → accumulator-width lanes (int32), sign-extended (the
+    ACC_8BIT and EPI_8BIT loads)."""
+    parts = []
+    for w in range(lanes):
+        lane = tile.word_select(w, cfg.OUT_WIDTH)
+        parts.append(Cat(lane, lane[-1].replicate(cfg.ACC_WIDTH - cfg.OUT_WIDTH)))
+    return Cat(*parts)

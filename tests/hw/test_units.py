@@ -3,7 +3,8 @@
 GemmCore and AluLanes (combinational) against numpy and the functional simulator's
 ``alu_lanes``; TokenCounter against a Python counter; DmaReader and DmaWriter against
 docs/ISA.md §3 LOAD/STORE with a Python memory behind their burst port (sentinel bytes
-everywhere outside the region they may touch); AxiArbiter against round-robin order.
+everywhere outside the region they may touch), the writer also on a stream as machine
+v2's drain unit feeds it; AxiArbiter against round-robin order.
 """
 
 from __future__ import annotations
@@ -340,12 +341,15 @@ def _row_beats(e_bytes: int, bus_bytes: int, x: int, elem: int) -> int:
 
 
 def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int,
-                stall: bool, seed: int) -> None:
+                stall: bool, seed: int, stream: bool = False) -> None:
+    """``stream``: the elements come from a stream (machine v2's drain unit) whose head,
+    once there, stays until ``rd_next`` takes it; under ``stall`` it is there one cycle in
+    two at random."""
     e_bits, bus_bits, max_burst = geometry
     e_bytes, bus_bytes = e_bits // 8, bus_bits // 8
     y, x, stride, base = size
     rng = random.Random(seed)
-    dut = DmaWriter(e_bits, bus_bits, max_burst)
+    dut = DmaWriter(e_bits, bus_bits, max_burst, stream=stream)
     depth = sram + y * x + 2
     buffer = np.frombuffer(bytes(rng.getrandbits(8) for _ in range(depth * e_bytes)), np.uint8)
     buffer = buffer.reshape(depth, e_bytes)
@@ -365,8 +369,15 @@ def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int
         ctx.set(dut.start, 0)
         write: Any = None  # [byte address, beats left] or "resp"
         rd_data, done = 0, False
+        head, shown = 0, False  # stream: the head element, and whether it is there
         for _ in range(20000):
-            ctx.set(dut.rd_data, rd_data)
+            if stream:
+                shown = shown or (head < y * x and (not stall or rng.random() < 0.5))
+                element = int.from_bytes(buffer[(sram + head) % depth].tobytes(), "little")
+                ctx.set(dut.rd_valid, shown)
+                ctx.set(dut.rd_data, element if shown else rng.getrandbits(e_bits))
+            else:
+                ctx.set(dut.rd_data, rd_data)
             ctx.set(mem.wreq.ready, write is None and (not stall or rng.random() < 0.6))
             ready = isinstance(write, list) and (not stall or rng.random() < 0.6)
             ctx.set(mem.wdata.ready, ready)
@@ -381,7 +392,11 @@ def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int
             beat = ready and ctx.get(mem.wdata.valid)
             w_beat = mem.wdata.payload
             w_data, w_last, w_strb = ctx.get(w_beat.data), ctx.get(w_beat.last), ctx.get(w_beat.strb)
+            taken = stream and ctx.get(dut.rd_next)
             await ctx.tick()
+            if taken:
+                assert shown, "rd_next without an element"
+                head, shown = head + 1, False
             if rd_en:  # the read port: data one cycle after the address
                 rd_data = int.from_bytes(buffer[rd_addr % depth].tobytes(), "little")
             if resp:
@@ -410,6 +425,15 @@ def _run_writer(geometry: tuple[int, int, int], size: tuple[int, ...], sram: int
     np.testing.assert_array_equal(got, expected)
     beats = sum(_row_beats(e_bytes, bus_bytes, x, base + r * stride) for r in range(y))
     assert sum(b for _, b in bursts) == beats, "beats other than the rows' own"
+
+
+@pytest.mark.parametrize("geometry", WRITE_GEOMETRIES, ids=_geometry_id)
+@pytest.mark.parametrize("size", STORE_SIZES[1:4] + STORE_SIZES[5:], ids=lambda s: "y{}x{}s{}b{}".format(*s))
+@pytest.mark.parametrize("stall", [False, True], ids=["eager", "stalls"])
+def test_dma_writer_stores_a_stream(geometry: tuple[int, int, int], size: tuple[int, ...],
+                                    stall: bool) -> None:
+    """Machine v2's writer (``stream``) on the drain unit's stream: the same DRAM."""
+    _run_writer(geometry, size, sram=2, stall=stall, seed=size[1] * 13 + stall, stream=True)
 
 
 @pytest.mark.parametrize("geometry", WRITE_GEOMETRIES, ids=_geometry_id)

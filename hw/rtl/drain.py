@@ -1,0 +1,231 @@
+"""Machine v2's drain unit (docs/ISA.md §9, :mod:`openvta.isa.drain`): the accumulator tiles
+of a STORE ACC through its descriptor's ALU stages, out as a stream of int8 tiles.
+
+:class:`DrainUnit` lives in the store module (:class:`~.loadstore.StoreUnit`), which
+feeds the stream to its DMA writer (:class:`~.dma.DmaWriter` built with ``stream``) in
+the order the writer sends the elements: acc tile ``sram_base + e`` for ``e = 0 …
+y_size·x_size − 1``.
+
+Work of one STORE ACC:
+
+1. **descriptor** — the header ``epi[epi_base]`` is read in the ``start`` cycle and
+   decoded the next (stage count, residual base, stride, stage codes), then the
+   ``DRAIN_STAGES`` operand words ``epi[epi_base + (k + 1)·stride]``, one per cycle, into
+   registers.  All of them, whatever the count: the setup takes the same
+   ``DRAIN_STAGES + 1`` cycles for every descriptor.
+2. **elements** — one per cycle while the output FIFO has room for it (credits): acc tile
+   ``sram_base + e`` is read on the store's own read port of the acc buffer and, in the
+   same cycle, zeroed through its own write port (the read port is not transparent for
+   it, so it returns the tile as it was); the residual ``epi[res_base + e]`` is read on
+   the epi buffer's read port.  The two are registered (block RAM outputs are slow on an
+   FPGA), then pass ``DRAIN_STAGES`` stage units, each an :class:`~.units.AluLanes` and a
+   register: stage ``k`` applies its code (``op`` on ``X`` or ``R``, the operand its word
+   or ``R``) when ``k`` is below the descriptor's count and passes ``X`` and ``R`` on
+   unchanged otherwise.  The low 8 bits of every lane of ``X`` enter a FIFO of
+   ``DRAIN_STAGES + 4`` tiles whose head is ``out_data``/``out_valid``, popped by
+   ``out_next``.
+
+**Latency**: the first tile is at the head of the FIFO ``2·DRAIN_STAGES + 4`` cycles
+after ``start`` (``DRAIN_STAGES + 1`` of setup, one to read the acc tile, one register,
+``DRAIN_STAGES`` stages, one FIFO write).  **Throughput**: one tile per cycle, as long as
+the consumer pops one per cycle (the FIFO holds every tile in flight, so the credit loop
+never starves the pipeline); the store's DMA writer takes at most one per cycle, so a
+drain moves as fast as a STORE of the out buffer after the first tile.  Measured on the
+RTL (Verilator): a drain takes ``2·DRAIN_STAGES + 1`` cycles more than the STORE of the
+out buffer it replaces (the writer's first three cycles overlap the latency), 17 for
+``v2`` — :func:`drain_pipeline_cycles`, the timing's ``drain_pipeline_cycles``.
+
+**Size**: ``DRAIN_STAGES`` ALUs of ``BATCH·BLOCK_OUT`` 32-bit lanes (each with a 32×32
+multiplier: 128 for ``v2``), ``DRAIN_STAGES`` operand words and two tiles of pipeline
+registers per stage, and the FIFO of ``DRAIN_STAGES + 4`` int8 tiles.
+
+**Zeroing** (the choice between a second writer of the acc buffer and a "cleared" bit per
+tile): this unit zeroes through a **second write port** of the acc buffer.  It is the
+simple choice: nothing in the compute module changes, and the tokens guarantee that
+compute never touches the tiles being drained, so the two write ports need no
+arbitration.  Its cost on an FPGA is the acc buffer itself (expected from how block RAM
+is inferred; no drain build has been synthesized yet): block RAMs have two ports, and
+the acc buffer already takes one write port and (with the drain's) three read ports,
+which Yosys builds as copies of a simple dual-port RAM, one per read port, each written
+by the one write port.  A second write port does not fit that scheme: the buffer becomes
+distributed RAM or flip-flops (far beyond an ECP5 for ``v2``'s 128 KiB), or needs a
+live-value table / XOR-banked multi-write RAM (twice the block RAM and more).  The
+alternative for an FPGA build is a ``cleared`` bit per tile (``acc_depth`` bits, e.g.
+2048 for ``v2``): the drain sets the bits of the tiles it reads, compute reads a tile's
+bit with the tile and takes zero when it is set, and clears it when it writes the tile.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from openvta.isa import Config
+from openvta.isa.config import DRAIN_HEADER_LANES, SRAM_BASE_WIDTH
+from openvta.isa.encoding import MEM_FIELDS
+
+from .buffers import read_port, write_port
+from .params import refusing
+from .units import AluLanes
+
+__all__ = ["DrainUnit", "EPI_BASE_BITS", "WRITER_START_CYCLES", "drain_latency", "drain_pipeline_cycles"]
+
+_FIELDS = {name: width for name, width, _ in MEM_FIELDS}
+#: Bits of a STORE ACC's descriptor index (its four 4-bit pad fields).
+EPI_BASE_BITS = 4 * _FIELDS["y_pad_0"]
+#: Bits of a stage code in a header lane.
+_CODE_BITS = 8
+#: Tiles the output FIFO holds beyond the stages: the acc read, its register, the FIFO
+#: write and the cycle the credit takes to come back.
+_FIFO_EXTRA = 4
+
+
+#: Cycles from a STORE's start to its DMA writer's first beat when nothing waits (the
+#: row's first read, its burst request and the grant): a drain's latency hides that much.
+WRITER_START_CYCLES = 3
+
+
+def drain_latency(cfg: Config) -> int:
+    """Cycles from a drain's ``start`` to its first tile at the head of the output FIFO."""
+    return 2 * cfg.DRAIN_STAGES + _FIFO_EXTRA
+
+
+def drain_pipeline_cycles(cfg: Config) -> int:
+    """What a drain costs beyond the STORE of the out buffer it replaces, the
+    :class:`~openvta.isa.Timing`'s ``drain_pipeline_cycles`` of ``cfg``: its latency less
+    the writer's start (``2·DRAIN_STAGES + 1``; 17 for ``v2``'s eight stages)."""
+    return drain_latency(cfg) - WRITER_START_CYCLES
+
+
+class DrainUnit(wiring.Component):
+    """The drain unit of a machine with ``cfg.has_drain`` (see the module docstring).
+
+    Members
+    -------
+    start : In(1)
+        pulses with a STORE ACC's first cycle; the fields below are read then.
+    sram_base, y_size, x_size : In
+        the STORE's fields (its acc tiles are ``sram_base`` … ``+ y_size·x_size − 1``).
+    epi_base : In(EPI_BASE_BITS)
+        the descriptor's index (:func:`openvta.isa.drain.epi_base_of`).
+    busy : Out(1)
+        reading the descriptor or issuing tiles.
+    acc_r, acc_z : a read port and a write port of the acc buffer
+        the tiles read, and zeroed.
+    epi_r : a read port of the epi buffer
+        the descriptor and the residuals.
+    out_data, out_valid : Out
+        the head of the stream of drained tiles (int8 lanes), and whether there is one.
+    out_next : In(1)
+        pops the head.
+
+    Raises
+    ------
+    ValueError
+        if ``cfg`` has no drain unit.
+    """
+
+    @refusing
+    def __init__(self, cfg: Config) -> None:
+        if not isinstance(cfg, Config):
+            raise TypeError(f"cfg must be a Config, not {cfg!r}")
+        if not cfg.has_drain:
+            raise ValueError("this configuration has no drain unit (DRAIN_STAGES is 0)")
+        self.cfg = cfg
+        self.lanes = cfg.BATCH * cfg.BLOCK_OUT
+        super().__init__({
+            "start": In(1), "sram_base": In(SRAM_BASE_WIDTH), "y_size": In(_FIELDS["y_size"]),
+            "x_size": In(_FIELDS["x_size"]), "epi_base": In(EPI_BASE_BITS), "busy": Out(1),
+            "acc_r": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"), "epi_r": read_port(cfg, "epi"),
+            "out_data": Out(self.lanes * cfg.OUT_WIDTH), "out_valid": Out(1), "out_next": In(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cfg, lanes, stages = self.cfg, self.lanes, self.cfg.DRAIN_STAGES
+        width = cfg.ACC_WIDTH
+        acc_bits, epi_bits = ceil_log2(cfg.acc_depth), ceil_log2(cfg.epi_depth)
+        capacity = stages + _FIFO_EXTRA
+        m.submodules.fifo = fifo = SyncFIFO(width=lanes * cfg.OUT_WIDTH, depth=capacity)
+
+        # the STORE's fields and the descriptor, latched
+        idx, ridx = Signal(acc_bits), Signal(epi_bits)  # the next tile, the next residual
+        x, y = Signal(_FIELDS["x_size"]), Signal(_FIELDS["y_size"])
+        x_size, y_size = Signal.like(x, name="x_size_q"), Signal.like(y, name="y_size_q")
+        ebase, stride, waddr = Signal(epi_bits), Signal(epi_bits), Signal(epi_bits)
+        count = Signal(width)  # the descriptor's stage count (lane 0, unsigned)
+        codes = Signal(_CODE_BITS * stages)
+        words = [Signal(lanes * width, name=f"word_{k}") for k in range(stages)]
+        k = Signal(range(stages + 1))
+        cap_en, cap_k = Signal(), Signal(range(max(stages, 2)))
+        in_flight = Signal(range(capacity + 1))  # issued, not yet popped
+        issue = Signal()
+
+        header = self.epi_r.data
+        lane = [header.word_select(i, width) for i in range(DRAIN_HEADER_LANES)]
+        m.d.comb += [self.acc_r.en.eq(1), self.epi_r.en.eq(1), self.busy.eq(1)]
+        m.d.sync += cap_en.eq(0)
+        with m.If(cap_en):  # an operand word read last cycle
+            for j, word in enumerate(words):
+                with m.If(cap_k == j):
+                    m.d.sync += word.eq(self.epi_r.data)
+        with m.FSM(name="drain"):
+            with m.State("IDLE"):
+                m.d.comb += [self.busy.eq(self.start), self.epi_r.addr.eq(self.epi_base)]
+                with m.If(self.start):
+                    m.d.sync += [idx.eq(self.sram_base), x.eq(0), y.eq(0), x_size.eq(self.x_size),
+                                 y_size.eq(self.y_size), ebase.eq(self.epi_base)]
+                    m.next = "HEADER"
+            with m.State("HEADER"):  # the header is on the read port: word 0 next
+                first_word = (ebase + lane[2])[:epi_bits]
+                m.d.comb += self.epi_r.addr.eq(first_word)
+                m.d.sync += [count.eq(lane[0]), ridx.eq(lane[1]), stride.eq(lane[2]), waddr.eq(first_word),
+                             codes.eq(header[DRAIN_HEADER_LANES * width:][:len(codes)]),
+                             cap_en.eq(1), cap_k.eq(0), k.eq(1)]
+                with m.If((x_size == 0) | (y_size == 0)):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "RUN" if stages == 1 else "WORDS"
+            with m.State("WORDS"):
+                m.d.comb += self.epi_r.addr.eq(waddr + stride)
+                m.d.sync += [waddr.eq(waddr + stride), cap_en.eq(1), cap_k.eq(k), k.eq(k + 1)]
+                with m.If(k == stages - 1):
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += [issue.eq(in_flight < capacity), self.acc_r.addr.eq(idx),
+                             self.epi_r.addr.eq(ridx)]
+                with m.If(issue):
+                    m.d.comb += [self.acc_z.en.eq(1), self.acc_z.addr.eq(idx), self.acc_z.data.eq(0)]
+                    m.d.sync += [idx.eq(idx + 1), ridx.eq(ridx + 1)]
+                    with m.If(x + 1 < x_size):
+                        m.d.sync += x.eq(x + 1)
+                    with m.Else():
+                        m.d.sync += [x.eq(0), y.eq(y + 1)]
+                        with m.If(y + 1 >= y_size):
+                            m.next = "IDLE"
+        popped = self.out_next & fifo.r_rdy
+        m.d.sync += in_flight.eq(in_flight + issue - popped)
+        m.d.comb += [self.out_data.eq(fifo.r_data), self.out_valid.eq(fifo.r_rdy), fifo.r_en.eq(self.out_next)]
+
+        # the pipeline: the buffers' outputs registered, then one register per stage
+        read = Signal()
+        m.d.sync += read.eq(issue)
+        valid, tile_x, tile_r = Signal(name="v_in"), Signal(lanes * width, name="x_in"), \
+            Signal(lanes * width, name="r_in")
+        m.d.sync += [valid.eq(read), tile_x.eq(self.acc_r.data), tile_r.eq(self.epi_r.data)]
+        for s in range(stages):
+            m.submodules[f"stage_{s}"] = alu = AluLanes(cfg)
+            code = codes[_CODE_BITS * s:][:_CODE_BITS]
+            on_r, b_r, active = code[3], code[4], count > s
+            m.d.comb += [alu.op.eq(code[:len(alu.op)]), alu.use_imm.eq(0), alu.imm.eq(0),
+                         alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
+            nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")
+            m.d.sync += [nv.eq(valid), nx.eq(Mux(active & ~on_r, alu.acc_out, tile_x)),
+                         nr.eq(Mux(active & on_r, alu.acc_out, tile_r))]
+            valid, tile_x, tile_r = nv, nx, nr
+        m.d.comb += [fifo.w_en.eq(valid),
+                     fifo.w_data.eq(Cat(*(tile_x.word_select(i, width)[:cfg.OUT_WIDTH] for i in range(lanes))))]
+        return m

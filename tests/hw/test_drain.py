@@ -1,0 +1,233 @@
+"""Machine v2's drain unit on the RTL (Verilator) against the functional simulator and the
+cycle model.
+
+Hand-built programs on a ``small`` machine with a drain unit (:data:`DRAIN`: 1x8x8, a
+64-bit bus, an epi buffer of 128 words, eight stages), on ``tiny``'s GEMM behind a
+64-bit bus (:data:`NARROW_DRAIN`: two drained tiles per beat, four stages), with a batch
+of two (:data:`BATCH_DRAIN`) and on the ``v2`` preset (a tile two beats): LOAD EPI
+with padding and EPI_8BIT, descriptors side by side (stride 2) at indices above 15
+(every pad field of the STORE), all five operations on ``X`` and on the residual,
+descriptors of no stage and of every stage, strided DRAM rows, STORE OUT and STORE ACC
+of the same tiles, and drains of tiles a drain zeroed (with and without an ALU write
+between them).  Every program's final DRAM and event counters must equal the functional
+simulator's, and its cycle count the cycle model's within 2 %.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openvta.hw.cosim.backend import RtlBackend
+from openvta.hw.rtl.drain import drain_pipeline_cycles
+from openvta.isa import (EVENT_COUNTERS, AluOp, Config, DrainStage, MemoryType, MemInsn, Module, Opcode, Uop,
+                         encode_header, preset, timing_for)
+from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop
+from openvta.sim.cycle import simulate_cycles
+from openvta.sim.functional import run
+
+pytestmark = pytest.mark.rtl
+
+#: ``small`` with machine v2's drain unit: eight stages, an epi buffer of 128 words.
+DRAIN = preset("small").replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=8)
+#: ``tiny``'s 1x4x4 GEMM on a 64-bit bus with four stages: a drained tile is half a beat.
+NARROW_DRAIN = preset("tiny").replace(LOG_BUS_WIDTH=6, LOG_EPI_BUFF_SIZE=11, DRAIN_STAGES=4)
+#: A batch of two (``tiny``'s 32-bit bus: a drained tile is two beats), six stages.
+BATCH_DRAIN = preset("tiny").replace(LOG_BATCH=1, LOG_INP_BUFF_SIZE=11, LOG_ACC_BUFF_SIZE=13,
+                                     LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=6)
+
+_BACKENDS: dict[bool, RtlBackend] = {}
+
+
+def _backend(stress: bool) -> RtlBackend:
+    if stress not in _BACKENDS:
+        _BACKENDS[stress] = RtlBackend(idle=stress, backpressure=stress, seed=11)
+    return _BACKENDS[stress]
+
+
+def drains_of(program: Program) -> int:
+    """The STORE ACC instructions of ``program`` that move data."""
+    return sum(1 for insn in program.instructions()
+               if isinstance(insn, MemInsn) and insn.opcode == Opcode.STORE
+               and insn.memory_type == MemoryType.ACC and insn.x_size)
+
+
+def model_cycles(program: Program) -> int:
+    """The cycle model's count, with the configuration's ``drain_pipeline_cycles``
+    (:func:`~openvta.hw.rtl.drain.drain_pipeline_cycles`: the timing presets hold ``v2``'s,
+    and these configurations have their own stage counts).  A model that does not charge
+    a drain's pipeline (``drain_pipeline_cycles`` changes nothing) gets it added once per
+    drain: in these programs every drain is on the critical path (the store module's last
+    instructions, each waiting for the one before)."""
+    timing = timing_for(program.config).replace(drain_pipeline_cycles=drain_pipeline_cycles(program.config))
+    cycles = int(simulate_cycles(program, timing).counters["cycles"])
+    if simulate_cycles(program, timing.replace(drain_pipeline_cycles=0)).counters["cycles"] == cycles:
+        cycles += timing.drain_pipeline_cycles * drains_of(program)
+    return cycles
+
+
+def check(program: Program, *, stress: bool = False, tolerance: float = 0.02) -> None:
+    rtl = _backend(stress).run(program)
+    golden = run(program)
+    np.testing.assert_array_equal(rtl.dram, golden.dram)
+    for counter in EVENT_COUNTERS:
+        assert rtl.counters[counter.value] == golden.counters[counter.value], counter.value
+    if not stress:  # the model is calibrated against the memory without idle cycles
+        model, cycles = model_cycles(program), rtl.counters["cycles"]
+        assert abs(model - cycles) / cycles <= tolerance, f"cycle model {model} vs RTL {cycles}"
+
+
+def _tiles(cfg: Config, rng: np.random.Generator, count: int, low: int, high: int, dtype: type) -> np.ndarray:
+    return rng.integers(low, high, (count, cfg.BATCH, cfg.BLOCK_OUT)).astype(dtype)
+
+
+def _lanes(cfg: Config) -> int:
+    return cfg.BATCH * cfg.BLOCK_OUT
+
+
+def residual_program(cfg: Config) -> Program:
+    """A requantization with a residual (EPI_8BIT) over two rows; the same tiles drained
+    again (zeroed: the residual alone), then an ALU ADD into them and a third drain
+    through a descriptor of one stage (MUL by 2).
+
+    (Not a descriptor of no stage: the functional simulator of this machine returns the
+    zeroed tiles for a descriptor that leaves ``X`` alone, ``drain_tiles`` giving back a
+    view of the accumulator it then zeroes; the RTL drains the tiles as they were.)"""
+    rng, lanes, n = np.random.default_rng(5), _lanes(cfg), 8
+    b = ProgramBuilder(cfg)
+    acc = b.tensor("acc", data=_tiles(cfg, rng, n, -2**20, 2**20, np.int32))
+    res = b.tensor("res", data=_tiles(cfg, rng, n, -128, 128, np.int8))
+    outs = [b.tensor(f"out{k}", shape=(n, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+            for k in range(3)]
+    requant = (DrainStage(AluOp.SHR), DrainStage(AluOp.SHR, on_residual=True),
+               DrainStage(AluOp.ADD, operand_residual=True), DrainStage(AluOp.MIN), DrainStage(AluOp.MAX))
+    words = np.zeros((1 + len(requant), lanes), np.int32)
+    words[0] = encode_header(cfg, requant[:cfg.DRAIN_STAGES], res_base=40)
+    words[1:] = np.array([8, 1, 0, 127, -128])[:, None]
+    add_r = np.zeros((2, lanes), np.int32)
+    add_r[0] = encode_header(cfg, (DrainStage(AluOp.ADD, operand_residual=True),), res_base=40)
+    b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=n)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.load_epi_words(0, words)
+    b.load_epi_words(20, add_r)
+    double = np.zeros((2, lanes), np.int32)
+    double[0], double[1] = encode_header(cfg, (DrainStage(AluOp.MUL),)), 2
+    b.load_epi_words(30, double)
+    b.load_2d(MemoryType.EPI_8BIT, 40, res, y_size=1, x_size=n)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    b.store_2d(0, outs[0], y_size=2, x_size=n // 2, epi_base=0)
+    b.store_2d(0, outs[1], y_size=1, x_size=n, epi_base=20)
+    b.dep_push(Module.STORE, Module.COMPUTE)
+    b.dep_pop(Module.STORE, Module.COMPUTE)
+    b.alu(UopKernel((Uop(0, 0),), (UopLoop(n, dst_factor=1, src_factor=1),)), AluOp.ADD, imm=-3)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    b.store_2d(0, outs[2], y_size=1, x_size=n, epi_base=30)
+    return b.finish()
+
+
+def _codes(cfg: Config, residual: bool) -> tuple[DrainStage, ...]:
+    """``DRAIN_STAGES`` stages: every operation, on ``X`` (and, with ``residual``, on ``R``)."""
+    ops = [AluOp.MUL, AluOp.ADD, AluOp.SHR, AluOp.MAX, AluOp.MIN, AluOp.SHR, AluOp.ADD, AluOp.MUL]
+    stages = []
+    for k in range(cfg.DRAIN_STAGES):
+        on_r = residual and k % 3 == 1
+        b_r = residual and k % 3 == 2
+        stages.append(DrainStage(ops[k % len(ops)], on_residual=on_r, operand_residual=b_r))
+    return tuple(stages)
+
+
+def _operand(op: AluOp, rng: np.random.Generator, lanes: int) -> np.ndarray:
+    if op == AluOp.SHR:  # right shifts, and left shifts (negative amounts)
+        return rng.integers(-3, 9, lanes)
+    if op == AluOp.MUL:
+        return rng.integers(-5, 6, lanes)
+    return rng.integers(-3000, 3000, lanes)
+
+
+def all_ops_program(cfg: Config) -> Program:
+    """Two descriptors of every stage side by side (stride 2, headers at 43 and 44), one
+    on ``X`` alone, one with a residual loaded as EPI with padding; acc tiles from ACC
+    and ACC_8BIT loads; a STORE OUT and a drain of the same tiles; strided DRAM rows."""
+    rng, lanes, n = np.random.default_rng(6), _lanes(cfg), 12
+    b = ProgramBuilder(cfg)
+    acc = b.tensor("acc", data=_tiles(cfg, rng, n, -2**16, 2**16, np.int32))
+    acc8 = b.tensor("acc8", data=_tiles(cfg, rng, n, -128, 128, np.int8))
+    res = b.tensor("res", data=_tiles(cfg, rng, 10, -2**12, 2**12, np.int32))
+    plain = b.tensor("plain", shape=(3, 6, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    drained = b.tensor("drained", shape=(3, 6, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    with_r = b.tensor("with_r", shape=(2, 7, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    base, stride = 43, 2
+    descriptors = [_codes(cfg, residual=False), _codes(cfg, residual=True)]
+    words = np.zeros((stride * (1 + cfg.DRAIN_STAGES), lanes), np.int32)
+    for j, stages in enumerate(descriptors):
+        words[j] = encode_header(cfg, stages, res_base=base + len(words), stride=stride)
+        for k, stage in enumerate(stages):
+            words[j + (k + 1) * stride] = _operand(stage.op, rng, lanes)
+    b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=n)
+    b.load_2d(MemoryType.ACC_8BIT, n, acc8, y_size=1, x_size=n)
+    b.alu(UopKernel((Uop(0, 0),), (UopLoop(n, dst_factor=1, src_factor=1),)), AluOp.SHR, imm=4)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.load_epi_words(base, words)
+    # the residual: rows of 6 words, a zero word before each row and a zero row first
+    b.load_2d(MemoryType.EPI, base + len(words), res, y_size=2, x_size=5, y_pad_0=1, x_pad_0=1)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    b.store_2d(0, plain, offset=1, y_size=3, x_size=4, x_stride=6)  # the out buffer (ALU SHR's low bits)
+    b.store_2d(0, drained, offset=1, y_size=3, x_size=4, x_stride=6, epi_base=base)
+    b.store_2d(n - 2, with_r, offset=2, y_size=2, x_size=5, x_stride=7, epi_base=base + 1)
+    return b.finish()
+
+
+def long_program(cfg: Config, drain: bool = True) -> Program:
+    """64 tiles in four rows of 16, through three stages (or, ``drain=False``, the same
+    STORE of the out buffer): the drain's throughput against a plain STORE's."""
+    rng, lanes, n = np.random.default_rng(7), _lanes(cfg), 64
+    b = ProgramBuilder(cfg)
+    acc = b.tensor("acc", data=_tiles(cfg, rng, n, -2**20, 2**20, np.int32))
+    out = b.tensor("out", shape=(n, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+    words = np.zeros((4, lanes), np.int32)
+    words[0] = encode_header(cfg, (DrainStage(AluOp.SHR), DrainStage(AluOp.MIN), DrainStage(AluOp.MAX)))
+    words[1:] = np.array([12, 127, -128])[:, None]
+    b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=n)
+    b.alu(UopKernel((Uop(0, 0),), (UopLoop(n, dst_factor=1, src_factor=1),)), AluOp.SHR, imm=12)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    b.load_epi_words(0, words)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    b.store_2d(0, out, y_size=4, x_size=n // 4, epi_base=0 if drain else None)
+    return b.finish()
+
+
+PROGRAMS = {"residual": residual_program, "all_ops": all_ops_program, "long": long_program}
+
+
+@pytest.mark.parametrize("cfg", [DRAIN, BATCH_DRAIN], ids=["small", "batch2"])
+@pytest.mark.parametrize("make", sorted(PROGRAMS))
+def test_drain_programs_on_the_rtl(make: str, cfg: Config) -> None:
+    check(PROGRAMS[make](cfg))
+
+
+@pytest.mark.parametrize("make", ["residual", "all_ops"])
+def test_drain_programs_under_stalls(make: str) -> None:
+    """Random AXI idle cycles and back-pressure: the writer's beats wait for the drain's
+    tiles, the drain for room in its FIFO."""
+    check(PROGRAMS[make](DRAIN), stress=True)
+
+
+@pytest.mark.parametrize("make", ["residual", "all_ops"])
+def test_drained_tiles_narrower_than_a_bus_beat(make: str) -> None:
+    """Two drained tiles per beat: the writer gathers them as they come out of the drain."""
+    check(PROGRAMS[make](NARROW_DRAIN))
+
+
+def test_a_drain_costs_a_store_and_the_pipeline() -> None:
+    """A drain of 64 tiles takes as long as the STORE of the out buffer it replaces, plus
+    ``Timing.drain_pipeline_cycles`` (the drain's latency less the writer's own start)."""
+    cycles = {drain: _backend(False).run(long_program(DRAIN, drain)).counters["cycles"]
+              for drain in (False, True)}
+    assert abs(cycles[True] - cycles[False] - drain_pipeline_cycles(DRAIN)) <= 1
+    assert drain_pipeline_cycles(preset("v2")) == timing_for(preset("v2")).drain_pipeline_cycles
+
+
+def test_one_drain_program_on_the_v2_preset() -> None:
+    """``v2`` itself: 16 lanes, a drained tile two beats of the 64-bit bus."""
+    check(all_ops_program(preset("v2")))
