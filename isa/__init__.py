@@ -47,7 +47,7 @@ from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit,
                     dram_type, module_of, modules_of)
 from .report import InsnTiming, Roofline, RunReport, UnitTiming, unit_timing
-from .timing import TIMING_PRESETS, Timing, timing_for
+from .timing import TIMING_PRESETS, Timing, drain_fill_cycles, timing_for
 from .instructions import (
     AluInsn,
     FinishInsn,
@@ -83,5 +83,5 @@ __all__ = [
     "round_shift_steps", "shr_amount", "wrap_int32",
     "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainOp", "DrainStage", "decode_header", "drain_tiles",
     "encode_header",
-    "reads_residual", "epi_base_of", "with_epi_base", "dram_type",
+    "reads_residual", "epi_base_of", "with_epi_base", "dram_type", "drain_fill_cycles",
 ]

@@ -27,6 +27,8 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   execution adds one cycle.  An execution touching a tile
   written fewer than ``hazard_window`` executions before waits out the difference
   (0: the RTL forwards the accumulator, docs/ISA.md's no-hazard rule costs nothing);
+* a draining STORE ACC (machine v2) adds :func:`drain_fill_cycles` once, before its rows;
+  a LOAD EPI/EPI_8BIT costs what a LOAD does, on the store module;
 * sync instructions (``x_size = 0``) and FINISH add nothing.
 
 Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 
 from .config import Config, ConfigError
 
-__all__ = ["Timing", "TIMING_PRESETS", "timing_for"]
+__all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for"]
 
 #: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
 #: them there), in bytes.
@@ -102,9 +104,10 @@ class Timing:
     alu_mul_cycles: int = 1
     #: executions within which reading a freshly written tile stalls (0: forwarded)
     hazard_window: int = 0
-    #: cycles of a draining STORE (machine v2) before its first element leaves the drain
-    #: unit's pipeline (the stages and the acc read)
-    drain_pipeline_cycles: int = 17
+    #: cycles a draining STORE (machine v2) costs beyond the STORE of the out buffer it
+    #: replaces, besides two per drain stage (:func:`drain_fill_cycles`: the drain's
+    #: descriptor words and stages, less what the DMA writer's start hides; the RTL's)
+    drain_extra_cycles: int = 1
     #: nominal clock for GOPS figures, in MHz
     clock_mhz: float = 100.0
 
@@ -139,6 +142,19 @@ TIMING_PRESETS: dict[str, Timing] = {
     "small": Timing(),
     "tiny": Timing(max_burst_beats=32),
 }
+
+
+def drain_fill_cycles(cfg: Config, timing: Timing) -> int:
+    """What a draining STORE ACC costs beyond the STORE of the out buffer it replaces: two
+    cycles per drain stage (an operand word read, a pipeline register) and
+    ``drain_extra_cycles``; 0 without a drain unit.  Measured on the RTL
+    (``hw/rtl/drain.py``, ``tests/hw/test_drain.py``): ``2·DRAIN_STAGES + 1``.
+
+    >>> from openvta.isa import preset
+    >>> drain_fill_cycles(preset("v2"), Timing())
+    25
+    """
+    return 2 * cfg.DRAIN_STAGES + timing.drain_extra_cycles if cfg.has_drain else 0
 
 
 def timing_for(cfg: Config) -> Timing:

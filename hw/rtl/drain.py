@@ -18,7 +18,7 @@ Work of one STORE ACC:
    same cycle, zeroed through its own write port (the read port is not transparent for
    it, so it returns the tile as it was); the residual ``epi[res_base + e]`` is read on
    the epi buffer's read port.  The two are registered (block RAM outputs are slow on an
-   FPGA), then pass ``DRAIN_STAGES`` stage units, each an :class:`~.units.AluLanes` and a
+   FPGA), then pass ``DRAIN_STAGES`` stage units, each a :class:`DrainLanes` and a
    register: stage ``k`` applies its code (``op`` on ``X`` or ``R``, the operand its word
    or ``R``) when ``k`` is below the descriptor's count and passes ``X`` and ``R`` on
    unchanged otherwise.  The low 8 bits of every lane of ``X`` enter a FIFO of
@@ -32,8 +32,9 @@ the consumer pops one per cycle (the FIFO holds every tile in flight, so the cre
 never starves the pipeline); the store's DMA writer takes at most one per cycle, so a
 drain moves as fast as a STORE of the out buffer after the first tile.  Measured on the
 RTL (Verilator): a drain takes ``2·DRAIN_STAGES + 1`` cycles more than the STORE of the
-out buffer it replaces (the writer's first three cycles overlap the latency), 17 for
-``v2`` — :func:`drain_pipeline_cycles`, the timing's ``drain_pipeline_cycles``.
+out buffer it replaces (the writer's first three cycles overlap the latency), 25 for
+``v2``'s twelve stages — :func:`drain_pipeline_cycles`, which the cycle model charges as
+:func:`openvta.isa.drain_fill_cycles`.
 
 **Size**: ``DRAIN_STAGES`` ALUs of ``BATCH·BLOCK_OUT`` 32-bit lanes (each with a 32×32
 multiplier: 128 for ``v2``), ``DRAIN_STAGES`` operand words and two tiles of pipeline
@@ -57,21 +58,21 @@ bit with the tile and takes zero when it is set, and clears it when it writes th
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from openvta.isa import Config
-from openvta.isa.config import DRAIN_HEADER_LANES, SRAM_BASE_WIDTH
+from openvta.isa import Config, DrainOp
+from openvta.isa.config import DRAIN_HEADER_LANES, SHR_AMOUNT_WIDTH, SRAM_BASE_WIDTH
 from openvta.isa.encoding import MEM_FIELDS
 
 from .buffers import read_port, write_port
 from .params import refusing
 from .units import AluLanes
 
-__all__ = ["DrainUnit", "EPI_BASE_BITS", "WRITER_START_CYCLES", "drain_latency", "drain_pipeline_cycles"]
+__all__ = ["DrainLanes", "DrainUnit", "EPI_BASE_BITS", "WRITER_START_CYCLES", "drain_latency", "drain_pipeline_cycles"]
 
 _FIELDS = {name: width for name, width, _ in MEM_FIELDS}
 #: Bits of a STORE ACC's descriptor index (its four 4-bit pad fields).
@@ -96,8 +97,58 @@ def drain_latency(cfg: Config) -> int:
 def drain_pipeline_cycles(cfg: Config) -> int:
     """What a drain costs beyond the STORE of the out buffer it replaces, the
     :class:`~openvta.isa.Timing`'s ``drain_pipeline_cycles`` of ``cfg``: its latency less
-    the writer's start (``2·DRAIN_STAGES + 1``; 17 for ``v2``'s eight stages)."""
+    the writer's start (``2·DRAIN_STAGES + 1``; 25 for ``v2``'s twelve stages)."""
     return drain_latency(cfg) - WRITER_START_CYCLES
+
+
+class DrainLanes(wiring.Component):
+    """One drain stage's lanes: ``out = op(a, b)`` for a :class:`~openvta.isa.DrainOp`, on
+    every 32-bit lane — the ALU's five operations (:class:`~.units.AluLanes`), and RSHR (the
+    ALU's ``SHR s-1, ADD 1, SHR 1`` for ``s >= 1``, ``SHR s`` otherwise, ``s`` the signed low
+    6 bits of ``b``) and CLIP (MIN by ``b``'s high 16 bits, then MAX by its low 16 bits),
+    exactly as :mod:`openvta.isa.arith` computes them.  Combinational."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        n = cfg.BATCH * cfg.BLOCK_OUT
+        super().__init__({"op": In(3), "a": In(n * cfg.ACC_WIDTH), "b": In(n * cfg.ACC_WIDTH),
+                          "out": Out(n * cfg.ACC_WIDTH)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cfg, bits = self.cfg, self.cfg.ACC_WIDTH
+        n = cfg.BATCH * cfg.BLOCK_OUT
+        m.submodules.alu = alu = AluLanes(cfg)
+        m.d.comb += [alu.op.eq(self.op), alu.use_imm.eq(0), alu.imm.eq(0), alu.a.eq(self.a), alu.b.eq(self.b)]
+        lanes = []
+        for w in range(n):
+            a, b = self.a.word_select(w, bits).as_signed(), self.b.word_select(w, bits)
+            s = Signal(signed(SHR_AMOUNT_WIDTH), name=f"rshr_s_{w}")
+            m.d.comb += s.eq(b[:SHR_AMOUNT_WIDTH])
+            first = Signal(signed(bits), name=f"rshr_first_{w}")
+            with m.If(s >= 1):
+                m.d.comb += first.eq(a >> (s - 1).as_unsigned()[:SHR_AMOUNT_WIDTH - 1])
+            with m.Elif(s == 0):
+                m.d.comb += first.eq(a)
+            with m.Else():
+                m.d.comb += first.eq((a << (-s).as_unsigned()[:SHR_AMOUNT_WIDTH])[:bits])
+            bumped = Signal(signed(bits), name=f"rshr_bumped_{w}")
+            m.d.comb += bumped.eq((first + 1)[:bits])
+            rshr = Mux(s >= 1, bumped >> 1, first)
+            high, low = b[16:32].as_signed(), b[:16].as_signed()
+            lower = Mux(a < high, a, high)
+            clip = Mux(lower > low, lower, low)
+            lane = Signal(bits, name=f"drain_{w}")
+            with m.Switch(self.op):
+                with m.Case(DrainOp.RSHR):
+                    m.d.comb += lane.eq(rshr)
+                with m.Case(DrainOp.CLIP):
+                    m.d.comb += lane.eq(clip)
+                with m.Default():
+                    m.d.comb += lane.eq(alu.acc_out.word_select(w, bits))
+            lanes.append(lane)
+        m.d.comb += self.out.eq(Cat(*lanes))
+        return m
 
 
 class DrainUnit(wiring.Component):
@@ -217,14 +268,14 @@ class DrainUnit(wiring.Component):
             Signal(lanes * width, name="r_in")
         m.d.sync += [valid.eq(read), tile_x.eq(self.acc_r.data), tile_r.eq(self.epi_r.data)]
         for s in range(stages):
-            m.submodules[f"stage_{s}"] = alu = AluLanes(cfg)
+            m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg)
             code = codes[_CODE_BITS * s:][:_CODE_BITS]
             on_r, b_r, active = code[3], code[4], count > s
-            m.d.comb += [alu.op.eq(code[:len(alu.op)]), alu.use_imm.eq(0), alu.imm.eq(0),
+            m.d.comb += [alu.op.eq(code[:len(alu.op)]),
                          alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
             nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")
-            m.d.sync += [nv.eq(valid), nx.eq(Mux(active & ~on_r, alu.acc_out, tile_x)),
-                         nr.eq(Mux(active & on_r, alu.acc_out, tile_r))]
+            m.d.sync += [nv.eq(valid), nx.eq(Mux(active & ~on_r, alu.out, tile_x)),
+                         nr.eq(Mux(active & on_r, alu.out, tile_r))]
             valid, tile_x, tile_r = nv, nx, nr
         m.d.comb += [fifo.w_en.eq(valid),
                      fifo.w_data.eq(Cat(*(tile_x.word_select(i, width)[:cfg.OUT_WIDTH] for i in range(lanes))))]

@@ -52,6 +52,7 @@ from openvta.isa import (
     InsnTiming,
     TokenQueue,
     Unit,
+    drain_fill_cycles,
     timing_for,
     unit_timing,
 )
@@ -362,7 +363,7 @@ class CycleModel:
         if insn.opcode == Opcode.STORE:
             bursts = rows_of(insn, self._out_elem_bytes, self.cfg.bus_bytes, timing.max_burst_beats)
             # a draining STORE ACC (machine v2) first fills the drain unit's pipeline
-            fill = timing.drain_pipeline_cycles if insn.memory_type == MemoryType.ACC else 0
+            fill = drain_fill_cycles(self.cfg, timing) if insn.memory_type == MemoryType.ACC else 0
             rows = [(busy + fill, None)] + [(timing.store_row_cycles, train) for train in bursts]
         else:
             bursts = rows_of(insn, self._elem_bytes[insn.memory_type], self.cfg.bus_bytes,
