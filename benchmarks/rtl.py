@@ -10,7 +10,10 @@ virtual threads) at 200k simulated cycles/s or more with the DRAM inside the des
 result; CPU times are the simulator process's.
 
     .venv/bin/python benchmarks/rtl.py [--presets tiny,small,default] [--fresh]
-                                       [--memory native|cocotb] [--layer C11|'']
+                                       [--memory native|cocotb] [--layer C11|''] [--v2-layers C4,C5,C11]
+
+Issue 22: C4, C5 and C11 on machine v2 (``--v2-layers``), the RTL with its drain unit
+equal to the functional simulator and within 2 % of the cycle model.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="time a build in an empty cache")
     parser.add_argument("--memory", default="native", choices=["native", "cocotb"])
     parser.add_argument("--layer", default="C11", help="ResNet-18 layer on both DRAMs ('' for none)")
+    parser.add_argument("--v2-layers", default="C4,C5,C11",
+                        help="ResNet-18 layers on machine v2's RTL ('' for none)")
     args = parser.parse_args()
     for name in filter(None, args.presets.split(",")):
         cfg = preset(name)
@@ -80,6 +85,8 @@ def main() -> None:
             print(f"  {label:<18}{rtl:>11}{model:>9}{(model - rtl) / rtl:>+8.2%}")
     if args.layer:
         compare_drams(args.layer)
+    if args.v2_layers:
+        machine_v2(args.v2_layers.split(","))
     print("targets: >= 20k cycles/s on default (steady); model error <= 5 % (2 % on the blocked GEMM); "
           "a layer at >= 200k cycles/s with the native DRAM, identical on both")
 
@@ -113,6 +120,30 @@ def compare_drams(layer: str) -> None:
           f"{'identical' if native.counters == cocotb.counters else 'DIFFERENT'}, DRAM "
           f"{'equal to' if np.array_equal(native.dram, run(program).dram) else 'DIFFERENT from'} "
           f"the functional simulator's")
+
+
+def machine_v2(layers: list[str]) -> None:
+    """ResNet-18 layers on machine v2 (preset ``v2``, 2 virtual threads) on the RTL with its
+    drain unit (native DRAM): the final DRAM against the functional simulator's, the cycles
+    against the cycle model's (issue 22: equal, and within 2 %)."""
+    import openvta
+    from openvta.compiler.workloads import RESNET18, random_inputs
+
+    print("machine v2 (preset v2, 2 virtual threads) on the RTL with its drain unit:")
+    for layer in layers:
+        operands = random_inputs(RESNET18[layer], seed=0)
+        op = openvta.operator("conv2d", layer=layer, config="v2", vthreads=2)
+        program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
+        backend = RtlBackend(max_cycles=20_000_000, memory="native")
+        start = time.perf_counter()
+        result = backend.run(program)
+        wall = time.perf_counter() - start
+        rtl, model = result.counters["cycles"], simulate_cycles(program).counters["cycles"]
+        equal = np.array_equal(result.dram, run(program).dram)
+        error = (model - rtl) / rtl
+        print(f"  {layer:<4}{rtl:>10,} RTL cycles, model {model:>10,} ({error:+.2%}); DRAM "
+              f"{'equal to' if equal else 'DIFFERENT from'} the functional simulator's; {wall:.1f} s wall "
+              f"(target: equal, within 2 %: {'yes' if equal and abs(error) <= 0.02 else 'NO'})", flush=True)
 
 
 if __name__ == "__main__":
