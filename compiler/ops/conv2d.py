@@ -23,6 +23,7 @@ fits: it is then the last thread's last tile (an uneven split).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,9 +101,8 @@ def _best_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad:
                         # fewest tiles (most output per tile), the longest reduction step, fewest uops;
                         # on machine v2, the fewest estimated cycles first (docs/DECISIONS.md)
                         count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
-                        score = (-count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
-                        if cfg.has_drain:
-                            score = (-_estimate(cfg, n, ci_t, co_t, oh, kernel, stride, plan), *score)
+                        cost = _estimate(cfg, n, ci_t, co_t, oh, kernel, stride, plan) if cfg.has_drain else 0.0
+                        score = (-cost, -count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
                         if best is None or score > best[0]:
                             best = (score, plan)
     return None if best is None else best[1]
@@ -405,7 +405,7 @@ def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
         return default_knobs(lambda: plan_conv2d(*shape, epilogue=epilogue))
     best: tuple[float, Knobs] | None = None
     for threads in (1, 2):
-        knobs = default_knobs(lambda threads=threads: plan_conv2d(*shape, threads, epilogue=epilogue))
+        knobs = default_knobs(partial(plan_conv2d, *shape, threads, epilogue=epilogue))
         if knobs is None:
             continue
         plan = Conv2dPlan(**knobs)
