@@ -4,7 +4,9 @@ For each layer: cycles, GOPS at the nominal 100 MHz, GEMM utilization, the roofl
 bound of the bytes the schedule moves and the fraction of it reached, the ideal bound
 (the MACs at the peak rate or the compulsory DRAM bytes — each input element the layer
 uses, each weight, bias and output once — whichever is slower) and the fraction of it
-reached, compile time; every output is checked against numpy.  Targets (issue 13): on
+reached, compile time, and where the cycles go (the load, store and ALU busy cycles, and
+the compute module's waits for tokens: the decomposition of issue 22); every output is
+checked against numpy.  Targets (issue 13): on
 the ideal bound, at least 90 % on average with virtual threads and no layer below 75 %;
 under 2 s to compile a layer.
 
@@ -44,7 +46,8 @@ def main() -> None:
           f"(GOPS at the timing's nominal clock)")
     print(f"{'layer':<6}{'vt':>3}{'cycles':>11}{'GOPS':>8}{'util':>8}{'roofline':>10}"
           f"{'reached':>9}{'bound':>9}{'ideal':>9}{'reached':>9}{'bound':>9}{'GEMM+ALU':>10}"
-          f"{'reached':>9}{'compile s':>11}{'insns':>7}  check")
+          f"{'reached':>9}{'compile s':>11}{'insns':>7}  check   where the cycles go (busy: load, store, ALU; "
+          f"compute waiting for tokens)")
     fractions: dict[int, list[float]] = {t: [] for t in threads}
     ideal_fractions: dict[int, list[float]] = {t: [] for t in threads}
     machine_fractions: dict[int, list[float]] = {t: [] for t in threads}
@@ -72,7 +75,9 @@ def main() -> None:
                   f"{r.roofline_cycles:>10.0f}{r.roofline_fraction:>9.1%}{r.bound:>9}"
                   f"{r.ideal_cycles:>9.0f}{r.ideal_fraction:>9.1%}{r.ideal_bound:>9}"
                   f"{machine:>10.0f}{machine / r.cycles:>9.1%}"
-                  f"{compile_s:>11.2f}{program.insn_count:>7}  {'ok' if ok else 'MISMATCH'}",
+                  f"{compile_s:>11.2f}{program.insn_count:>7}  {'ok' if ok else 'MISMATCH':<8}"
+                  f"load {r.counters['load_busy_cycles']:>7} store {r.counters['store_busy_cycles']:>7} "
+                  f"ALU {r.counters['alu_busy_cycles']:>7} waits {r.counters['compute_wait_token_cycles']:>7}",
                   flush=True)
     for vt, values in fractions.items():
         ideal = ideal_fractions[vt]
