@@ -7,9 +7,12 @@ burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 re
 store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
 
 Machine v2 (``cfg.has_drain``) adds the epi buffer (one write and one read port, the
-store module's), a read port and a second write port of the acc buffer for the store
-module's drain unit (:mod:`.drain`), and two burst masters (store's EPI and EPI_8BIT
-readers) after the seven.
+store module's), a read port of the acc buffer for the store module's drain unit
+(:mod:`.drain`), two burst masters (store's EPI and EPI_8BIT readers) after the seven, and
+a **cleared bit per accumulator tile** (:class:`ClearedTiles`): the drain zeroes what it
+drains by setting the tile's bit, not by writing the acc buffer (a second write port would
+take it out of block RAM on an FPGA); every read of the acc buffer returns zeros for a tile
+whose bit is set, and compute's writes (GEMM, ALU, its ACC loads) clear the bit.
 
 The counters of :data:`openvta.isa.HW_COUNTERS` count from ``start`` to FINISH with the
 definitions of docs/ISA.md and the cycle model (event counters equal the functional
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -110,9 +113,24 @@ class Core(wiring.Component):
         if self.cfg.has_drain:  # the store module's: the EPI loads, the drain (:mod:`.drain`)
             ports["epi_w"] = mems["epi"].write_port()
             ports["epi_r"] = mems["epi"].read_port()
-            ports["acc_z"] = mems["acc"].write_port()
             ports["acc_d"] = mems["acc"].read_port()
         return ports
+
+    def _cleared_tiles(self, m: Module, ports: dict[str, Any], compute: Any, store: Any) -> None:
+        """Machine v2: the drained tiles' cleared bits between the acc buffer's read ports
+        and the modules that read them (their data zero while the bit is set); the drain's
+        zeroing port sets the bits, compute's acc writes clear them."""
+        readers = [(compute.acc_ra, ports["acc_ra"]), (store.acc_d, ports["acc_d"])]
+        if "acc_rb" in ports:
+            readers.append((compute.acc_rb, ports["acc_rb"]))
+        m.submodules.cleared = cleared = ClearedTiles(self.cfg.acc_depth, len(readers))
+        write = ports["acc_w"]
+        m.d.comb += [cleared.set_en.eq(store.acc_z.en), cleared.set_addr.eq(store.acc_z.addr),
+                     cleared.clear_en.eq(write.en), cleared.clear_addr.eq(write.addr)]
+        for i, (unit_port, mem_port) in enumerate(readers):
+            m.d.comb += [mem_port.addr.eq(unit_port.addr), mem_port.en.eq(unit_port.en),
+                         cleared.read_addr[i].eq(unit_port.addr), cleared.read_en[i].eq(unit_port.en),
+                         unit_port.data.eq(Mux(cleared.read_bit[i], 0, mem_port.data))]
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -133,11 +151,14 @@ class Core(wiring.Component):
             wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
             _connect_tokens(m, unit, tokens)
-        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r", "epi_w", "epi_r", "acc_z", "acc_d")),
+        masked = ("acc_ra", "acc_rb", "acc_d") if cfg.has_drain else ()  # through the cleared bits
+        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r", "epi_w", "epi_r", "acc_d")),
                             (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r",
                                        "out_w"))):
-            for name in (n for n in names if n in ports):
+            for name in (n for n in names if n in ports and n not in masked):
                 wiring.connect(m, getattr(unit, name), ports[name])
+        if cfg.has_drain:
+            self._cleared_tiles(m, ports, compute, store)
         masters = [fetch.mem, load.inp_mem, load.wgt_mem, compute.uop_mem, compute.acc_mem,
                    compute.acc_8bit_mem, store.out_mem]
         if cfg.has_drain:
@@ -249,3 +270,34 @@ def _connect_tokens(m: Module, unit: Stage, tokens: dict[TokenQueue, TokenCounte
     for q in pushes:
         end = getattr(unit, q.name.lower())
         m.d.comb += [tokens[q].push.eq(end.push), end.full.eq(tokens[q].full)]
+
+
+class ClearedTiles(wiring.Component):
+    """A bit per accumulator tile, for machine v2's drain unit: ``set`` (the drain has
+    drained the tile: it reads as zeros) and ``clear`` (compute wrote it); ``read_bit[i]`` is
+    the bit of ``read_addr[i]``, a cycle later like a block RAM's data, and taking a clear of
+    the same tile in that cycle into account (the acc read ports are transparent for
+    compute's writes).  The tokens keep a set and a clear of one tile out of one cycle.
+
+    ``depth`` flip-flops and a decoder per port: 2048 bits for ``v2``, 1024 for ``small``.
+    """
+
+    def __init__(self, depth: int, reads: int) -> None:
+        bits = max(1, (depth - 1).bit_length())
+        self.depth = depth
+        super().__init__({
+            "set_en": In(1), "set_addr": In(bits), "clear_en": In(1), "clear_addr": In(bits),
+            "read_en": In(1).array(reads), "read_addr": In(bits).array(reads), "read_bit": Out(1).array(reads),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bits = Signal(self.depth)
+        one = Const(1, self.depth)
+        set_mask = Mux(self.set_en, one << self.set_addr, 0)
+        clear_mask = Mux(self.clear_en, one << self.clear_addr, 0)
+        m.d.sync += bits.eq((bits | set_mask) & ~clear_mask)
+        for en, addr, bit in zip(self.read_en, self.read_addr, self.read_bit):
+            with m.If(en):
+                m.d.sync += bit.eq(bits.bit_select(addr, 1) & ~(self.clear_en & (self.clear_addr == addr)))
+        return m

@@ -40,20 +40,16 @@ out buffer it replaces (the writer's first three cycles overlap the latency), 25
 multiplier: 128 for ``v2``), ``DRAIN_STAGES`` operand words and two tiles of pipeline
 registers per stage, and the FIFO of ``DRAIN_STAGES + 4`` int8 tiles.
 
-**Zeroing** (the choice between a second writer of the acc buffer and a "cleared" bit per
-tile): this unit zeroes through a **second write port** of the acc buffer.  It is the
-simple choice: nothing in the compute module changes, and the tokens guarantee that
-compute never touches the tiles being drained, so the two write ports need no
-arbitration.  Its cost on an FPGA is the acc buffer itself (expected from how block RAM
-is inferred; no drain build has been synthesized yet): block RAMs have two ports, and
-the acc buffer already takes one write port and (with the drain's) three read ports,
-which Yosys builds as copies of a simple dual-port RAM, one per read port, each written
-by the one write port.  A second write port does not fit that scheme: the buffer becomes
-distributed RAM or flip-flops (far beyond an ECP5 for ``v2``'s 128 KiB), or needs a
-live-value table / XOR-banked multi-write RAM (twice the block RAM and more).  The
-alternative for an FPGA build is a ``cleared`` bit per tile (``acc_depth`` bits, e.g.
-2048 for ``v2``): the drain sets the bits of the tiles it reads, compute reads a tile's
-bit with the tile and takes zero when it is set, and clears it when it writes the tile.
+**Zeroing**: the drain zeroes each tile it reads by setting the tile's **cleared bit**
+(:class:`~.core.ClearedTiles`, through its ``acc_z`` port, whose data is not used): every
+read of the acc buffer — compute's and the drain's own — returns zeros for a tile whose bit
+is set, and compute's writes clear it.  Not a second write port of the acc buffer, which
+was the first version: block RAMs have two ports, and the acc buffer already takes one
+write port and up to three read ports (copies of a simple dual-port RAM, one per read
+port, each written by the one write port); a second writer would take it out of block
+RAM.  The bits cost ``acc_depth`` flip-flops and a decoder per port (2048 for ``v2``).
+The tokens guarantee that compute never touches the tiles being drained, so a set and a
+clear never meet.
 """
 
 from __future__ import annotations
