@@ -13,7 +13,7 @@ from math import prod
 
 import numpy as np
 
-from openvta.isa import Config, Format, Module, Uop, layouts_of
+from openvta.isa import Config, Format, MemoryType, Module, Uop, layouts_of
 from openvta.runtime import Program, ProgramBuilder, Progress, Role, Symbol, UopKernel, UopLoop
 from openvta.runtime.builder import BuildError
 
@@ -113,6 +113,8 @@ class _Emitter:
         #: next load run writes and its next GEMM reads (they alternate), and the threads of
         #: the last load and GEMM (the token that follows them ends their run)
         self.copies = self.threads = 1
+        #: what each epi word holds (the load that wrote it), to skip reloading a descriptor
+        self.epi_words: dict[int, tuple] = {}
         self.load_copy: dict[int, int] = {}
         self.gemm_copy: dict[int, int] = {}
         self.last_load = self.last_gemm = 0
@@ -148,12 +150,27 @@ class _Emitter:
         else:
             raise LoweringError("codegen", f"{type(stmt).__name__} left after the passes")
 
+    def _held(self, base: int, count: int, source: tuple) -> bool:
+        """Whether epi words ``base … base + count − 1`` already hold what ``source`` loads
+        (a descriptor a tile shares with the thread's previous one); if not, they will."""
+        if all(self.epi_words.get(base + i) == (source, i) for i in range(count)):
+            return True
+        for i in range(count):
+            self.epi_words[base + i] = (source, i)
+        return False
+
+    def _forget(self, base: int, count: int) -> None:
+        for i in range(count):
+            self.epi_words.pop(base + i, None)
+
     def _dma(self, stmt: Dma, env: dict[Var, int], thread: int) -> None:
         if stmt.words is not None:
             words = np.array(stmt.words, np.int64)
             if stmt.slice_lane is not None:
                 words[:, stmt.slice_lane] += stmt.buffer.base(thread, self.slices) - stmt.buffer.offset
-            self.builder.load_epi_words(stmt.buffer.base(thread, self.slices), words.astype(np.int32))
+            base = stmt.buffer.base(thread, self.slices)
+            if not self._held(base, len(words), ("words", words.tobytes())):
+                self.builder.load_epi_words(base, words.astype(np.int32))
             if self.ticker is not None:
                 self.ticker.tick(1)
             return
@@ -189,6 +206,9 @@ class _Emitter:
             elif stmt.store:
                 self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols,
                                       x_stride=ydim.stride)
+            elif stmt.memory_type == MemoryType.EPI and self._held(
+                    sram, block, ("tensor", id(symbol), offset, rows, cols, ydim.stride, y0, y1, x0, x1)):
+                continue  # a descriptor's words the thread's previous tile loaded already
             else:
                 self.builder.load_2d(stmt.memory_type, sram, symbol, offset=offset, y_size=rows,
                                      x_size=cols, x_stride=ydim.stride, y_pad_0=y0, y_pad_1=y1,
@@ -216,6 +236,7 @@ class _Emitter:
                                       epi_base=epi + block_of(sram))
                 return
             res_symbol, memory_type, res_base, chunk = residual
+            self._forget(res_base, chunk)  # the residual's words are not a descriptor's
             # pieces of at most ``chunk`` elements, each after its residual elements' load
             # (the STORE's own geometry from the residual tensor)
             if cols > chunk:
