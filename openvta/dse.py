@@ -28,6 +28,8 @@ not run again.
 
 >>> parse_config("tiny:LOG_BUS_WIDTH=6").LOG_BUS_WIDTH
 6
+>>> parse_config("small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4").has_drain
+True
 >>> pareto_front([("a", 10.0, 5), ("b", 8.0, 9), ("c", 12.0, 9)])
 ['a', 'b']
 """
@@ -50,7 +52,7 @@ from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.hw.rtl.compute import LeanBuild
-from openvta.isa import PRESETS, Config, ConfigError, Timing, timing_for
+from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, Timing, timing_for
 from openvta.isa.counters import CounterSet
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
@@ -125,7 +127,9 @@ def build_timing(cfg: Config, options: dict[str, str]) -> Timing:
 def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
     """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``: the configuration and the build options.
 
-    A key is one of :meth:`Config.to_dict` (an integer value) or of :data:`BUILD_OPTIONS`
+    A key is one of :meth:`Config.to_dict` or machine v2's :data:`~openvta.isa.V2_KEYS`
+    (``LOG_EPI_BUFF_SIZE``, ``DRAIN_STAGES``: a drain unit, both set or both 0), an integer
+    value, or of :data:`BUILD_OPTIONS`
     (``counters=none``: the image without the hardware counters; ``gemm_ii=2``: the GEMM
     core folded over two cycles, …).
 
@@ -138,7 +142,9 @@ def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
     name, _, rest = spec.partition(":")
     if name not in PRESETS:
         raise DseError(f"configuration {spec!r}: unknown preset {name!r} (one of {', '.join(sorted(PRESETS))})")
-    values = PRESETS[name].to_dict()
+    # machine v2's keys (the drain unit: LOG_EPI_BUFF_SIZE, DRAIN_STAGES) are keys of every
+    # preset, 0 (no drain unit) where the preset has none: ``small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4``
+    values = {**PRESETS[name].to_dict(), **{key: 0 for key in V2_KEYS if key not in PRESETS[name].to_dict()}}
     options: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, text = item.partition("=")

@@ -5,7 +5,8 @@
                 [--timeout S] [--quiet]
 
 A SPEC is a preset or a preset with changed keys: ``tiny``, ``tiny:LOG_BUS_WIDTH=6``,
-``small:LOG_INP_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=13``.  Each configuration is estimated,
+``small:LOG_INP_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=13``, machine v2's drain unit
+``small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4``.  Each configuration is estimated,
 built (synthesis, place and route) and run on the cycle model; the table, ``DIR/dse.json``
 and ``DIR/pareto.png`` follow.  Running it again on the same ``DIR`` resumes.
 """
@@ -32,8 +33,9 @@ def add_dse_parser(sub: Any, boards: list[str]) -> None:
     p.add_argument("--workload", default="resnet18", choices=sorted(WORKLOADS),
                    help="the layers run on the cycle model (default resnet18: C2-C11)")
     p.add_argument("--configs", nargs="+", metavar="SPEC",
-                   help="configurations: PRESET or PRESET:KEY=VALUE,... (default: the board's set, "
-                   "see docs/DSE.md)")
+                   help="configurations: PRESET or PRESET:KEY=VALUE,... (KEY a Config key, machine "
+                   "v2's LOG_EPI_BUFF_SIZE and DRAIN_STAGES included, or a lean build option; default: "
+                   "the board's set, see docs/DSE.md)")
     p.add_argument("-o", "--output", required=True, help="output folder (resumed if it holds a dse.json)")
     p.add_argument("--layers", help="a subset of the workload's layers, e.g. C2,C5")
     p.add_argument("--records", help="a tuning log: layers use its best plans where it has them")

@@ -66,7 +66,7 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("huge", "configuration 'huge': unknown preset 'huge' (one of default, small, tiny)"),
+    ("huge", "configuration 'huge': unknown preset 'huge' (one of default, small, tiny, v2, vta)"),
     ("tiny:FOO=1", "configuration 'tiny:FOO=1': 'FOO=1' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
     ("tiny:LOG_BLOCK", "'LOG_BLOCK' is not KEY=VALUE"),
     ("tiny:LOG_BLOCK=x", "configuration 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),
@@ -283,3 +283,23 @@ def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: P
     dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER], builder=again,
                 progress=lambda _: None)
     assert again.calls == []
+
+
+def test_machine_v2s_drain_keys_are_dimensions_of_an_exploration(tmp_path: Path) -> None:
+    spec = "small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4,alu_ii=2,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none"
+    cfg, options = dse.parse_spec(spec)
+    assert cfg.has_drain and (cfg.LOG_EPI_BUFF_SIZE, cfg.DRAIN_STAGES) == (12, 4)
+    assert cfg.to_dict() == {**preset("small").to_dict(), "LOG_EPI_BUFF_SIZE": 12, "DRAIN_STAGES": 4}
+    assert options == {"alu_ii": "2", "acc_ports": "1", "mul_cycles": "2", "uop_stage": "1", "counters": "none"}
+    assert not dse.parse_config("v2:LOG_EPI_BUFF_SIZE=0,DRAIN_STAGES=0").has_drain  # v2 without its drain
+    with pytest.raises(dse.DseError, match="LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0"):
+        dse.parse_config("small:DRAIN_STAGES=4")
+    lean = "small:alu_ii=2,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none"
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=[lean, spec], layers=[LAYER], build=False,
+                      progress=lambda _: None)
+    assert [p.status for p in got] == ["not built", "not built"]
+    assert got[1].config["DRAIN_STAGES"] == 4 and "DRAIN_STAGES" not in got[0].config
+    # the compiler targets the drain unit (drained STOREs) on the configuration that has one
+    assert got[0].total_cycles and got[1].total_cycles and got[1].total_cycles < got[0].total_cycles
+    saved = json.loads((tmp_path / dse.DSE_FILE).read_text())
+    assert saved["points"][1]["config"]["LOG_EPI_BUFF_SIZE"] == 12

@@ -100,10 +100,13 @@ def board(name: str) -> Board:
 
 
 def buffer_bits(cfg: Config) -> int:
-    """Bits of the five on-chip buffers (uop, inp, wgt, acc, out)."""
+    """Bits of the on-chip buffers (uop, inp, wgt, acc, out, and machine v2's epi buffer
+    when ``cfg`` has a drain unit)."""
     total = (1 << cfg.LOG_UOP_BUFF_SIZE) + (1 << cfg.LOG_INP_BUFF_SIZE) \
         + (1 << cfg.LOG_WGT_BUFF_SIZE) + (1 << cfg.LOG_ACC_BUFF_SIZE)
     total += (1 << cfg.LOG_ACC_DEPTH) * cfg.out_elem_bytes
+    if cfg.has_drain:
+        total += 1 << cfg.LOG_EPI_BUFF_SIZE
     return total * 8
 
 

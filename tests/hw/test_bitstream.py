@@ -288,3 +288,9 @@ def test_a_tool_past_its_time_limit_is_stopped(tmp_path: Path) -> None:
                                              r"0\.01 s; its log is .*console\.log$"):
         _run("yosys", ["-p", "help"], tmp_path, tmp_path / "console.log", 0.01,
              lambda line: None, 0.0, "synthesis")
+
+
+def test_the_epi_buffer_of_a_drain_unit_is_in_the_estimate() -> None:
+    tiny = preset("tiny")
+    drained = tiny.replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=4)
+    assert check_fit(ECP, drained, 65536)["ram_bits"] == check_fit(ECP, tiny, 65536)["ram_bits"] + 4096 * 8
