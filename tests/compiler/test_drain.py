@@ -53,7 +53,7 @@ def _case(draw: st.DrawFn) -> tuple[str, str, dict]:
     return config, kind, shape
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(case=_case(), epilogue=epilogues(max_stages=4), data=st.data())
 def test_random_epilogues_on_the_drain_unit_match_the_reference(case: tuple[str, str, dict], epilogue: Epilogue,
                                                                data: st.DataObject) -> None:
