@@ -68,3 +68,22 @@ def operand_arrays(draw: st.DrawFn, epilogue: Epilogue, channels: int,
             low, high = max(low, int(info.min)), min(high, int(info.max))
             arrays[name] = rng.integers(low, high, out_shape, dtype=np.int64, endpoint=True).astype(operand.dtype)
     return arrays
+
+
+@st.composite
+def operator_cases(draw: st.DrawFn, configs: tuple[str, ...], max_co: int = 12) -> tuple[str, str, dict]:
+    """A random small conv2d or dense on one of ``configs``: its kind and factory keywords."""
+    config = draw(st.sampled_from(configs))
+    kind = draw(st.sampled_from(["conv2d", "dense"]))
+    if kind == "conv2d":
+        kernel = draw(st.integers(1, 3))
+        shape = dict(ci=draw(st.integers(1, 12)), co=draw(st.integers(1, max_co)), hw=draw(st.integers(kernel, 6)),
+                     kernel=kernel, pad=draw(st.integers(0, kernel - 1)), stride=draw(st.integers(1, 2)))
+    else:
+        shape = dict(batch=draw(st.integers(1, 3)), in_features=draw(st.integers(1, 20)),
+                     out_features=draw(st.integers(1, 20)))
+    shape["shift"] = draw(st.one_of(st.none(), st.integers(0, 12)))
+    shape["bias"] = draw(st.booleans())
+    shape["clip"] = draw(st.one_of(st.none(), st.just((-128, 127)), st.just((0, 127))))
+    shape["vthreads"] = draw(st.integers(1, 2))
+    return config, kind, shape

@@ -19,7 +19,7 @@ from openvta.isa import AluOp, MemoryType, Opcode, preset
 from openvta.isa.encoding import Format, layouts_of
 
 sys.path.insert(0, str(Path(__file__).parent))
-from epilogue_strategies import epilogues, operand_arrays  # noqa: E402
+from epilogue_strategies import epilogues, operand_arrays, operator_cases  # noqa: E402
 
 #: Drain configurations small enough for random tests: small's and tiny's machines with the unit.
 CONFIGS = {
@@ -35,26 +35,8 @@ def _kinds(program: openvta.Program) -> list[tuple[Opcode, MemoryType | None]]:
             if getattr(i, "x_size", 1)]
 
 
-@st.composite
-def _case(draw: st.DrawFn) -> tuple[str, str, dict]:
-    config = draw(st.sampled_from(["tiny_v2", "small_v2"]))
-    kind = draw(st.sampled_from(["conv2d", "dense"]))
-    if kind == "conv2d":
-        kernel = draw(st.integers(1, 3))
-        shape = dict(ci=draw(st.integers(1, 12)), co=draw(st.integers(1, 20)), hw=draw(st.integers(kernel, 6)),
-                     kernel=kernel, pad=draw(st.integers(0, kernel - 1)), stride=draw(st.integers(1, 2)))
-    else:
-        shape = dict(batch=draw(st.integers(1, 3)), in_features=draw(st.integers(1, 20)),
-                     out_features=draw(st.integers(1, 20)))
-    shape["shift"] = draw(st.one_of(st.none(), st.integers(0, 12)))
-    shape["bias"] = draw(st.booleans())
-    shape["clip"] = draw(st.one_of(st.none(), st.just((-128, 127)), st.just((0, 127))))
-    shape["vthreads"] = draw(st.integers(1, 2))
-    return config, kind, shape
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(case=_case(), epilogue=epilogues(max_stages=4), data=st.data())
+@given(case=operator_cases(("tiny_v2", "small_v2"), max_co=20), epilogue=epilogues(max_stages=4), data=st.data())
 def test_random_epilogues_on_the_drain_unit_match_the_reference(case: tuple[str, str, dict], epilogue: Epilogue,
                                                                data: st.DataObject) -> None:
     config, kind, params = case

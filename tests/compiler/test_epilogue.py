@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import naive_models as naive
 import openvta
-from epilogue_strategies import epilogues, operand_arrays
+from epilogue_strategies import epilogues, operand_arrays, operator_cases
 from openvta.compiler import LoweringError, conv2d, dense
 from openvta.compiler.epilogue import (IMM_FIELD, SHR_RANGE, AluStage, ChannelOperand, Epilogue, TensorOperand,
                                        apply_epilogue)
@@ -114,26 +114,8 @@ def test_operands_take_room_in_the_accumulator() -> None:
               epilogue=Epilogue(tuple(AluStage(AluOp.ADD, TensorOperand(f"r{k}")) for k in range(cfg.acc_depth))))
 
 
-@st.composite
-def _case(draw: st.DrawFn) -> tuple[str, str, dict]:
-    config = draw(st.sampled_from(["tiny", "small"]))
-    kind = draw(st.sampled_from(["conv2d", "dense"]))
-    if kind == "conv2d":
-        kernel = draw(st.integers(1, 3))
-        shape = dict(ci=draw(st.integers(1, 12)), co=draw(st.integers(1, 12)), hw=draw(st.integers(kernel, 6)),
-                     kernel=kernel, pad=draw(st.integers(0, kernel - 1)), stride=draw(st.integers(1, 2)))
-    else:
-        shape = dict(batch=draw(st.integers(1, 3)), in_features=draw(st.integers(1, 20)),
-                     out_features=draw(st.integers(1, 20)))
-    shape["shift"] = draw(st.one_of(st.none(), st.integers(0, 12)))
-    shape["bias"] = draw(st.booleans())
-    shape["clip"] = draw(st.one_of(st.none(), st.just((-128, 127)), st.just((0, 127))))
-    shape["vthreads"] = draw(st.integers(1, 2))
-    return config, kind, shape
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(case=_case(), epilogue=epilogues(), data=st.data())
+@given(case=operator_cases(("tiny", "small")), epilogue=epilogues(), data=st.data())
 def test_random_epilogues_match_the_reference_on_both_simulators(case: tuple[str, str, dict], epilogue: Epilogue,
                                                                  data: st.DataObject) -> None:
     config, kind, params = case
