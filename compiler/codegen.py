@@ -7,7 +7,8 @@ constant per statement and their kernels are cached by the builder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from itertools import product
 from math import prod
 
@@ -18,7 +19,7 @@ from openvta.runtime import Program, ProgramBuilder, Progress, Role, Symbol, Uop
 from openvta.runtime.builder import BuildError
 
 from .affine import evaluate
-from .ir import Block, Dep, DepAction, Dma, Drain, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind
+from .ir import Block, Dep, DepAction, Dma, Drain, Loop, LoweringError, Scope, Stmt, Threaded, UopInsn, UopKind, walk
 from .limits import count_insns
 from .lower import Lowered
 from .te import Tensor, Var
@@ -73,10 +74,127 @@ def emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Sym
     BuildError
         from the builder (an instruction that does not encode, a region past a tensor).
     """
-    emitter = _Emitter(builder, dict(tensors), lowered.cfg, lowered.slices)
-    emitter.copies, emitter.threads = lowered.load_copies, lowered.vthreads
+    emitter = _emitter(builder, lowered, tensors)
+    if emitter.resident:  # machine v2: every GEMM kernel in one LOAD UOP, before the first
+        recorder = _KernelRecorder()
+        _emitter(recorder, lowered, tensors).emit(lowered.body, {}, 0)  # type: ignore[arg-type]
+        emitter.preload = recorder.kernels
     emitter.ticker = ticker
     emitter.emit(lowered.body, {}, 0)
+
+
+def _emitter(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Symbol]) -> _Emitter:
+    """An emitter of ``lowered`` into ``builder``; on machine v2 it has run the host loops
+    once already for the order of the inp and wgt loads (:class:`_Resident`)."""
+    emitter = _Emitter(builder, dict(tensors), lowered.cfg, lowered.slices)
+    emitter.copies, emitter.threads = lowered.load_copies, lowered.vthreads
+    emitter.acc_copies = lowered.acc_copies
+    if lowered.cfg.has_drain:
+        depths = {Scope.INP: lowered.cfg.inp_depth, Scope.WGT: lowered.cfg.wgt_depth}
+        for scope, depth in depths.items():
+            if lowered.slices.get(scope) and _one_load_per_run(lowered.body, scope):
+                emitter.resident[scope] = _Resident(depth // (lowered.vthreads * lowered.slices[scope]))
+    if emitter.resident:
+        emitter.dry = True
+        emitter.emit(lowered.body, {}, 0)
+        emitter.dry = False
+        for resident in emitter.resident.values():
+            resident.seen.clear()
+    return emitter
+
+
+class _KernelRecorder:
+    """Stands in for the builder to record the GEMM kernels of a program in their order."""
+
+    def __init__(self) -> None:
+        self.kernels: list[tuple[Uop, ...]] = []
+
+    def gemm(self, kernel: UopKernel, *, reset: bool = False) -> None:
+        self.kernels.append(kernel.uops)
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def _one_load_per_run(body: Stmt, scope: Scope) -> bool:
+    """Whether no load run (consecutive statements of one thread on the load module) loads
+    into ``scope`` twice, the condition of :class:`_Resident`."""
+    for block in walk(body):
+        if not isinstance(block, Block):
+            continue
+        run, count = None, 0
+        for s in block.stmts:
+            key = (s.thread, s.stmt.module) if isinstance(s, Threaded) and isinstance(s.stmt, Dma) else None
+            if key != run:
+                run, count = key, 0
+            if key is not None and isinstance(s, Threaded) and isinstance(s.stmt, Dma) \
+                    and s.stmt.buffer.scope == scope and s.stmt.module == Module.LOAD:
+                count += 1
+                if count > 1:
+                    return False
+    return True
+
+
+class _Resident:
+    """The copies of each thread's slice of the inp or wgt buffer that its loads choose
+    among on machine v2, so that what a thread loads stays resident while it is needed.
+
+    A thread has as many copies of its slice as the buffer holds, and a load overwrites
+    the copy whose contents the thread needs again last (Belady's choice: code generation
+    runs the host loops once before, :meth:`record`, for the order of the loads), the next
+    of the alternating copies when none is needed again (fewer distinct micro-op kernels),
+    never the one its last GEMM reads.  That is safe: a load run waits for the thread's GEMM
+    two runs back (one token per copy of the slices, ``load_copies``), or the last one (one
+    copy).  So a thread whose tiles share their weights loads them once (a 1×1 conv2d
+    whose tiles take every input channel), and one whose tiles share their input window
+    (the channel tiles of one thread) loads it once, each reduction step's into a copy of
+    its own.  A GEMM reads the copies its thread's last load run chose (:meth:`read`).
+    """
+
+    def __init__(self, copies: int) -> None:
+        self.copies = copies
+        #: per thread: what each copy holds, the loads' order (source → the indices of
+        #: its loads), how many it has seen, the copy its next GEMM reads, the last one's
+        self.held: dict[int, dict[int, tuple]] = {}
+        self.future: dict[int, dict[tuple, list[int]]] = {}
+        self.seen: dict[int, int] = {}
+        self.next: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+
+    def record(self, thread: int, source: tuple) -> None:
+        """The dry run's: ``thread`` loads ``source`` next."""
+        index = self.seen.get(thread, 0)
+        self.future.setdefault(thread, {}).setdefault(source, []).append(index)
+        self.seen[thread] = index + 1
+
+    def place(self, thread: int, source: tuple, preferred: int) -> int | None:
+        """The copy ``thread``'s load of ``source`` writes, or None when a copy holds it
+        already (its next GEMM reads that copy); ``preferred``: the alternating copy."""
+        held = self.held.setdefault(thread, {})
+        now = self.seen.get(thread, 0)
+        self.seen[thread] = now + 1
+        for copy, what in held.items():
+            if what == source:
+                self.next[thread] = copy
+                return None
+        future = self.future.get(thread, {})
+
+        def next_use(copy: int) -> float:
+            if copy not in held:
+                return math.inf
+            return next((i for i in future.get(held[copy], ()) if i > now), math.inf)
+
+        last = self.last.get(thread)
+        free = [c for c in range(self.copies) if c != last or self.copies == 1]
+        copy = max(free, key=lambda c: (next_use(c), c == preferred, -c))
+        held[copy] = source
+        self.next[thread] = copy
+        return copy
+
+    def read(self, thread: int, default: int) -> int:
+        """The copy ``thread``'s GEMM reads (``default``: before any load of it)."""
+        copy = self.last[thread] = self.next.get(thread, default)
+        return copy
 
 
 class Ticker:
@@ -115,6 +233,19 @@ class _Emitter:
         self.copies = self.threads = 1
         #: what each epi word holds (the load that wrote it), to skip reloading a descriptor
         self.epi_words: dict[int, tuple] = {}
+        #: machine v2: the copies of each thread's inp and wgt slices its loads choose among
+        #: (VTA's programs stay as they were), and the dry run that orders their loads
+        self.resident: dict[Scope, _Resident] = {}
+        self.dry = False
+        #: the program's GEMM kernels, loaded before its first GEMM (after the tokens primed)
+        self.preload: list[tuple[Uop, ...]] = []
+        #: the copies of each thread's acc slice (Lowered.acc_copies), the one its GEMMs and
+        #: its drain use (each moves on when its tile's token is pushed), and the threads of
+        #: the last GEMM and store
+        self.acc_copies = 1
+        self.compute_acc: dict[int, int] = {}
+        self.store_acc: dict[int, int] = {}
+        self.last_compute = self.last_store = 0
         self.load_copy: dict[int, int] = {}
         self.gemm_copy: dict[int, int] = {}
         self.last_load = self.last_gemm = 0
@@ -134,15 +265,19 @@ class _Emitter:
             if stmt.var is not None:
                 env[stmt.var] = stmt.thread
             self.emit(stmt.stmt, env, stmt.thread)
+        elif self.dry and not isinstance(stmt, Dma):
+            return
         elif isinstance(stmt, Dep):
             (self.builder.dep_push if stmt.action == DepAction.PUSH else self.builder.dep_pop)(stmt.src, stmt.dst)
-            if stmt.action == DepAction.PUSH and self.copies > 1:  # a load run or a GEMM ends: next copy
-                if (stmt.src, stmt.dst) == (Module.LOAD, Module.COMPUTE):
-                    t = self.last_load
-                    self.load_copy[t] = (self.load_copy.get(t, 0) + 1) % self.copies
-                elif (stmt.src, stmt.dst) == (Module.COMPUTE, Module.LOAD):
-                    t = self.last_gemm
-                    self.gemm_copy[t] = (self.gemm_copy.get(t, 0) + 1) % self.copies
+            if stmt.action == DepAction.PUSH:  # a load run, a GEMM, a tile or a store ends: next copy
+                for (src, dst), t, copy, copies in (
+                        ((Module.LOAD, Module.COMPUTE), self.last_load, self.load_copy, self.copies),
+                        ((Module.COMPUTE, Module.LOAD), self.last_gemm, self.gemm_copy, self.copies),
+                        ((Module.COMPUTE, Module.STORE), self.last_compute, self.compute_acc, self.acc_copies),
+                        ((Module.STORE, Module.COMPUTE), self.last_store, self.store_acc, self.acc_copies)):
+                    if (stmt.src, stmt.dst) == (src, dst):
+                        t = t if stmt.thread is None else stmt.thread
+                        copy[t] = (copy.get(t, 0) + 1) % copies
         elif isinstance(stmt, Dma):
             self._dma(stmt, env, thread)
         elif isinstance(stmt, UopInsn):
@@ -164,6 +299,10 @@ class _Emitter:
             self.epi_words.pop(base + i, None)
 
     def _dma(self, stmt: Dma, env: dict[Var, int], thread: int) -> None:
+        if stmt.words is not None and self.dry:
+            return
+        if stmt.module == Module.STORE:
+            self.last_store = thread
         if stmt.words is not None:
             words = np.array(stmt.words, np.int64)
             if stmt.slice_lane is not None:
@@ -193,16 +332,32 @@ class _Emitter:
         block = ydim.extent * xdim.extent
         symbol = self.tensors[stmt.tensor]
         base = stmt.buffer.base(thread, self.slices)
-        if stmt.module == Module.LOAD and self.copies > 1:
-            self.last_load = thread
+        rows, cols = ydim.extent - y0 - y1, xdim.extent - x0 - x1
+        offsets = [sum((starts[k] + i - d.valid[0]) * d.stride for k, (i, d) in enumerate(zip(point, outer)))
+                   + (starts[-2] + y0 - ydim.valid[0]) * ydim.stride + (starts[-1] + x0 - xdim.valid[0])
+                   for point in product(*(range(d.extent) for d in outer))]
+        resident = self.resident.get(stmt.buffer.scope) if stmt.module == Module.LOAD else None
+        if resident is not None:
+            source = (base, id(symbol), tuple(offsets), rows, cols, ydim.stride, y0, y1, x0, x1)
+            if self.dry:
+                resident.record(thread, source)
+                return
+            copy = resident.place(thread, source, self.load_copy.get(thread, 0))
+            if copy is None:
+                return  # what an earlier tile of the thread left in a copy of its slice
+            base += self._copy_offset(copy, stmt.buffer.scope)
+        elif stmt.module == Module.LOAD and self.copies > 1:
             base += self._copy_offset(self.load_copy.get(thread, 0), stmt.buffer.scope)
-        for index, point in enumerate(product(*(range(d.extent) for d in outer))):
-            offset = sum((starts[k] + i - d.valid[0]) * d.stride for k, (i, d) in enumerate(zip(point, outer)))
-            offset += (starts[-2] + y0 - ydim.valid[0]) * ydim.stride + (starts[-1] + x0 - xdim.valid[0])
+        if self.dry:
+            return
+        if stmt.module == Module.LOAD:
+            self.last_load = thread
+        for index, offset in enumerate(offsets):
             sram = base + index * block
-            rows, cols = ydim.extent - y0 - y1, xdim.extent - x0 - x1
             if stmt.drain is not None:
-                self._drain(stmt.drain, base, sram, symbol, offset, rows, cols, ydim.stride, thread)
+                offset_acc = self._copy_offset(self.store_acc.get(thread, 0), Scope.ACC)
+                self._drain(stmt.drain, base + offset_acc, sram + offset_acc, symbol, offset, rows, cols,
+                            ydim.stride, thread)
             elif stmt.store:
                 self.builder.store_2d(sram, symbol, offset=offset, y_size=rows, x_size=cols,
                                       x_stride=ydim.stride)
@@ -273,16 +428,32 @@ class _Emitter:
         d0 = dst_buf.base(thread, self.slices)
         s0 = 0 if stmt.reset else src_buf.base(thread, self.slices)
         w0 = 0 if stmt.reset or wgt_buf is None else wgt_buf.base(thread, self.slices)
-        if stmt.kind == UopKind.GEMM and not stmt.reset and self.copies > 1:
-            self.last_gemm = thread
+        if stmt.kind == UopKind.GEMM and self.preload:
+            self.builder.preload_kernels(self.preload)
+            self.preload = []
+        if stmt.kind == UopKind.GEMM and not stmt.reset:
+            self.last_gemm = self.last_compute = thread
+            d0 += self._copy_offset(self.compute_acc.get(thread, 0), dst_buf.scope)
             copy = self.gemm_copy.get(thread, 0)
-            s0 += self._copy_offset(copy, src_buf.scope)
-            w0 += self._copy_offset(copy, wgt_buf.scope) if wgt_buf is not None else 0
+            for buf, scope in ((src_buf, Scope.INP), (wgt_buf, Scope.WGT)):
+                if buf is None:
+                    continue
+                resident = self.resident.get(scope)
+                shift = self._copy_offset(copy if resident is None else resident.read(thread, copy), buf.scope)
+                if scope == Scope.INP:
+                    s0 += shift
+                else:
+                    w0 += shift
         uops = tuple(Uop(d0 + u.dst, s0 + u.src, w0 + u.wgt) for u in stmt.uops)
         loops = tuple(UopLoop(lp.extent, lp.dst, 0 if stmt.reset else lp.src,
                               0 if stmt.reset else lp.wgt) for lp in stmt.loops)
         kernel = UopKernel(uops, loops)
-        if stmt.kind == UopKind.GEMM:
+        if stmt.kind == UopKind.GEMM and stmt.reset and self.acc_copies > 1:
+            for copy in range(self.acc_copies):  # every copy of the accumulator starts zeroed
+                shift = self._copy_offset(copy, dst_buf.scope)
+                self.builder.gemm(UopKernel(tuple(Uop(u.dst_idx + shift, u.src_idx, u.wgt_idx) for u in uops),
+                                            loops), reset=True)
+        elif stmt.kind == UopKind.GEMM:
             self.builder.gemm(kernel, reset=stmt.reset)
         else:
             assert stmt.alu_op is not None

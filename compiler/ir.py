@@ -242,11 +242,13 @@ class UopInsn:
 
 @dataclass(frozen=True)
 class Dep:
-    """A dependency token: ``push`` from ``src`` to ``dst`` or ``pop`` by ``dst``."""
+    """A dependency token: ``push`` from ``src`` to ``dst`` or ``pop`` by ``dst``; ``thread``:
+    the virtual thread whose run or tile it ends or starts (None: priming and draining)."""
 
     action: DepAction
     src: Module
     dst: Module
+    thread: int | None = None
 
 
 @dataclass(frozen=True)

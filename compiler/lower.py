@@ -56,6 +56,9 @@ class Lowered:
     #: copies of each thread's inp and wgt slices that the loads alternate between (2: the
     #: next reduction step loads while the GEMM reads this one; machine v2, one thread)
     load_copies: int = 1
+    #: copies of each thread's accumulator slice that its tiles alternate between (2: a
+    #: tile's GEMMs run while the drain stores the thread's previous tile; machine v2)
+    acc_copies: int = 1
 
 
 def _where(stage: Stage) -> str:

@@ -18,6 +18,7 @@ instructions go after the last tensor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -433,6 +434,34 @@ class ProgramBuilder:
                     f"micro-op kernel reaches {name} index {top}, past the buffer "
                     f"({depth} elements)"
                 )
+
+    def preload_kernels(self, kernels: Sequence[tuple[Uop, ...]]) -> None:
+        """Make the micro-op kernels ``kernels`` resident with one LOAD UOP, as many of them
+        (in order, those not resident yet) as fit the micro-op buffer's free entries.
+
+        A compiler that knows a program's kernels loads them at once instead of one LOAD
+        UOP before each kernel's first run (each a DRAM round trip on the compute module).
+        """
+        fresh = [k for k in dict.fromkeys(kernels) if k not in self._uop_resident]
+        room = self.cfg.uop_depth - self._uop_next
+        chosen: list[tuple[Uop, ...]] = []
+        for kernel in fresh:
+            if len(kernel) > room:
+                break
+            chosen.append(kernel)
+            room -= len(kernel)
+        if not chosen:
+            return
+        start, base = len(self._uop_segment), self._uop_next
+        count = sum(len(k) for k in chosen)
+        self._uop_fixups.append((len(self.insns), start))
+        self._emit(MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.UOP,
+                           sram_base=base, y_size=1, x_size=count, x_stride=count))
+        for kernel in chosen:
+            self._uop_dram.setdefault(kernel, len(self._uop_segment))
+            self._uop_segment.extend(kernel)
+            self._uop_resident[kernel] = self._uop_next
+            self._uop_next += len(kernel)
 
     def _place_kernel(self, uops: tuple[Uop, ...]) -> int:
         """Make ``uops`` resident in the micro-op buffer; return their base index."""

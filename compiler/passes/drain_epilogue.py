@@ -18,13 +18,18 @@ ALU's rounding steps are one RSHR and a clip one CLIP:
 * loops of one iteration are inlined, so that each virtual thread's GEMM is a statement of
   the tile's block and the thread's store waits for its own GEMM, not for the other
   threads' (the token pass orders the stores after a loop of several threads);
-* the tile's last reduction step is peeled from its loop, for the same reason;
+* the tile's first and last reduction steps are peeled from its loop, for the same reason
+  (a thread's first GEMM waits for its own store, its store for its own last GEMM);
 * each thread's loads alternate between two copies of its inp and wgt slices when they
   fit (``load_copies``): a reduction step loads while the thread's previous GEMM runs,
   with one more compute→load token primed per thread (the token pass) — double buffering;
 * the tile's reset pass goes: a drain zeroes what it stores, so each thread's accumulator
   tile is reset once, before its first tile (a GEMM reset of the whole buffer at the top
-  of the virtual-thread loop).
+  of the virtual-thread loop);
+* each thread's tiles alternate between two copies of its accumulator slice when they fit
+  and every store drains (``acc_copies``): a tile's GEMMs run while the drain stores the
+  thread's previous tile, with one more store→compute token primed per thread — the
+  accumulator double-buffered, so a tile boundary costs no compute cycles.
 
 The descriptors of a tile's ``s`` channel blocks lie side by side (docs/ISA.md §9): the
 ``s`` headers, then stage 0's ``s`` words, and so on.  The epi loads are placed right before
@@ -46,7 +51,7 @@ from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Sc
                   transform, walk)
 from ..bounds import substitute
 from ..lower import Lowered
-from ..te import Const, Var
+from ..te import Const, Expr, Var
 
 __all__ = ["drain_epilogue", "load_copies"]
 
@@ -80,7 +85,13 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
         return lowered
     body = _reset_once(transform(body, lambda s: _without_resets(s, drained, resets)), list(resets.values()))
     slices = {**lowered.slices, Scope.EPI: max(sizes)}
-    return replace(lowered, body=body, slices=slices, load_copies=load_copies(cfg, lowered.vthreads, slices))
+    # the accumulator alternates only when every store drains and nothing else uses it
+    only_drains = not any(isinstance(s, Dma) and ((s.store and s.drain is None) or s.memory_type in (
+        MemoryType.ACC, MemoryType.ACC_8BIT) and s.module == Module.COMPUTE) for s in walk(body)) \
+        and not any(isinstance(s, UopInsn) and s.kind == UopKind.ALU for s in walk(body))
+    acc_copies = 2 if only_drains and 2 * lowered.vthreads * slices.get(Scope.ACC, 0) <= cfg.acc_depth else 1
+    return replace(lowered, body=body, slices=slices, load_copies=load_copies(cfg, lowered.vthreads, slices),
+                   acc_copies=acc_copies)
 
 
 def load_copies(cfg: Config, vthreads: int, slices: Mapping[Scope, int]) -> int:
@@ -131,9 +142,9 @@ def _loops(stmt: Stmt) -> list[Stmt]:
     return []
 
 
-def _substitute(body: Stmt, var: Var, value: int = 0) -> Stmt:
+def _substitute(body: Stmt, var: Var, value: int | Expr = 0) -> Stmt:
     """``body`` with the loop variable ``var`` replaced by ``value``."""
-    zero = {var: Const(value)}
+    zero = {var: Const(value) if isinstance(value, int) else value}
 
     def leaf(stmt: Stmt) -> Stmt:
         if isinstance(stmt, Dma):
@@ -262,9 +273,12 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
             kept += epi_loads
             kept.append(replace(store, memory_type=MemoryType.ACC, drain=drain))
         elif peel and isinstance(s, Loop) and s.kind == LoopKind.HOST and s.tail is None and s.extent > 1:
-            # the reduction's last step peeled: each thread's last GEMM is then a statement of
-            # the block, after which its store may start (not after the other threads' steps)
-            kept += [replace(s, extent=s.extent - 1), _substitute(s.body, s.var, s.extent - 1)]
+            # the reduction's first and last steps peeled: each thread's first and last GEMMs
+            # are then statements of the block; its first waits for its own previous store
+            # only, and its store may start after its last (not after the other threads')
+            middle = [replace(s, body=_substitute(s.body, s.var, s.var + 1), extent=s.extent - 2)] \
+                if s.extent > 2 else []
+            kept += [_substitute(s.body, s.var, 0), *middle, _substitute(s.body, s.var, s.extent - 1)]
         elif not (isinstance(s, UopInsn) and s.kind == UopKind.ALU) and not (isinstance(s, Dma) and id(s) in used):
             kept.append(s)
     return Block(tuple(kept))

@@ -12,9 +12,10 @@ injection).  Post: :class:`Dep` statements around them, so that for every thread
 
 Loop-carried dependencies use the same tokens across iterations; priming pushes one
 compute→load token per copy of the thread's load slices (``load_copies``) and one
-store→compute token per thread before everything, draining pops them after, so every
-queue is empty at FINISH.  Each thread's tokens travel in the
-same order every iteration, which keeps the FIFO queues matched to their threads.
+store→compute token per copy of its accumulator slice (``acc_copies``) before
+everything, draining pops them after, so every queue is empty at FINISH.  Each thread's
+tokens travel in the same order every iteration, which keeps the FIFO queues matched to
+their threads; each token names its thread (code generation moves the thread's copies on).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def insert_dep_tokens(lowered: Lowered) -> Lowered:
         for _ in range(lowered.load_copies if loads else 0):  # each copy of the slices starts free
             prime.append(Dep(PUSH, C, L))
             drain.append(Dep(POP, C, L))
-        if stores:
+        for _ in range(lowered.acc_copies if stores else 0):  # each copy of the acc slice starts free
             prime.append(Dep(PUSH, S, C))
             drain.append(Dep(POP, S, C))
     return replace(lowered, body=Block((*prime, body, *drain)))
@@ -85,7 +86,29 @@ def _units(stmts: list[Stmt]) -> list[tuple[int | None, Module | None, list[Stmt
 
 
 def _block(stmts: list[Stmt]) -> list[Stmt]:
+    """Tokens of a block, segment by segment: a statement that stores inside (a loop over
+    tiles) ends one; machine v2 inlines a peeled tail tile's loop, so a tile's statements
+    can follow the loop over the whole tiles in one block, and each tile's compute waits
+    for its own store's token."""
     units = _units(stmts)
+    out: list[Stmt] = []
+    segment: list[tuple[int | None, Module | None, list[Stmt]]] = []
+    for unit in units:
+        t, _, body = unit
+        if t is None and _has_store(body[0]):
+            out += _segment(segment)
+            out += body
+            segment = []
+        else:
+            segment.append(unit)
+    return out + _segment(segment)
+
+
+def _has_store(stmt: Stmt) -> bool:
+    return any(isinstance(s, Threaded) and module_of_stmt(s) == S for s in walk(stmt))
+
+
+def _segment(units: list[tuple[int | None, Module | None, list[Stmt]]]) -> list[Stmt]:
     storing: set[int] = {t for t, m, _ in units if m == S and t is not None}
     first_compute: dict[int, int] = {}
     last_compute: dict[int, int] = {}
@@ -102,24 +125,24 @@ def _block(stmts: list[Stmt]) -> list[Stmt]:
     for i, (t, m, body) in enumerate(units):
         for thread in sorted(storing):
             if first_compute.get(thread) == i and (t == thread or t is None):
-                out.append(Dep(POP, S, C))
-        out.extend(_wrap(m, body))
+                out.append(Dep(POP, S, C, thread))
+        out.extend(_wrap(m, body, t))
         for thread in sorted(storing):
             if last_compute.get(thread) == i and (t == thread or t is None):
-                out.append(Dep(PUSH, C, S))
+                out.append(Dep(PUSH, C, S, thread))
     return out
 
 
-def _wrap(module: Module | None, body: list[Stmt]) -> list[Stmt]:
+def _wrap(module: Module | None, body: list[Stmt], thread: int | None) -> list[Stmt]:
     if module == L:
-        return [Dep(POP, C, L), *body, Dep(PUSH, L, C)]
+        return [Dep(POP, C, L, thread), *body, Dep(PUSH, L, C, thread)]
     if module == S:
-        return [Dep(POP, C, S), *body, Dep(PUSH, S, C)]
+        return [Dep(POP, C, S, thread), *body, Dep(PUSH, S, C, thread)]
     if module == C:
         out: list[Stmt] = []
         for s in body:
             if _is_gemm(s):
-                out += [Dep(POP, L, C), s, Dep(PUSH, C, L)]
+                out += [Dep(POP, L, C, thread), s, Dep(PUSH, C, L, thread)]
             else:
                 out.append(s)
         return out

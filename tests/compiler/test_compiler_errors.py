@@ -166,13 +166,13 @@ def test_expression_errors() -> None:
 
 def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A token pass that pops load→compute after the GEMM instead of before: balanced, but racy."""
-    def broken(module, body):
+    def broken(module, body, thread):
         out = []
         for s in body:
             out += [s, Dep(DepAction.POP, Module.LOAD, Module.COMPUTE),
                     Dep(DepAction.PUSH, Module.COMPUTE, Module.LOAD)] \
                 if tokens_pass._is_gemm(s) else [s]
-        return out if module == Module.COMPUTE else original(module, body)
+        return out if module == Module.COMPUTE else original(module, body, thread)
 
     original = tokens_pass._wrap
     monkeypatch.setattr(tokens_pass, "_wrap", broken)
@@ -184,8 +184,8 @@ def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_token_pass_that_loses_tokens_is_caught_by_the_pipeline(monkeypatch) -> None:
     original = tokens_pass._wrap
-    monkeypatch.setattr(tokens_pass, "_wrap", lambda m, body: [
-        d for d in original(m, body) if not (isinstance(d, Dep) and d.action == DepAction.POP
+    monkeypatch.setattr(tokens_pass, "_wrap", lambda m, body, thread: [
+        d for d in original(m, body, thread) if not (isinstance(d, Dep) and d.action == DepAction.POP
                                               and d.dst == Module.LOAD)])
     with pytest.raises(LoweringError, match=r"^insert_dep_tokens: token queue compute→load is left "
                                             r"with \+\d+ tokens at the end of the program$"):

@@ -471,3 +471,36 @@ def test_tensor_names_do_not_clash_with_the_layout(tiny: Config, name: str) -> N
         b.gemm(K0)
         program = b.finish()
         np.testing.assert_array_equal(program.read(name), np.arange(4))
+
+
+def test_preloaded_kernels_take_one_uop_load_and_run_as_loaded_one_by_one(cfg: Config) -> None:
+    """``preload_kernels`` makes several kernels resident with one LOAD UOP (a repeated one
+    once): the GEMMs then load none, and the program computes what it computes without."""
+    kernels = [UopKernel((Uop(0, 0, 0), Uop(1, 1, 1))), UopKernel((Uop(2, 0, 1),)), UopKernel((Uop(0, 0, 0),
+                                                                                                Uop(1, 1, 1)))]
+    results = []
+    for preload in (False, True):
+        b = ProgramBuilder(cfg)
+        rng = np.random.default_rng(0)
+        inp = b.tensor("inp", data=rng.integers(-8, 8, (2, cfg.BATCH * cfg.BLOCK_IN)).astype(np.int8))
+        wgt = b.tensor("wgt", data=rng.integers(-8, 8, (2, cfg.BLOCK_OUT * cfg.BLOCK_IN)).astype(np.int8))
+        out = b.tensor("out", shape=(3, cfg.BATCH * cfg.BLOCK_OUT), dtype="int8", role="output")
+        b.load_2d(MemoryType.INP, 0, inp, y_size=1, x_size=2, x_stride=2)
+        b.load_2d(MemoryType.WGT, 0, wgt, y_size=1, x_size=2, x_stride=2)
+        b.dep_push(L, C)
+        b.dep_pop(L, C)
+        if preload:
+            b.preload_kernels([k.uops for k in kernels])
+        b.gemm(UopKernel((Uop(0, 0, 0), Uop(1, 0, 0), Uop(2, 0, 0))), reset=True)
+        for kernel in kernels:
+            b.gemm(kernel)
+        b.dep_push(C, S)
+        b.dep_pop(C, S)
+        b.store_2d(0, out, y_size=1, x_size=3, x_stride=3)
+        program = b.finish()
+        loads = uop_loads(program)
+        if preload:
+            assert [i.x_size for i in loads] == [3, 3]  # the two distinct kernels, then the reset's
+            assert uops_in_dram(program, loads[0]) == [*kernels[0].uops, *kernels[1].uops]
+        results.append(Device("functional").run(program).read("out"))
+    np.testing.assert_array_equal(results[0], results[1])
