@@ -74,11 +74,14 @@ def emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Sym
     BuildError
         from the builder (an instruction that does not encode, a region past a tensor).
     """
+    if lowered.cfg.has_drain:  # machine v2: every GEMM kernel in one LOAD UOP, before the first
+        recorder = _Recorder()
+        emitter = _emitter(recorder, lowered, tensors)  # type: ignore[arg-type]
+        emitter.ticker = ticker
+        emitter.emit(lowered.body, {}, 0)
+        recorder.replay(builder)
+        return
     emitter = _emitter(builder, lowered, tensors)
-    if emitter.resident:  # machine v2: every GEMM kernel in one LOAD UOP, before the first
-        recorder = _KernelRecorder()
-        _emitter(recorder, lowered, tensors).emit(lowered.body, {}, 0)  # type: ignore[arg-type]
-        emitter.preload = recorder.kernels
     emitter.ticker = ticker
     emitter.emit(lowered.body, {}, 0)
 
@@ -103,17 +106,24 @@ def _emitter(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor,
     return emitter
 
 
-class _KernelRecorder:
-    """Stands in for the builder to record the GEMM kernels of a program in their order."""
+class _Recorder:
+    """Stands in for the builder and records its calls, to replay them with the program's
+    GEMM kernels loaded at once before its first GEMM (machine v2)."""
 
     def __init__(self) -> None:
-        self.kernels: list[tuple[Uop, ...]] = []
-
-    def gemm(self, kernel: UopKernel, *, reset: bool = False) -> None:
-        self.kernels.append(kernel.uops)
+        self.calls: list[tuple[str, tuple, dict]] = []
 
     def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
+        return lambda *args, **kwargs: self.calls.append((name, args, kwargs))
+
+    def replay(self, builder: ProgramBuilder) -> None:
+        kernels = [args[0].uops for name, args, _ in self.calls if name == "gemm"]
+        preloaded = False
+        for name, args, kwargs in self.calls:
+            if name == "gemm" and not preloaded:  # after the tokens primed, before the resets
+                builder.preload_kernels(kernels)
+                preloaded = True
+            getattr(builder, name)(*args, **kwargs)
 
 
 def _one_load_per_run(body: Stmt, scope: Scope) -> bool:
@@ -237,8 +247,6 @@ class _Emitter:
         #: (VTA's programs stay as they were), and the dry run that orders their loads
         self.resident: dict[Scope, _Resident] = {}
         self.dry = False
-        #: the program's GEMM kernels, loaded before its first GEMM (after the tokens primed)
-        self.preload: list[tuple[Uop, ...]] = []
         #: the copies of each thread's acc slice (Lowered.acc_copies), the one its GEMMs and
         #: its drain use (each moves on when its tile's token is pushed), and the threads of
         #: the last GEMM and store
@@ -428,9 +436,6 @@ class _Emitter:
         d0 = dst_buf.base(thread, self.slices)
         s0 = 0 if stmt.reset else src_buf.base(thread, self.slices)
         w0 = 0 if stmt.reset or wgt_buf is None else wgt_buf.base(thread, self.slices)
-        if stmt.kind == UopKind.GEMM and self.preload:
-            self.builder.preload_kernels(self.preload)
-            self.preload = []
         if stmt.kind == UopKind.GEMM and not stmt.reset:
             self.last_gemm = self.last_compute = thread
             d0 += self._copy_offset(self.compute_acc.get(thread, 0), dst_buf.scope)

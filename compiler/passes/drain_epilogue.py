@@ -83,7 +83,14 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
     body = visit(lowered.body, True)
     if not sizes:
         return lowered
-    body = _reset_once(transform(body, lambda s: _without_resets(s, drained, resets)), list(resets.values()))
+    body = transform(body, lambda s: _without_resets(s, drained, resets))
+    # one reset per region: a tail tile's accumulator lies inside the whole tiles' (the same
+    # addresses, smaller), which the reset before them clears already
+    kept = [r for b, r in resets.items()
+            if not any(o is not b and o.scope == b.scope and o.offset <= b.offset
+                       and b.offset + b.elems <= o.offset + o.elems and (o.elems, o.name) > (b.elems, b.name)
+                       for o in resets)]
+    body = _reset_once(body, kept)
     slices = {**lowered.slices, Scope.EPI: max(sizes)}
     # the accumulator alternates only when every store drains and nothing else uses it
     only_drains = not any(isinstance(s, Dma) and ((s.store and s.drain is None) or s.memory_type in (

@@ -271,3 +271,17 @@ def test_a_tail_tile_after_the_whole_tiles_in_one_block_keeps_its_tokens(kernel:
     program = op.build(inputs)
     for backend in ("functional", "cycle"):
         np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], op.reference(inputs))
+
+
+def test_a_tail_tile_adds_no_reset() -> None:
+    """The tail tile's accumulator lies inside the whole tiles' (the same addresses), so the
+    reset before the first tile covers it: one reset per copy of the accumulator, not four."""
+    from openvta.compiler.ops.conv2d import Conv2dPlan
+    from openvta.isa import GemmInsn
+    op = openvta.operator("conv2d", layer="resnet18.C10", config="v2", plan=Conv2dPlan(7, 7, 7, 2, 1, "co"))
+    rng = np.random.default_rng(0)
+    inputs = {k: rng.integers(-100, 100, op.logical_shapes[k]).astype(t.dtype) for k, t in op.inputs.items()}
+    program = op.build(inputs)
+    resets = [i for i in program.instructions() if isinstance(i, GemmInsn) and i.reset_reg]
+    assert len(resets) == 2
+    np.testing.assert_array_equal(openvta.simulate(program)["out"], op.reference(inputs))
