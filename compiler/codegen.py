@@ -134,11 +134,11 @@ def _one_load_per_run(body: Stmt, scope: Scope) -> bool:
             continue
         run, count = None, 0
         for s in block.stmts:
-            key = (s.thread, s.stmt.module) if isinstance(s, Threaded) and isinstance(s.stmt, Dma) else None
+            dma = s.stmt if isinstance(s, Threaded) and isinstance(s.stmt, Dma) else None
+            key = (s.thread, dma.module) if isinstance(s, Threaded) and dma is not None else None
             if key != run:
                 run, count = key, 0
-            if key is not None and isinstance(s, Threaded) and isinstance(s.stmt, Dma) \
-                    and s.stmt.buffer.scope == scope and s.stmt.module == Module.LOAD:
+            if dma is not None and dma.module == Module.LOAD and dma.buffer.scope == scope:
                 count += 1
                 if count > 1:
                     return False

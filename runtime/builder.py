@@ -452,16 +452,18 @@ class ProgramBuilder:
             room -= len(kernel)
         if not chosen:
             return
-        start, base = len(self._uop_segment), self._uop_next
-        count = sum(len(k) for k in chosen)
-        self._uop_fixups.append((len(self.insns), start))
-        self._emit(MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.UOP,
-                           sram_base=base, y_size=1, x_size=count, x_stride=count))
+        self._load_uops(self._uop_next, len(self._uop_segment), sum(len(k) for k in chosen))
         for kernel in chosen:
             self._uop_dram.setdefault(kernel, len(self._uop_segment))
             self._uop_segment.extend(kernel)
             self._uop_resident[kernel] = self._uop_next
             self._uop_next += len(kernel)
+
+    def _load_uops(self, base: int, offset: int, count: int) -> None:
+        """A LOAD UOP of ``count`` micro-ops from ``offset`` in the micro-op segment to ``base``."""
+        self._uop_fixups.append((len(self.insns), offset))
+        self._emit(MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.UOP,
+                           sram_base=base, y_size=1, x_size=count, x_stride=count))
 
     def _place_kernel(self, uops: tuple[Uop, ...]) -> int:
         """Make ``uops`` resident in the micro-op buffer; return their base index."""
@@ -481,11 +483,7 @@ class ProgramBuilder:
             self._uop_dram[uops] = len(self._uop_segment)
             self._uop_segment.extend(uops)
         base = self._uop_next
-        self._uop_fixups.append((len(self.insns), self._uop_dram[uops]))
-        self._emit(
-            MemInsn(cfg=self.cfg, opcode=Opcode.LOAD, memory_type=MemoryType.UOP,
-                    sram_base=base, y_size=1, x_size=count, x_stride=count)
-        )
+        self._load_uops(base, self._uop_dram[uops], count)
         self._uop_resident[uops] = base
         self._uop_next += count
         return base

