@@ -53,6 +53,18 @@ def _row(board: str, name: str, report: BitstreamReport | None, error: str, seco
             f"(target {report.target_mhz:g} {met}) | {seconds:.0f} s |")
 
 
+def _specs(text: str) -> list[str]:
+    """The comma-separated configurations of ``--presets``; a ``key=value`` after a
+    configuration's colon belongs to it (``small:alu_ii=2,acc_ports=1,tiny``: two)."""
+    specs: list[str] = []
+    for part in text.split(","):
+        if specs and "=" in part and ":" not in part:
+            specs[-1] += "," + part
+        else:
+            specs.append(part)
+    return specs
+
+
 def dse_figures(folder: Path) -> None:
     from openvta.dse import DSE_FILE, DsePoint, format_table
 
@@ -85,7 +97,7 @@ def main() -> None:
     for board in args.boards.split(","):
         if board not in BOARDS:
             sys.exit(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
-        for name in ["link-test", *args.presets.split(",")]:
+        for name in ["link-test", *_specs(args.presets)]:
             link = name == "link-test"
             print(f"== {name} on {board}", flush=True)
             start = time.perf_counter()

@@ -105,8 +105,8 @@ class Timing:
     #: executions within which reading a freshly written tile stalls (0: forwarded)
     hazard_window: int = 0
     #: cycles a draining STORE (machine v2) costs beyond the STORE of the out buffer it
-    #: replaces, besides two per drain stage (:func:`drain_fill_cycles`: the drain's
-    #: descriptor words and stages, less what the DMA writer's start hides; the RTL's)
+    #: replaces, besides two per stage of its descriptor (:func:`drain_fill_cycles`: the
+    #: descriptor's words and stages, less what the DMA writer's start hides; the RTL's)
     drain_extra_cycles: int = 1
     #: nominal clock for GOPS figures, in MHz
     clock_mhz: float = 100.0
@@ -144,17 +144,21 @@ TIMING_PRESETS: dict[str, Timing] = {
 }
 
 
-def drain_fill_cycles(cfg: Config, timing: Timing) -> int:
-    """What a draining STORE ACC costs beyond the STORE of the out buffer it replaces: two
-    cycles per drain stage (an operand word read, a pipeline register) and
-    ``drain_extra_cycles``; 0 without a drain unit.  Measured on the RTL
-    (``hw/rtl/drain.py``, ``tests/hw/test_drain.py``): ``2·DRAIN_STAGES + 1``.
+def drain_fill_cycles(cfg: Config, timing: Timing, stages: int) -> int:
+    """What a draining STORE ACC whose descriptor has ``stages`` stages costs beyond the
+    STORE of the out buffer it replaces: two cycles per stage (its operand word's read, its
+    pipeline register; one word's read even for none) and ``drain_extra_cycles``; 0
+    without a drain unit.  Measured on the RTL (``hw/rtl/drain.py``,
+    ``tests/hw/test_drain_rtl.py``): ``2·stages + 1``.
 
     >>> from openvta.isa import preset
-    >>> drain_fill_cycles(preset("v2"), Timing())
-    25
+    >>> drain_fill_cycles(preset("v2"), Timing(), 3), drain_fill_cycles(preset("v2"), Timing(), 12)
+    (7, 25)
     """
-    return 2 * cfg.DRAIN_STAGES + timing.drain_extra_cycles if cfg.has_drain else 0
+    if not cfg.has_drain:
+        return 0
+    count = min(stages, cfg.DRAIN_STAGES)
+    return max(count, 1) + count + timing.drain_extra_cycles
 
 
 def timing_for(cfg: Config) -> Timing:

@@ -9,10 +9,9 @@ y_size·x_size − 1``.
 Work of one STORE ACC:
 
 1. **descriptor** — the header ``epi[epi_base]`` is read in the ``start`` cycle and
-   decoded the next (stage count, residual base, stride, stage codes), then the
-   ``DRAIN_STAGES`` operand words ``epi[epi_base + (k + 1)·stride]``, one per cycle, into
-   registers.  All of them, whatever the count: the setup takes the same
-   ``DRAIN_STAGES + 1`` cycles for every descriptor.
+   decoded the next (stage count ``n``, residual base, stride, stage codes), then the
+   ``n`` operand words ``epi[epi_base + (k + 1)·stride]``, one per cycle, into registers:
+   the setup takes ``max(n, 1) + 1`` cycles.
 2. **elements** — one per cycle while the output FIFO has room for it (credits): acc tile
    ``sram_base + e`` is read on the store's own read port of the acc buffer and, in the
    same cycle, zeroed through its own write port (the read port is not transparent for
@@ -20,21 +19,23 @@ Work of one STORE ACC:
    the epi buffer's read port.  The two are registered (block RAM outputs are slow on an
    FPGA), then pass ``DRAIN_STAGES`` stage units, each a :class:`DrainLanes` and a
    register: stage ``k`` applies its code (``op`` on ``X`` or ``R``, the operand its word
-   or ``R``) when ``k`` is below the descriptor's count and passes ``X`` and ``R`` on
-   unchanged otherwise.  The low 8 bits of every lane of ``X`` enter a FIFO of
-   ``DRAIN_STAGES + 4`` tiles whose head is ``out_data``/``out_valid``, popped by
-   ``out_next``.
+   or ``R``).  The low 8 bits of every lane of ``X`` after stage ``n − 1`` (the tap: a
+   multiplexer on the stage registers, set from the count; the stages past it are not
+   waited for, and their valid bits stop there) enter a FIFO of ``DRAIN_STAGES + 4``
+   tiles whose head is ``out_data``/``out_valid``, popped by ``out_next``.
 
-**Latency**: the first tile is at the head of the FIFO ``2·DRAIN_STAGES + 4`` cycles
-after ``start`` (``DRAIN_STAGES + 1`` of setup, one to read the acc tile, one register,
-``DRAIN_STAGES`` stages, one FIFO write).  **Throughput**: one tile per cycle, as long as
-the consumer pops one per cycle (the FIFO holds every tile in flight, so the credit loop
-never starves the pipeline); the store's DMA writer takes at most one per cycle, so a
-drain moves as fast as a STORE of the out buffer after the first tile.  Measured on the
-RTL (Verilator): a drain takes ``2·DRAIN_STAGES + 1`` cycles more than the STORE of the
-out buffer it replaces (the writer's first three cycles overlap the latency), 25 for
-``v2``'s twelve stages — :func:`drain_pipeline_cycles`, which the cycle model charges as
-:func:`openvta.isa.drain_fill_cycles`.
+**Latency**: the first tile is at the head of the FIFO ``2·n + 4`` cycles after ``start``
+(``n + 1`` of setup, one to read the acc tile, one register, ``n`` stages, one FIFO
+write; 5 for ``n = 0``).  **Throughput**: one tile per cycle, as long as the consumer
+pops one per cycle (the FIFO holds every tile in flight, so the credit loop never starves
+the pipeline); the store's DMA writer takes at most one per cycle, so a drain moves as
+fast as a STORE of the out buffer after the first tile.  Measured on the RTL
+(Verilator): a drain takes ``2·n + 1`` cycles more than the STORE of the out buffer it
+replaces (the writer's first three cycles overlap the latency): 7 for ResNet-18's
+``SHR, ADD, CLIP``, 25 for a descriptor of all of ``v2``'s twelve stages —
+:func:`drain_pipeline_cycles`, which the cycle model charges as
+:func:`openvta.isa.drain_fill_cycles`.  (The first version read all ``DRAIN_STAGES``
+words and passed every tile through every stage: 25 cycles for every descriptor.)
 
 **Size**: ``DRAIN_STAGES`` ALUs of ``BATCH·BLOCK_OUT`` 32-bit lanes (each with a 32×32
 multiplier: 128 for ``v2``), ``DRAIN_STAGES`` operand words and two tiles of pipeline
@@ -85,16 +86,19 @@ _FIFO_EXTRA = 4
 WRITER_START_CYCLES = 3
 
 
-def drain_latency(cfg: Config) -> int:
-    """Cycles from a drain's ``start`` to its first tile at the head of the output FIFO."""
-    return 2 * cfg.DRAIN_STAGES + _FIFO_EXTRA
+def drain_latency(cfg: Config, stages: int) -> int:
+    """Cycles from a drain's ``start`` to its first tile at the head of the output FIFO, for
+    a descriptor of ``stages`` stages (``2·stages + 4``; a descriptor of none takes one
+    word's cycle all the same)."""
+    count = min(stages, cfg.DRAIN_STAGES)
+    return max(count, 1) + count + _FIFO_EXTRA
 
 
-def drain_pipeline_cycles(cfg: Config) -> int:
-    """What a drain costs beyond the STORE of the out buffer it replaces, the
-    :class:`~openvta.isa.Timing`'s ``drain_pipeline_cycles`` of ``cfg``: its latency less
-    the writer's start (``2·DRAIN_STAGES + 1``; 25 for ``v2``'s twelve stages)."""
-    return drain_latency(cfg) - WRITER_START_CYCLES
+def drain_pipeline_cycles(cfg: Config, stages: int) -> int:
+    """What a drain of a descriptor of ``stages`` stages costs beyond the STORE of the out
+    buffer it replaces: its latency less the writer's start (``2·stages + 1``; 7 for
+    ResNet-18's SHR, ADD, CLIP), what :func:`openvta.isa.drain_fill_cycles` charges."""
+    return drain_latency(cfg, stages) - WRITER_START_CYCLES
 
 
 class DrainLanes(wiring.Component):
@@ -207,6 +211,7 @@ class DrainUnit(wiring.Component):
         codes = Signal(_CODE_BITS * stages)
         words = [Signal(lanes * width, name=f"word_{k}") for k in range(stages)]
         k = Signal(range(stages + 1))
+        tap = Signal(range(stages + 1))  # the stage register the FIFO is written from: the count
         cap_en, cap_k = Signal(), Signal(range(max(stages, 2)))
         in_flight = Signal(range(capacity + 1))  # issued, not yet popped
         issue = Signal()
@@ -231,15 +236,18 @@ class DrainUnit(wiring.Component):
                 m.d.comb += self.epi_r.addr.eq(first_word)
                 m.d.sync += [count.eq(lane[0]), ridx.eq(lane[1]), stride.eq(lane[2]), waddr.eq(first_word),
                              codes.eq(header[DRAIN_HEADER_LANES * width:][:len(codes)]),
+                             tap.eq(Mux(lane[0] < stages, lane[0], stages)),
                              cap_en.eq(1), cap_k.eq(0), k.eq(1)]
                 with m.If((x_size == 0) | (y_size == 0)):
                     m.next = "IDLE"
+                with m.Elif(lane[0] <= 1):
+                    m.next = "RUN"
                 with m.Else():
-                    m.next = "RUN" if stages == 1 else "WORDS"
-            with m.State("WORDS"):
+                    m.next = "WORDS"
+            with m.State("WORDS"):  # the count's words only (a larger count: all of them)
                 m.d.comb += self.epi_r.addr.eq(waddr + stride)
                 m.d.sync += [waddr.eq(waddr + stride), cap_en.eq(1), cap_k.eq(k), k.eq(k + 1)]
-                with m.If(k == stages - 1):
+                with m.If((k + 1 >= count) | (k == stages - 1)):
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [issue.eq(in_flight < capacity), self.acc_r.addr.eq(idx),
@@ -263,6 +271,7 @@ class DrainUnit(wiring.Component):
         valid, tile_x, tile_r = Signal(name="v_in"), Signal(lanes * width, name="x_in"), \
             Signal(lanes * width, name="r_in")
         m.d.sync += [valid.eq(read), tile_x.eq(self.acc_r.data), tile_r.eq(self.epi_r.data)]
+        taps = [(valid, tile_x)]
         for s in range(stages):
             m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg)
             code = codes[_CODE_BITS * s:][:_CODE_BITS]
@@ -270,9 +279,13 @@ class DrainUnit(wiring.Component):
             m.d.comb += [alu.op.eq(code[:len(alu.op)]),
                          alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
             nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")
-            m.d.sync += [nv.eq(valid), nx.eq(Mux(active & ~on_r, alu.out, tile_x)),
+            m.d.sync += [nv.eq(valid & (tap > s)), nx.eq(Mux(active & ~on_r, alu.out, tile_x)),
                          nr.eq(Mux(active & on_r, alu.out, tile_r))]
             valid, tile_x, tile_r = nv, nx, nr
-        m.d.comb += [fifo.w_en.eq(valid),
-                     fifo.w_data.eq(Cat(*(tile_x.word_select(i, width)[:cfg.OUT_WIDTH] for i in range(lanes))))]
+            taps.append((valid, tile_x))
+        with m.Switch(tap):  # the stages past the count are skipped, not waited for
+            for s, (v, t) in enumerate(taps):
+                with m.Case(s):
+                    m.d.comb += [fifo.w_en.eq(v),
+                                 fifo.w_data.eq(Cat(*(t.word_select(i, width)[:cfg.OUT_WIDTH] for i in range(lanes))))]
         return m

@@ -53,6 +53,7 @@ from openvta.isa import (
     TokenQueue,
     Unit,
     drain_fill_cycles,
+    epi_base_of,
     timing_for,
     unit_timing,
 )
@@ -363,7 +364,8 @@ class CycleModel:
         if insn.opcode == Opcode.STORE:
             bursts = rows_of(insn, self._out_elem_bytes, self.cfg.bus_bytes, timing.max_burst_beats)
             # a draining STORE ACC (machine v2) first fills the drain unit's pipeline
-            fill = drain_fill_cycles(self.cfg, timing) if insn.memory_type == MemoryType.ACC else 0
+            fill = drain_fill_cycles(self.cfg, timing, self._descriptor_stages(insn)) \
+                if insn.memory_type == MemoryType.ACC else 0
             rows = [(busy + fill, None)] + [(timing.store_row_cycles, train) for train in bursts]
         else:
             bursts = rows_of(insn, self._elem_bytes[insn.memory_type], self.cfg.bus_bytes,
@@ -372,6 +374,13 @@ class CycleModel:
         rows.append((timing.dma_done_cycles, None))
         self._trains[key] = rows
         return rows
+
+    def _descriptor_stages(self, insn: MemInsn) -> int:
+        """The stage count of a draining STORE's descriptor, as the store module finds it
+        (its LOADs into the epi buffer ran before it); a bad one fails when it runs."""
+        base = epi_base_of(insn)
+        epi = self.machine.state.epi
+        return int(np.uint32(epi[base].reshape(-1)[0])) if base < len(epi) else 0
 
     def _load_rows(self, insn: MemInsn, bursts: list[Bursts]) -> list[Row]:
         """A LOAD's padding rows (written to the buffer, not read), then its data rows."""

@@ -157,16 +157,43 @@ def all_ops_program(cfg: Config) -> Program:
     return b.finish()
 
 
-def long_program(cfg: Config, drain: bool = True) -> Program:
-    """64 tiles in four rows of 16, through three stages (or, ``drain=False``, the same
-    STORE of the out buffer): the drain's throughput against a plain STORE's."""
+def mixed_counts_program(cfg: Config) -> Program:
+    """Drains back to back whose descriptors have every stage, one, every stage again and
+    none, each on its own tiles: the FIFO's tap moves with the count, and a long drain's
+    tiles never come out of a short one's tap (nor a short one's out of the long one's)."""
+    rng, lanes, n = np.random.default_rng(8), _lanes(cfg), 24
+    b = ProgramBuilder(cfg)
+    acc = b.tensor("acc", data=_tiles(cfg, rng, n, -2**16, 2**16, np.int32))
+    counts = (cfg.DRAIN_STAGES, 1, cfg.DRAIN_STAGES, 0)
+    outs = [b.tensor(f"out{k}", shape=(6, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
+            for k in range(len(counts))]
+    b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=n)
+    b.dep_push(Module.COMPUTE, Module.STORE)
+    full = _codes(cfg, residual=False)
+    for k, count in enumerate(counts):
+        words = np.zeros((1 + count, lanes), np.int32)
+        words[0] = encode_header(cfg, full[:count])
+        for j, stage in enumerate(full[:count]):
+            words[1 + j] = _operand(stage.op, rng, lanes)
+        b.load_epi_words(20 * k, words)
+    b.dep_pop(Module.COMPUTE, Module.STORE)
+    for k, out in enumerate(outs):
+        b.store_2d(6 * k, out, y_size=2, x_size=3, epi_base=20 * k)
+    return b.finish()
+
+
+def long_program(cfg: Config, drain: bool = True, stages: int = 3) -> Program:
+    """64 tiles in four rows of 16, through ``stages`` stages (SHR, MIN, MAX, then ADDs;
+    or, ``drain=False``, the same STORE of the out buffer): the drain's throughput against
+    a plain STORE's."""
     rng, lanes, n = np.random.default_rng(7), _lanes(cfg), 64
     b = ProgramBuilder(cfg)
     acc = b.tensor("acc", data=_tiles(cfg, rng, n, -2**20, 2**20, np.int32))
     out = b.tensor("out", shape=(n, cfg.BATCH, cfg.BLOCK_OUT), dtype="int8", role="output")
-    words = np.zeros((4, lanes), np.int32)
-    words[0] = encode_header(cfg, (DrainStage(AluOp.SHR), DrainStage(AluOp.MIN), DrainStage(AluOp.MAX)))
-    words[1:] = np.array([12, 127, -128])[:, None]
+    ops = [(AluOp.SHR, 12), (AluOp.MIN, 127), (AluOp.MAX, -128)] + [(AluOp.ADD, 1)] * stages
+    words = np.zeros((1 + stages, lanes), np.int32)
+    words[0] = encode_header(cfg, tuple(DrainStage(op) for op, _ in ops[:stages]))
+    words[1:] = np.array([value for _, value in ops[:stages]], np.int32).reshape(-1, 1)
     b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=n)
     b.alu(UopKernel((Uop(0, 0),), (UopLoop(n, dst_factor=1, src_factor=1),)), AluOp.SHR, imm=12)
     b.dep_push(Module.COMPUTE, Module.STORE)
@@ -176,7 +203,8 @@ def long_program(cfg: Config, drain: bool = True) -> Program:
     return b.finish()
 
 
-PROGRAMS = {"residual": residual_program, "all_ops": all_ops_program, "long": long_program}
+PROGRAMS = {"residual": residual_program, "all_ops": all_ops_program, "long": long_program,
+            "mixed_counts": mixed_counts_program}
 # (Under AXI idle cycles and back-pressure the DMA writer's stream mode is tested unit by
 # unit, tests/hw/test_units.py: the drain's whole programs under stalls were 140 s of
 # make test's 20 minutes.)
@@ -196,12 +224,15 @@ def test_drained_tiles_narrower_than_a_bus_beat(make: str) -> None:
 
 def test_a_drain_costs_a_store_and_the_pipeline() -> None:
     """A drain of 64 tiles takes as long as the STORE of the out buffer it replaces, plus
-    ``Timing.drain_pipeline_cycles`` (the drain's latency less the writer's own start)."""
-    cycles = {drain: _backend(False).run(long_program(DRAIN, drain)).counters["cycles"]
-              for drain in (False, True)}
-    assert abs(cycles[True] - cycles[False] - drain_pipeline_cycles(DRAIN)) <= 1
+    ``drain_pipeline_cycles`` of its descriptor's stage count (the drain's latency less the
+    writer's own start: 2·stages + 1, the stages past the count skipped)."""
+    for stages in (0, 3, DRAIN.DRAIN_STAGES):  # (the plain program loads the same descriptor)
+        cycles = {drain: _backend(False).run(long_program(DRAIN, drain, stages)).counters["cycles"]
+                  for drain in (False, True)}
+        assert abs(cycles[True] - cycles[False] - drain_pipeline_cycles(DRAIN, stages)) <= 1, stages
     for cfg in (DRAIN, NARROW_DRAIN, BATCH_DRAIN, preset("v2")):  # one truth: the RTL's and the model's
-        assert drain_pipeline_cycles(cfg) == drain_fill_cycles(cfg, timing_for(cfg))
+        for stages in range(cfg.DRAIN_STAGES + 2):
+            assert drain_pipeline_cycles(cfg, stages) == drain_fill_cycles(cfg, timing_for(cfg), stages)
 
 
 @pytest.mark.parametrize("vthreads", [1, 2])
