@@ -273,6 +273,7 @@ class Graph:
     :class:`~openvta.graph.kernel.KernelMatch`, decided once and read by every later pass);
     after memory planning ``memory`` holds the plan of the host's buffers; from layout
     packing on, ``regions`` the accelerator regions (:mod:`openvta.graph.regions`).
+    ``notes`` say what the import changed (:func:`openvta.graph.frontends.onnx_prepare.prepare`).
     """
 
     name: str
@@ -284,9 +285,12 @@ class Graph:
     memory: MemoryPlan | None = None
     regions: tuple[Region, ...] = ()
     kernels: Mapping[int, KernelMatch] = field(default_factory=dict)
+    #: what the import did to the model (an opset upgraded, input shapes fixed), for the summary
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regions", tuple(self.regions))
+        object.__setattr__(self, "notes", tuple(self.notes))
         object.__setattr__(self, "kernels", MappingProxyType(dict(sorted(self.kernels.items()))))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))

@@ -15,7 +15,7 @@ records=)`` reads from a tuning log); the graph level never imports the tuner.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -26,7 +26,7 @@ from openvta.isa import Config, preset
 
 from .errors import GraphError, PassError
 from .feeds import Feed, calibration_batches
-from .frontends.onnx import import_onnx
+from .frontends.onnx import calibration_shapes, check_input_shapes, import_onnx, load_onnx
 from .ir import Graph, Op, RequantMode
 from .kernel_match import Plans
 from .model import CompiledModel
@@ -109,14 +109,15 @@ def _plans(plans: object) -> Plans | None:
 def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarray]], *,
                   config: str | Config = "default", quantize: str | RequantMode = "fixed",
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
-                  plans: Plans | None = None) -> CompiledModel:
+                  plans: Plans | None = None,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
     ----------
     model :
-        a path to an ONNX file, an ``onnx.ModelProto`` (float32, opset 13 or newer) or a
-        :class:`Graph`.
+        a path to an ONNX file, an ``onnx.ModelProto`` (float32, opset 7 or newer; older
+        than 13 upgraded by ``onnx.version_converter``) or a :class:`Graph`.
     calibration :
         for a single-input model an array holding a batch of samples (any batch size), or
         a mapping ``{input_name: array}``, or an iterable of such mappings.
@@ -139,6 +140,11 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         (``openvta.tune.best_plans`` of a log).  Each kernel whose key is there gets its
         plan (checked first), the others the default one; every kernel's anchor node says
         which in its placement reason (``model.summary()``).  None: no tuning, no notes.
+    input_shapes :
+        input name → shape, for an ONNX model whose inputs have dimensions that are not
+        fixed or whose shape computations read them (``Shape``, folded at compile time);
+        by default the calibration samples' shapes.  The batch stays free where the shape
+        computations allow it (``model.summary()`` says when it was fixed).
 
     Raises
     ------
@@ -154,7 +160,13 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
     options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
                              _plans(plans))
-    graph = model if isinstance(model, Graph) else import_onnx(model)
+    if not isinstance(model, Graph):
+        if not isinstance(calibration, (np.ndarray, Mapping, str, bytes)) and isinstance(calibration, Iterable):
+            calibration = list(calibration)  # (read twice: for the shapes, then as batches)
+        model = load_onnx(model)
+        shapes = calibration_shapes(model, calibration)
+        shapes.update(check_input_shapes(input_shapes, model))
+    graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
     options = replace(options, calibration=tuple(calibration_batches(graph, calibration)))
     stages = run_pipeline(graph, options)
     return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)

@@ -173,7 +173,7 @@ def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[st
                                  "outputs": list(graph.outputs),
                                  "nodes": [_node_json(n) for n in graph.nodes], "constants": keys,
                                  "types": {k: _type_json(t) for k, t in graph.types.items()},
-                                 "memory": memory}
+                                 "memory": memory, "notes": list(graph.notes)}
     arrays = {keys[name]: np.asarray(array) for name, array in graph.constants.items()}
     regions = []
     for region in graph.regions:
@@ -196,7 +196,7 @@ def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], w
         graph = Graph(str(data["name"]), tuple(data["inputs"]), tuple(data["outputs"]),
                       tuple(_node_value(n) for n in data["nodes"]), constants,
                       {k: _type_value(t) for k, t in data["types"].items()}, memory, regions,
-                      {k.group: k for k in kernels})
+                      {k.group: k for k in kernels}, tuple(str(n) for n in data.get("notes", ())))
     except KeyError as exc:
         raise ModelError(f"{what} lacks the entry {exc.args[0]!r}") from None
     except ModelError:

@@ -25,7 +25,7 @@ from openvta.isa import PRESETS
 from openvta.runtime import ProgramError, backends
 from openvta.runtime.npz import read_npz as read_arrays
 
-__all__ = ["add_model_parser", "read_npz", "run_model_command"]
+__all__ = ["add_model_parser", "parse_input_shapes", "read_npz", "run_model_command"]
 
 
 def add_model_parser(sub: Any) -> None:
@@ -33,7 +33,7 @@ def add_model_parser(sub: Any) -> None:
     verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB",
                                  help="compile, run or show")
     comp = verbs.add_parser("compile", help="quantize, partition and fuse a float ONNX model")
-    comp.add_argument("model", help="the float32 ONNX model (opset 13 or newer)")
+    comp.add_argument("model", help="the float32 ONNX model (opset 7 or newer; older than 13 upgraded)")
     comp.add_argument("--calibration", required=True,
                       help="calibration samples: an .npz with one array per graph input")
     comp.add_argument("--config", default="default", choices=sorted(PRESETS),
@@ -46,6 +46,10 @@ def add_model_parser(sub: Any) -> None:
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "
                                         "for each kernel that has one, the default plan for the others")
+    comp.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                      help="an input's shape for the shape computations folded at compile time, e.g. "
+                           "image=1,3,224,224 (repeat for several inputs; default: the calibration "
+                           "samples' shapes)")
     comp.add_argument("-o", "--output", required=True, help="the compiled model file (.ovta)")
     run = verbs.add_parser("run", help="run a compiled model on a back end")
     run.add_argument("model", help="the compiled model (.ovta)")
@@ -56,6 +60,21 @@ def add_model_parser(sub: Any) -> None:
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     show = verbs.add_parser("show", help="print every node: op, placement and why, group, MACs")
     show.add_argument("model", help="the compiled model (.ovta)")
+
+
+def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
+    """``--input-shape NAME=D1,D2,...`` values as input name → shape (one-line ``ValueError``)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in values:
+        name, sep, dims = value.partition("=")
+        parts = dims.replace("x", ",").split(",")
+        if not sep or not name.strip() or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"--input-shape {value!r} must be NAME=D1,D2,... with positive integer sizes, "
+                             "e.g. image=1,3,224,224")
+        if name.strip() in shapes:
+            raise ValueError(f"--input-shape gives input {name.strip()!r} twice")
+        shapes[name.strip()] = tuple(int(p) for p in parts)
+    return shapes
 
 
 def read_npz(path: str, what: str) -> dict[str, np.ndarray]:
@@ -72,16 +91,20 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
     from openvta.graph.summary import plans_line
 
     if args.verb == "compile":
+        shapes = parse_input_shapes(args.input_shape)
         calibration = read_npz(args.calibration, "calibration")
         cpu_ops = [op.strip() for op in args.cpu_ops.split(",") if op.strip()]
         target = output(args.output)
         start = time.perf_counter()
         model = compile_model(args.model, calibration, config=args.config,
-                              quantize=args.quantize, cpu_ops=cpu_ops, records=args.records)
+                              quantize=args.quantize, cpu_ops=cpu_ops, records=args.records,
+                              input_shapes=shapes or None)
         model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "
               f"{time.perf_counter() - start:.2f} s; model written to {args.output}")
+        for note in model.graph.notes:
+            print(f"import: {note}")
         plans = plans_line(model.graph)
         if plans:
             print(f"{plans} ({args.records})")

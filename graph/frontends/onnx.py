@@ -1,7 +1,9 @@
-"""The ONNX frontend: a float32 ONNX model (opset 13 or newer) → a typed :class:`Graph`.
+"""The ONNX frontend: a float32 ONNX model (opset 7 or newer) → a typed :class:`Graph`.
 
-The model is checked before anything is converted, each problem one line naming what
-is wrong: an unreadable or non-ONNX file, an opset older than 13, a model quantized
+The model is first made what the converters read (:mod:`.onnx_prepare`: an opset older
+than 13 upgraded, input shapes fixed, computations on constants folded by
+``onnx.reference``), then checked before anything is converted, each problem one line
+naming what is wrong: an unreadable or non-ONNX file, an opset older than 7, a model quantized
 with other ops than QuantizeLinear/DequantizeLinear, an unsupported op, a non-float32
 input, an input dimension other than the first that is not fixed.  A QDQ model is
 folded into the float model it stands for, its values typed with the model's own
@@ -26,6 +28,7 @@ graph g
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +40,13 @@ from ..passes.infer_shapes import infer_node
 from ..registry import ONNX_OPS
 from ..verify import verify_graph
 from .onnx_ops import CONVERTERS, OnnxNode
+from .onnx_prepare import OLDEST_OPSET, prepare
 from .onnx_qdq import fold_qdq
 
-__all__ = ["import_onnx", "SUPPORTED_OPS", "MIN_OPSET"]
+__all__ = ["import_onnx", "load_onnx", "calibration_shapes", "check_input_shapes", "SUPPORTED_OPS", "MIN_OPSET"]
 
-MIN_OPSET = 13
+#: The oldest opset imported (older than 13: upgraded by onnx.version_converter first).
+MIN_OPSET = OLDEST_OPSET
 SUPPORTED_OPS = tuple(sorted([op.value for op in ONNX_OPS] + ["Constant"]))
 _QUANTIZED = frozenset({
     "DynamicQuantizeLinear", "QLinearConv",
@@ -53,6 +58,59 @@ _ONNX_OPS = {op.value: op for op in ONNX_OPS}
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def load_onnx(model: Any) -> Any:
+    """The ``onnx.ModelProto`` of a path or a ``ModelProto`` (one-line :class:`ModelError`
+    for a file that is missing, unreadable or not an ONNX model)."""
+    return _load(model)
+
+
+def check_input_shapes(input_shapes: object, proto: Any) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` as input name → shape, checked against the inputs of ``proto``
+    (one-line ``ValueError``)."""
+    if input_shapes is None:
+        return {}
+    if not isinstance(input_shapes, Mapping):
+        raise ValueError(f"input_shapes must be a mapping of input name to shape, not {type(input_shapes).__name__}")
+    checked = {}
+    for name, shape in input_shapes.items():
+        dims = tuple(shape) if isinstance(shape, (tuple, list)) else None
+        if not isinstance(name, str) or dims is None or not dims or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in dims):
+            raise ValueError(f"input_shapes[{name!r}] must be a tuple of positive integers, not {shape!r}")
+        checked[name] = tuple(int(d) for d in dims)
+    constants = {init.name for init in proto.graph.initializer}
+    names = [v.name for v in proto.graph.input if v.name not in constants]
+    for name in checked:
+        if name not in names:
+            raise ValueError(f"input_shapes names {name!r}, which is not an input of the model "
+                             f"(its inputs: {', '.join(names)})")
+    return checked
+
+
+def calibration_shapes(proto: Any, calibration: object) -> dict[str, tuple[int, ...]]:
+    """The input shapes the calibration samples have (an array for the single input, a
+    mapping, or the first of an iterable of mappings); ``{}`` when they say nothing.  A
+    shape that contradicts the model's is left out: the calibration check names it."""
+    constants = {init.name for init in proto.graph.initializer}
+    inputs = {v.name: v for v in proto.graph.input if v.name not in constants}
+    first: object = calibration
+    if isinstance(calibration, (list, tuple)) and calibration:
+        first = calibration[0]
+    if isinstance(first, np.ndarray):
+        given = {next(iter(inputs)): first.shape} if len(inputs) == 1 else {}
+    elif isinstance(first, Mapping):
+        given = {k: np.shape(v) for k, v in first.items() if k in inputs}
+    else:
+        return {}
+    shapes = {}
+    for name, shape in given.items():
+        dims = inputs[name].type.tensor_type.shape.dim
+        if len(dims) == len(shape) and all(not (d.HasField("dim_value") and d.dim_value > 0) or d.dim_value == n
+                                           for d, n in zip(dims, shape)):
+            shapes[name] = tuple(int(n) for n in shape)
+    return shapes
 
 
 def _load(model: Any) -> Any:
@@ -84,13 +142,19 @@ def _check_model(proto: Any) -> None:
     versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
     if not versions:
         raise ModelError("model must import the default ONNX opset, not none")
-    if versions[0] < MIN_OPSET:
-        raise ModelError(f"model opset must be {MIN_OPSET} or newer, not {versions[0]}")
     names = _node_names(proto)
     for node, name in zip(proto.graph.node, names):
         if node.op_type in _QUANTIZED:
             raise ModelError(f"model is quantized with {node.op_type} (node {name!r}); only "
                              "QuantizeLinear/DequantizeLinear (QDQ) models are imported")
+
+
+def _check_shapes(proto: Any) -> None:
+    for node, name in zip(proto.graph.node, _node_names(proto)):
+        if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+            raise ModelError(f"node {name!r} ({node.op_type}) reads the shape of {node.input[0]!r}, which is "
+                             "not known when the model is compiled: give the input shapes (input_shapes=, "
+                             "--input-shape)")
 
 
 def _check_ops(proto: Any) -> None:
@@ -193,8 +257,13 @@ def _convert(node: Any, name: str, types: dict[str, TensorType],
     return converted
 
 
-def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
+def import_onnx(model: str | os.PathLike[str] | Any,
+                input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Import a float32 ONNX model (a path or an ``onnx.ModelProto``) as a verified graph.
+
+    A model older than opset 13 is upgraded first, its inputs' unknown dimensions are fixed
+    from ``input_shapes`` (input name → shape), and every computation on constants is
+    folded (:func:`~.onnx_prepare.prepare`); the graph's ``notes`` say what was done.
 
     Raises
     ------
@@ -205,8 +274,9 @@ def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
     """
     from onnx import numpy_helper
 
-    proto = _load(model)
+    proto, notes = prepare(_load(model), input_shapes)
     _check_model(proto)
+    _check_shapes(proto)
     proto, quant = fold_qdq(proto, _node_names(proto))
     _check_ops(proto)
     g = proto.graph
@@ -231,5 +301,6 @@ def import_onnx(model: str | os.PathLike[str] | Any) -> Graph:
     unused = {k for k in constants if k not in used}
     graph = Graph(g.name or "model", tuple(v.name for v in inputs), outputs, tuple(nodes),
                   {k: a for k, a in constants.items() if k not in unused},
-                  {k: t.with_quant(quant.get(k)) for k, t in types.items() if k not in unused})
+                  {k: t.with_quant(quant.get(k)) for k, t in types.items() if k not in unused},
+                  notes=tuple(notes))
     return verify_graph(graph)

@@ -142,5 +142,6 @@ def quantize(graph: Graph, mode: RequantMode) -> Graph:
             island(b, node)
     for name in graph.outputs:
         b.as_real(name)
-    result = Graph(graph.name, graph.inputs, graph.outputs, tuple(b.nodes), b.constants, b.types)
+    result = Graph(graph.name, graph.inputs, graph.outputs, tuple(b.nodes), b.constants, b.types,
+                   notes=graph.notes)
     return infer_shapes(result)

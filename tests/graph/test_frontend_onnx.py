@@ -63,9 +63,13 @@ def test_file_errors(tmp_path) -> None:
 
 
 def test_model_level_errors() -> None:
-    with pytest.raises(ModelError, match=r"^model opset must be 13 or newer, not 11$"):
+    with pytest.raises(ModelError, match=r"^model opset must be 7 or newer, not 6$"):
         import_onnx(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": [2]}, ["y"],
-                               opset=11))
+                               opset=6))
+    scatter = make_model([helper.make_node("Scatter", ["x", "x"], ["y"])], {"x": [2]}, ["y"], opset=8)
+    with pytest.raises(ModelError, match=r"^model opset 8 could not be upgraded to 13 with "
+                                         r"onnx\.version_converter: .*No Adapter From Version \$8 for Scatter$"):
+        import_onnx(scatter)
     lstm = helper.make_node("LSTM", ["x", "w"], ["y"], name="conv7")
     with pytest.raises(ModelError, match=r"^node 'conv7' \(LSTM\) is not supported; supported: "
                                          + ", ".join(SUPPORTED_OPS) + "$"):
@@ -157,3 +161,8 @@ def test_a_kept_bool_constant_is_an_error() -> None:
     with pytest.raises(ModelError, match=r"^node 'a' \(Add\) input 't' must be float32 \(or int64 "
                                          r"for shapes\), not bool$"):
         import_onnx(make_model([node], {"x": [1]}, ["y"], {"t": np.array(True)}))
+
+
+def test_an_older_opset_is_upgraded_and_the_notes_say_so() -> None:
+    graph = import_onnx(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": [2]}, ["y"], opset=11))
+    assert graph.notes == ("opset 11 upgraded to 13 with onnx.version_converter",)

@@ -1,0 +1,363 @@
+"""What exporters write, made what the ONNX frontend reads: the opset upgraded, the input
+shapes fixed, every computation on constants folded.
+
+:func:`prepare` runs before the frontend converts nodes (:mod:`.onnx`):
+
+1. **opset** — a model of opset 7 … 12 is upgraded to :data:`TARGET_OPSET` with
+   ``onnx.version_converter`` (the notes say so); older ones, or a conversion that fails,
+   are a :class:`~openvta.graph.errors.ModelError` of one line.
+2. **input shapes** — an input dimension that is not fixed takes its size from
+   ``input_shapes`` (the caller's, or the calibration samples'); the batch (dimension 0)
+   stays symbolic where the shape computations allow it: the model is folded with two
+   batches (:data:`_PROBES`), and when the only constants that differ are the first
+   entries of Reshape or Expand shapes applied to batch-first data (a flatten's
+   ``[N, -1]``), they become ``0`` ("the input's") or ``1`` ("broadcast").  Otherwise the
+   batch is fixed too, and the notes say so (a run with another batch is refused).
+3. **folding** — ONNX's shape inference gives each tensor its shape; a ``Shape`` or
+   ``Size`` of a tensor whose shape is known becomes a constant, and every node whose
+   inputs are all constants is evaluated by ONNX's own reference implementation
+   (``onnx.reference``), its outputs made initializers — weights written as
+   ``ConstantOfShape`` fills, the ``Shape → Gather → Unsqueeze → Concat → Reshape`` of a
+   flatten, a mask built from ``Equal``/``Where``/``Expand``/``Cast``.  Repeated until
+   nothing more folds.  Random generators are not folded (they are refused later, by name).
+
+Examples
+--------
+>>> import numpy as np
+>>> from onnx import TensorProto, helper, numpy_helper
+>>> nodes = [helper.make_node("Shape", ["x"], ["s"]),
+...          helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+...          helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+...          helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+...          helper.make_node("Reshape", ["x", "shape"], ["y"])]
+>>> graph = helper.make_graph(nodes, "flatten",
+...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+...     [numpy_helper.from_array(np.array(0), "zero"), numpy_helper.from_array(np.array([0]), "axes"),
+...      numpy_helper.from_array(np.array([-1]), "minus1")])
+>>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+>>> prepared, notes = prepare(model, {"x": (4, 2, 3)})
+>>> [n.op_type for n in prepared.graph.node], notes
+(['Reshape'], [])
+>>> numpy_helper.to_array(prepared.graph.initializer[0]).tolist()  # the batch stays free
+[0, -1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+
+__all__ = ["TARGET_OPSET", "OLDEST_OPSET", "prepare"]
+
+#: The opset the converters are written for: older models are upgraded to it.
+TARGET_OPSET = 13
+#: The oldest opset ``onnx.version_converter`` upgrades from here.
+OLDEST_OPSET = 7
+#: Operators never folded, whatever their inputs: random generators (their results are
+#: not functions of them), and the quantizers, which the QDQ import reads (``onnx_qdq``).
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                         "Bernoulli", "Multinomial", "QuantizeLinear", "DequantizeLinear"})
+_ROUNDS = 8
+#: The batches a model with shape computations is folded with, to find what the batch reaches.
+_PROBES = (11, 13)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _opset(proto: Any) -> int:
+    versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise ModelError("model must import the default ONNX opset, not none")
+    return int(versions[0])
+
+
+def _upgrade(proto: Any, notes: list[str]) -> Any:
+    from onnx import version_converter
+
+    version = _opset(proto)
+    if version >= TARGET_OPSET:
+        return proto
+    if version < OLDEST_OPSET:
+        raise ModelError(f"model opset must be {OLDEST_OPSET} or newer, not {version}")
+    try:
+        upgraded = version_converter.convert_version(proto, TARGET_OPSET)
+    except Exception as exc:  # the converter's C++ errors arrive as RuntimeError and others
+        raise ModelError(f"model opset {version} could not be upgraded to {TARGET_OPSET} with "
+                         f"onnx.version_converter: {_one_line(exc)}") from None
+    notes.append(f"opset {version} upgraded to {TARGET_OPSET} with onnx.version_converter")
+    return upgraded
+
+
+def _initializer_names(proto: Any) -> set[str]:
+    return {init.name for init in proto.graph.initializer}
+
+
+def _fix_inputs(proto: Any, shapes: Mapping[str, Sequence[int]], batch: bool) -> list[str]:
+    """Fix the unknown dimensions of the graph inputs from ``shapes`` (dimension 0 too when
+    ``batch``); the inputs named in the notes."""
+    fixed: list[str] = []
+    constants = _initializer_names(proto)
+    for value in proto.graph.input:
+        if value.name in constants or value.name not in shapes:
+            continue
+        given = tuple(int(d) for d in shapes[value.name])
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) != len(given):
+            raise ModelError(f"input {value.name!r} has {len(dims)} dimensions, but its shape is given as "
+                             f"{given} ({len(given)} dimensions)")
+        for axis, (dim, size) in enumerate(zip(dims, given)):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                if dim.dim_value != size:
+                    model = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0
+                                  else (d.dim_param or "?") for d in dims)
+                    raise ModelError(f"input {value.name!r} has shape {model} in the model, but its shape "
+                                     f"is given as {given}")
+                continue
+            if axis == 0 and not batch:
+                continue
+            dim.Clear()
+            dim.dim_value = size
+            if axis == 0:
+                fixed.append(f"input {value.name}: the batch fixed at {size} (a shape computation reads it)")
+    return fixed
+
+
+def _shapes(proto: Any) -> dict[str, tuple[int, ...] | None]:
+    """Every tensor's static shape by ONNX's shape inference (None where any dimension is
+    unknown)."""
+    from onnx import shape_inference
+
+    try:
+        inferred = shape_inference.infer_shapes(_without_weights(proto), strict_mode=False)
+    except Exception:  # an op shape inference does not know: its shapes stay unknown
+        inferred = _without_weights(proto)
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    graph = inferred.graph
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        t = value.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        known = all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim)
+        shapes[value.name] = tuple(int(d.dim_value) for d in t.shape.dim) if known else None
+    for init in proto.graph.initializer:
+        shapes[init.name] = tuple(int(d) for d in init.dims)
+    return shapes
+
+
+def _without_weights(proto: Any) -> Any:
+    """``proto`` with its large initializers as graph inputs of the same type and shape:
+    what shape inference needs, without copying the weights through protobuf."""
+    from onnx import helper
+
+    graph = proto.graph
+    keep = [init for init in graph.initializer if _elements(init) <= 64]
+    listed = {v.name for v in graph.input}
+    heavy = [helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+             for init in graph.initializer if _elements(init) > 64 and init.name not in listed]
+    return helper.make_model(
+        helper.make_graph(graph.node, graph.name, [*graph.input, *heavy], graph.output, keep,
+                          value_info=graph.value_info),
+        opset_imports=proto.opset_import, ir_version=proto.ir_version)
+
+
+def _elements(init: Any) -> int:
+    return int(np.prod(init.dims)) if len(init.dims) else 1
+
+
+def _evaluate(node: Any, values: dict[str, np.ndarray], opset: Any) -> list[np.ndarray]:
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [name for name in node.input if name]
+    graph = helper.make_graph(
+        [node], "fold",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), values[n].shape)
+         for n in dict.fromkeys(inputs)],
+        [helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
+    model = helper.make_model(graph, opset_imports=opset)
+    outputs = ReferenceEvaluator(model).run(None, {n: values[n] for n in dict.fromkeys(inputs)})
+    return [np.asarray(o) for o in outputs]
+
+
+def _fold(proto: Any, names: list[str]) -> tuple[Any, int]:
+    """One round: the constants folded into initializers; the count of nodes folded."""
+    from onnx import helper, numpy_helper
+
+    graph = proto.graph
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    shapes = _shapes(proto)
+    outputs = {v.name for v in graph.output}
+    kept, folded = [], 0
+    new: dict[str, np.ndarray] = {}
+    for node, name in zip(graph.node, names):
+        results: list[np.ndarray] | None = None
+        if node.domain in ("", "ai.onnx") and not (set(node.output) & outputs):
+            if node.op_type == "Constant":
+                results = _evaluate(node, values, proto.opset_import)
+            elif node.op_type in ("Shape", "Size") and shapes.get(node.input[0]) is not None:
+                shape = np.array(shapes[node.input[0]], np.int64)
+                if node.op_type == "Size":
+                    results = [np.array(np.prod(shape), np.int64)]
+                else:
+                    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                    results = [shape[slice(attrs.get("start", 0), attrs.get("end"))]]
+            elif node.op_type not in _NOT_FOLDED and any(node.input) \
+                    and all(i in values for i in node.input if i):
+                try:
+                    results = _evaluate(node, values, proto.opset_import)
+                except Exception as exc:
+                    raise ModelError(f"node {name!r} ({node.op_type}) on constants could not be folded by "
+                                     f"onnx.reference: {_one_line(exc)}") from None
+        if results is None:
+            kept.append(node)
+            continue
+        folded += 1
+        for out, array in zip(node.output, results):
+            if out:
+                values[out] = new[out] = array
+    if not folded:
+        return proto, 0
+    used = {i for n in kept for i in n.input} | outputs
+    initializers = [init for init in graph.initializer if init.name in used]
+    initializers += [numpy_helper.from_array(np.ascontiguousarray(a), n) for n, a in new.items() if n in used]
+    result = type(proto)()
+    result.CopyFrom(proto)
+    del result.graph.node[:]
+    result.graph.node.extend(kept)
+    del result.graph.initializer[:]
+    result.graph.initializer.extend(initializers)
+    inputs = [v for v in result.graph.input if v.name in used or v.name not in values]
+    del result.graph.input[:]
+    result.graph.input.extend(inputs)
+    return result, folded
+
+
+def node_names(proto: Any) -> list[str]:
+    names: list[str] = []
+    for index, node in enumerate(proto.graph.node):
+        name = node.name or f"{node.op_type}_{index}"
+        names.append(name if name not in names else f"{name}_{index}")
+    return names
+
+
+def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, list[str]]:
+    """The model upgraded, its input shapes fixed and its constants folded (module
+    docstring), and notes on what was done.
+
+    Raises
+    ------
+    ModelError
+        for an opset older than 7, a failed conversion, an input shape that contradicts the
+        model's, or a node on constants that ``onnx.reference`` cannot evaluate.
+    """
+    notes: list[str] = []
+    proto = _upgrade(proto, notes)
+    shapes = {name: tuple(int(d) for d in shape) for name, shape in (input_shapes or {}).items()}
+    work = _copy(proto)
+    _fix_inputs(work, shapes, batch=False)
+    if not any(n.op_type in ("Shape", "Size") for n in work.graph.node):
+        return _fold_all(work), notes
+    batches = {name: shape[0] for name, shape in shapes.items() if shape}
+    free = _batch_free(work, batches)
+    if free is not None:
+        return free, notes
+    if batches:
+        work = _copy(proto)
+        notes += _fix_inputs(work, shapes, batch=True)
+    return _fold_all(work), notes
+
+
+def _copy(proto: Any) -> Any:
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    return copy
+
+
+def _with_batch(proto: Any, batch: int) -> Any:
+    """``proto`` with every symbolic first dimension of its inputs set to ``batch``."""
+    work = _copy(proto)
+    constants = _initializer_names(work)
+    for value in work.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name not in constants and dims and not (dims[0].HasField("dim_value") and dims[0].dim_value > 0):
+            dims[0].Clear()
+            dims[0].dim_value = batch
+    return work
+
+
+def _batch_free(proto: Any, batches: Mapping[str, int]) -> Any | None:
+    """The model folded with its batch left symbolic, or None if a folded constant depends
+    on the batch other than as the first entry of a Reshape's or an Expand's shape whose
+    data's first dimension is the batch (which becomes 0, "copy the input's", or 1,
+    "broadcast").
+
+    The model is folded twice, with batches :data:`_PROBES`; the constants that differ
+    between the two are what the batch reaches."""
+    from onnx import numpy_helper
+
+    folded = [_fold_all(_with_batch(proto, b)) for b in _PROBES]
+    nodes = [[(n.op_type, tuple(n.input), tuple(n.output)) for n in f.graph.node] for f in folded]
+    if nodes[0] != nodes[1]:
+        return None
+    arrays = [{init.name: numpy_helper.to_array(init) for init in f.graph.initializer} for f in folded]
+    if arrays[0].keys() != arrays[1].keys():
+        return None
+    changed = {name for name, a in arrays[0].items()
+               if a.shape != arrays[1][name].shape or not np.array_equal(a, arrays[1][name])}
+    if not changed:
+        return _restore_batch(folded[0], proto, {})
+    shapes = _shapes(folded[0])
+    patched: dict[str, np.ndarray] = {}
+    uses = {name: [(n, k) for n in folded[0].graph.node for k, i in enumerate(n.input) if i == name]
+            for name in changed}
+    for name in changed:
+        a, b = arrays[0][name], arrays[1][name]
+        if a.ndim != 1 or a.shape != b.shape or not np.array_equal(a[1:], b[1:]) \
+                or (int(a[0]), int(b[0])) != _PROBES:
+            return None
+        ops = set()
+        for node, k in uses[name]:
+            data = shapes.get(node.input[0])
+            allowzero = any(attr.name == "allowzero" and attr.i for attr in node.attribute)
+            if k != 1 or node.op_type not in ("Reshape", "Expand") or allowzero or not data \
+                    or data[0] != _PROBES[0]:
+                return None
+            ops.add(node.op_type)
+        if len(ops) != 1:
+            return None
+        value = a.copy()
+        value[0] = 0 if ops == {"Reshape"} else 1
+        patched[name] = value
+    return _restore_batch(folded[0], proto, patched)
+
+
+def _restore_batch(folded: Any, original: Any, patched: Mapping[str, np.ndarray]) -> Any:
+    """``folded`` with the inputs' first dimensions as in ``original`` and the ``patched``
+    constants in place of the batch's."""
+    from onnx import numpy_helper
+
+    result = _copy(folded)
+    dims = {v.name: v.type.tensor_type.shape.dim for v in original.graph.input}
+    for value in result.graph.input:
+        if value.name in dims and len(dims[value.name]):
+            value.type.tensor_type.shape.dim[0].CopyFrom(dims[value.name][0])
+    for init in result.graph.initializer:
+        if init.name in patched:
+            init.CopyFrom(numpy_helper.from_array(patched[init.name], init.name))
+    return result
+
+
+def _fold_all(proto: Any) -> Any:
+    for _ in range(_ROUNDS):
+        proto, folded = _fold(proto, node_names(proto))
+        if not folded:
+            break
+    return proto
