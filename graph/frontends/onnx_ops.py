@@ -125,9 +125,10 @@ def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     if kernel != tuple(weight[2:]):
         raise node.fail(f"attribute kernel_shape must match the weight's {weight[2:]!r}, not {kernel!r}")
     group = node.attrs.get("group", 1)
-    if group != 1 and not (group == channels and weight[1] == 1):
-        raise node.fail(f"attribute group must be 1 or the {channels} input channels "
-                        f"(depthwise), not {group!r}")
+    if not isinstance(group, int) or group < 1 or channels % group or weight[0] % group \
+            or weight[1] * group != channels:
+        raise node.fail(f"attribute group must divide the {channels} input channels and the "
+                        f"{weight[0]} output channels (weight {weight!r}), not {group!r}")
     strides = _ints(node, "strides", (1, 1), 2)
     pads = _pads(node, kernel, strides)
     return inputs, {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
@@ -214,6 +215,10 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.IDENTITY: _plain(),
     Op.DROPOUT: _dropout,
     Op.SOFTMAX: _plain("axis"),
+    Op.MUL: _plain(),
+    Op.LRN: _plain("alpha", "beta", "bias", "size"),
+    Op.CONCAT: _plain("axis"),
+    Op.TRANSPOSE: _plain("perm"),
 }
 
 

@@ -56,6 +56,8 @@ __all__ = ["TARGET_OPSET", "OLDEST_OPSET", "prepare"]
 
 #: The opset the converters are written for: older models are upgraded to it.
 TARGET_OPSET = 13
+#: The IR version of opset 13's release: an upgraded model gets it at least.
+_TARGET_IR = 7
 #: The oldest opset ``onnx.version_converter`` upgrades from here.
 OLDEST_OPSET = 7
 #: Operators never folded, whatever their inputs: random generators (their results are
@@ -93,6 +95,7 @@ def _upgrade(proto: Any, notes: list[str]) -> Any:
         raise ModelError(f"model opset {version} could not be upgraded to {TARGET_OPSET} with "
                          f"onnx.version_converter: {_one_line(exc)}") from None
     notes.append(f"opset {version} upgraded to {TARGET_OPSET} with onnx.version_converter")
+    upgraded.ir_version = max(upgraded.ir_version, _TARGET_IR)  # (initializers need not be inputs)
     return upgraded
 
 
@@ -261,6 +264,7 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None)
     notes: list[str] = []
     proto = _upgrade(proto, notes)
     shapes = {name: tuple(int(d) for d in shape) for name, shape in (input_shapes or {}).items()}
+    proto = _constants_not_inputs(proto)
     work = _copy(proto)
     _fix_inputs(work, shapes, batch=False)
     if not any(n.op_type in ("Shape", "Size") for n in work.graph.node):
@@ -273,6 +277,19 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None)
         work = _copy(proto)
         notes += _fix_inputs(work, shapes, batch=True)
     return _fold_all(work), notes
+
+
+def _constants_not_inputs(proto: Any) -> Any:
+    """``proto`` without the graph inputs that are initializers (IR 3 lists every weight as
+    an input; the frontend takes them as constants either way)."""
+    constants = _initializer_names(proto)
+    if not any(v.name in constants for v in proto.graph.input):
+        return proto
+    result = _copy(proto)
+    inputs = [v for v in result.graph.input if v.name not in constants]
+    del result.graph.input[:]
+    result.graph.input.extend(inputs)
+    return result
 
 
 def _copy(proto: Any) -> Any:
@@ -360,4 +377,55 @@ def _fold_all(proto: Any) -> Any:
         proto, folded = _fold(proto, node_names(proto))
         if not folded:
             break
-    return proto
+    return _canonical(proto)
+
+
+def _canonical(proto: Any) -> Any:
+    """Nodes written as the converters read them: ``Sum`` as a chain of ``Add`` (one input:
+    ``Identity``), and a ``Dropout`` without a training mode as the ``Identity`` it is at
+    inference (its mask output, if any, read by nothing)."""
+    from onnx import helper
+
+    graph = proto.graph
+    read = {i for n in graph.node for i in n.input} | {v.name for v in graph.output}
+    nodes = []
+    changed = False
+    for node, name in zip(graph.node, node_names(proto)):
+        default = node.domain in ("", "ai.onnx")
+        if default and node.op_type == "Sum" and len(node.input) != 2:
+            changed = True
+            inputs = list(node.input)
+            if len(inputs) == 1:
+                nodes.append(helper.make_node("Identity", inputs, list(node.output), name=name))
+                continue
+            acc = inputs[0]
+            for k, value in enumerate(inputs[1:], 1):
+                out = node.output[0] if k == len(inputs) - 1 else f"{name}.sum{k}"
+                nodes.append(helper.make_node("Add", [acc, value], [out], name=name if out == node.output[0]
+                                              else f"{name}.{k}"))
+                acc = out
+            continue
+        if default and node.op_type == "Sum":
+            changed = True
+            nodes.append(helper.make_node("Add", list(node.input), list(node.output), name=name))
+            continue
+        if default and node.op_type == "Dropout" and (len(node.output) == 1 or node.output[1] not in read) \
+                and len(node.input) < 3:  # (no training_mode: inference, where it is the identity)
+            changed = True
+            nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=name))
+            continue
+        nodes.append(node)
+    if not changed:
+        return proto
+    result = _copy(proto)
+    del result.graph.node[:]
+    result.graph.node.extend(nodes)
+    used = {i for n in nodes for i in n.input} | {v.name for v in graph.output}
+    unused = {init.name for init in graph.initializer if init.name not in used}
+    kept = [init for init in result.graph.initializer if init.name not in unused]
+    del result.graph.initializer[:]
+    result.graph.initializer.extend(kept)
+    inputs = [v for v in result.graph.input if v.name not in unused]
+    del result.graph.input[:]
+    result.graph.input.extend(inputs)
+    return result

@@ -105,7 +105,8 @@ def test_input_errors() -> None:
 
 
 @pytest.mark.parametrize(("attrs", "message"), [
-    ({"group": 2}, r"attribute group must be 1 or the 2 input channels \(depthwise\), not 2"),
+    ({"group": 2}, r"attribute group must divide the 2 input channels and the 4 output channels "
+                   r"\(weight \(4, 2, 3, 3\)\), not 2"),
     ({"dilations": [2, 2]}, r"attribute dilations must be all 1, not \[2, 2\]"),
     ({"auto_pad": "SAME"}, r"attribute auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, "
                            r"not 'SAME'"),

@@ -1,0 +1,118 @@
+"""Ops the classic CNNs of the ONNX model zoo add: Mul (broadcast), LRN, Concat and Transpose.
+
+All four run on the CPU.  They have float references only, so on the integer graph each
+runs as a float island (its int8 inputs dequantized, its result quantized to its
+calibrated scale: ``passes/quantize.py``).  Mul with a per-channel constant is how some
+exporters write a BatchNormalization (DenseNet-121, Inception v2); Concat joins Inception's
+and SqueezeNet's branches and DenseNet's features; Transpose with Reshape is ShuffleNet's
+channel shuffle; LRN is AlexNet's, ZFNet's and Inception v1's local response normalization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import OpError
+from ..ir import Attrs, Dim, Op, TensorType
+from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr, require_float
+from .elementwise import broadcast_shape
+
+__all__ = ["DEFS"]
+
+
+def _mul_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    for t in inputs:
+        require_float(t, Op.MUL)
+    return TensorType(broadcast_shape(inputs[0].shape, inputs[1].shape), inputs[0].dtype)
+
+
+def _mul(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return (inputs[0] * inputs[1]).astype(np.float32)
+
+
+def _lrn_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(inputs[0], Op.LRN)
+    if inputs[0].ndim < 3:
+        raise OpError(f"LRN data must have a channel axis and a spatial one, not shape {inputs[0].shape!r}")
+    if int_attr(attrs, "size") < 1:
+        raise OpError(f"LRN size must be positive, not {attrs['size']!r}")
+    return TensorType(inputs[0].shape, inputs[0].dtype)
+
+
+def _lrn(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """ONNX's LRN: ``x / (bias + alpha/size · Σ x²)^beta`` over ``size`` neighbouring channels."""
+    x = inputs[0].astype(np.float64)
+    size = int_attr(attrs, "size")
+    alpha, beta, bias = (float_attr(attrs, k, d) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    squares = np.pad(x * x, [(0, 0), ((size - 1) // 2, size - 1 - (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
+    window = sum(squares[:, k:k + x.shape[1]] for k in range(size))
+    return (x / (bias + alpha / size * window) ** beta).astype(np.float32)
+
+
+def _axis(attrs: Attrs, ndim: int, op: Op) -> int:
+    axis = int_attr(attrs, "axis")
+    if not -ndim <= axis < ndim:
+        raise OpError(f"{op.value} axis must lie within the {ndim} dimensions, not {axis}")
+    return axis % ndim
+
+
+def _concat_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    first = inputs[0]
+    for t in inputs:
+        require_float(t, Op.CONCAT)
+        if t.ndim != first.ndim:
+            raise OpError(f"Concat inputs must have one rank, not {first.shape!r} and {t.shape!r}")
+    axis = _axis(attrs, first.ndim, Op.CONCAT)
+    for t in inputs:
+        if any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis):
+            raise OpError(f"Concat inputs must agree but on axis {axis}, not {first.shape!r} and {t.shape!r}")
+    sizes = [t.shape[axis] for t in inputs]
+    if not all(isinstance(s, int) for s in sizes):
+        raise OpError(f"Concat along the symbolic batch (axis {axis}) is not supported")
+    total: Dim = sum(s for s in sizes if isinstance(s, int))
+    return TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
+
+
+def _concat(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.concatenate(inputs, axis=_axis(attrs, inputs[0].ndim, Op.CONCAT)).astype(np.float32)
+
+
+def _perm(attrs: Attrs, ndim: int) -> tuple[int, ...]:
+    perm = ints_attr(attrs, "perm", default=tuple(reversed(range(ndim))))
+    if sorted(perm) != list(range(ndim)):
+        raise OpError(f"Transpose perm must be a permutation of the {ndim} axes, not {perm!r}")
+    return perm
+
+
+def _transpose_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(inputs[0], Op.TRANSPOSE)
+    perm = _perm(attrs, inputs[0].ndim)
+    if perm[0] != 0 and isinstance(inputs[0].shape[0], str):
+        raise OpError(f"Transpose {perm!r} moves the symbolic batch: not supported")
+    return TensorType(tuple(inputs[0].shape[p] for p in perm), inputs[0].dtype)
+
+
+def _transpose(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(inputs[0], _perm(attrs, inputs[0].ndim)))
+
+
+_CPU = cpu_only("runs on the CPU (a float island between the accelerator's int8 regions)")
+DEFS = (
+    OpDef(Op.MUL, PatternKind.BROADCAST, (2, 2), _mul_infer, _mul, None, accel_ok=_CPU, examples=(
+        OnnxExample(((2, 3, 4, 4), (3, 1, 1))),
+        OnnxExample(((2, 3, 4), (2, 3, 4))),
+        OnnxExample(((4, 5),), constants={1: (0.5, -1.0, 2.0, 0.0, 3.5)}),
+    )),
+    OpDef(Op.LRN, PatternKind.OPAQUE, (1, 1), _lrn_infer, _lrn, None, accel_ok=_CPU, examples=(
+        OnnxExample(((2, 7, 3, 3),), {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
+        OnnxExample(((1, 6, 4, 4),), {"size": 3, "alpha": 2e-5, "beta": 0.5, "bias": 2.0}),
+    )),
+    OpDef(Op.CONCAT, PatternKind.INJECTIVE, (1, 1 << 16), _concat_infer, _concat, None, accel_ok=_CPU,
+          examples=(OnnxExample(((2, 3, 4, 4), (2, 5, 4, 4)), {"axis": 1}),
+                    OnnxExample(((2, 3), (2, 3), (2, 1)), {"axis": -1}))),
+    OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, None, accel_ok=_CPU,
+          examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
+                    OnnxExample(((3, 4),)))),
+)
