@@ -94,7 +94,7 @@ def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
                      f"{', '.join(map(str, r.groups))}): {count} kernel{'s' if count > 1 else ''} in "
                      f"{program}; accelerator arena {r.arena_bytes:,} bytes with reuse, "
                      f"{r.no_reuse_bytes:,} without")
-    lines += [f"import: {note}" for note in graph.notes]
+    lines += [f"note: {note}" for note in graph.notes]
     plans = plans_line(graph)
     return lines + ([plans] if plans else [])
 

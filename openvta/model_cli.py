@@ -104,7 +104,7 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
               f"{len(model.accelerator_groups())} accelerator kernels) in "
               f"{time.perf_counter() - start:.2f} s; model written to {args.output}")
         for note in model.graph.notes:
-            print(f"import: {note}")
+            print(f"note: {note}")
         plans = plans_line(model.graph)
         if plans:
             print(f"{plans} ({args.records})")

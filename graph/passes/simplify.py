@@ -2,7 +2,8 @@
 
 In order: remove Identity and Dropout (inference-time no-ops); fold constants (a node
 whose inputs are all constants becomes a constant); fold a BatchNormalization into the
-Conv before it (when the Conv's output feeds only it and every parameter is constant);
+Conv before it (when the Conv's output feeds only it and every parameter is constant); run
+a Conv of a few groups (not depthwise) as a dense one with block-diagonal weights;
 put dense layers in one canonical form — a MatMul of a 2-D tensor by a constant matrix
 becomes a Gemm, followed by a constant bias Add it absorbs, and a Gemm with constant
 weights gets ``transB=1`` (weights stored ``(out, in)``, like the accelerator's dense)
@@ -193,11 +194,46 @@ def _canonical_dense(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(nodes.values()), constants=constants, types=types)
 
 
+#: The most groups a grouped convolution (not depthwise) is run with as a dense one.
+MAX_DENSE_GROUPS = 8
+
+
+def _dense_groups(graph: Graph) -> Graph:
+    """A grouped Conv (``1 < group <= MAX_DENSE_GROUPS``, not depthwise) with constant
+    weights as a dense one whose weights are block-diagonal: the accelerator's conv2d runs
+    it, doing ``group`` times its MACs (the zero blocks); the notes say which."""
+    constants, used = dict(graph.constants), graph.names()
+    nodes, notes = [], list(graph.notes)
+    for node in graph.nodes:
+        group = node.attrs.get("group", 1) if node.op is Op.CONV else 1
+        weight = constants.get(node.inputs[1]) if node.op is Op.CONV else None
+        if weight is None or not isinstance(group, int) or not 1 < group <= MAX_DENSE_GROUPS \
+                or weight.shape[1] == 1:
+            nodes.append(node)
+            continue
+        out_g, in_g = weight.shape[0] // group, weight.shape[1]
+        dense = np.zeros((weight.shape[0], in_g * group, *weight.shape[2:]), np.float32)
+        for g in range(group):
+            dense[g * out_g:(g + 1) * out_g, g * in_g:(g + 1) * in_g] = weight[g * out_g:(g + 1) * out_g]
+        name = fresh(f"{node.name}.weight", used)
+        used.add(name)
+        constants[name] = dense
+        attrs = dict(node.attrs)
+        attrs["group"] = 1
+        nodes.append(replace(node, inputs=(node.inputs[0], name, *node.inputs[2:]), attrs=Attrs(attrs)))
+        notes.append(f"node {node.name}: a convolution of {group} groups as a dense one with block-diagonal "
+                     f"weights ({group}x its MACs)")
+    types = dict(graph.types)
+    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
+    return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
+
+
 def simplify(graph: Graph) -> Graph:
     """The simplified graph (see the module docstring)."""
     _check_float(graph)
     graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
+    graph = _dense_groups(graph)  # a Conv of a few groups → a dense Conv, block-diagonal weights
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     return infer_shapes(prune(graph))

@@ -73,7 +73,7 @@ def test_a_batch_in_a_constant_fixes_the_batch_and_says_so() -> None:
     proto = _cnn(batch_dependent=True)
     model = openvta.compile_model(proto, _images(4, 1), config="tiny")
     assert model.graph.notes == ("input x: the batch fixed at 4 (a shape computation reads it)",)
-    assert "import: input x: the batch fixed at 4" in str(model.summary())
+    assert "note: input x: the batch fixed at 4" in str(model.summary())
     x = _images(4, 2)
     np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
@@ -133,7 +133,7 @@ def test_the_command_line_takes_input_shapes(tmp_path, capsys: pytest.CaptureFix
     np.savez(tmp_path / "cal.npz", x=_images(4, 1))
     assert main(["model", "compile", str(tmp_path / "m.onnx"), "--calibration", str(tmp_path / "cal.npz"),
                  "--config", "tiny", "--input-shape", "x=4,3,6,6", "-o", str(tmp_path / "m.ovta")]) == 0
-    assert "import: input x: the batch fixed at 4 (a shape computation reads it)" in capsys.readouterr().out
+    assert "note: input x: the batch fixed at 4 (a shape computation reads it)" in capsys.readouterr().out
     assert load_model(tmp_path / "m.ovta").graph.notes == ("input x: the batch fixed at 4 (a shape computation "
                                                            "reads it)",)  # saved with the model
     for bad in ("x=4,3,six,6", "4,3,6,6", "x=4,3,0,6"):

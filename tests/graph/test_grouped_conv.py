@@ -1,0 +1,48 @@
+"""A convolution of a few groups (AlexNet's 2, ShuffleNet's 4) runs on the accelerator as a
+dense one with block-diagonal weights (``passes/simplify.py``), exactly; more groups than
+``MAX_DENSE_GROUPS`` (and not depthwise) stay on the CPU, with the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+from onnx_models import make_model, run_onnxruntime
+
+import openvta
+from openvta.graph.ir import Device, Op
+from openvta.graph.passes.simplify import MAX_DENSE_GROUPS
+
+RNG = np.random.default_rng(11)
+
+
+def _grouped(group: int, channels: int = 32) -> object:
+    weight = (RNG.standard_normal((channels, channels // group, 3, 3)) * 0.2).astype(np.float32)
+    bias = (RNG.standard_normal(channels) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, pads=[1, 1, 1, 1], name="grouped"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    return make_model(nodes, {"x": ["N", channels, 6, 6]}, ["y"], {"w": weight, "b": bias})
+
+
+@pytest.mark.parametrize("group", [2, 4])
+def test_a_few_groups_run_dense_on_the_accelerator_exactly(group: int) -> None:
+    proto = _grouped(group)
+    x = RNG.standard_normal((2, 32, 6, 6)).astype(np.float32)
+    model = openvta.compile_model(proto, x, config="tiny")
+    conv = next(n for n in model.graph.nodes if n.op is Op.CONV)
+    assert conv.placement.device is Device.ACCEL and conv.attrs["group"] == 1
+    assert model.graph.notes == (f"node grouped: a convolution of {group} groups as a dense one with "
+                                 f"block-diagonal weights ({group}x its MACs)",)
+    np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
+
+
+def test_many_groups_stay_on_the_cpu_with_the_reason() -> None:
+    group = 2 * MAX_DENSE_GROUPS
+    x = RNG.standard_normal((2, 32, 6, 6)).astype(np.float32)
+    model = openvta.compile_model(_grouped(group), x, config="tiny")
+    conv = next(n for n in model.graph.nodes if n.op is Op.CONV)
+    assert conv.placement.device is Device.CPU
+    assert conv.placement.reason == (f"grouped convolution (group={group}) runs on the CPU (the "
+                                     "accelerator's are depthwise)")
