@@ -68,6 +68,7 @@ class Op(enum.Enum):
     QUANTIZE = "Quantize"
     DEQUANTIZE = "Dequantize"
     REQUANTIZE = "Requantize"
+    IM2COL = "Im2Col"
 
 
 class RequantMode(enum.Enum):

@@ -21,13 +21,15 @@ from .ir import Op
 from .ops import elementwise, linear, pool, quant, shape, tensor
 from .ops.base import OpDef
 
-__all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "check_registry", "op_def"]
+__all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "QUANT_OPS", "check_registry", "op_def"]
 
 REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
     d.op: d for module in (linear, elementwise, pool, shape, quant, tensor) for d in module.DEFS})
 
 # The integer graph's own ops; every other op is an ONNX op of the same name.
-INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE})
+INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.IM2COL})
+# The ops only an integer graph holds (Im2Col, which simplify makes, is in float graphs too).
+QUANT_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE})
 ONNX_OPS = frozenset(REGISTRY) - INTERNAL_OPS
 
 

@@ -1,4 +1,6 @@
-"""Ops the classic CNNs of the ONNX model zoo add: Mul (broadcast), LRN, Concat and Transpose.
+"""Ops the classic CNNs of the ONNX model zoo add: Mul (broadcast), LRN, Concat and Transpose;
+and the integer graph's Im2Col, which packs a few-channel convolution's kernel windows
+into channels so that the accelerator runs it as a 1×1 convolution.
 
 All four run on the CPU.  They have float references only, so on the integer graph each
 runs as a float island (its int8 inputs dequantized, its result quantized to its
@@ -16,7 +18,8 @@ import numpy as np
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, Op, TensorType
-from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr, require_float
+from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, float_attr, int_attr, ints_attr,
+                   require_float)
 from .elementwise import broadcast_shape
 
 __all__ = ["DEFS"]
@@ -98,6 +101,46 @@ def _transpose(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(inputs[0], _perm(attrs, inputs[0].ndim)))
 
 
+def _im2col_geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    kh, kw = ints_attr(attrs, "kernel_shape", 2)
+    sh, sw = ints_attr(attrs, "strides", 2)
+    top, left, bottom, right = ints_attr(attrs, "pads", 4)
+    return (kh, kw), (sh, sw), (top, left, bottom, right)
+
+
+def _im2col_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    if data.ndim != 4:
+        raise OpError(f"Im2Col data must be 4-D NCHW, not {data.shape!r}")
+    (kh, kw), (sh, sw), (top, left, bottom, right) = _im2col_geometry(attrs)
+    n, c, h, w = data.shape
+    assert isinstance(c, int) and isinstance(h, int) and isinstance(w, int)  # only the batch is symbolic
+    oh, ow = (h + top + bottom - kh) // sh + 1, (w + left + right - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise OpError(f"Im2Col kernel {(kh, kw)} is larger than the padded data {data.shape!r}")
+    return TensorType((n, c * kh * kw, oh, ow), data.dtype)
+
+
+def im2col(x: np.ndarray, attrs: Attrs) -> np.ndarray:
+    """``(N, C·KH·KW, OH, OW)``: channel ``c·KH·KW + ky·KW + kx`` of output pixel ``(oy, ox)``
+    is the (zero-padded) input ``x[c, oy·SH + ky − top, ox·SW + kx − left]`` — the order
+    of a weight ``(O, C, KH, KW)`` reshaped to ``(O, C·KH·KW, 1, 1)``."""
+    (kh, kw), (sh, sw), (top, left, bottom, right) = _im2col_geometry(attrs)
+    padded = np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)])
+    n, c = x.shape[:2]
+    oh = (padded.shape[2] - kh) // sh + 1
+    ow = (padded.shape[3] - kw) // sw + 1
+    cols = np.empty((n, c, kh, kw, oh, ow), x.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            cols[:, :, ky, kx] = padded[:, :, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw]
+    return cols.reshape(n, c * kh * kw, oh, ow)
+
+
+def _im2col(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return im2col(inputs[0], attrs)
+
+
 _CPU = cpu_only("runs on the CPU (a float island between the accelerator's int8 regions)")
 DEFS = (
     OpDef(Op.MUL, PatternKind.BROADCAST, (2, 2), _mul_infer, _mul, None, accel_ok=_CPU, examples=(
@@ -115,4 +158,7 @@ DEFS = (
     OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
                     OnnxExample(((3, 4),)))),
+    OpDef(Op.IM2COL, PatternKind.INJECTIVE, (1, 1), _im2col_infer, _im2col, _im2col, scale_rule=ScaleRule.PRESERVE,
+          accel_ok=cpu_only("the kernel windows packed into channels on the host, for the accelerator's "
+                            "1x1 convolution after it")),
 )

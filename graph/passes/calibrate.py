@@ -28,7 +28,7 @@ from ..errors import PassError
 from ..execute import execute
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
 from ..ops.base import ScaleRule, float_attr
-from ..registry import INTERNAL_OPS, op_def
+from ..registry import QUANT_OPS, op_def
 from ..quantization import choose_scale
 
 __all__ = ["calibrate", "observed_ranges"]
@@ -90,7 +90,7 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
-        if node.op in INTERNAL_OPS:
+        if node.op in QUANT_OPS:
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; calibrate "
                                    "runs on the float graph")
     if mode is RequantMode.EXACT:

@@ -125,7 +125,7 @@ _RULES: dict[Op, Rule] = {
     Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _linear, Op.ADD: _add, Op.CLIP: _clip,
     Op.RELU: _same_op, Op.MAX_POOL: _same_op, Op.AVERAGE_POOL: _same_op,
     Op.GLOBAL_AVERAGE_POOL: _same_op, Op.FLATTEN: _same_op, Op.RESHAPE: _same_op,
-    Op.IDENTITY: _same_op, Op.DROPOUT: _same_op,
+    Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op,
 }
 
 

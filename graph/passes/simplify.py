@@ -3,7 +3,9 @@
 In order: remove Identity and Dropout (inference-time no-ops); fold constants (a node
 whose inputs are all constants becomes a constant); fold a BatchNormalization into the
 Conv before it (when the Conv's output feeds only it and every parameter is constant); run
-a Conv of a few groups (not depthwise) as a dense one with block-diagonal weights;
+a Conv of a few groups (not depthwise) as a dense one with block-diagonal weights; pack
+a few-channel Conv's kernel windows into channels (``Im2Col``, then a 1×1 Conv) for the
+accelerator's input block;
 put dense layers in one canonical form — a MatMul of a 2-D tensor by a constant matrix
 becomes a Gemm, followed by a constant bias Add it absorbs, and a Gemm with constant
 weights gets ``transB=1`` (weights stored ``(out, in)``, like the accelerator's dense)
@@ -23,7 +25,7 @@ import numpy as np
 from ..errors import OpError, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, TensorType
 from ..ops.base import float_attr
-from ..registry import INTERNAL_OPS, op_def
+from ..registry import QUANT_OPS, op_def
 from ..rewrite import fresh, prune, rename_values
 from .infer_shapes import infer_shapes
 
@@ -34,7 +36,7 @@ _PASS = "simplify"
 
 def _check_float(graph: Graph) -> None:
     for node in graph.nodes:
-        if node.op in INTERNAL_OPS or any(v not in graph.constants and graph.types[v].dtype
+        if node.op in QUANT_OPS or any(v not in graph.constants and graph.types[v].dtype
                                           is not DType.FLOAT32 for v in node.inputs):
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; simplify "
                                    "runs on the float graph")
@@ -228,12 +230,47 @@ def _dense_groups(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
 
 
-def simplify(graph: Graph) -> Graph:
-    """The simplified graph (see the module docstring)."""
+def _few_channels(graph: Graph, block_in: int, keep: frozenset[str]) -> Graph:
+    """A Conv whose input channels fill less than half of the GEMM's ``block_in``-lane input
+    block (a stem's 3; not grouped, constant weights, not named in ``keep``) as an
+    ``Im2Col`` of its data — each output pixel's kernel window packed into ``C·KH·KW``
+    channels — and a 1×1 Conv of the reshaped weights, which fills the blocks."""
+    constants, used = dict(graph.constants), graph.names()
+    types = dict(graph.types)
+    nodes, notes = [], list(graph.notes)
+    for node in graph.nodes:
+        weight = constants.get(node.inputs[1]) if node.op is Op.CONV else None
+        channels = graph.types[node.inputs[0]].shape[1] if weight is not None else 0
+        if weight is None or node.name in keep or node.attrs.get("group", 1) != 1 \
+                or not isinstance(channels, int) or 2 * channels >= block_in or weight.shape[2:] == (1, 1):
+            nodes.append(node)
+            continue
+        out_ch, _, kh, kw = weight.shape
+        cols = fresh(f"{node.inputs[0]}.{node.name}.cols", used)
+        name = fresh(f"{node.name}.weight", used)
+        used.update((cols, name))
+        constants[name] = np.ascontiguousarray(weight.reshape(out_ch, -1, 1, 1))
+        types[name] = TensorType(constants[name].shape, DType.FLOAT32)
+        strides, pads = node.attrs.get("strides", (1, 1)), node.attrs.get("pads", (0, 0, 0, 0))
+        assert isinstance(strides, tuple) and isinstance(pads, tuple)  # (the converter's normal form)
+        attrs = {"kernel_shape": (kh, kw), "strides": strides, "pads": pads}
+        nodes.append(Node(fresh(f"{node.name}.im2col", used), Op.IM2COL, (node.inputs[0],), (cols,), Attrs(attrs)))
+        one = {**dict(node.attrs), "kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0)}
+        nodes.append(replace(node, inputs=(cols, name, *node.inputs[2:]), attrs=Attrs(one)))
+        notes.append(f"node {node.name}: its {channels} input channels' {kh}x{kw} windows packed into "
+                     f"{channels * kh * kw} channels on the host (im2col), then a 1x1 convolution")
+    return infer_shapes(graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes)))
+
+
+def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = frozenset()) -> Graph:
+    """The simplified graph (see the module docstring); with ``block_in``, few-channel
+    convolutions (not in ``keep``) packed for a GEMM of that many input lanes."""
     _check_float(graph)
     graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
     graph = _dense_groups(graph)  # a Conv of a few groups → a dense Conv, block-diagonal weights
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
+    if block_in is not None:
+        graph = _few_channels(infer_shapes(graph), block_in, keep)  # a stem's window into channels
     return infer_shapes(prune(graph))
