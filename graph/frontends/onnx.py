@@ -258,12 +258,13 @@ def _convert(node: Any, name: str, types: dict[str, TensorType],
 
 
 def import_onnx(model: str | os.PathLike[str] | Any,
-                input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+                input_shapes: Mapping[str, Sequence[int]] | None = None, fold: bool = True) -> Graph:
     """Import a float32 ONNX model (a path or an ``onnx.ModelProto``) as a verified graph.
 
     A model older than opset 13 is upgraded first, its inputs' unknown dimensions are fixed
     from ``input_shapes`` (input name → shape), and every computation on constants is
-    folded (:func:`~.onnx_prepare.prepare`); the graph's ``notes`` say what was done.
+    folded (:func:`~.onnx_prepare.prepare`; not with ``fold=False``); the graph's ``notes``
+    say what was done.
 
     Raises
     ------
@@ -274,7 +275,7 @@ def import_onnx(model: str | os.PathLike[str] | Any,
     """
     from onnx import numpy_helper
 
-    proto, notes = prepare(_load(model), input_shapes)
+    proto, notes = prepare(_load(model), input_shapes, fold)
     _check_model(proto)
     _check_shapes(proto)
     proto, quant = fold_qdq(proto, _node_names(proto))

@@ -139,13 +139,12 @@ def _pool(node: OnnxNode, average: bool) -> tuple[tuple[str, ...], Attrs]:
     allowed += ["count_include_pad"] if average else ["storage_order"]
     _only(node, allowed)
     node.spatial(0)
-    _zero(node, "ceil_mode")
     _zero(node, "storage_order")
     _ones(node, "dilations")
     kernel = _ints(node, "kernel_shape", (), 2)
     strides = _ints(node, "strides", (1, 1), 2)
     attrs: Attrs = {"kernel_shape": kernel, "strides": strides,
-                    "pads": _pads(node, kernel, strides)}
+                    "pads": _pads(node, kernel, strides), "ceil_mode": node.attrs.get("ceil_mode", 0)}
     if average:
         attrs["count_include_pad"] = node.attrs.get("count_include_pad", 0)
     return node.present(), attrs

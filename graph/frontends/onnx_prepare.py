@@ -251,9 +251,11 @@ def node_names(proto: Any) -> list[str]:
     return names
 
 
-def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, list[str]]:
+def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
+            fold: bool = True) -> tuple[Any, list[str]]:
     """The model upgraded, its input shapes fixed and its constants folded (module
-    docstring), and notes on what was done.
+    docstring; ``fold=False``: nothing evaluated, only the canonical forms), and notes on
+    what was done.
 
     Raises
     ------
@@ -267,6 +269,8 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None)
     proto = _constants_not_inputs(proto)
     work = _copy(proto)
     _fix_inputs(work, shapes, batch=False)
+    if not fold:
+        return _canonical(work), notes
     if not any(n.op_type in ("Shape", "Size") for n in work.graph.node):
         return _fold_all(work), notes
     batches = {name: shape[0] for name, shape in shapes.items() if shape}

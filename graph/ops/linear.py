@@ -19,6 +19,7 @@ from openvta.compiler.reference import conv2d_nchw
 from ..accel import accelerator_refusal
 from ..errors import OpError
 from ..ir import Attrs, DType, Node, Op, TensorType
+from .elementwise import broadcast_shape
 from .base import (OnnxExample, OpDef, PatternKind, float_attr, int_attr, ints_attr,
                    require_rank, wrap_int32)
 
@@ -149,13 +150,17 @@ def _gemm_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -
 
 
 def _matmul_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """numpy's ``matmul``: 1-D operands promoted and dropped again, batch dimensions
+    broadcast (the accelerator's dense takes a 2-D constant second operand, as a Gemm)."""
     a, b = inputs
-    if a.ndim < 1 or b.ndim != 2:
-        raise OpError(f"MatMul needs a 2-D second operand, not {b.ndim}-D")
-    k, n = _static(b.shape, "MatMul B")
+    if a.ndim < 1 or b.ndim < 1:
+        raise OpError(f"MatMul operands must have at least one dimension, not {a.shape!r} and {b.shape!r}")
+    k = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if a.shape[-1] != k:
         raise OpError(f"MatMul inner dimensions must agree, not {a.shape[-1]!r} and {k!r}")
-    return TensorType(a.shape[:-1] + (n,), _out_dtype(a, b, None, Op.MATMUL))
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    shape = batch + a.shape[-2:-1] + b.shape[-1:] * (b.ndim > 1)
+    return TensorType(shape, _out_dtype(a, b, None, Op.MATMUL))
 
 
 def _matmul_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -167,7 +172,8 @@ def _matmul_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _matmul_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -> int:
-    return math.prod(output.concrete()) * int(inputs[1].concrete()[0])
+    b = inputs[1].concrete()
+    return math.prod(output.concrete()) * int(b[-2] if len(b) > 1 else b[0])
 
 
 DEFS = (
@@ -189,5 +195,7 @@ DEFS = (
           _matmul_int, accel_ok=_on_accelerator, macs=_matmul_macs, examples=(
               OnnxExample(((3, 5), (5, 4))),
               OnnxExample(((2, 3, 5), (5, 4))),
+              OnnxExample(((2, 3, 4, 5), (2, 3, 5, 6))),
+              OnnxExample(((4, 5), (5,))),
           )),
 )

@@ -29,6 +29,26 @@ def _geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int], tuple[int
     return (kh, kw), (sh, sw), (top, left, bottom, right)
 
 
+def _out_size(size: int, kernel: int, stride: int, begin: int, end: int, ceil: bool) -> int:
+    """Output positions along one axis; with ``ceil_mode`` one more where a partial window
+    remains, unless it would start past the input and the begin padding (ONNX's rule)."""
+    span = size + begin + end - kernel
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    if ceil and (out - 1) * stride >= size + begin:
+        out -= 1
+    return out
+
+
+def _ceil_extra(attrs: Attrs, height: int, width: int) -> tuple[int, int]:
+    """The rows and columns ``ceil_mode`` adds past the end padding (cells no window counts)."""
+    if not int_attr(attrs, "ceil_mode", 0):
+        return 0, 0
+    (kh, kw), (sh, sw), (top, left, bottom, right) = _geometry(attrs)
+    oh = _out_size(height, kh, sh, top, bottom, True)
+    ow = _out_size(width, kw, sw, left, right, True)
+    return max(0, (oh - 1) * sh + kh - (height + top + bottom)), max(0, (ow - 1) * sw + kw - (width + left + right))
+
+
 def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     data = inputs[0]
     require_rank(data, 4, "pooling data")
@@ -39,8 +59,9 @@ def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if min(kernel) < 1 or min(strides) < 1 or min(pads) < 0 or max(pads) >= min(kernel):
         raise OpError(f"pooling kernel {kernel}, strides {strides} and pads {pads} must be "
                       "positive, and each pad smaller than the kernel")
-    oh = (height + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
-    ow = (width + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
+    ceil = bool(int_attr(attrs, "ceil_mode", 0))
+    oh = _out_size(height, kernel[0], strides[0], pads[0], pads[2], ceil)
+    ow = _out_size(width, kernel[1], strides[1], pads[1], pads[3], ceil)
     if oh < 1 or ow < 1:
         raise OpError(f"pooling kernel {kernel} must fit the padded {height}x{width} data")
     if data.dtype not in (DType.FLOAT32, DType.INT8):
@@ -49,13 +70,22 @@ def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _max_pool(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    return max_pool(inputs[0], *_geometry(attrs))
+    kernel, strides, (top, left, bottom, right) = _geometry(attrs)
+    extra_h, extra_w = _ceil_extra(attrs, *inputs[0].shape[2:])
+    return max_pool(inputs[0], kernel, strides, (top, left, bottom + extra_h, right + extra_w))
 
 
 def _average(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = inputs[0]
     include_pad = bool(int_attr(attrs, "count_include_pad", 0))
-    out = avg_pool(inputs[0], *_geometry(attrs), include_pad)
-    return out.astype(inputs[0].dtype)
+    kernel, strides, (top, left, bottom, right) = _geometry(attrs)
+    extra_h, extra_w = _ceil_extra(attrs, *x.shape[2:])
+    if include_pad and (extra_h or extra_w):  # the pads count, the cells ceil_mode adds do not
+        padded = np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)])
+        out = avg_pool(padded, kernel, strides, (0, 0, extra_h, extra_w), False)
+    else:
+        out = avg_pool(x, kernel, strides, (top, left, bottom + extra_h, right + extra_w), include_pad)
+    return out.astype(x.dtype)
 
 
 def _global_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -84,6 +114,7 @@ DEFS = (
                                             "pads": [1, 1, 1, 1]}),
               OnnxExample(((1, 2, 5, 5),), {"kernel_shape": [3, 3], "strides": [2, 2],
                                             "auto_pad": "SAME_UPPER"}),
+              OnnxExample(((1, 2, 6, 6),), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
           )),
     OpDef(_Op.AVERAGE_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _pool_infer, _average,
           _average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, examples=(
@@ -91,6 +122,9 @@ DEFS = (
               OnnxExample(((1, 2, 5, 5),), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
               OnnxExample(((1, 2, 5, 5),), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
                                             "count_include_pad": 1}),
+              OnnxExample(((1, 2, 6, 6),), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+              OnnxExample(((1, 2, 6, 6),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                            "ceil_mode": 1, "count_include_pad": 1}),
           )),
     OpDef(_Op.GLOBAL_AVERAGE_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _global_infer,
           _global_average, _global_average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE,

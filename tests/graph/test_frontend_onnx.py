@@ -129,8 +129,8 @@ def test_depthwise_conv_imports() -> None:
 
 
 @pytest.mark.parametrize(("node", "inits", "message"), [
-    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2], ceil_mode=1), {},
-     r"^node 'p' \(MaxPool\) attribute ceil_mode must be 0, not 1$"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2], storage_order=1), {},
+     r"^node 'p' \(MaxPool\) attribute storage_order must be 0, not 1$"),
     (helper.make_node("MaxPool", ["x"], ["y", "i"], name="p", kernel_shape=[2, 2]), {},
      r"^node 'p' \(MaxPool\) must have one output, not \['y', 'i'\]$"),
     (helper.make_node("Clip", ["x", "x"], ["y"], name="c"), {},

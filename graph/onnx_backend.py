@@ -1,0 +1,127 @@
+"""An ONNX backend (``onnx.backend.base.Backend``) over openvta's float path, so that ONNX's
+own backend tests run against openvta's operators.
+
+``prepare(model)`` imports the model (:func:`~openvta.graph.frontends.onnx.import_onnx`:
+an older opset upgraded, shapes fixed, constants folded by ``onnx.reference`` — compile
+time) and simplifies it as ``compile_model`` does; ``run(inputs)`` executes it with
+openvta's own numpy references (:func:`~openvta.graph.execute.execute`), never
+``onnx.reference`` nor onnxruntime.  A node test feeds as inputs what a model holds as
+constants (a Reshape's shape, Clip's bounds): a model that does not import with those as
+inputs is imported again, without folding anything, with its inputs that are not
+float32 made constants, or else every input but the first; once per set of values.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onnx import TensorProto, helper
+>>> node = helper.make_node("Relu", ["x"], ["y"])
+>>> graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+...                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+>>> rep = OpenvtaBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+>>> rep.run([np.array([-1.0, 2.0], np.float32)])[0].tolist()
+[0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx.backend.base import Backend, BackendRep
+
+from .errors import ModelError
+from .execute import execute
+from .frontends.onnx import import_onnx
+from .ir import Graph
+from .passes.infer_shapes import infer_shapes
+from .passes.simplify import simplify
+
+__all__ = ["OpenvtaBackend", "OpenvtaRep", "prepare", "run_model", "supports_device"]
+
+
+class OpenvtaRep(BackendRep):
+    """A prepared model: ``run`` executes it on openvta's float references."""
+
+    def __init__(self, proto: Any) -> None:
+        self.proto = proto
+        constants = {init.name for init in proto.graph.initializer}
+        self.inputs = [v.name for v in proto.graph.input if v.name not in constants]
+        self.outputs = [v.name for v in proto.graph.output]
+        self._graphs: dict[tuple, Graph] = {}
+        try:
+            self._static: Graph | None = self._import({}, fold=True)
+        except ModelError as exc:  # perhaps it needs some inputs' values: run() tries
+            self._static, self._error = None, exc
+
+    def _import(self, constants: dict[str, np.ndarray], fold: bool) -> Graph:
+        from onnx import numpy_helper
+
+        proto = type(self.proto)()
+        proto.CopyFrom(self.proto)
+        if constants:
+            proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in constants.items())
+            inputs = [v for v in proto.graph.input if v.name not in constants]
+            del proto.graph.input[:]
+            proto.graph.input.extend(inputs)
+        return infer_shapes(simplify(import_onnx(proto, fold=fold)))
+
+    def _graph(self, feeds: dict[str, np.ndarray]) -> Graph:
+        if self._static is not None:
+            return self._static
+        error = self._error
+        for chosen in ({k: v for k, v in feeds.items() if v.dtype != np.float32},
+                       {k: v for k, v in feeds.items() if k != self.inputs[0]}):
+            if not chosen:
+                continue
+            key = tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in sorted(chosen.items()))
+            if key not in self._graphs:
+                try:
+                    self._graphs[key] = self._import(chosen, fold=False)
+                except ModelError as exc:
+                    error = exc
+                    continue
+            return self._graphs[key]
+        raise error
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """The model's outputs for ``inputs`` (a list in the model's input order, or a
+        mapping by name), in its output order."""
+        if isinstance(inputs, dict):
+            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+        else:
+            given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            feeds = {name: np.asarray(v) for name, v in zip(self.inputs, given)}
+        graph = self._graph(feeds)
+        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs})
+        return tuple(np.asarray(values[name]) for name in self.outputs)
+
+
+class OpenvtaBackend(Backend):
+    """``onnx.backend.base.Backend`` for ONNX's backend tests (the CPU device only)."""
+
+    @classmethod
+    def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+        return device == "CPU"
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> OpenvtaRep:
+        return OpenvtaRep(model)
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: Any, inputs: Any, device: str = "CPU", outputs_info: Sequence[Any] | None = None,
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError("openvta runs models, not single nodes: use prepare or run_model")
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device == "CPU"
+
+
+prepare = OpenvtaBackend.prepare
+run_model = OpenvtaBackend.run_model
+supports_device = OpenvtaBackend.supports_device

@@ -1,0 +1,93 @@
+"""ONNX's own backend tests against openvta's float path (``graph/onnx_backend.py``): the node
+test cases of every operator the registry claims (``collect_testcases()``: ONNX's inputs and
+expected outputs), each passing or excluded for a reason listed here (and in the README),
+and the zoo's light models through the backend.  ``Backend.run`` computes with openvta's
+own references: a run with ``onnx.reference``'s evaluator broken still passes."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx.backend.test.case.node import collect_testcases
+from onnx.reference import ReferenceEvaluator
+
+from openvta.graph.frontends.onnx import SUPPORTED_OPS
+from openvta.graph.onnx_backend import OpenvtaBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "onnx_zoo"))
+from zoo_models import expected_output, model, shipped_input  # noqa: E402
+
+#: Node tests of the registry's operators that openvta does not run, by pattern, with the reason.
+EXCLUDED = {
+    r"_u?int(8|16|32|64)(_|$)": "integer tensors: openvta's float path takes float32 models (integer "
+                                "models arrive quantized, as QDQ)",
+    r"pool_(1d|3d)": "pooling is 2-D (NCHW)",
+    r"pool_2d_dilations": "dilated pooling",
+    r"training": "training mode (openvta compiles for inference)",
+    r"dropout_default_mask": "Dropout's mask (bool) as a model output",
+    r"maxpool_with_argmax": "MaxPool's indices output",
+    r"reshape_allowzero": "Reshape with allowzero=1",
+    r"identity_(sequence|opt)": "sequence and optional types",
+}
+
+
+def _registry_cases() -> list:
+    supported = set(SUPPORTED_OPS)
+    return [case for case in collect_testcases()
+            if {n.op_type for n in case.model.graph.node} <= supported]
+
+
+CASES = _registry_cases()
+
+
+def _reason(name: str) -> str | None:
+    return next((why for pattern, why in EXCLUDED.items() if re.search(pattern, name)), None)
+
+
+def _check(case: object) -> None:
+    rep = OpenvtaBackend.prepare(case.model)  # type: ignore[attr-defined]
+    for inputs, outputs in case.data_sets:  # type: ignore[attr-defined]
+        for got, want in zip(rep.run(inputs), outputs):
+            np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if _reason(c.name) is None], ids=lambda c: c.name)
+def test_node_cases_of_the_registrys_operators_pass(case: object) -> None:
+    _check(case)
+
+
+def test_the_pass_counts_and_every_exclusion_are_as_the_readme_says() -> None:
+    excluded = [c.name for c in CASES if _reason(c.name) is not None]
+    assert (len(CASES), len(CASES) - len(excluded), len(excluded)) == (164, 118, 46)
+
+
+@pytest.mark.parametrize("name", ["test_clip_example", "test_reshape_reordered_all_dims",
+                                  "test_conv_with_strides_padding"])
+def test_backend_run_does_not_use_onnx_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    case = next(c for c in CASES if c.name == name)
+    rep = OpenvtaBackend.prepare(case.model)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("onnx.reference ran during Backend.run")
+
+    monkeypatch.setattr(ReferenceEvaluator, "run", refuse)
+    for inputs, outputs in case.data_sets:
+        for got, want in zip(rep.run(inputs), outputs):
+            np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "bvlc_alexnet"])
+def test_the_light_models_give_their_shipped_output(name: str) -> None:
+    proto = model(name)
+    got = OpenvtaBackend.run_model(proto, [shipped_input(proto)])[0]
+    np.testing.assert_allclose(got, expected_output(name), rtol=1e-3, atol=1e-7)
+
+
+def test_a_single_node_is_not_run_alone() -> None:
+    with pytest.raises(NotImplementedError, match="^openvta runs models, not single nodes: use prepare or run_model$"):
+        OpenvtaBackend.run_node(CASES[0].model.graph.node[0], [])
+    assert OpenvtaBackend.supports_device("CPU") and not OpenvtaBackend.supports_device("CUDA")
