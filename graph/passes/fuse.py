@@ -7,7 +7,8 @@ Walking the graph in order, a node joins the group of one of its producers when
   is a graph output (so the group has one way out, and merging cannot make a cycle);
 - the kinds allow it: an element-wise or broadcast node follows any group but an
   opaque one (so a conv or dense — out-element-wise-fusable — takes its bias,
-  requantization, clip, ReLU and residual add); an injective or reduction node follows
+  requantization, clip, ReLU and residual add, whichever operand of the add it makes: a
+  producer group with an anchor is joined before one without); an injective or reduction node follows
   only a group of element-wise, broadcast or injective nodes; an
   out-element-wise-fusable or opaque node always starts a group.
 
@@ -137,9 +138,12 @@ def _group_nodes(graph: Graph) -> _Groups:
         if node.placement is None:
             raise PassError(_PASS, f"node {node.label} has no placement; run partition first")
         kind, device = op_def(node.op).kind, node.placement.device
-        target = next((gid for gid in groups.producer_groups(node)
-                       if groups.device(gid) is device and fusable(groups.kind[gid], kind)
-                       and groups.feeds_only(gid, node)), None)
+        candidates = [gid for gid in groups.producer_groups(node)
+                      if groups.device(gid) is device and fusable(groups.kind[gid], kind)
+                      and groups.feeds_only(gid, node)]
+        # a conv's or dense's group first, whichever operand it makes (torchvision's
+        # MobileNetV2 adds the block's input first, the projection second)
+        target = next((gid for gid in candidates if groups.kind[gid] is _ANCHOR), next(iter(candidates), None))
         target = groups.add(node, target)
         if kind > PatternKind.BROADCAST:
             continue

@@ -1,6 +1,6 @@
 """The MobileNetV2 example: the builder makes torchvision's graph, deterministically, and the
-compiled small variant runs its depthwise and pointwise convolutions on the accelerator,
-equal to its integer reference on the cycle model."""
+compiled small variant runs every convolution (the stem packed, the depthwise ones) and
+the residual adds on the accelerator, equal to its integer reference on the cycle model."""
 
 from __future__ import annotations
 
@@ -60,7 +60,10 @@ def test_the_small_variant_runs_on_the_accelerator_equal_to_its_reference() -> N
     convs = [n for n in model.graph.nodes if n.op is Op.CONV]
     assert len(convs) == 52
     depthwise = [n for n in convs if int(n.attrs.get("group", 1)) > 1]
-    assert len(depthwise) == 17 and all(n.placement.device is Device.ACCEL for n in depthwise)
+    assert len(depthwise) == 17 and all(n.placement.device is Device.ACCEL for n in convs)
+    adds = [n for n in model.graph.nodes if n.op is Op.ADD and n.name.endswith(".add")]
+    residuals = sum(n.op_type == "Add" for n in proto.graph.node)  # (11 at this width: features.1 too)
+    assert len(adds) == residuals and all(n.placement.device is Device.ACCEL for n in adds)  # x + conv(x)
     out = model.run(x, backend="cycle")
     assert np.array_equal(out["logits"], model.reference(x)["logits"])
     assert out.report.cycles
