@@ -84,6 +84,27 @@ def _backend_rows(model: openvta.CompiledModel, x: np.ndarray, backends: list[st
     return rows
 
 
+def digits_separable(config: str) -> None:
+    """The depthwise-separable digits CNN (``train.py --separable``): float and int8 top-1,
+    where its convolutions run, cycles per image on the cycle model (equal to the reference)."""
+    from openvta.graph.ir import Op
+
+    path = DIGITS / "digits_dw.onnx"
+    x_train, _, x_test, y_test = load_split()
+    print(f"\ndepthwise-separable digits CNN ({path}), config {config}")
+    for mode in ("fixed", "pow2"):
+        model = openvta.compile_model(path, calibration=x_train[:256], config=config, quantize=mode)
+        float_top1 = _top1(model.float_reference(x_test)["logits"], y_test)
+        top1 = _top1(model.reference(x_test)["logits"], y_test)
+        out = model.run(x_test[:20], backend="cycle")
+        equal = np.array_equal(out["logits"], model.reference(x_test[:20])["logits"])
+        placed = ", ".join(f"{n.name} {n.placement.device.value}" for n in model.graph.nodes
+                           if n.op is Op.CONV and n.placement)
+        print(f"  int8 {mode:<6} top-1 {top1:.2%} (float {float_top1:.2%}, {(top1 - float_top1) * 100:+.2f} points; "
+              f"target within 1.0); {(out.report.cycles or 0) / 20:,.0f} cycles/image, equal to the reference: "
+              f"{equal}; convolutions: {placed}")
+
+
 def mobilenetv2(config: str, size: int) -> None:
     """MobileNetV2's figures (module docstring)."""
     from openvta.graph.ir import Device, Op
@@ -162,6 +183,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.model in ("digits", "all"):
         digits(args)
+        digits_separable(args.config)
     if args.model in ("mobilenetv2", "all"):
         mobilenetv2(args.config, args.size)
     if args.model in ("zoo", "all"):

@@ -1,6 +1,7 @@
 """Train a small CNN on scikit-learn's 8x8 digits with numpy alone, and export it to ONNX.
 
-    python examples/digits/train.py            # writes examples/digits/digits.onnx
+    python examples/digits/train.py                # writes examples/digits/digits.onnx
+    python examples/digits/train.py --separable    # writes examples/digits/digits_dw.onnx
 
 The network (3,818 parameters)::
 
@@ -10,10 +11,20 @@ The network (3,818 parameters)::
     pool   2x2 max, stride 2              (16, 4, 4)
     flatten, fc  256 -> 10                logits
 
+With ``--separable`` conv2 is depthwise-separable, as MobileNet's blocks (5,994
+parameters)::
+
+    conv1  3x3, pad 1, 1 -> 16 channels, ReLU
+    dw     3x3, pad 1, depthwise (group 16), ReLU
+    pw     1x1, 16 -> 32 channels, ReLU
+    pool   2x2 max, stride 2              (32, 4, 4)
+    flatten, fc  512 -> 10                logits
+
 Forward and backward passes are written out below (convolution as im2col and a matrix
-product); training is Adam on the softmax cross-entropy, mini-batches of 32, a fixed
-seed, 30 epochs — a few seconds on two cores.  The export uses the ``onnx`` helper
-API: float32, opset 13, a symbolic batch dimension ``N``.
+product; a depthwise one as a product per channel); training is Adam on the softmax
+cross-entropy, mini-batches of 32, a fixed seed, 30 epochs — a few seconds on two cores.
+The export uses the ``onnx`` helper API: float32, opset 13, a symbolic batch dimension
+``N``.
 """
 
 from __future__ import annotations
@@ -43,6 +54,16 @@ def init_params(rng: np.random.Generator) -> Params:
     return {"conv1.weight": he((8, 1, 3, 3), 9), "conv1.bias": np.zeros(8, np.float32),
             "conv2.weight": he((16, 8, 3, 3), 72), "conv2.bias": np.zeros(16, np.float32),
             "fc.weight": he((10, 256), 256), "fc.bias": np.zeros(10, np.float32)}
+
+
+def init_separable(rng: np.random.Generator) -> Params:
+    def he(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+    return {"conv1.weight": he((16, 1, 3, 3), 9), "conv1.bias": np.zeros(16, np.float32),
+            "dw.weight": he((16, 1, 3, 3), 9), "dw.bias": np.zeros(16, np.float32),
+            "pw.weight": he((32, 16, 1, 1), 16), "pw.bias": np.zeros(32, np.float32),
+            "fc.weight": he((10, 512), 512), "fc.bias": np.zeros(10, np.float32)}
 
 
 def im2col(x: np.ndarray) -> np.ndarray:
@@ -82,18 +103,46 @@ def conv_backward(grad: np.ndarray, cols: np.ndarray, w: np.ndarray,
     return dx, dw, flat.sum(axis=0)
 
 
+def depthwise_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A 3x3 depthwise convolution (one filter a channel), pad 1."""
+    n, c, h, wd = x.shape
+    cols = im2col(x).reshape(-1, c, 9)
+    out = np.einsum("pck,ck->pc", cols, w.reshape(c, 9)) + b
+    return out.reshape(n, h, wd, c).transpose(0, 3, 1, 2), cols
+
+
+def depthwise_backward(grad: np.ndarray, cols: np.ndarray, w: np.ndarray,
+                       x_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    c = w.shape[0]
+    flat = grad.transpose(0, 2, 3, 1).reshape(-1, c)
+    dw = np.einsum("pc,pck->ck", flat, cols).reshape(w.shape)
+    dx = col2im(np.einsum("pc,ck->pck", flat, w.reshape(c, 9)).reshape(len(flat), c * 9), x_shape)
+    return dx, dw, flat.sum(axis=0)
+
+
+def pointwise_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A 1x1 convolution."""
+    return np.einsum("nchw,oc->nohw", x, w.reshape(w.shape[0], -1)) + b.reshape(1, -1, 1, 1)
+
+
 def forward(params: Params, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Logits, and what the backward pass needs."""
+    """Logits, and what the backward pass needs (either network: by its parameters)."""
     c1, cols1 = conv_forward(x, params["conv1.weight"], params["conv1.bias"])
     r1 = np.maximum(c1, 0)
-    c2, cols2 = conv_forward(r1, params["conv2.weight"], params["conv2.bias"])
-    r2 = np.maximum(c2, 0)
+    cache: dict[str, np.ndarray] = {"x": x, "cols1": cols1, "r1": r1}
+    if "dw.weight" in params:
+        d, cache["cols_dw"] = depthwise_forward(r1, params["dw.weight"], params["dw.bias"])
+        cache["rd"] = rd = np.maximum(d, 0)
+        r2 = np.maximum(pointwise_forward(rd, params["pw.weight"], params["pw.bias"]), 0)
+    else:
+        c2, cache["cols2"] = conv_forward(r1, params["conv2.weight"], params["conv2.bias"])
+        r2 = np.maximum(c2, 0)
     n, c, h, w = r2.shape
     pooled = r2.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
     flat = pooled.reshape(n, -1)
     logits = flat @ params["fc.weight"].T + params["fc.bias"]
-    return logits, {"x": x, "cols1": cols1, "r1": r1, "cols2": cols2, "r2": r2,
-                    "pooled": pooled, "flat": flat}
+    cache.update({"r2": r2, "pooled": pooled, "flat": flat})
+    return logits, cache
 
 
 def backward(params: Params, cache: dict[str, np.ndarray], dlogits: np.ndarray) -> Params:
@@ -105,8 +154,17 @@ def backward(params: Params, cache: dict[str, np.ndarray], dlogits: np.ndarray) 
     up = np.repeat(np.repeat(cache["pooled"], 2, axis=2), 2, axis=3)
     winner = (r2 == up) & (r2 > 0)  # the max of each window (ReLU zeros pass no gradient)
     dr2 = winner * np.repeat(np.repeat(dpooled, 2, axis=2), 2, axis=3)
-    dr1, grads["conv2.weight"], grads["conv2.bias"] = conv_backward(
-        dr2, cache["cols2"], params["conv2.weight"], cache["r1"].shape)
+    if "dw.weight" in params:
+        dp = dr2 * (r2 > 0)  # (the pool's winners are positive already)
+        grads["pw.weight"] = np.einsum("nohw,nchw->oc", dp, cache["rd"]).reshape(params["pw.weight"].shape)
+        grads["pw.bias"] = dp.sum(axis=(0, 2, 3))
+        drd = np.einsum("nohw,oc->nchw", dp, params["pw.weight"].reshape(params["pw.weight"].shape[0], -1))
+        dd = drd * (cache["rd"] > 0)
+        dr1, grads["dw.weight"], grads["dw.bias"] = depthwise_backward(
+            dd, cache["cols_dw"], params["dw.weight"], cache["r1"].shape)
+    else:
+        dr1, grads["conv2.weight"], grads["conv2.bias"] = conv_backward(
+            dr2, cache["cols2"], params["conv2.weight"], cache["r1"].shape)
     dc1 = dr1 * (cache["r1"] > 0)
     _, grads["conv1.weight"], grads["conv1.bias"] = conv_backward(
         dc1, cache["cols1"], params["conv1.weight"], cache["x"].shape)
@@ -123,10 +181,11 @@ def loss_and_grad(logits: np.ndarray, labels: np.ndarray) -> tuple[float, np.nda
     return loss, (probs / n).astype(np.float32)
 
 
-def train(x: np.ndarray, y: np.ndarray, seed: int = SEED, epochs: int = EPOCHS) -> Params:
+def train(x: np.ndarray, y: np.ndarray, seed: int = SEED, epochs: int = EPOCHS,
+          separable: bool = False) -> Params:
     """Adam on mini-batches; returns the trained parameters."""
     rng = np.random.default_rng(seed)
-    params = init_params(rng)
+    params = init_separable(rng) if separable else init_params(rng)
     moment1 = {k: np.zeros_like(v) for k, v in params.items()}
     moment2 = {k: np.zeros_like(v) for k, v in params.items()}
     step = 0
@@ -159,12 +218,22 @@ def export_onnx(params: Params, path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    if "dw.weight" in params:
+        middle = [
+            helper.make_node("Conv", ["relu1", "dw.weight", "dw.bias"], ["dw"], name="dw",
+                             kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=16),
+            helper.make_node("Relu", ["dw"], ["relu_dw"], name="relu_dw"),
+            helper.make_node("Conv", ["relu_dw", "pw.weight", "pw.bias"], ["conv2"], name="pw",
+                             kernel_shape=[1, 1]),
+        ]
+    else:
+        middle = [helper.make_node("Conv", ["relu1", "conv2.weight", "conv2.bias"], ["conv2"], name="conv2",
+                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
     nodes = [
         helper.make_node("Conv", ["image", "conv1.weight", "conv1.bias"], ["conv1"], name="conv1",
                          kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["conv1"], ["relu1"], name="relu1"),
-        helper.make_node("Conv", ["relu1", "conv2.weight", "conv2.bias"], ["conv2"], name="conv2",
-                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        *middle,
         helper.make_node("Relu", ["conv2"], ["relu2"], name="relu2"),
         helper.make_node("MaxPool", ["relu2"], ["pool"], name="pool", kernel_shape=[2, 2],
                          strides=[2, 2]),
@@ -185,12 +254,16 @@ def export_onnx(params: Params, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", type=Path, default=HERE / "digits.onnx")
+    parser.add_argument("-o", "--output", type=Path, help="the ONNX file (default digits.onnx, or "
+                                                         "digits_dw.onnx with --separable)")
     parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--separable", action="store_true", help="conv2 depthwise-separable (MobileNet's block)")
     args = parser.parse_args(argv)
+    if args.output is None:
+        args.output = HERE / ("digits_dw.onnx" if args.separable else "digits.onnx")
     x_train, y_train, x_test, y_test = load_split()
     started = time.perf_counter()
-    params = train(x_train, y_train, epochs=args.epochs)
+    params = train(x_train, y_train, epochs=args.epochs, separable=args.separable)
     print(f"trained in {time.perf_counter() - started:.1f} s; "
           f"train accuracy {accuracy(params, x_train, y_train):.2%}, "
           f"test accuracy {accuracy(params, x_test, y_test):.2%} ({len(y_test)} images)")

@@ -40,7 +40,7 @@ from ..passes.infer_shapes import infer_node
 from ..registry import ONNX_OPS
 from ..verify import verify_graph
 from .onnx_ops import CONVERTERS, OnnxNode
-from .onnx_prepare import OLDEST_OPSET, prepare
+from .onnx_prepare import OLDEST_OPSET, node_names, prepare
 from .onnx_qdq import fold_qdq
 
 __all__ = ["import_onnx", "load_onnx", "calibration_shapes", "check_input_shapes", "SUPPORTED_OPS", "MIN_OPSET"]
@@ -142,7 +142,7 @@ def _check_model(proto: Any) -> None:
     versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
     if not versions:
         raise ModelError("model must import the default ONNX opset, not none")
-    names = _node_names(proto)
+    names = node_names(proto)
     for node, name in zip(proto.graph.node, names):
         if node.op_type in _QUANTIZED:
             raise ModelError(f"model is quantized with {node.op_type} (node {name!r}); only "
@@ -150,7 +150,7 @@ def _check_model(proto: Any) -> None:
 
 
 def _check_shapes(proto: Any) -> None:
-    for node, name in zip(proto.graph.node, _node_names(proto)):
+    for node, name in zip(proto.graph.node, node_names(proto)):
         if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
             raise ModelError(f"node {name!r} ({node.op_type}) reads the shape of {node.input[0]!r}, which is "
                              "not known when the model is compiled: give the input shapes (input_shapes=, "
@@ -158,20 +158,12 @@ def _check_shapes(proto: Any) -> None:
 
 
 def _check_ops(proto: Any) -> None:
-    for node, name in zip(proto.graph.node, _node_names(proto)):
+    for node, name in zip(proto.graph.node, node_names(proto)):
         if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
             op_type = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") \
                 else node.op_type
             raise ModelError(f"node {name!r} ({op_type}) is not supported; supported: "
                              f"{', '.join(SUPPORTED_OPS)}")
-
-
-def _node_names(proto: Any) -> list[str]:
-    names: list[str] = []
-    for index, node in enumerate(proto.graph.node):
-        name = node.name or f"{node.op_type}_{index}"
-        names.append(name if name not in names else f"{name}_{index}")
-    return names
 
 
 def _input_type(value: Any) -> TensorType:
@@ -278,7 +270,7 @@ def import_onnx(model: str | os.PathLike[str] | Any,
     proto, notes = prepare(_load(model), input_shapes, fold)
     _check_model(proto)
     _check_shapes(proto)
-    proto, quant = fold_qdq(proto, _node_names(proto))
+    proto, quant = fold_qdq(proto, node_names(proto))
     _check_ops(proto)
     g = proto.graph
     constants = {init.name: _constant_array(init.name, numpy_helper.to_array(init))
@@ -287,7 +279,7 @@ def import_onnx(model: str | os.PathLike[str] | Any,
     types = {v.name: _input_type(v) for v in inputs}
     types.update(_constant_types(constants))
     nodes = []
-    for node, name in zip(g.node, _node_names(proto)):
+    for node, name in zip(g.node, node_names(proto)):
         if node.op_type == "Constant":
             array = _constant_array(node.output[0], _constant_node(node, name))
             constants[node.output[0]] = array

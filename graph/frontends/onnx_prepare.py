@@ -52,7 +52,7 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["TARGET_OPSET", "OLDEST_OPSET", "prepare"]
+__all__ = ["TARGET_OPSET", "OLDEST_OPSET", "node_names", "prepare"]
 
 #: The opset the converters are written for: older models are upgraded to it.
 TARGET_OPSET = 13
@@ -244,6 +244,7 @@ def _fold(proto: Any, names: list[str]) -> tuple[Any, int]:
 
 
 def node_names(proto: Any) -> list[str]:
+    """Each node's name, or ``<op_type>_<index>`` for a node without one, made unique."""
     names: list[str] = []
     for index, node in enumerate(proto.graph.node):
         name = node.name or f"{node.op_type}_{index}"
