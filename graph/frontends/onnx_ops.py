@@ -191,6 +191,39 @@ def _batch_norm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     return node.present(), {"epsilon": node.attrs.get("epsilon", 1e-5)}
 
 
+def _axes_input(node: OnnxNode, required: bool) -> tuple[tuple[str, ...], Attrs]:
+    """Unsqueeze's and Squeeze's ``axes``: the constant second input (opset 13)."""
+    _only(node, ())
+    axes = node.constant(1, "axes")
+    if axes is None:
+        if required:
+            raise node.fail("needs its axes (a constant second input)")
+        return (node.inputs[0],), {}
+    return (node.inputs[0],), {"axes": tuple(int(a) for a in axes.reshape(-1))}
+
+
+def _pad(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("mode",))
+    pads = node.constant(1, "pads")
+    if pads is None:
+        raise node.fail("needs its pads (a constant second input)")
+    widths = [int(p) for p in pads.reshape(-1)]
+    axes = node.constant(3, "axes")
+    if axes is not None:  # (opset 18) pads for these axes only
+        ndim = node.types[node.inputs[0]].ndim
+        if len(widths) != 2 * axes.size:
+            raise node.fail(f"pads must hold two sizes per axis of {axes.tolist()!r}, not {widths!r}")
+        full = [0] * (2 * ndim)
+        for k, axis in enumerate(int(a) % ndim for a in axes.reshape(-1)):
+            full[axis], full[axis + ndim] = widths[k], widths[k + axes.size]
+        widths = full
+    attrs: Attrs = {"pads": tuple(widths), "mode": node.attrs.get("mode", "constant")}
+    value = node.constant(2, "constant_value")
+    if value is not None:
+        attrs["value"] = float(value.reshape(-1)[0]) if value.size else 0.0
+    return (node.inputs[0],), attrs
+
+
 def _plain(*allowed: str) -> Converter:
     def convert(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
         _only(node, allowed)
@@ -218,6 +251,9 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.LRN: _plain("alpha", "beta", "bias", "size"),
     Op.CONCAT: _plain("axis"),
     Op.TRANSPOSE: _plain("perm"),
+    Op.UNSQUEEZE: lambda node: _axes_input(node, required=True),
+    Op.SQUEEZE: lambda node: _axes_input(node, required=False),
+    Op.PAD: _pad,
 }
 
 

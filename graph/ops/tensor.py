@@ -1,4 +1,5 @@
-"""Ops the classic CNNs of the ONNX model zoo add: Mul (broadcast), LRN, Concat and Transpose;
+"""Ops the classic CNNs of the ONNX model zoo add: Mul (broadcast), LRN, Concat and Transpose,
+Unsqueeze, Squeeze and Pad of activations;
 and the integer graph's Im2Col, which packs a few-channel convolution's kernel windows
 into channels so that the accelerator runs it as a 1×1 convolution.
 
@@ -101,6 +102,78 @@ def _transpose(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(inputs[0], _perm(attrs, inputs[0].ndim)))
 
 
+def _axes(attrs: Attrs, ndim: int, op: Op) -> tuple[int, ...]:
+    axes = ints_attr(attrs, "axes")
+    if len(set(a % ndim for a in axes if -ndim <= a < ndim)) != len(axes):
+        raise OpError(f"{op.value} axes must be distinct and within the {ndim} dimensions, not {axes!r}")
+    return tuple(sorted(a % ndim for a in axes))
+
+
+def _unsqueeze_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    axes = _axes(attrs, data.ndim + len(ints_attr(attrs, "axes")), Op.UNSQUEEZE)
+    shape = list(data.shape)
+    for axis in axes:
+        shape.insert(axis, 1)
+    return TensorType(tuple(shape), data.dtype)
+
+
+def _unsqueeze(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = inputs[0]
+    return np.expand_dims(x, _axes(attrs, x.ndim + len(ints_attr(attrs, "axes")), Op.UNSQUEEZE)).copy()
+
+
+def _squeeze_axes(attrs: Attrs, shape: tuple[Dim, ...]) -> tuple[int, ...]:
+    if "axes" not in attrs:
+        return tuple(k for k, d in enumerate(shape) if d == 1)
+    axes = _axes(attrs, len(shape), Op.SQUEEZE)
+    if any(shape[a] != 1 for a in axes):
+        raise OpError(f"Squeeze axes {axes!r} must be dimensions of size 1 in {shape!r}")
+    return axes
+
+
+def _squeeze_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    axes = _squeeze_axes(attrs, data.shape)
+    return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in axes), data.dtype)
+
+
+def _squeeze(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.squeeze(inputs[0], _squeeze_axes(attrs, inputs[0].shape)).copy()
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad_widths(attrs: Attrs, ndim: int) -> list[tuple[int, int]]:
+    pads = ints_attr(attrs, "pads")
+    if len(pads) != 2 * ndim or min(pads, default=0) < 0:
+        raise OpError(f"Pad pads must be {2 * ndim} non-negative sizes (begins, then ends), not {pads!r}")
+    return [(pads[k], pads[k + ndim]) for k in range(ndim)]
+
+
+def _pad_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(inputs[0], Op.PAD)
+    data = inputs[0]
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise OpError(f"Pad mode must be one of {', '.join(_PAD_MODES)}, not {mode!r}")
+    widths = _pad_widths(attrs, data.ndim)
+    if isinstance(data.shape[0], str) and widths[0] != (0, 0):
+        raise OpError("Pad of the symbolic batch is not supported")
+    return TensorType(tuple(d if isinstance(d, str) else d + a + b for d, (a, b) in zip(data.shape, widths)),
+                      data.dtype)
+
+
+def _pad(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = inputs[0]
+    mode = _PAD_MODES[str(attrs.get("mode", "constant"))]
+    widths = _pad_widths(attrs, x.ndim)
+    if mode == "constant":
+        return np.pad(x, widths, constant_values=float_attr(attrs, "value", 0.0)).astype(np.float32)
+    return np.pad(x, widths, mode=mode).astype(np.float32)  # type: ignore[call-overload]
+
+
 def _im2col_geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
     kh, kw = ints_attr(attrs, "kernel_shape", 2)
     sh, sw = ints_attr(attrs, "strides", 2)
@@ -158,6 +231,14 @@ DEFS = (
     OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
                     OnnxExample(((3, 4),)))),
+    OpDef(Op.UNSQUEEZE, PatternKind.INJECTIVE, (1, 1), _unsqueeze_infer, _unsqueeze, None, accel_ok=_CPU,
+          examples=(OnnxExample(((3, 4),), constants={1: (0, 3)}), OnnxExample(((2, 3, 4),), constants={1: (-1,)}))),
+    OpDef(Op.SQUEEZE, PatternKind.INJECTIVE, (1, 1), _squeeze_infer, _squeeze, None, accel_ok=_CPU,
+          examples=(OnnxExample(((3, 1, 4, 1),), constants={1: (1,)}), OnnxExample(((1, 3, 1, 4),)))),
+    OpDef(Op.PAD, PatternKind.INJECTIVE, (1, 1), _pad_infer, _pad, None, accel_ok=_CPU,
+          examples=(OnnxExample(((1, 2, 3, 3),), constants={1: (0, 0, 1, 2, 0, 0, 2, 1), 2: 0.5}),
+                    OnnxExample(((1, 2, 4, 4),), {"mode": "reflect"}, constants={1: (0, 0, 1, 1, 0, 0, 1, 1)}),
+                    OnnxExample(((2, 3),), {"mode": "edge"}, constants={1: (0, 2, 0, 1)}))),
     OpDef(Op.IM2COL, PatternKind.INJECTIVE, (1, 1), _im2col_infer, _im2col, _im2col, scale_rule=ScaleRule.PRESERVE,
           accel_ok=cpu_only("the kernel windows packed into channels on the host, for the accelerator's "
                             "1x1 convolution after it")),

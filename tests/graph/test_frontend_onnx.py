@@ -146,6 +146,16 @@ def test_depthwise_conv_imports() -> None:
      r"^node 'd' \(Dropout\) training_mode must be false \(inference only\)$"),
     (helper.make_node("Relu", ["nowhere"], ["y"], name="r"), {},
      r"^node 'r' \(Relu\) reads 'nowhere' before it is defined$"),
+    (helper.make_node("Unsqueeze", ["x"], ["y"], name="u"), {},
+     r"^node 'u' \(Unsqueeze\) needs its axes \(a constant second input\)$"),
+    (helper.make_node("Pad", ["x"], ["y"], name="p"), {},
+     r"^node 'p' \(Pad\) needs its pads \(a constant second input\)$"),
+    (helper.make_node("Pad", ["x", "p", "", "a"], ["y"], name="p"), {"p": np.array([1, 1, 1]), "a": np.array([2, 3])},
+     r"^node 'p' \(Pad\) pads must hold two sizes per axis of \[2, 3\], not \[1, 1, 1\]$"),
+    (helper.make_node("Pad", ["x", "p"], ["y"], name="p", mode="mirror"), {"p": np.zeros(8, np.int64)},
+     r"^node 'p' \(Pad\) Pad mode must be one of constant, reflect, edge, wrap, not 'mirror'$"),
+    (helper.make_node("Squeeze", ["x", "a"], ["y"], name="s"), {"a": np.array([1])},
+     r"^node 's' \(Squeeze\) Squeeze axes \(1,\) must be dimensions of size 1 in \('N', 2, 6, 6\)$"),
 ])
 def test_node_errors(node, inits, message) -> None:
     with pytest.raises(ModelError, match=message):
