@@ -2,7 +2,8 @@
 
 In order: remove Identity and Dropout (inference-time no-ops); fold constants (a node
 whose inputs are all constants becomes a constant); fold a BatchNormalization into the
-Conv before it (when the Conv's output feeds only it and every parameter is constant); run
+Conv before it (when the Conv's output feeds only it and every parameter is constant), and
+a Mul or Add of a per-channel constant after a Conv likewise; run
 a Conv of a few groups (not depthwise) as a dense one with block-diagonal weights; pack
 a few-channel Conv's kernel windows into channels (``Im2Col``, then a 1×1 Conv) for the
 accelerator's input block;
@@ -196,6 +197,61 @@ def _canonical_dense(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(nodes.values()), constants=constants, types=types)
 
 
+def _channel_vector(value: np.ndarray, channels: int) -> np.ndarray | None:
+    """``value`` as one number per output channel of an NCHW tensor, if it broadcasts so
+    (a scalar, ``(C, 1, 1)``, ``(1, C, 1, 1)``); else None."""
+    if value.size == 1:
+        return np.full(channels, float(value.reshape(())), np.float64)
+    shape = tuple(value.shape)
+    if shape in ((channels, 1, 1), (1, channels, 1, 1)):
+        return value.reshape(channels).astype(np.float64)
+    return None
+
+
+def _fold_affine(graph: Graph) -> Graph:
+    """A Mul or Add of a per-channel constant right after a Conv (whose output feeds only
+    it) folded into the Conv's weights and bias — how some exporters write the scale and
+    shift of a BatchNormalization (Inception v2, DenseNet-121); repeated, so a Mul then an
+    Add both fold."""
+    while True:
+        constants, used = dict(graph.constants), graph.names()
+        producers, consumers = graph.producers(), graph.consumers()
+        found = None
+        for node in graph.nodes:
+            if node.op not in (Op.MUL, Op.ADD) or len(node.inputs) != 2:
+                continue
+            for data, other in (node.inputs, node.inputs[::-1]):
+                conv = producers.get(data)
+                if other not in constants or conv is None or conv.op is not Op.CONV or data in graph.outputs \
+                        or [n.name for n in consumers[data]] != [node.name] \
+                        or not all(v in constants for v in conv.inputs[1:]):
+                    continue
+                weight = constants[conv.inputs[1]].astype(np.float64)
+                vector = _channel_vector(constants[other], weight.shape[0])
+                if vector is not None and graph.types[node.outputs[0]].shape == graph.types[data].shape:
+                    found = (node, conv, weight, vector)
+                    break
+            if found:
+                break
+        if found is None:
+            return graph
+        node, conv, weight, vector = found
+        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 else np.zeros(weight.shape[0])
+        if node.op is Op.MUL:
+            weight, bias = weight * vector.reshape(-1, 1, 1, 1), bias * vector
+        else:
+            bias = bias + vector
+        names = [fresh(f"{conv.name}.weight", used)]
+        used.add(names[0])
+        names.append(fresh(f"{conv.name}.bias", used))
+        constants[names[0]], constants[names[1]] = weight.astype(np.float32), bias.astype(np.float32)
+        types = dict(graph.types)
+        types.update({k: TensorType(constants[k].shape, DType.FLOAT32) for k in names})
+        nodes = tuple(replace(conv, inputs=(conv.inputs[0], *names), outputs=node.outputs) if n.name == conv.name
+                      else n for n in graph.nodes if n.name != node.name)
+        graph = prune(graph.replace(nodes=nodes, constants=constants, types=types))
+
+
 #: The most groups a grouped convolution (not depthwise) is run with as a dense one.
 MAX_DENSE_GROUPS = 8
 
@@ -269,6 +325,7 @@ def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = f
     graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
+    graph = _fold_affine(graph)  # Conv + Mul/Add of a per-channel constant → Conv
     graph = _dense_groups(graph)  # a Conv of a few groups → a dense Conv, block-diagonal weights
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     if block_in is not None:

@@ -1,6 +1,7 @@
-"""A convolution of a few groups (AlexNet's 2, ShuffleNet's 4) runs on the accelerator as a
-dense one with block-diagonal weights (``passes/simplify.py``), exactly; more groups than
-``MAX_DENSE_GROUPS`` (and not depthwise) stay on the CPU, with the reason."""
+"""Convolutions as exporters write them, run on the accelerator (``passes/simplify.py``): a
+few groups (AlexNet's 2, ShuffleNet's 4) as a dense one with block-diagonal weights,
+exactly, while more groups than ``MAX_DENSE_GROUPS`` (and not depthwise) stay on the CPU
+with the reason; a per-channel Mul and Add after a conv folded into it."""
 
 from __future__ import annotations
 
@@ -46,3 +47,23 @@ def test_many_groups_stay_on_the_cpu_with_the_reason() -> None:
     assert conv.placement.device is Device.CPU
     assert conv.placement.reason == (f"grouped convolution (group={group}) runs on the CPU (the "
                                      "accelerator's are depthwise)")
+
+
+def test_a_per_channel_mul_and_add_after_a_conv_fold_into_it() -> None:
+    """Inception v2 and DenseNet-121 write a BatchNormalization's scale and shift as a Mul
+    and an Add of ``(C, 1, 1)`` constants after it (simplify folds them into the Conv)."""
+    weight = (RNG.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
+    scale = RNG.uniform(0.5, 1.5, (16, 1, 1)).astype(np.float32)
+    shift = (RNG.standard_normal((16, 1, 1)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Mul", ["c", "s"], ["m"], name="scale"),
+             helper.make_node("Add", ["t", "m"], ["a"], name="shift"),  # the constant first
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    proto = make_model(nodes, {"x": ["N", 8, 6, 6]}, ["y"], {"w": weight, "s": scale, "t": shift})
+    x = RNG.standard_normal((2, 8, 6, 6)).astype(np.float32)
+    model = openvta.compile_model(proto, x, config="tiny")
+    assert not [n.name for n in model.graph.nodes if n.name in ("scale", "shift")]
+    assert next(n for n in model.graph.nodes if n.op is Op.CONV).placement.device is Device.ACCEL
+    np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
