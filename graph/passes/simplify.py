@@ -209,10 +209,11 @@ def _channel_vector(value: np.ndarray, channels: int) -> np.ndarray | None:
 
 
 def _fold_affine(graph: Graph) -> Graph:
-    """A Mul or Add of a per-channel constant right after a Conv (whose output feeds only
-    it) folded into the Conv's weights and bias — how some exporters write the scale and
-    shift of a BatchNormalization (Inception v2, DenseNet-121); repeated, so a Mul then an
-    Add both fold."""
+    """A Mul or Add of a per-channel constant right after a Conv or a BatchNormalization
+    (whose output feeds only it) folded into its weights and bias, or its scale and shift
+    — how some exporters write a BatchNormalization's (Inception v2, DenseNet-121: one
+    CPU island instead of three where no Conv precedes); repeated, so a Mul then an Add
+    both fold."""
     while True:
         constants, used = dict(graph.constants), graph.names()
         producers, consumers = graph.producers(), graph.consumers()
@@ -222,12 +223,14 @@ def _fold_affine(graph: Graph) -> Graph:
                 continue
             for data, other in (node.inputs, node.inputs[::-1]):
                 conv = producers.get(data)
-                if other not in constants or conv is None or conv.op is not Op.CONV or data in graph.outputs \
-                        or [n.name for n in consumers[data]] != [node.name] \
+                if other not in constants or conv is None or conv.op not in (Op.CONV, Op.BATCH_NORM) \
+                        or data in graph.outputs or [n.name for n in consumers[data]] != [node.name] \
                         or not all(v in constants for v in conv.inputs[1:]):
                     continue
                 weight = constants[conv.inputs[1]].astype(np.float64)
                 vector = _channel_vector(constants[other], weight.shape[0])
+                if conv.op is Op.BATCH_NORM and graph.types[data].ndim != 4:
+                    continue
                 if vector is not None and graph.types[node.outputs[0]].shape == graph.types[data].shape:
                     found = (node, conv, weight, vector)
                     break
@@ -237,8 +240,8 @@ def _fold_affine(graph: Graph) -> Graph:
             return graph
         node, conv, weight, vector = found
         bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 else np.zeros(weight.shape[0])
-        if node.op is Op.MUL:
-            weight, bias = weight * vector.reshape(-1, 1, 1, 1), bias * vector
+        if node.op is Op.MUL:  # (a BatchNormalization's scale is 1-D: the same product)
+            weight, bias = weight * vector.reshape((-1,) + (1,) * (weight.ndim - 1)), bias * vector
         else:
             bias = bias + vector
         names = [fresh(f"{conv.name}.weight", used)]
@@ -247,7 +250,8 @@ def _fold_affine(graph: Graph) -> Graph:
         constants[names[0]], constants[names[1]] = weight.astype(np.float32), bias.astype(np.float32)
         types = dict(graph.types)
         types.update({k: TensorType(constants[k].shape, DType.FLOAT32) for k in names})
-        nodes = tuple(replace(conv, inputs=(conv.inputs[0], *names), outputs=node.outputs) if n.name == conv.name
+        inputs = (conv.inputs[0], *names, *conv.inputs[3:])  # (a BatchNormalization keeps its mean, var)
+        nodes = tuple(replace(conv, inputs=inputs, outputs=node.outputs) if n.name == conv.name
                       else n for n in graph.nodes if n.name != node.name)
         graph = prune(graph.replace(nodes=nodes, constants=constants, types=types))
 

@@ -67,3 +67,24 @@ def test_a_per_channel_mul_and_add_after_a_conv_fold_into_it() -> None:
     np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
+
+
+def test_a_mul_and_add_after_a_batch_norm_join_it() -> None:
+    """DenseNet-121's pre-activation BatchNormalization after a Concat (no Conv to fold
+    into): its Mul and Add join it, one CPU island instead of three."""
+    c = 8
+    params = {"s": RNG.uniform(0.5, 1.5, c), "b": RNG.standard_normal(c) * 0.1, "mu": RNG.standard_normal(c) * 0.1,
+              "var": RNG.uniform(0.5, 1.5, c), "m": RNG.uniform(0.5, 1.5, (c, 1, 1)),
+              "t": RNG.standard_normal((c, 1, 1)) * 0.1, "w": RNG.standard_normal((c, c, 1, 1)) * 0.3}
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["n"], name="bn"),
+             helper.make_node("Mul", ["n", "m"], ["nm"], name="scale"),
+             helper.make_node("Add", ["nm", "t"], ["na"], name="shift"),
+             helper.make_node("Relu", ["na"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w"], ["y"], name="conv")]
+    proto = make_model(nodes, {"x": ["N", c, 4, 4]}, ["y"], {k: v.astype(np.float32) for k, v in params.items()})
+    x = RNG.standard_normal((2, c, 4, 4)).astype(np.float32)
+    model = openvta.compile_model(proto, x, config="tiny")
+    assert [n.name for n in model.graph.nodes if n.name in ("bn", "scale", "shift")] == ["bn"]
+    np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
