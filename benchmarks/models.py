@@ -15,8 +15,9 @@ compile under 5 s.
 
 MobileNetV2 (``examples/mobilenetv2``, 224x224, seeded weights; issue [3/5]): compile
 time, where its 52 convolutions run (17 depthwise, the stem), the share of its MACs on the
-accelerator, the cycles of one image on the cycle model (equal to the integer reference)
-and the CPU fallback's measured wall time, and the whole network's time: the cycles at
+accelerator, the cycles of one image on the cycle model (equal to the integer reference),
+each depthwise layer on the roofline (its ideal bound and the fraction reached), the CPU
+fallback's measured wall time, and the whole network's time: the cycles at
 the timing's nominal clock plus the CPU milliseconds.  Targets ([3/5]): every
 convolution on the accelerator (>= 99 % of MACs), the whole time below the figures
 measured before ([3/5]'s first commit: 96.4 % of MACs, 7,742,081 cycles), compile < 60 s.
@@ -49,7 +50,7 @@ sys.path.insert(0, str(DIGITS))
 from digits_data import load_split  # noqa: E402
 
 sys.path.insert(0, str(DIGITS.parent / "mobilenetv2"))
-from make_mobilenetv2 import build_mobilenetv2, random_images  # noqa: E402
+from make_mobilenetv2 import BLOCKS, build_mobilenetv2, make_divisible, random_images  # noqa: E402
 
 sys.path.insert(0, str(DIGITS.parent / "onnx_zoo"))
 import zoo_models  # noqa: E402
@@ -129,9 +130,44 @@ def mobilenetv2(config: str, size: int) -> None:
     clock = report.clock_mhz
     cycles = report.cycles or 0
     print(f"MACs on the accelerator: {accel:,} of {total:,} ({accel / total:.1%}; target >= 99 %)")
+    depthwise_names = {n.name for n in depthwise}
+    print("depthwise layers on the roofline (the cycle model's ideal bound, issue 13, and the fraction reached):")
+    print(f"  {'layer':<24}{'MACs':>12}{'cycles':>10}{'ideal':>10}{'bound':>9}{'reached':>9}")
+    for kernel in report.kernels:
+        if kernel.name.split("+")[0] in depthwise_names and kernel.cycles:
+            print(f"  {kernel.name.split('+')[0]:<24}{kernel.macs:>12,}{kernel.cycles:>10,}"
+                  f"{kernel.ideal_cycles or 0:>10,.0f}{kernel.ideal_bound or '-':>9}{kernel.ideal_fraction or 0:>9.1%}")
     print(f"cycle model: {cycles:,} cycles = {cycles / clock / 1e3:.2f} ms at {clock:g} MHz, equal to the "
           f"reference: {equal}; CPU fallback {report.cpu_seconds * 1e3:.1f} ms wall on this host; "
           f"whole network {cycles / clock / 1e3 + report.cpu_seconds * 1e3:.1f} ms")
+
+
+def depthwise_mappings(config: str, size: int) -> None:
+    """MobileNetV2's depthwise layers two ways on the cycle model (the same int8 layer, the
+    same requantization): ``depthwise_conv2d`` (a block-diagonal GEMM: one diagonal weight
+    tile per channel block, issue 21) and ``conv2d`` with the depthwise filters as a dense
+    weight (every block pair, the off-diagonal ones zero), the mapping a grouped
+    convolution of a few groups takes (``simplify``'s block-diagonal dense)."""
+    from openvta.api import random_operands
+    from openvta.sim.cycle import simulate_cycles
+
+    print(f"\nMobileNetV2's depthwise layers ({size}x{size}), config {config}: two mappings, cycle model")
+    print(f"  {'channels':>8}{'hw':>5}{'stride':>7}{'depthwise_conv2d':>18}{'dense conv2d':>14}{'ratio':>8}")
+    shapes, hw, c_in = [], size // 2, make_divisible(32)
+    for expand, channels, repeats, stride in BLOCKS:
+        for i in range(repeats):
+            hidden = c_in * expand
+            shapes.append((hidden, hw, stride if i == 0 else 1))
+            hw = hw // (stride if i == 0 else 1)
+            c_in = make_divisible(channels)
+    for channels, hw, stride in sorted(set(shapes), key=lambda s: (-s[1], s[0])):
+        cycles = []
+        for name, params in (("depthwise_conv2d", {"channels": channels}),
+                             ("conv2d", {"ci": channels, "co": channels})):
+            op = openvta.operator(name, config=config, hw=hw, kernel=3, pad=1, stride=stride, **params)
+            cycles.append(simulate_cycles(op.build(random_operands(op, 0))).counters["cycles"])
+        print(f"  {channels:>8}{hw:>5}{stride:>7}{cycles[0]:>18,}{cycles[1]:>14,}{cycles[1] / cycles[0]:>8.1f}x",
+              flush=True)
 
 
 def zoo(config: str, names: list[str]) -> None:
@@ -177,7 +213,7 @@ def main() -> int:
     parser.add_argument("--config", default="default", help="preset (default default)")
     parser.add_argument("--images", type=int, default=20, help="images run on each back end")
     parser.add_argument("--rtl", action="store_true", help="also run 2 images on the rtl back end (tiny)")
-    parser.add_argument("--model", default="all", choices=["digits", "mobilenetv2", "zoo", "all"])
+    parser.add_argument("--model", default="all", choices=["digits", "mobilenetv2", "depthwise", "zoo", "all"])
     parser.add_argument("--zoo", default=",".join(zoo_models.MODELS), help="the zoo models (default all nine)")
     parser.add_argument("--size", type=int, default=224, help="MobileNetV2's input size")
     args = parser.parse_args()
@@ -186,6 +222,8 @@ def main() -> int:
         digits_separable(args.config)
     if args.model in ("mobilenetv2", "all"):
         mobilenetv2(args.config, args.size)
+    if args.model in ("depthwise", "all"):
+        depthwise_mappings(args.config, args.size)
     if args.model in ("zoo", "all"):
         zoo(args.config, args.zoo.split(","))
     return 0

@@ -351,9 +351,6 @@ def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> 
 
 SOC_DIVISOR = 4
 SOC_MEM_BYTES = 4096
-#: A lean ULX3S image: the GEMM core on half its multipliers, one ALU lane, one
-#: accumulator read port, the two-cycle MUL, the micro-op stage (README "FPGA").
-ULX3S_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
 #: The lean ``small`` of ``make bitstream-ecp5`` (without counters there; with ``cycles`` here).
 SMALL_LEAN = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
 #: The folded 16×16 core (``small:LOG_BLOCK=4``) of the exploration.
@@ -432,14 +429,13 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 
 @pytest.mark.rtl
 @pytest.mark.slow
-@pytest.mark.parametrize("spec, lean", [("tiny", ULX3S_LEAN), ("small", SMALL_LEAN),
-                                        ("small:LOG_BLOCK=4", CORE16_LEAN)],
-                         ids=["tiny-lean", "small-lean", "16x16-lean"])
+@pytest.mark.parametrize("spec, lean", [("small", SMALL_LEAN), ("small:LOG_BLOCK=4", CORE16_LEAN)],
+                         ids=["small-lean", "16x16-lean"])
 def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spec: str,
                                                              lean: LeanBuild | None) -> None:
-    """The images built for the ULX3S (64 KiB of on-chip DRAM: a lean ``tiny``; the lean
-    ``small`` of ``make bitstream-ecp5``; the folded 16×16 core; README "FPGA"; ``tiny``
-    with every counter runs on the board back end's tests above) run a compiled conv2d
+    """The images built for the ULX3S (64 KiB of on-chip DRAM: the lean ``small`` of ``make
+    bitstream-ecp5``; the folded 16×16 core; README "FPGA"; ``tiny`` with every counter runs
+    on the board back end's tests above, a lean ``tiny`` core in test_core_random) run a compiled conv2d
     layer through the UART bridge, equal to the functional simulator, with the cycle
     counter alone (REG_COUNTERS names it and nothing else).  Only the UART
     divisor differs from the bitstream's (4 clock cycles a bit instead of 217), so that the

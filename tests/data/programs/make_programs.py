@@ -40,7 +40,9 @@ def digits_programs() -> Iterator[tuple[str, Program]]:
     sys.path.insert(0, str(ROOT / "examples" / "digits"))
     from digits_data import load_split
 
-    model = openvta.compile_model(ROOT / "examples" / "digits" / "digits.onnx", load_split()[0])
+    # conv1 kept on the CPU, as it was when these files were written (issue [3/5] packs it)
+    model = openvta.compile_model(ROOT / "examples" / "digits" / "digits.onnx", load_split()[0],
+                                  cpu_nodes=["conv1"])
     for region in model.graph.regions:
         assert region.program is not None
         yield f"digits_region{region.index}", region.program
