@@ -87,20 +87,27 @@ def _units(stmts: list[Stmt]) -> list[tuple[int | None, Module | None, list[Stmt
 
 def _block(stmts: list[Stmt]) -> list[Stmt]:
     """Tokens of a block, segment by segment: a statement that stores inside (a loop over
-    tiles) ends one; machine v2 inlines a peeled tail tile's loop, so a tile's statements
-    can follow the loop over the whole tiles in one block, and each tile's compute waits
-    for its own store's token."""
+    tiles) ends one, and so does a thread's compute after its own store in the segment;
+    machine v2 inlines loops of one iteration (a tile loop of one whole tile, then a
+    peeled tail tile), so several tiles' statements can share a block, and each tile's
+    compute waits for its own store's token."""
     units = _units(stmts)
     out: list[Stmt] = []
     segment: list[tuple[int | None, Module | None, list[Stmt]]] = []
+    stored: set[int | None] = set()  # threads that stored in this segment
     for unit in units:
-        t, _, body = unit
+        t, m, body = unit
         if t is None and _has_store(body[0]):
             out += _segment(segment)
             out += body
-            segment = []
-        else:
-            segment.append(unit)
+            segment, stored = [], set()
+            continue
+        if stored and ((m == C and t in stored) or (t is None and _has_compute(body[0]))):
+            out += _segment(segment)  # the next tile: its compute waits for this one's store
+            segment, stored = [], set()
+        segment.append(unit)
+        if m == S:
+            stored.add(t)
     return out + _segment(segment)
 
 

@@ -285,3 +285,18 @@ def test_a_tail_tile_adds_no_reset() -> None:
     resets = [i for i in program.instructions() if isinstance(i, GemmInsn) and i.reset_reg]
     assert len(resets) == 2
     np.testing.assert_array_equal(openvta.simulate(program)["out"], op.reference(inputs))
+
+
+def test_two_inlined_tiles_in_one_block_each_wait_for_their_own_store() -> None:
+    """A tile loop of one whole tile and a peeled tail tile, both inlined into one block
+    with two threads (co=17 on tiny_v2's 4-lane blocks, 4x4 outputs): the second tile's
+    compute of a thread follows that thread's first store in the block, so the token pass
+    starts a segment there (one compute→store token per store).  Hypothesis found it: the
+    block's second stores popped two tokens nobody pushed."""
+    op = conv2d(CONFIGS["tiny_v2"], epilogue=Epilogue(stages=()), ci=5, co=17, hw=3, kernel=2, pad=1, stride=1,
+                shift=None, bias=False, clip=None, vthreads=2)
+    rng = np.random.default_rng(0)
+    inputs = {name: rng.integers(-128, 128, op.logical_shapes[name], dtype=np.int8) for name in ("data", "weight")}
+    program = op.build(inputs)
+    for backend in ("functional", "cycle"):
+        np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], op.reference(inputs))

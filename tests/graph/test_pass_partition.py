@@ -72,7 +72,7 @@ def test_a_conv_too_large_for_the_buffers_stays_on_the_cpu() -> None:
 def test_cpu_ops_errors() -> None:
     assert parse_cpu_ops(["Softmax", Op.ADD]) == {Op.SOFTMAX, Op.ADD}
     with pytest.raises(ValueError, match=r"^cpu_ops entries must be op types \(Add, AveragePool, .*"
-                                         r"Transpose\), not 'LSTM'$"):
+                                         r"Unsqueeze\), not 'LSTM'$"):
         parse_cpu_ops(["LSTM"])
     with pytest.raises(ValueError, match=r"^cpu_ops entries must be op types .*, not 'Quantize'$"):
         parse_cpu_ops(["Quantize"])
