@@ -50,7 +50,7 @@ sys.path.insert(0, str(DIGITS))
 from digits_data import load_split  # noqa: E402
 
 sys.path.insert(0, str(DIGITS.parent / "mobilenetv2"))
-from make_mobilenetv2 import BLOCKS, build_mobilenetv2, make_divisible, random_images  # noqa: E402
+from make_mobilenetv2 import build_mobilenetv2, random_images  # noqa: E402
 
 sys.path.insert(0, str(DIGITS.parent / "onnx_zoo"))
 import zoo_models  # noqa: E402
@@ -149,18 +149,16 @@ def depthwise_mappings(config: str, size: int) -> None:
     weight (every block pair, the off-diagonal ones zero), the mapping a grouped
     convolution of a few groups takes (``simplify``'s block-diagonal dense)."""
     from openvta.api import random_operands
+    from openvta.graph.frontends.onnx import import_onnx
+    from openvta.graph.ir import Op
     from openvta.sim.cycle import simulate_cycles
 
     print(f"\nMobileNetV2's depthwise layers ({size}x{size}), config {config}: two mappings, cycle model")
     print(f"  {'channels':>8}{'hw':>5}{'stride':>7}{'depthwise_conv2d':>18}{'dense conv2d':>14}{'ratio':>8}")
-    shapes, hw, c_in = [], size // 2, make_divisible(32)
-    for expand, channels, repeats, stride in BLOCKS:
-        for i in range(repeats):
-            hidden = c_in * expand
-            shapes.append((hidden, hw, stride if i == 0 else 1))
-            hw = hw // (stride if i == 0 else 1)
-            c_in = make_divisible(channels)
-    for channels, hw, stride in sorted(set(shapes), key=lambda s: (-s[1], s[0])):
+    graph = import_onnx(build_mobilenetv2(size=size))
+    shapes = {(graph.types[n.inputs[0]].shape[1], graph.types[n.inputs[0]].shape[2], n.attrs["strides"][0])
+              for n in graph.nodes if n.op is Op.CONV and n.attrs.get("group", 1) != 1}
+    for channels, hw, stride in sorted(shapes, key=lambda s: (-s[1], s[0])):
         cycles = []
         for name, params in (("depthwise_conv2d", {"channels": channels}),
                              ("conv2d", {"ci": channels, "co": channels})):

@@ -231,16 +231,8 @@ def _fold(proto: Any, names: list[str]) -> tuple[Any, int]:
     used = {i for n in kept for i in n.input} | outputs
     initializers = [init for init in graph.initializer if init.name in used]
     initializers += [numpy_helper.from_array(np.ascontiguousarray(a), n) for n, a in new.items() if n in used]
-    result = type(proto)()
-    result.CopyFrom(proto)
-    del result.graph.node[:]
-    result.graph.node.extend(kept)
-    del result.graph.initializer[:]
-    result.graph.initializer.extend(initializers)
-    inputs = [v for v in result.graph.input if v.name in used or v.name not in values]
-    del result.graph.input[:]
-    result.graph.input.extend(inputs)
-    return result, folded
+    inputs = [v for v in graph.input if v.name in used or v.name not in values]
+    return _with(proto, kept, initializers, inputs), folded
 
 
 def node_names(proto: Any) -> list[str]:
@@ -274,11 +266,10 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
         return _canonical(work), notes
     if not any(n.op_type in ("Shape", "Size") for n in work.graph.node):
         return _fold_all(work), notes
-    batches = {name: shape[0] for name, shape in shapes.items() if shape}
-    free = _batch_free(work, batches)
+    free = _batch_free(work)
     if free is not None:
         return free, notes
-    if batches:
+    if shapes:
         work = _copy(proto)
         notes += _fix_inputs(work, shapes, batch=True)
     return _fold_all(work), notes
@@ -290,17 +281,26 @@ def _constants_not_inputs(proto: Any) -> Any:
     constants = _initializer_names(proto)
     if not any(v.name in constants for v in proto.graph.input):
         return proto
-    result = _copy(proto)
-    inputs = [v for v in result.graph.input if v.name not in constants]
-    del result.graph.input[:]
-    result.graph.input.extend(inputs)
-    return result
+    return _with(proto, inputs=[v for v in proto.graph.input if v.name not in constants])
 
 
 def _copy(proto: Any) -> Any:
     copy = type(proto)()
     copy.CopyFrom(proto)
     return copy
+
+
+def _with(proto: Any, nodes: list | None = None, initializers: list | None = None,
+          inputs: list | None = None) -> Any:
+    """A copy of ``proto`` whose graph holds the given nodes, initializers and inputs (the
+    others as they were)."""
+    result = _copy(proto)
+    for field, items in (("node", nodes), ("initializer", initializers), ("input", inputs)):
+        if items is not None:
+            repeated = getattr(result.graph, field)
+            del repeated[:]
+            repeated.extend(items)
+    return result
 
 
 def _with_batch(proto: Any, batch: int) -> Any:
@@ -315,7 +315,7 @@ def _with_batch(proto: Any, batch: int) -> Any:
     return work
 
 
-def _batch_free(proto: Any, batches: Mapping[str, int]) -> Any | None:
+def _batch_free(proto: Any) -> Any | None:
     """The model folded with its batch left symbolic, or None if a folded constant depends
     on the batch other than as the first entry of a Reshape's or an Expand's shape whose
     data's first dimension is the batch (which becomes 0, "copy the input's", or 1,
@@ -422,15 +422,7 @@ def _canonical(proto: Any) -> Any:
         nodes.append(node)
     if not changed:
         return proto
-    result = _copy(proto)
-    del result.graph.node[:]
-    result.graph.node.extend(nodes)
     used = {i for n in nodes for i in n.input} | {v.name for v in graph.output}
     unused = {init.name for init in graph.initializer if init.name not in used}
-    kept = [init for init in result.graph.initializer if init.name not in unused]
-    del result.graph.initializer[:]
-    result.graph.initializer.extend(kept)
-    inputs = [v for v in result.graph.input if v.name not in unused]
-    del result.graph.input[:]
-    result.graph.input.extend(inputs)
-    return result
+    return _with(proto, nodes, [init for init in graph.initializer if init.name not in unused],
+                 [v for v in graph.input if v.name not in unused])

@@ -90,6 +90,23 @@ def _batch_norm_source(graph: Graph, bn: Node) -> Node | None:
     return conv
 
 
+def _scaled_inputs(node: Node, gain: np.ndarray, shift: np.ndarray, constants: dict[str, np.ndarray],
+                   used: set[str]) -> tuple[str, ...]:
+    """``node``'s inputs (a Conv, or a BatchNormalization) with a per-channel affine folded
+    in as new constants: its weight or scale (input 1) times ``gain`` along the channels,
+    its bias (input 2, zero if none) as ``bias·gain + shift``; the rest as they were."""
+    weight = constants[node.inputs[1]].astype(np.float64)
+    bias = constants[node.inputs[2]].astype(np.float64) if len(node.inputs) > 2 else np.zeros(weight.shape[0])
+    names = []
+    for role, value in (("weight", weight * gain.reshape((-1,) + (1,) * (weight.ndim - 1))),
+                        ("bias", bias * gain + shift)):
+        name = fresh(f"{node.name}.{role}", used)
+        used.add(name)
+        constants[name] = value.astype(np.float32)
+        names.append(name)
+    return (node.inputs[0], *names, *node.inputs[3:])
+
+
 def _fold_batch_norms(graph: Graph) -> Graph:
     constants, used = dict(graph.constants), graph.names()
     replaced: dict[str, Node] = {}
@@ -100,17 +117,8 @@ def _fold_batch_norms(graph: Graph) -> Graph:
             continue
         scale, beta, mean, var = (constants[v].astype(np.float64) for v in bn.inputs[1:])
         gain = scale / np.sqrt(var + float_attr(bn.attrs, "epsilon", 1e-5))
-        weight = constants[conv.inputs[1]].astype(np.float64)
-        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 \
-            else np.zeros(weight.shape[0])
-        names = [fresh(f"{conv.name}.weight", used), ""]
-        used.add(names[0])
-        names[1] = fresh(f"{conv.name}.bias", used)
-        used.add(names[1])
-        constants[names[0]] = (weight * gain.reshape(-1, 1, 1, 1)).astype(np.float32)
-        constants[names[1]] = ((bias - mean) * gain + beta).astype(np.float32)
-        replaced[conv.name] = replace(conv, inputs=(conv.inputs[0], *names),
-                                      outputs=bn.outputs)
+        inputs = _scaled_inputs(conv, gain, beta - mean * gain, constants, used)
+        replaced[conv.name] = replace(conv, inputs=inputs, outputs=bn.outputs)
         removed.add(bn.name)
     nodes = tuple(replaced.get(n.name, n) for n in graph.nodes if n.name not in removed)
     return graph.replace(nodes=nodes, constants=constants)
@@ -225,32 +233,22 @@ def _fold_affine(graph: Graph) -> Graph:
                 conv = producers.get(data)
                 if other not in constants or conv is None or conv.op not in (Op.CONV, Op.BATCH_NORM) \
                         or data in graph.outputs or [n.name for n in consumers[data]] != [node.name] \
-                        or not all(v in constants for v in conv.inputs[1:]):
+                        or not all(v in constants for v in conv.inputs[1:]) or graph.types[data].ndim != 4 \
+                        or graph.types[node.outputs[0]].shape != graph.types[data].shape:
                     continue
-                weight = constants[conv.inputs[1]].astype(np.float64)
-                vector = _channel_vector(constants[other], weight.shape[0])
-                if conv.op is Op.BATCH_NORM and graph.types[data].ndim != 4:
-                    continue
-                if vector is not None and graph.types[node.outputs[0]].shape == graph.types[data].shape:
-                    found = (node, conv, weight, vector)
+                vector = _channel_vector(constants[other], constants[conv.inputs[1]].shape[0])
+                if vector is not None:
+                    found = (node, conv, vector)
                     break
             if found:
                 break
         if found is None:
             return graph
-        node, conv, weight, vector = found
-        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 else np.zeros(weight.shape[0])
-        if node.op is Op.MUL:  # (a BatchNormalization's scale is 1-D: the same product)
-            weight, bias = weight * vector.reshape((-1,) + (1,) * (weight.ndim - 1)), bias * vector
-        else:
-            bias = bias + vector
-        names = [fresh(f"{conv.name}.weight", used)]
-        used.add(names[0])
-        names.append(fresh(f"{conv.name}.bias", used))
-        constants[names[0]], constants[names[1]] = weight.astype(np.float32), bias.astype(np.float32)
+        node, conv, vector = found
+        gain, shift = (vector, np.zeros_like(vector)) if node.op is Op.MUL else (np.ones_like(vector), vector)
+        inputs = _scaled_inputs(conv, gain, shift, constants, used)
         types = dict(graph.types)
-        types.update({k: TensorType(constants[k].shape, DType.FLOAT32) for k in names})
-        inputs = (conv.inputs[0], *names, *conv.inputs[3:])  # (a BatchNormalization keeps its mean, var)
+        types.update({k: TensorType(constants[k].shape, DType.FLOAT32) for k in inputs[1:3]})
         nodes = tuple(replace(conv, inputs=inputs, outputs=node.outputs) if n.name == conv.name
                       else n for n in graph.nodes if n.name != node.name)
         graph = prune(graph.replace(nodes=nodes, constants=constants, types=types))
