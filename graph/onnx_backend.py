@@ -10,6 +10,13 @@ constants (a Reshape's shape, Clip's bounds): a model that does not import with 
 inputs is imported again, without folding anything, with its inputs that are not
 float32 made constants, or else every input but the first; once per set of values.
 
+A model of integer tensors (int8 to int32, uint8 to uint64: ``Add`` of two ``uint16``)
+runs on the float path exactly: its tensors are widened to float32 (int64 stays, as
+shapes and pads), every value the run makes is checked to be an integer float32 holds
+exactly (``|v| <= 2**24``, else a one-line :class:`ModelError`), and each output is cast
+back to its type with the integer type's wrap-around.  Only operators whose float result
+on integers is the integer result are widened (not AveragePool's mean, not Softmax).
+
 Examples
 --------
 >>> import numpy as np
@@ -39,12 +46,66 @@ from .passes.simplify import simplify
 
 __all__ = ["OpenvtaBackend", "OpenvtaRep", "prepare", "run_model", "supports_device"]
 
+#: The largest integer magnitude below which float32 holds every integer exactly.
+EXACT_INTEGER = 2 ** 24
+#: Operators whose float32 result on integer values is the integer result (while exact).
+_INTEGER_EXACT_OPS = frozenset({"Add", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity",
+                                "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Squeeze", "Transpose",
+                                "Unsqueeze"})
+
+
+def _widened_types() -> dict[int, np.dtype]:
+    from onnx import TensorProto
+
+    return {TensorProto.INT8: np.dtype(np.int8), TensorProto.INT16: np.dtype(np.int16),
+            TensorProto.INT32: np.dtype(np.int32), TensorProto.UINT8: np.dtype(np.uint8),
+            TensorProto.UINT16: np.dtype(np.uint16), TensorProto.UINT32: np.dtype(np.uint32),
+            TensorProto.UINT64: np.dtype(np.uint64)}
+
+
+def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype]]:
+    """``proto`` with its integer data tensors made float32, and the integer type of every
+    output widened (``proto`` itself when it has none)."""
+    from onnx import TensorProto, numpy_helper
+
+    widened = _widened_types()
+    graph = proto.graph
+    values = list(graph.input) + list(graph.output) + list(graph.value_info)
+    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
+    if not any(v.type.tensor_type.elem_type in widened for v in values) \
+            and not any(t.data_type in widened for t in tensors):
+        return proto, {}
+    for node in graph.node:
+        if node.op_type not in _INTEGER_EXACT_OPS:
+            raise ModelError(f"node {node.name or node.op_type!r} ({node.op_type}) on integer tensors is not "
+                             f"supported; integer models run only {', '.join(sorted(_INTEGER_EXACT_OPS))}")
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    graph = copy.graph
+    outputs = {v.name: widened[v.type.tensor_type.elem_type] for v in graph.output
+               if v.type.tensor_type.elem_type in widened}
+    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if value.type.tensor_type.elem_type in widened:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+    for tensor in list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]:
+        if tensor.data_type in widened:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+    return copy, outputs
+
+
+def _check_exact(name: str, value: np.ndarray) -> None:
+    if value.dtype == np.float32 and value.size and (
+            np.abs(value).max() > EXACT_INTEGER or not np.array_equal(value, np.round(value))):
+        raise ModelError(f"integer model value {name!r} leaves the integers float32 holds exactly "
+                         f"(|v| <= 2**24), so the float path cannot run it exactly")
+
 
 class OpenvtaRep(BackendRep):
     """A prepared model: ``run`` executes it on openvta's float references."""
 
     def __init__(self, proto: Any) -> None:
-        self.proto = proto
+        self.proto, self._integer_outputs = _widen(proto)
+        proto = self.proto
         constants = {init.name for init in proto.graph.initializer}
         self.inputs = [v.name for v in proto.graph.input if v.name not in constants]
         self.outputs = [v.name for v in proto.graph.output]
@@ -92,9 +153,17 @@ class OpenvtaRep(BackendRep):
         else:
             given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             feeds = {name: np.asarray(v) for name, v in zip(self.inputs, given)}
+        if self._integer_outputs:
+            feeds = {k: v.astype(np.float32) if v.dtype.kind in "iu" and v.dtype != np.int64 else v
+                     for k, v in feeds.items()}
         graph = self._graph(feeds)
-        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs})
-        return tuple(np.asarray(values[name]) for name in self.outputs)
+        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs},
+                         observe=_check_exact if self._integer_outputs else None)
+        return tuple(self._typed(name, np.asarray(values[name])) for name in self.outputs)
+
+    def _typed(self, name: str, value: np.ndarray) -> np.ndarray:
+        dtype = self._integer_outputs.get(name)
+        return value if dtype is None else value.astype(np.int64).astype(dtype)
 
 
 class OpenvtaBackend(Backend):

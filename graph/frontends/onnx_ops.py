@@ -51,13 +51,15 @@ class OnnxNode:
             raise self.fail(f"{what} must be a constant (an initializer)")
         return self.constants[self.inputs[index]]
 
-    def spatial(self, index: int) -> tuple[int, int]:
+    def spatial(self, index: int, rank: int | None = 4) -> tuple[int, ...]:
+        """The spatial sizes of input ``index`` (NCHW: 4-D; ``rank=None``: any N-D from 3-D)."""
         shape = self.types[self.inputs[index]].shape
-        if len(shape) != 4:
-            raise self.fail(f"input must be 4-D NCHW, not {len(shape)}-D {shape!r}")
-        height, width = shape[2], shape[3]
-        assert isinstance(height, int) and isinstance(width, int)  # only the batch is symbolic
-        return height, width
+        if (rank is None and len(shape) < 3) or (rank is not None and len(shape) != rank):
+            want = "N-D (N, C, spatial...)" if rank is None else "4-D NCHW"
+            raise self.fail(f"input must be {want}, not {len(shape)}-D {shape!r}")
+        sizes = shape[2:]
+        assert all(isinstance(n, int) for n in sizes)  # only the batch is symbolic
+        return tuple(int(n) for n in sizes)  # type: ignore[arg-type]
 
 
 Attrs = dict[str, object]
@@ -93,23 +95,27 @@ def _zero(node: OnnxNode, key: str) -> None:
         raise node.fail(f"attribute {key} must be 0, not {node.attrs[key]!r}")
 
 
-def _pads(node: OnnxNode, kernel: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+def _pads(node: OnnxNode, kernel: Sequence[int], strides: Sequence[int],
+          dilations: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The begin pads then the end pads of every spatial axis (``auto_pad`` resolved)."""
+    sizes = node.spatial(0, None if dilations is not None else 4)
+    rank = len(sizes)
     mode = node.attrs.get("auto_pad", "NOTSET")
     if mode == "NOTSET":
-        return _ints(node, "pads", (0, 0, 0, 0), 4)
+        return _ints(node, "pads", (0,) * 2 * rank, 2 * rank)
     if mode == "VALID":
-        return (0, 0, 0, 0)
+        return (0,) * 2 * rank
     if mode not in ("SAME_UPPER", "SAME_LOWER"):
         raise node.fail(f"attribute auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, "
                         f"not {mode!r}")
     begin, end = [], []
-    for size, k, s in zip(node.spatial(0), kernel, strides):
-        total = max((-(-size // s) - 1) * s + k - size, 0)
+    for size, k, s, d in zip(sizes, kernel, strides, dilations or (1,) * rank):
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
         small, large = total // 2, total - total // 2
         first = small if mode == "SAME_UPPER" else large
         begin.append(first)
         end.append(total - first)
-    return (begin[0], begin[1], end[0], end[1])
+    return tuple(begin + end)
 
 
 def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
@@ -138,13 +144,15 @@ def _pool(node: OnnxNode, average: bool) -> tuple[tuple[str, ...], Attrs]:
     allowed = ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"]
     allowed += ["count_include_pad"] if average else ["storage_order"]
     _only(node, allowed)
-    node.spatial(0)
+    rank = len(node.spatial(0, None))
     _zero(node, "storage_order")
-    _ones(node, "dilations")
-    kernel = _ints(node, "kernel_shape", (), 2)
-    strides = _ints(node, "strides", (1, 1), 2)
+    kernel = _ints(node, "kernel_shape", (), rank)
+    strides = _ints(node, "strides", (1,) * rank, rank)
+    dilations = _ints(node, "dilations", (1,) * rank, rank)
     attrs: Attrs = {"kernel_shape": kernel, "strides": strides,
-                    "pads": _pads(node, kernel, strides), "ceil_mode": node.attrs.get("ceil_mode", 0)}
+                    "pads": _pads(node, kernel, strides, dilations), "ceil_mode": node.attrs.get("ceil_mode", 0)}
+    if any(d != 1 for d in dilations):
+        attrs["dilations"] = dilations
     if average:
         attrs["count_include_pad"] = node.attrs.get("count_include_pad", 0)
     return node.present(), attrs

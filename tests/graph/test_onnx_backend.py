@@ -23,11 +23,6 @@ from zoo_models import expected_output, model, shipped_input  # noqa: E402
 
 #: Node tests of the registry's operators that openvta does not run, by pattern, with the reason.
 EXCLUDED = {
-    r"_u?int(8|16|32|64)(_|$)|test_(edge|reflect|wrap)_pad": "integer tensors: openvta's float path takes "
-                                                             "float32 models (integer models arrive quantized, "
-                                                             "as QDQ)",
-    r"pool_(1d|3d)": "pooling is 2-D (NCHW)",
-    r"pool_2d_dilations": "dilated pooling",
     r"training": "training mode (openvta compiles for inference)",
     r"dropout_default_mask": "Dropout's mask (bool) as a model output",
     r"maxpool_with_argmax": "MaxPool's indices output",
@@ -63,7 +58,7 @@ def test_node_cases_of_the_registrys_operators_pass(case: object) -> None:
 
 def test_the_pass_counts_and_every_exclusion_are_as_the_readme_says() -> None:
     excluded = [c.name for c in CASES if _reason(c.name) is not None]
-    assert (len(CASES), len(CASES) - len(excluded), len(excluded)) == (179, 130, 49)
+    assert (len(CASES), len(CASES) - len(excluded), len(excluded)) == (179, 164, 15)
 
 
 @pytest.mark.parametrize("name", ["test_clip_example", "test_reshape_reordered_all_dims",
@@ -92,3 +87,42 @@ def test_a_single_node_is_not_run_alone() -> None:
     with pytest.raises(NotImplementedError, match="^openvta runs models, not single nodes: use prepare or run_model$"):
         OpenvtaBackend.run_node(CASES[0].model.graph.node[0], [])
     assert OpenvtaBackend.supports_device("CPU") and not OpenvtaBackend.supports_device("CUDA")
+
+
+def _integer_model(op: str, elem: int, **attrs: object) -> object:
+    from onnx import helper
+
+    node = helper.make_node(op, ["x", "y"] if op in ("Add", "Mul") else ["x"], ["z"], **attrs)
+    inputs = [helper.make_tensor_value_info(n, elem, [2, 1, 4]) for n in node.input]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("z", elem, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_integer_model_wraps_as_its_type() -> None:
+    from onnx import TensorProto
+
+    x = np.array([[[250, 3, 0, 255]], [[1, 2, 3, 4]]], np.uint8)
+    got = OpenvtaBackend.run_model(_integer_model("Add", TensorProto.UINT8), [x, x])[0]
+    assert got.dtype == np.uint8 and got.tolist() == (x + x).tolist()
+
+
+def test_an_integer_value_beyond_float32s_exact_range_is_refused() -> None:
+    from onnx import TensorProto
+
+    from openvta.graph.errors import ModelError
+
+    x = np.full((2, 1, 4), 5000, np.int32)
+    rep = OpenvtaBackend.prepare(_integer_model("Mul", TensorProto.INT32))
+    with pytest.raises(ModelError, match=r"^integer model value 'z' leaves the integers float32 holds exactly "
+                                         r"\(\|v\| <= 2\*\*24\), so the float path cannot run it exactly$"):
+        rep.run([x, x])
+
+
+def test_an_integer_operator_whose_float_result_differs_is_refused() -> None:
+    from onnx import TensorProto
+
+    from openvta.graph.errors import ModelError
+
+    with pytest.raises(ModelError, match=r"^node 'AveragePool' \(AveragePool\) on integer tensors is not "
+                                         r"supported; integer models run only Add, Clip, .*Unsqueeze$"):
+        OpenvtaBackend.prepare(_integer_model("AveragePool", TensorProto.INT8, kernel_shape=[2]))

@@ -43,3 +43,20 @@ def test_errors_name_the_node() -> None:
     with pytest.raises(PassError, match=r"^infer shapes: constant 'k': tensor dtype must be one "
                                         r"of float32, int8, int32, int64, not 'float64'$"):
         infer_shapes(bad_const)
+
+
+def test_pooling_of_any_rank_and_its_errors() -> None:
+    g = build([node("p", Op.MAX_POOL, ("x",), "y", kernel_shape=(2, 2, 2), strides=(1, 1, 2),
+                    pads=(0, 0, 0, 0, 0, 1), dilations=(2, 1, 1))], {"x": ("N", 2, 5, 4, 6)}, ("y",))
+    assert g.types["y"] == TensorType(("N", 2, 3, 3, 3), F)
+    flat = Graph("g", ("x",), ("y",), (node("p", Op.AVERAGE_POOL, ("x",), "y", kernel_shape=(2,)),), {},
+                 {"x": TensorType((2, 8), F)})
+    with pytest.raises(PassError, match=r"^infer shapes: node 'p' \(AveragePool\): pooling data must be "
+                                        r"N-D \(N, C, spatial\.\.\.\), not 2-D float32\[2,8\]$"):
+        infer_shapes(flat)
+    wide = Graph("g", ("x",), ("y",), (node("p", Op.MAX_POOL, ("x",), "y", kernel_shape=(2,), dilations=(2,),
+                                            pads=(3, 0)),), {}, {"x": TensorType((1, 2, 8), F)})
+    with pytest.raises(PassError, match=r"^infer shapes: node 'p' \(MaxPool\): pooling kernel \(2,\), strides "
+                                        r"\(1,\), dilations \(2,\) and pads \(3, 0\) must be positive, and each "
+                                        r"pad smaller than the \(dilated\) kernel$"):
+        infer_shapes(wide)
