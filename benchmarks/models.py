@@ -166,6 +166,31 @@ def depthwise_mappings(config: str, size: int) -> None:
             cycles.append(simulate_cycles(op.build(random_operands(op, 0))).counters["cycles"])
         print(f"  {channels:>8}{hw:>5}{stride:>7}{cycles[0]:>18,}{cycles[1]:>14,}{cycles[1] / cycles[0]:>8.1f}x",
               flush=True)
+    grouped_mappings(config)
+
+
+def grouped_mappings(config: str) -> None:
+    """Grouped 3x3 convolutions (ResNeXt's 32 groups of 4 and 8 channels, ShuffleNet v2-like
+    groups of 2, 16) two ways on the cycle model: ``depthwise_conv2d`` with ``group_size``
+    (block-diagonal tiles of ``c×c`` blocks, one input block per output block) and the dense
+    ``conv2d`` of block-diagonal weights (``group`` times the MACs) that a group size not
+    dividing ``BLOCK_IN`` takes."""
+    from openvta.api import random_operands
+    from openvta.sim.cycle import simulate_cycles
+
+    block = openvta.isa.preset(config).BLOCK_IN
+    print(f"\ngrouped 3x3 convolutions, config {config}: two mappings, cycle model")
+    print(f"  {'channels':>8}{'groups':>7}{'hw':>5}{'grouped':>12}{'dense conv2d':>14}{'ratio':>8}")
+    for channels, group_size, hw in ((128, 4, 28), (256, 8, 14), (64, 2, 28), (256, 16, 14)):
+        if block % group_size:
+            continue
+        cycles = []
+        for name, params in (("depthwise_conv2d", {"channels": channels, "group_size": group_size}),
+                             ("conv2d", {"ci": channels, "co": channels})):
+            op = openvta.operator(name, config=config, hw=hw, kernel=3, pad=1, **params)
+            cycles.append(simulate_cycles(op.build(random_operands(op, 0))).counters["cycles"])
+        print(f"  {channels:>8}{channels // group_size:>7}{hw:>5}{cycles[0]:>12,}{cycles[1]:>14,}"
+              f"{cycles[1] / cycles[0]:>8.1f}x", flush=True)
 
 
 def zoo(config: str, names: list[str]) -> None:

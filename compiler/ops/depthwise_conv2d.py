@@ -1,19 +1,23 @@
-"""depthwise_conv2d: one filter per channel, as block-diagonal GEMMs, with its epilogue.
+"""depthwise_conv2d: one filter per channel (or per group of a few channels), as
+block-diagonal GEMMs, with its epilogue.
 
 ``out[c] = clip((conv2d(data[c], weight[c]) >> shift) + bias[c], 0, 127)`` as int8 for every
 channel ``c`` (ONNX's Conv with ``group`` equal to the channels and one filter per group,
 MobileNet's depthwise layers), then the stages of ``epilogue`` before the cast; data
 ``NCHW{B}n{BI}c``, out and tensor operands ``NCHW{B}n{BO}c``, bias and channel operands
-``C{B}n{BO}c``.
+``C{B}n{BO}c``.  With ``group_size = c > 1`` it is a grouped convolution of ``C/c`` groups of
+``c`` channels in and ``c`` out (ShuffleNet's, ResNeXt's), ``c`` dividing ``BLOCK_IN``.
 
 The mapping: the GEMM core multiplies a ``[B][BI]`` input tile by a ``[BO][BI]`` weight
 tile, so channel block ``c``'s taps are weight tiles that are diagonal — ``weight[c, kh,
-kw, m, k]`` is the filter's tap of channel ``c·BO + m`` where ``m = k``, zero elsewhere —
-and output channel block ``c`` reads input channel block ``c`` (there is no reduction over
-channels).  The kernel ``(C, 1, KH, KW)`` is packed into that layout, ``O1HW{BO}o{BI}i``
-(shape ``(C/BO, KH, KW, BO, BI)``), by :func:`pack_depthwise_kernel`.  A GEMM cycle does
-``BI`` useful multiplications of ``BO·BI``: the taps are few and the layer is cheap, and
-this mapping needs no change of the machine (``BLOCK_IN`` must equal ``BLOCK_OUT``).
+kw, m, k]`` is the filter's tap of channel ``c·BO + m`` where ``m = k``, zero elsewhere
+(for groups of ``c`` channels: ``c×c`` blocks on the diagonal) — and output channel block
+``c`` reads input channel block ``c`` (there is no reduction over channel blocks, since a
+group never straddles one).  The kernel ``(C, c, KH, KW)`` is packed into that layout,
+``O1HW{BO}o{BI}i`` (shape ``(C/BO, KH, KW, BO, BI)``), by :func:`pack_depthwise_kernel`.
+A GEMM cycle does ``c·BI`` useful multiplications of ``BO·BI``: the taps are few and the
+layer is cheap, and this mapping needs no change of the machine (``BLOCK_IN`` must equal
+``BLOCK_OUT``).
 
 The default schedule tiles the output into ``(cob channel blocks) × (yb rows) × (xb
 columns)`` tiles, each loading its input window and its taps once; virtual threads split
@@ -55,12 +59,22 @@ __all__ = ["DEPTHWISE_PARAMS", "DESCRIPTOR", "DepthwisePlan", "check_depthwise_p
 
 
 def depthwise_kernel_layout(cfg: Config) -> str:
-    """``"O1HW16o16i"``: a ``(C, 1, KH, KW)`` kernel as diagonal weight tiles."""
+    """``"O1HW16o16i"``: a ``(C, c, KH, KW)`` kernel (``c`` channels per group: 1, depthwise)
+    as block-diagonal weight tiles."""
     return f"O1HW{cfg.BLOCK_OUT}o{cfg.BLOCK_IN}i"
 
 
+def _same_group(bo: int, group_size: int) -> np.ndarray:
+    """``[m, k]``: output lane ``m`` and input lane ``k`` of a block are in one group."""
+    lane = np.arange(bo) // group_size
+    return lane[:, None] == lane[None, :]
+
+
 def pack_depthwise_kernel(w: np.ndarray, cfg: Config) -> np.ndarray:
-    """Pack a ``(C, 1, KH, KW)`` kernel into diagonal tiles ``(C/BO, KH, KW, BO, BI)``.
+    """Pack a ``(C, c, KH, KW)`` kernel of groups of ``c`` channels (``c`` dividing
+    ``BLOCK_OUT``; 1: depthwise) into block-diagonal tiles ``(C/BO, KH, KW, BO, BI)``: tap
+    ``[o, kh, kw, m, k]`` is ``w[o·BO + m, k mod c, kh, kw]`` where lanes ``m`` and ``k``
+    are in one group, zero elsewhere.
 
     Examples
     --------
@@ -68,25 +82,30 @@ def pack_depthwise_kernel(w: np.ndarray, cfg: Config) -> np.ndarray:
     >>> packed = pack_depthwise_kernel(np.arange(1, 6, dtype=np.int8).reshape(5, 1, 1, 1), preset("tiny"))
     >>> packed.shape, packed[1, 0, 0].tolist()
     ((2, 1, 1, 4, 4), [[5, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    >>> pack_depthwise_kernel(np.arange(1, 9, dtype=np.int8).reshape(4, 2, 1, 1), preset("tiny"))[0, 0, 0].tolist()
+    [[1, 2, 0, 0], [3, 4, 0, 0], [0, 0, 5, 6], [0, 0, 7, 8]]
     """
     w = np.asarray(w)
-    if w.ndim != 4 or w.shape[1] != 1:
-        raise ValueError(f"depthwise kernel must have shape (C, 1, KH, KW), not {w.shape}")
-    channels, _, kh, kw = w.shape
     bo = cfg.BLOCK_OUT
-    taps = np.zeros((ceil_div(channels, bo) * bo, kh, kw), w.dtype)
-    taps[:channels] = w[:, 0]
-    blocks = taps.reshape(-1, bo, kh, kw).transpose(0, 2, 3, 1)  # (C/BO, KH, KW, BO)
-    packed = np.zeros((*blocks.shape, bo), w.dtype)
-    lane = np.arange(bo)
-    packed[..., lane, lane] = blocks
-    return packed
+    if w.ndim != 4 or bo % w.shape[1] or w.shape[0] % w.shape[1]:
+        raise ValueError(f"depthwise kernel must have shape (C, c, KH, KW) with c dividing C and {bo}, "
+                         f"not {w.shape}")
+    channels, group_size, kh, kw = w.shape
+    taps = np.zeros((ceil_div(channels, bo) * bo, group_size, kh, kw), w.dtype)
+    taps[:channels] = w
+    blocks = taps.reshape(-1, bo, group_size, kh, kw).transpose(0, 3, 4, 1, 2)  # (C/BO, KH, KW, BO, c)
+    lanes = np.arange(bo) % group_size
+    full = blocks[..., lanes]  # (C/BO, KH, KW, BO, BI): input lane k reads the group's channel k mod c
+    return np.where(_same_group(bo, group_size), full, np.zeros((), w.dtype))
 
 
 def _unpack_depthwise_kernel(packed: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    lane = np.arange(packed.shape[-1])
-    taps = np.asarray(packed)[..., lane, lane]  # (C/BO, KH, KW, BO)
-    return taps.transpose(0, 3, 1, 2).reshape(-1, 1, *taps.shape[1:3])[: shape[0]]
+    packed = np.asarray(packed)
+    bo, group_size = packed.shape[-2], shape[1]
+    first = (np.arange(bo) // group_size) * group_size  # the first input lane of each lane's group
+    lanes = first[:, None] + np.arange(group_size)[None, :]  # (BO, c)
+    taps = np.take_along_axis(packed, np.broadcast_to(lanes, packed.shape[:-1] + (group_size,)), axis=-1)
+    return taps.transpose(0, 3, 4, 1, 2).reshape(-1, group_size, *taps.shape[1:3])[: shape[0]]
 
 
 register_layout(LayoutKind("O1HW", pack_depthwise_kernel, _unpack_depthwise_kernel,
@@ -182,7 +201,7 @@ def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad
 
 
 def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel: int, pad: int = 0,
-                     stride: int = 1, shift: int | None = 8, bias: bool = True,
+                     stride: int = 1, group_size: int = 1, shift: int | None = 8, bias: bool = True,
                      clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
                      vthreads: int = 1, plan: DepthwisePlan | None = None) -> Operator:
     """The fused depthwise conv2d layer (module docstring) with its default schedule.
@@ -194,7 +213,8 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
     ValueError
         for a parameter outside its range, a kernel larger than the padded input, a pad not
         smaller than the kernel, a configuration whose ``BLOCK_IN`` is not its
-        ``BLOCK_OUT``, or tensors that cannot fit the DRAM address space.
+        ``BLOCK_OUT``, a ``group_size`` that does not divide the channels and ``BLOCK_IN``,
+        or tensors that cannot fit the DRAM address space.
     LoweringError
         when no tiling fits the buffers with ``vthreads`` threads.
     """
@@ -207,6 +227,9 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
                          f"not {kernel}")
     if pad >= kernel:
         raise ValueError(f"depthwise_conv2d pad must be less than the kernel ({kernel}), not {pad}")
+    if channels % group_size or cfg.BLOCK_IN % group_size:
+        raise ValueError(f"depthwise_conv2d group_size must divide the {channels} channels and BLOCK_IN "
+                         f"({cfg.BLOCK_IN}), not {group_size}")
     full = operator_epilogue("depthwise_conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, c_t = ceil_div(n, b), ceil_div(channels, bo)
@@ -244,22 +267,25 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
                                                                  out_layout(cfg))
     layouts = {"data": data_layout(cfg), "weight": depthwise_kernel_layout(cfg), "out": out_layout(cfg),
                **extra_layouts}
-    shapes: dict[str, tuple[int, ...]] = {"data": (n, channels, hw, hw), "weight": (channels, 1, kernel, kernel),
+    shapes: dict[str, tuple[int, ...]] = {"data": (n, channels, hw, hw),
+                                          "weight": (channels, group_size, kernel, kernel),
                                           "out": (n, channels, oh, oh), **extra_shapes}
     return Operator(
         name="depthwise_conv2d", cfg=cfg, schedule=s, inputs={"data": data, "weight": weight, **tail.operands},
         output=out, layouts=layouts, roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, channels), reference_fn=depthwise_reference,
-        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * channels, params=params, plan=plan,
+        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * channels * group_size, params=params, plan=plan,
         epilogue=full, used_elems={"data": conv2d_used_input_elems(n, channels, hw, kernel, pad, stride)})
 
 
 def depthwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
-    """numpy: the fused depthwise layer on logical ``data``, ``weight`` ``(C, 1, KH, KW)`` (and ``bias``)."""
+    """numpy: the fused depthwise (grouped) layer on logical ``data``, ``weight`` ``(C, c, KH, KW)``
+    (and ``bias``)."""
     data, weight = inputs["data"], inputs["weight"]
-    result = np.concatenate([reference.conv2d_nchw(data[:, c:c + 1], weight[c:c + 1], params["stride"],
-                                                   params["pad"]) for c in range(data.shape[1])], axis=1)
+    c = weight.shape[1]
+    result = np.concatenate([reference.conv2d_nchw(data[:, g:g + c], weight[g:g + c], params["stride"],
+                                                   params["pad"]) for g in range(0, data.shape[1], c)], axis=1)
     return apply_epilogue(result, depthwise_epilogue(params), inputs)
 
 
@@ -273,6 +299,8 @@ DEPTHWISE_PARAMS = describe_params(
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD, shape=True,
           sample=(0, 3)),
     Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 2)),
+    Param("group_size", "channels per group (1: depthwise; a divisor of BLOCK_IN: a grouped convolution of "
+          "channels/group_size groups)", low=1, shape=True, sample=(1, 1)),
     *tail_params("channel"),
     Param("vthreads", "virtual threads (latency hiding): they split the channels or rows", low=1, sample=(1, 3)),
     Param("plan", "tile sizes (a DepthwisePlan) instead of plan_depthwise's choice", cli=False),
@@ -337,21 +365,24 @@ def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> d
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
-    """A Conv whose ``group`` is its channels, one filter per channel, int8, square, one stride and padding."""
+    """A Conv of groups of ``c`` channels in and out (``c`` dividing ``BLOCK_IN``; 1: depthwise),
+    int8, square, one stride and padding."""
     if anchor.op != "Conv" or int(anchor.attrs.get("group", 1)) == 1:
         return None
     _, channels, height, width = anchor.shapes[0]
     out_ch, per_group, kh, kw = anchor.shapes[1]
     group = int(anchor.attrs["group"])
-    if group != channels or per_group != 1:
-        return f"grouped convolution (group={group}) runs on the CPU (the accelerator's are depthwise)"
-    if out_ch != channels:
-        return (f"a depthwise convolution with {out_ch // channels} filters per channel runs on the CPU (the "
-                "accelerator's has one)")
     if anchor.dtypes[0] != "int8":
         return f"not quantized ({anchor.dtypes[0]} data)"
     if not anchor.constant[1]:
         return "its weight is not a constant"
+    if out_ch != channels:
+        per = f"{per_group} channel{'s' * (per_group > 1)}"
+        return (f"a grouped convolution with {out_ch // group} filters per group of {per} runs on the CPU (the "
+                "accelerator's keep the channels)")
+    if cfg.BLOCK_IN % per_group:
+        return (f"grouped convolution (group={group}) of {per_group} channels per group runs on the CPU (the "
+                f"accelerator's group sizes divide BLOCK_IN, {cfg.BLOCK_IN})")
     strides = tuple(anchor.attrs.get("strides", (1, 1)))
     pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
     if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
@@ -359,14 +390,16 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
                 "padding on every side")
     if cfg.BLOCK_IN != cfg.BLOCK_OUT:
         return f"depthwise conv2d needs BLOCK_IN = BLOCK_OUT, not {cfg.BLOCK_IN} and {cfg.BLOCK_OUT}"
+    what = f"{channels} channels" if per_group == 1 else f"{group} groups of {per_group} channels"
     return ({"n": cfg.BATCH, "channels": channels, "hw": height, "kernel": kh, "pad": pads[0],
-             "stride": strides[0], "bias": len(anchor.shapes) > 2},
-            f"int8 depthwise conv2d {kh}x{kw}/{strides[0]}, {channels} channels")
+             "stride": strides[0], "group_size": per_group, "bias": len(anchor.shapes) > 2},
+            f"int8 {'depthwise' if per_group == 1 else 'grouped'} conv2d {kh}x{kw}/{strides[0]}, {what}")
 
 
 DESCRIPTOR = OperatorDescriptor(
     kind=OperatorKind.DEPTHWISE_CONV2D,
-    summary="clip((depthwise conv2d(data, weight) >> shift) + bias, 0, 127) as int8 (NCHW, (C, 1, KH, KW))",
+    summary="clip((depthwise conv2d(data, weight) >> shift) + bias, 0, 127) as int8 (NCHW, (C, c, KH, KW): "
+            "groups of c channels, 1 for depthwise)",
     factory=depthwise_conv2d, params=DEPTHWISE_PARAMS, reference=depthwise_reference,
     random_operands=benchmark_operands, epilogue=depthwise_epilogue,
     plans=PlanSpace(names=("cob", "yb", "xb", "vthreads", "split"), keywords=("vthreads", "plan"),

@@ -4,7 +4,8 @@ In order: remove Identity and Dropout (inference-time no-ops); fold constants (a
 whose inputs are all constants becomes a constant); fold a BatchNormalization into the
 Conv before it (when the Conv's output feeds only it and every parameter is constant), and
 a Mul or Add of a per-channel constant after a Conv likewise; run
-a Conv of a few groups (not depthwise) as a dense one with block-diagonal weights; pack
+a grouped Conv the accelerator's grouped mapping cannot take (its group sizes divide the
+block: depthwise, ShuffleNet's) as a dense one with block-diagonal weights; pack
 a few-channel Conv's kernel windows into channels (``Im2Col``, then a 1×1 Conv) for the
 accelerator's input block;
 put dense layers in one canonical form — a MatMul of a 2-D tensor by a constant matrix
@@ -254,21 +255,23 @@ def _fold_affine(graph: Graph) -> Graph:
         graph = prune(graph.replace(nodes=nodes, constants=constants, types=types))
 
 
-#: The most groups a grouped convolution (not depthwise) is run with as a dense one.
-MAX_DENSE_GROUPS = 8
-
-
-def _dense_groups(graph: Graph) -> Graph:
-    """A grouped Conv (``1 < group <= MAX_DENSE_GROUPS``, not depthwise) with constant
-    weights as a dense one whose weights are block-diagonal: the accelerator's conv2d runs
-    it, doing ``group`` times its MACs (the zero blocks); the notes say which."""
+def _dense_groups(graph: Graph, block: int | None, keep: frozenset[str]) -> Graph:
+    """A grouped Conv with constant weights that the accelerator's grouped mapping cannot take
+    as a dense one whose weights are block-diagonal: the accelerator's conv2d runs it, doing
+    ``group`` times its MACs (the zero blocks); the notes say which.  The grouped mapping
+    (``depthwise_conv2d``) takes depthwise convolutions and groups of ``c`` channels in and
+    out with ``c`` dividing ``block`` (``BLOCK_IN`` where it equals ``BLOCK_OUT``; 0: none);
+    ``block=None`` (convolutions on the CPU) and the nodes in ``keep`` leave every one grouped."""
+    if block is None:
+        return graph
     constants, used = dict(graph.constants), graph.names()
     nodes, notes = [], list(graph.notes)
     for node in graph.nodes:
         group = node.attrs.get("group", 1) if node.op is Op.CONV else 1
         weight = constants.get(node.inputs[1]) if node.op is Op.CONV else None
-        if weight is None or not isinstance(group, int) or not 1 < group <= MAX_DENSE_GROUPS \
-                or weight.shape[1] == 1:
+        if weight is None or not isinstance(group, int) or group == 1 or node.name in keep \
+                or (weight.shape[1] == 1 and weight.shape[0] == group) \
+                or (weight.shape[0] == weight.shape[1] * group and block and block % weight.shape[1] == 0):
             nodes.append(node)
             continue
         out_g, in_g = weight.shape[0] // group, weight.shape[1]
@@ -320,15 +323,18 @@ def _few_channels(graph: Graph, block_in: int, keep: frozenset[str]) -> Graph:
     return infer_shapes(graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes)))
 
 
-def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = frozenset()) -> Graph:
+def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = frozenset(),
+             grouped: int | None = None) -> Graph:
     """The simplified graph (see the module docstring); with ``block_in``, few-channel
-    convolutions (not in ``keep``) packed for a GEMM of that many input lanes."""
+    convolutions (not in ``keep``) packed for a GEMM of that many input lanes; with
+    ``grouped``, the grouped convolutions the accelerator's grouped mapping cannot take (its
+    group sizes divide ``grouped``; 0: none) made dense, block-diagonal."""
     _check_float(graph)
     graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
     graph = _fold_affine(graph)  # Conv + Mul/Add of a per-channel constant → Conv
-    graph = _dense_groups(graph)  # a Conv of a few groups → a dense Conv, block-diagonal weights
+    graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     if block_in is not None:
         graph = _few_channels(infer_shapes(graph), block_in, keep)  # a stem's window into channels

@@ -44,12 +44,31 @@ def test_a_depthwise_separable_block_runs_on_the_accelerator(stride: int, config
     assert np.abs(expected - float_out).max() < 0.1 * np.abs(float_out).max()
 
 
-def test_two_filters_per_channel_stay_on_the_cpu_with_the_reason() -> None:
+def test_two_filters_per_channel_run_dense_on_the_accelerator() -> None:
     weights = {"w": RNG.standard_normal((2 * C, 1, 3, 3)).astype(np.float32)}
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="g", group=C, pads=[1, 1, 1, 1])
     x = RNG.standard_normal((2, C, 6, 6)).astype(np.float32)
     model = compile_model(make_model([node], {"x": ["N", C, 6, 6]}, ["y"], weights), x, config="default")
     conv = next(n for n in model.graph.nodes if n.op is Op.CONV)
-    assert conv.placement is not None and conv.placement.device is Device.CPU
-    assert conv.placement.reason == ("a depthwise convolution with 2 filters per channel runs on the CPU (the "
-                                     "accelerator's has one)")
+    assert conv.placement is not None and conv.placement.device is Device.ACCEL and conv.attrs["group"] == 1
+    assert model.graph.notes == (f"node g: a convolution of {C} groups as a dense one with block-diagonal "
+                                 f"weights ({C}x its MACs)",)
+    np.testing.assert_array_equal(model.run(x, backend="functional")["y"], model.reference(x)["y"])
+
+
+@pytest.mark.parametrize(("weight", "config", "reason"), [
+    ((32, 1, 3, 3), "tiny", "a grouped convolution with 2 filters per group of 1 channel runs on the CPU (the "
+                            "accelerator's keep the channels)"),
+    ((16, 8, 3, 3), "tiny", "grouped convolution (group=2) of 8 channels per group runs on the CPU (the "
+                            "accelerator's group sizes divide BLOCK_IN, 4)"),
+    ((16, 2, 3, 3), "tiny", "its weight is not a constant"),
+])
+def test_the_grouped_mapping_says_why_not(weight: tuple[int, ...], config: str, reason: str) -> None:
+    from openvta.compiler.ops.depthwise_conv2d import DESCRIPTOR
+    from openvta.compiler.ops.descriptor import Anchor
+    from openvta.isa import preset
+
+    group = 16 // weight[1]
+    anchor = Anchor("Conv", {"group": group, "strides": (1, 1), "pads": (1, 1, 1, 1)}, ((1, 16, 6, 6), weight),
+                    ("int8", "int8"), (True, reason != "its weight is not a constant"))
+    assert DESCRIPTOR.match(anchor, preset(config)) == reason

@@ -1,7 +1,7 @@
-"""Convolutions as exporters write them, run on the accelerator (``passes/simplify.py``): a
-few groups (AlexNet's 2, ShuffleNet's 4) as a dense one with block-diagonal weights,
-exactly, while more groups than ``MAX_DENSE_GROUPS`` (and not depthwise) stay on the CPU
-with the reason; a per-channel Mul and Add after a conv folded into it."""
+"""Convolutions as exporters write them, run on the accelerator (``passes/simplify.py``): groups
+whose size divides the block on the grouped mapping (``depthwise_conv2d``'s block-diagonal
+tiles, any group count), other groups (AlexNet's 2 of 48 channels) as a dense one with
+block-diagonal weights, exactly; a per-channel Mul and Add after a conv folded into it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from onnx_models import make_model, run_onnxruntime
 
 import openvta
 from openvta.graph.ir import Device, Op
-from openvta.graph.passes.simplify import MAX_DENSE_GROUPS
 
 RNG = np.random.default_rng(11)
 
@@ -25,28 +24,32 @@ def _grouped(group: int, channels: int = 32) -> object:
     return make_model(nodes, {"x": ["N", channels, 6, 6]}, ["y"], {"w": weight, "b": bias})
 
 
-@pytest.mark.parametrize("group", [2, 4])
-def test_a_few_groups_run_dense_on_the_accelerator_exactly(group: int) -> None:
+@pytest.mark.parametrize("group", [2, 4, 16])
+def test_groups_run_on_the_accelerator_exactly(group: int) -> None:
+    """On ``tiny`` (blocks of 4): 2 groups of 16 channels as a dense conv, 4 groups of 8 too,
+    16 groups of 2 on the grouped mapping (4-lane tiles of two 2x2 blocks)."""
     proto = _grouped(group)
     x = RNG.standard_normal((2, 32, 6, 6)).astype(np.float32)
     model = openvta.compile_model(proto, x, config="tiny")
     conv = next(n for n in model.graph.nodes if n.op is Op.CONV)
-    assert conv.placement.device is Device.ACCEL and conv.attrs["group"] == 1
-    assert model.graph.notes == (f"node grouped: a convolution of {group} groups as a dense one with "
-                                 f"block-diagonal weights ({group}x its MACs)",)
+    assert conv.placement.device is Device.ACCEL
+    if group == 16:
+        assert conv.attrs["group"] == 16 and model.graph.notes == ()
+        assert conv.placement.reason == "int8 grouped conv2d 3x3/1, 16 groups of 2 channels"
+    else:
+        assert conv.attrs["group"] == 1
+        assert model.graph.notes == (f"node grouped: a convolution of {group} groups as a dense one with "
+                                     f"block-diagonal weights ({group}x its MACs)",)
     np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
 
 
-def test_many_groups_stay_on_the_cpu_with_the_reason() -> None:
-    group = 2 * MAX_DENSE_GROUPS
+def test_grouped_convolutions_stay_grouped_where_convolutions_run_on_the_cpu() -> None:
     x = RNG.standard_normal((2, 32, 6, 6)).astype(np.float32)
-    model = openvta.compile_model(_grouped(group), x, config="tiny")
+    model = openvta.compile_model(_grouped(4), x, config="tiny", cpu_ops=["Conv"])
     conv = next(n for n in model.graph.nodes if n.op is Op.CONV)
-    assert conv.placement.device is Device.CPU
-    assert conv.placement.reason == (f"grouped convolution (group={group}) runs on the CPU (the "
-                                     "accelerator's are depthwise)")
+    assert conv.placement.device is Device.CPU and conv.attrs["group"] == 4 and model.graph.notes == ()
 
 
 def test_a_per_channel_mul_and_add_after_a_conv_fold_into_it() -> None:
