@@ -125,6 +125,34 @@ def _fold_batch_norms(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes, constants=constants)
 
 
+def _affine_as_depthwise(graph: Graph, keep: frozenset[str]) -> Graph:
+    """A BatchNormalization of 4-D data left after the folds (DenseNet's after each Concat) as
+    the per-channel affine it is: a 1×1 depthwise Conv whose weight is the gain and bias the
+    shift, which the accelerator's depthwise conv2d runs with its requantization (and the
+    ReLU after it); the notes say which.  The nodes in ``keep`` stay."""
+    constants, used = dict(graph.constants), graph.names()
+    nodes, notes = [], list(graph.notes)
+    for node in graph.nodes:
+        params = node.inputs[1:]
+        if node.op is not Op.BATCH_NORM or node.name in keep or graph.types[node.inputs[0]].ndim != 4 \
+                or not all(v in constants for v in params):
+            nodes.append(node)
+            continue
+        scale, beta, mean, var = (constants[v].astype(np.float64) for v in params)
+        gain = scale / np.sqrt(var + float_attr(node.attrs, "epsilon", 1e-5))
+        weight, bias = fresh(f"{node.name}.weight", used), fresh(f"{node.name}.bias", used | {f"{node.name}.weight"})
+        used |= {weight, bias}
+        constants[weight] = gain.astype(np.float32).reshape(-1, 1, 1, 1)
+        constants[bias] = (beta - mean * gain).astype(np.float32)
+        attrs = Attrs({"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "group": len(gain)})
+        nodes.append(Node(node.name, Op.CONV, (node.inputs[0], weight, bias), node.outputs, attrs))
+        notes.append(f"node {node.name}: a BatchNormalization as a 1x1 depthwise convolution (its per-channel "
+                     "affine on the accelerator)")
+    types = dict(graph.types)
+    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
+    return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
+
+
 def _moved_quant(quant: QuantParams | None, transposed: bool, factor: float,
                  ndim: int) -> QuantParams | None:
     """A QDQ model's quantization of a constant after a transpose, or None if rescaled."""
@@ -334,6 +362,8 @@ def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = f
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
     graph = _fold_affine(graph)  # Conv + Mul/Add of a per-channel constant → Conv
+    if block_in is not None and grouped:
+        graph = _affine_as_depthwise(graph, keep)  # a BatchNormalization left → a 1×1 depthwise Conv
     graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     if block_in is not None:

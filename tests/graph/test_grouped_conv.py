@@ -91,3 +91,43 @@ def test_a_mul_and_add_after_a_batch_norm_join_it() -> None:
     np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
+
+
+def _bn_after_concat() -> object:
+    """DenseNet's pattern: a BatchNormalization after a Concat, where no Conv precedes it."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Concat", ["x", "a"], ["cat"], axis=1, name="cat"),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2")]
+    constants = {"w1": (rng.standard_normal((16, 24, 3, 3)) * 0.2).astype(np.float32),
+                 "s": rng.uniform(0.5, 1.5, 40).astype(np.float32),
+                 "b": (rng.standard_normal(40) * 0.1).astype(np.float32),
+                 "m": (rng.standard_normal(40) * 0.1).astype(np.float32),
+                 "v": rng.uniform(0.5, 2.0, 40).astype(np.float32),
+                 "w2": (rng.standard_normal((16, 40, 1, 1)) * 0.2).astype(np.float32)}
+    return make_model(nodes, {"x": ["N", 24, 8, 8]}, ["y"], constants)
+
+
+def test_a_batch_norm_after_a_concat_runs_on_the_accelerator_as_a_depthwise_conv() -> None:
+    proto = _bn_after_concat()
+    x = RNG.standard_normal((2, 24, 8, 8)).astype(np.float32)
+    model = openvta.compile_model(proto, x, config="default")
+    bn = next(n for n in model.graph.nodes if n.name == "bn")
+    assert bn.op is Op.CONV and bn.placement.device is Device.ACCEL
+    assert bn.placement.reason == "int8 depthwise conv2d 1x1/1, 40 channels"
+    assert model.graph.notes == ("node bn: a BatchNormalization as a 1x1 depthwise convolution (its per-channel "
+                                 "affine on the accelerator)",)
+    np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+    expected = model.reference(x)["y"]
+    for backend in ("functional", "cycle"):
+        assert np.array_equal(model.run(x, backend=backend)["y"], expected)
+
+
+def test_a_batch_norm_named_for_the_cpu_stays_one() -> None:
+    x = RNG.standard_normal((2, 24, 8, 8)).astype(np.float32)
+    model = openvta.compile_model(_bn_after_concat(), x, config="default", cpu_nodes=["bn"])
+    bn = next(n for n in model.graph.nodes if n.name == "bn")
+    assert bn.op is Op.BATCH_NORM and bn.placement.device is Device.CPU and model.graph.notes == ()
