@@ -117,6 +117,7 @@ def _load(model: Any) -> Any:
     import onnx
 
     if isinstance(model, onnx.ModelProto):
+        _check_external(model, None)
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a path or an onnx.ModelProto, not {type(model).__name__}")
@@ -135,7 +136,41 @@ def _load(model: Any) -> Any:
                          f"(truncated or another format: {_one_line(exc)})") from None
     if proto.ir_version == 0 or not proto.HasField("graph"):
         raise ModelError(f"model file {str(path)!r} is not an ONNX model (no IR version or graph)")
+    _check_external(proto, path)
     return proto
+
+
+def _external_tensors(proto: Any) -> list[Any]:
+    from onnx import TensorProto
+    from onnx.external_data_helper import _get_all_tensors
+
+    return [t for t in _get_all_tensors(proto) if t.HasField("data_location")
+            and t.data_location == TensorProto.EXTERNAL]
+
+
+def _check_external(proto: Any, path: Path | None) -> None:
+    """Load the external data of ``path``'s tensors from beside it (one-line
+    :class:`ModelError` for a file that is missing or short); a ``ModelProto`` handed in
+    must carry its external data already."""
+    from onnx import helper
+    from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_tensor
+
+    for tensor in _external_tensors(proto):
+        location = ExternalDataInfo(tensor).location
+        if path is None:
+            raise ModelError(f"tensor {tensor.name!r} keeps its data in the external file {location!r}: give the "
+                             "model's path, or load it with its external data (onnx.load)")
+        try:
+            load_external_data_for_tensor(tensor, str(path.parent))
+        except Exception as exc:  # onnx raises ValidationError, FileNotFoundError, ValueError
+            raise ModelError(f"model file {str(path)!r}: the external data {location!r} of tensor "
+                             f"{tensor.name!r} cannot be read ({_one_line(exc)})") from None
+        tensor.data_location = 0  # DEFAULT: the data is in raw_data now
+        del tensor.external_data[:]
+        want = int(np.prod(tensor.dims)) * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        if len(tensor.raw_data) != want:
+            raise ModelError(f"model file {str(path)!r}: the external data {location!r} of tensor "
+                             f"{tensor.name!r} holds {len(tensor.raw_data)} bytes, not {want}")
 
 
 def _check_model(proto: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -177,3 +179,49 @@ def test_a_kept_bool_constant_is_an_error() -> None:
 def test_an_older_opset_is_upgraded_and_the_notes_say_so() -> None:
     graph = import_onnx(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": [2]}, ["y"], opset=11))
     assert graph.notes == ("opset 11 upgraded to 13 with onnx.version_converter",)
+
+
+def _external_model(tmp_path: Path) -> Path:
+    import onnx
+    from onnx import numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [weight])
+    path = tmp_path / "model.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path,
+                    save_as_external_data=True, location="weights.bin", size_threshold=0)
+    return path
+
+
+def test_external_data_is_read_from_beside_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _external_model(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)  # not the model's folder
+    graph = import_onnx(path)
+    assert np.array_equal(graph.constants["w"], np.arange(16, dtype=np.float32).reshape(4, 4))
+
+
+def test_missing_or_short_external_data_is_one_line(tmp_path: Path) -> None:
+    import onnx
+
+    path = _external_model(tmp_path)
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 10)
+    with pytest.raises(ModelError, match=r"^model file '.*model\.onnx': the external data 'weights\.bin' of tensor "
+                                         r"'w' cannot be read \(External data length \(64\) exceeds .*\)$"):
+        import_onnx(path)
+    proto = onnx.load(path, load_external_data=False)  # an exporter that wrote no length
+    entries = [e for e in proto.graph.initializer[0].external_data if e.key != "length"]
+    del proto.graph.initializer[0].external_data[:]
+    proto.graph.initializer[0].external_data.extend(entries)
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelError, match=r"^model file '.*model\.onnx': the external data 'weights\.bin' of tensor "
+                                         r"'w' holds 10 bytes, not 64$"):
+        import_onnx(path)
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(ModelError, match=r"^model file '.*model\.onnx': the external data 'weights\.bin' of tensor "
+                                         r"'w' cannot be read \(.*\)$"):
+        import_onnx(path)
+    with pytest.raises(ModelError, match=r"^tensor 'w' keeps its data in the external file 'weights\.bin': give "
+                                         r"the model's path, or load it with its external data \(onnx\.load\)$"):
+        import_onnx(onnx.load(path, load_external_data=False))

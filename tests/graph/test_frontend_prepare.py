@@ -141,3 +141,16 @@ def test_the_command_line_takes_input_shapes(tmp_path, capsys: pytest.CaptureFix
                      "--input-shape", bad, "-o", str(tmp_path / "m.ovta")]) == 1
         assert capsys.readouterr().err == (f"openvta: error: --input-shape {bad!r} must be NAME=D1,D2,... with "
                                            "positive integer sizes, e.g. image=1,3,224,224\n")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_an_older_opsets_softmax_normalizes_the_coerced_2d_input(axis: int) -> None:
+    """Before opset 13 Softmax normalized over every axis from ``axis`` on; the upgrade keeps
+    that meaning (onnxruntime runs the opset-11 model as it was written)."""
+    proto = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=axis, name="softmax")],
+                       {"x": [2, 3, 4]}, ["y"], opset=11)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    model = openvta.compile_model(proto, x, config="tiny")
+    np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0], rtol=1e-6,
+                               atol=1e-7)
+    assert model.graph.notes[0] == "opset 11 upgraded to 13 with onnx.version_converter"

@@ -19,7 +19,7 @@ from openvta.graph.frontends.onnx import SUPPORTED_OPS
 from openvta.graph.onnx_backend import OpenvtaBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "onnx_zoo"))
-from zoo_models import expected_output, model, shipped_input  # noqa: E402
+from zoo_models import MODELS, expected_output, model, shipped_input  # noqa: E402
 
 #: Node tests of the registry's operators that openvta does not run, by pattern, with the reason.
 EXCLUDED = {
@@ -76,7 +76,7 @@ def test_backend_run_does_not_use_onnx_reference(name: str, monkeypatch: pytest.
             np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "bvlc_alexnet"])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_the_light_models_give_their_shipped_output(name: str) -> None:
     proto = model(name)
     got = OpenvtaBackend.run_model(proto, [shipped_input(proto)])[0]
