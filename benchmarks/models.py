@@ -26,7 +26,7 @@ The nine classic CNNs of the ONNX model zoo (``examples/onnx_zoo``, seeded He-no
 weights in place of the shipped fills; issue [3/5]): per model the compile time, the float
 reference against onnxruntime (largest difference relative to the largest output; target
 1e-4), the share of the model's own MACs on the accelerator (a grouped convolution run
-dense counts its real MACs; target >= 95 %), the int8 run on ``cycle`` against the integer
+dense counts its real MACs; target >= 95 %), the int8 run on ``functional`` and ``cycle`` against the integer
 reference, its cycles and the CPU fallback's wall time.  About 15 minutes for the nine.
 
     .venv/bin/python benchmarks/models.py [--config default] [--images 20] [--rtl]
@@ -224,8 +224,10 @@ def zoo(config: str, names: list[str]) -> None:
         accel = sum(m for k, m in real.items() if placed.get(k) is Device.ACCEL)
         total = sum(real.values())
         cpu = sorted({k for k, m in real.items() if m and placed.get(k) is not Device.ACCEL})
+        reference = model.reference(x)
+        functional = model.run(x, backend="functional")
         out = model.run(x, backend="cycle")
-        equal = all(np.array_equal(out[k], v) for k, v in model.reference(x).items())
+        equal = all(np.array_equal(out[k], v) and np.array_equal(functional[k], v) for k, v in reference.items())
         print(f"{name:<14}{seconds:>8.1f}s{relative:>14}{total:>15,}{accel / total:>10.1%}{str(equal):>7}"
               f"{out.report.cycles or 0:>14,}{out.report.cpu_seconds * 1e3:>9.1f}  {', '.join(cpu) or '-'}",
               flush=True)

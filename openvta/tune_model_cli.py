@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``model`` to ``openvta tune``'s sub-commands; returns its parser."""
     p = subparsers.add_parser("model", help="tune every accelerator kernel of an ONNX model into one log",
                               description="tune every accelerator kernel of an ONNX model into one log")
-    p.add_argument("model", help="the float32 ONNX model (opset 13 or newer)")
+    p.add_argument("model", help="the float32 ONNX model (opset 7 or newer; older than 13 upgraded)")
     p.add_argument("--calibration", required=True,
                    help="calibration samples: an .npz with one array per graph input")
     p.add_argument("--trials-per-kernel", type=int, default=100,

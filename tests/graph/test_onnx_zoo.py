@@ -1,6 +1,6 @@
 """The nine classic CNNs of the ONNX model zoo, as the ``onnx`` package ships them (opset 9,
-weights as ConstantOfShape fills): each imports (the small ones' float path gives the
-shipped output through the ONNX backend: test_onnx_backend.py); two with seeded He-normal
+weights as ConstantOfShape fills): each imports (its float path gives the shipped output
+through the ONNX backend: test_onnx_backend.py); two with seeded He-normal
 weights compile, their float reference equals
 onnxruntime and their int8 run equals the integer reference.  (The 224-pixel int8 runs of
 all nine are ``benchmarks/models.py --model zoo``.)"""
