@@ -63,9 +63,6 @@ MIN_SHR_AMOUNT = -(1 << (SHR_AMOUNT_WIDTH - 1))
 
 _SHR_MASK = (1 << SHR_AMOUNT_WIDTH) - 1
 _SHR_SIGN = 1 << (SHR_AMOUNT_WIDTH - 1)
-# int64 shifts by 0..63 are defined; a clipped shift by 63 gives the same low 32 bits
-# as any larger one.
-_INT64_SHIFT = 63
 
 
 @overload
@@ -88,9 +85,12 @@ def shr_amount(b: int | np.ndarray) -> int | np.ndarray:
 
 
 def _shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # shr_amount lies in [-32, 31]: both shifts are within int64's 0..63 without a clip
     s = shr_amount(b)
-    right = a >> np.clip(s, 0, _INT64_SHIFT)
-    left = a << np.clip(-s, 0, _INT64_SHIFT)
+    if s.min() >= 0:  # the common case, a right shift on every lane
+        return a >> s
+    right = a >> np.maximum(s, 0)
+    left = a << np.maximum(-s, 0)
     return np.where(s >= 0, right, left)
 
 
@@ -141,6 +141,9 @@ def round_shift_lanes(a: np.ndarray, b: np.ndarray | np.integer | int) -> np.nda
     """
     a = np.asarray(a, np.int64)
     s = shr_amount(np.asarray(b, np.int64))
+    if s.min() >= 1:  # the common case: a right shift by s - 1 stays within int32, the
+        # increment wraps (only 2**31 - 1 + 1 does), then the arithmetic shift by 1
+        return ((a >> (s - 1)) + 1).astype(np.int32) >> 1
     first = alu_lanes(AluOp.SHR, a, np.where(s >= 1, s - 1, s))
     rounded = alu_lanes(AluOp.SHR, alu_lanes(AluOp.ADD, first, 1), 1)
     return np.where(s >= 1, rounded, first).astype(np.int32)
@@ -154,9 +157,12 @@ def clip_lanes(a: np.ndarray, b: np.ndarray | np.integer | int) -> np.ndarray:
     [-128, 5, 127]
     """
     b = np.asarray(b, np.int64) & 0xFFFF_FFFF
-    high = ((b >> 16) ^ 0x8000) - 0x8000
-    low = ((b & 0xFFFF) ^ 0x8000) - 0x8000
-    return np.maximum(np.minimum(np.asarray(a, np.int64), high), low).astype(np.int32)
+    high = (((b >> 16) ^ 0x8000) - 0x8000).astype(np.int32)  # 16-bit bounds: int32 holds them
+    low = (((b & 0xFFFF) ^ 0x8000) - 0x8000).astype(np.int32)
+    a = np.asarray(a)
+    if a.dtype != np.int32:
+        a = np.minimum(np.maximum(a.astype(np.int64), INT32_MIN), INT32_MAX)  # as the int64 clip did
+    return np.maximum(np.minimum(a.astype(np.int32, copy=False), high), low)
 
 
 def clip_word(low: int, high: int) -> int:

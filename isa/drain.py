@@ -124,9 +124,26 @@ def encode_header(cfg: Config, stages: tuple[DrainStage, ...], res_base: int = 0
     return lanes.astype(np.uint32).astype(np.int32)
 
 
+#: Headers decoded before (a program drains with a few descriptors, many times each).
+_DECODED: dict[tuple[str, bytes], tuple[tuple[DrainStage, ...], int, int]] = {}
+_DECODED_MAX = 4096
+
+
 def decode_header(header: np.ndarray, what: str) -> tuple[tuple[DrainStage, ...], int, int]:
     """``(stages, res_base, stride)`` of a header word; :class:`DrainError` for a bad code or count."""
-    lanes = np.asarray(header).reshape(-1).astype(np.int64) & 0xFFFF_FFFF
+    header = np.asarray(header)
+    key = (header.dtype.str, header.tobytes())
+    decoded = _DECODED.get(key)
+    if decoded is None:
+        decoded = _decode_header(header, what)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = decoded
+    return decoded
+
+
+def _decode_header(header: np.ndarray, what: str) -> tuple[tuple[DrainStage, ...], int, int]:
+    lanes = header.reshape(-1).astype(np.int64) & 0xFFFF_FFFF
     count = int(lanes[0])
     capacity = DRAIN_CODES_PER_LANE * (len(lanes) - DRAIN_HEADER_LANES)
     if count > capacity:

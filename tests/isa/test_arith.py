@@ -22,7 +22,9 @@ from openvta.isa.arith import (
     MAX_SHR_AMOUNT,
     MIN_SHR_AMOUNT,
     alu_lanes,
+    clip_lanes,
     requantize_int32,
+    round_shift_lanes,
     round_shift,
     round_shift_steps,
     shr_amount,
@@ -91,3 +93,33 @@ def test_requantize_int32_is_the_naive_rescaling(acc: int, pre: int, multiplier:
 @pytest.mark.parametrize("value", [2**31, -(2**31) - 1, 2**32 + 5, -1])
 def test_wrap_int32_keeps_the_low_32_bits(value: int) -> None:
     assert wrap_int32(np.array([value])).tolist() == [_naive_wrap32(value)]
+
+
+def _naive_round_shift_lane(value: int, word: int) -> int:
+    s = shr_amount(word)
+    if s < 1:
+        return alu_reference(AluOp.SHR, value, word)
+    first = alu_reference(AluOp.SHR, value, s - 1)
+    return alu_reference(AluOp.SHR, alu_reference(AluOp.ADD, first, 1), 1)
+
+
+def _naive_clip_lane(value: int, word: int) -> int:
+    word &= 0xFFFF_FFFF
+    high, low = (word >> 16 ^ 0x8000) - 0x8000, (word & 0xFFFF ^ 0x8000) - 0x8000
+    return max(min(value, high), low)
+
+
+LANE_WORDS = st.one_of(INT32, st.integers(-40, 70))  # any word, and shifts of both signs
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(INT32, LANE_WORDS), min_size=1, max_size=8), as_int32=st.booleans())
+def test_lane_words_per_lane_are_the_naive_lanes(pairs: list[tuple[int, int]], as_int32: bool) -> None:
+    """A word per lane (the drain's operand words): the shifts' right-only fast paths and
+    the mixed-sign ones agree with the naive lanes."""
+    a = np.array([x for x, _ in pairs], np.int32 if as_int32 else np.int64)
+    b = np.array([w for _, w in pairs], np.int64)
+    for op in AluOp:
+        assert alu_lanes(op, a, b).tolist() == [alu_reference(op, x, w) for x, w in pairs]
+    for got, naive in ((round_shift_lanes(a, b), _naive_round_shift_lane), (clip_lanes(a, b), _naive_clip_lane)):
+        assert got.dtype == np.int32 and got.tolist() == [naive(x, w) for x, w in pairs]
