@@ -228,7 +228,7 @@ def _input_type(value: Any) -> TensorType:
 def _constant_array(name: str, array: np.ndarray) -> np.ndarray:
     # bool scalars are flags that converters read (Dropout's training_mode), never kept
     if array.dtype in (np.float32, np.int64) or (array.dtype == np.bool_ and array.size == 1):
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")  # (ascontiguousarray would make a 0-D one 1-D)
     raise ModelError(f"constant {name!r} must be float32 (or int64 for shapes), not {array.dtype}")
 
 

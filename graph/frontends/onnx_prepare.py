@@ -230,7 +230,7 @@ def _fold(proto: Any, names: list[str]) -> tuple[Any, int]:
         return proto, 0
     used = {i for n in kept for i in n.input} | outputs
     initializers = [init for init in graph.initializer if init.name in used]
-    initializers += [numpy_helper.from_array(np.ascontiguousarray(a), n) for n, a in new.items() if n in used]
+    initializers += [numpy_helper.from_array(np.asarray(a, order="C"), n) for n, a in new.items() if n in used]
     inputs = [v for v in graph.input if v.name in used or v.name not in values]
     return _with(proto, kept, initializers, inputs), folded
 

@@ -12,6 +12,7 @@ from onnx_models import make_model, run_onnxruntime
 import openvta
 from openvta.graph.errors import ModelError
 from openvta.graph.frontends.onnx import import_onnx
+from openvta.graph.ir import Op
 
 RNG = np.random.default_rng(5)
 W = (RNG.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
@@ -154,3 +155,23 @@ def test_an_older_opsets_softmax_normalizes_the_coerced_2d_input(axis: int) -> N
     np.testing.assert_allclose(model.float_reference(x)["y"], run_onnxruntime(proto, {"x": x})[0], rtol=1e-6,
                                atol=1e-7)
     assert model.graph.notes[0] == "opset 11 upgraded to 13 with onnx.version_converter"
+
+
+def test_a_scalar_constant_stays_a_scalar_between_folding_rounds() -> None:
+    """A 0-D ``Constant`` folded in one round and read in a later one (the index of a
+    ``Shape → Gather`` whose shape is known only once an earlier Reshape's target has
+    folded) stays 0-D: BERT-style exports flatten attention heads this way."""
+    nodes = [helper.make_node("Constant", [], ["c0"], value=helper.make_tensor("v", 7, [], [0]), name="c0"),
+             helper.make_node("Concat", ["two", "minus1"], ["t"], axis=0, name="target"),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="split"),
+             helper.make_node("Shape", ["y"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "c0"], ["n"], axis=0, name="gather"),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="unsqueeze"),
+             helper.make_node("Concat", ["n1", "minus1"], ["back"], axis=0, name="concat"),
+             helper.make_node("Reshape", ["y", "back"], ["z"], name="join")]
+    constants = {"two": np.array([2], np.int64), "minus1": np.array([-1], np.int64),
+                 "axes": np.array([0], np.int64)}
+    proto = make_model(nodes, {"x": [4, 6]}, ["z"], constants)
+    graph = import_onnx(proto)
+    assert [n.op for n in graph.nodes] == [Op.RESHAPE, Op.RESHAPE]
+    assert graph.types["z"].shape == (2, 12)
