@@ -50,8 +50,8 @@ __all__ = ["OpenvtaBackend", "OpenvtaRep", "prepare", "run_model", "supports_dev
 EXACT_INTEGER = 2 ** 24
 #: Operators whose float32 result on integer values is the integer result (while exact).
 _INTEGER_EXACT_OPS = frozenset({"Add", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity",
-                                "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Squeeze", "Transpose",
-                                "Unsqueeze"})
+                                "MaxPool", "Mul", "Pad", "Pow", "Relu", "Reshape", "Squeeze", "Sub",
+                                "Transpose", "Unsqueeze"})
 
 
 def _widened_types() -> dict[int, np.dtype]:

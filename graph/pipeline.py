@@ -63,7 +63,8 @@ PASSES: list[tuple[str, Pass]] = [
     ("infer shapes", lambda g, o: infer_shapes(g)),  # every value typed from the inputs
     ("simplify", lambda g, o: simplify(  # no Identity/Dropout, BN folded, constants folded, stems packed
         g, None if Op.CONV in o.cpu_ops or o.mode is RequantMode.EXACT else o.cfg.BLOCK_IN, o.cpu_nodes,
-        None if Op.CONV in o.cpu_ops else o.cfg.BLOCK_IN * (o.cfg.BLOCK_IN == o.cfg.BLOCK_OUT))),
+        None if Op.CONV in o.cpu_ops else o.cfg.BLOCK_IN * (o.cfg.BLOCK_IN == o.cfg.BLOCK_OUT),
+        o.mode is not RequantMode.EXACT)),
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode)),  # int8 scale per activation
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why

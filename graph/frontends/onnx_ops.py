@@ -210,6 +210,28 @@ def _axes_input(node: OnnxNode, required: bool) -> tuple[tuple[str, ...], Attrs]
     return (node.inputs[0],), {"axes": tuple(int(a) for a in axes.reshape(-1))}
 
 
+def _reduce(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    """ReduceMean's and ReduceSum's axes: an attribute (ReduceMean before opset 18) or a
+    constant second input; none is every axis, or with ``noop_with_empty_axes`` no axis
+    (``axes=()``: the identity)."""
+    _only(node, ("axes", "keepdims", "noop_with_empty_axes"))
+    attrs: Attrs = {"keepdims": node.attrs.get("keepdims", 1)}
+    axes = node.constant(1, "axes")
+    given = axes.reshape(-1).tolist() if axes is not None else node.attrs.get("axes")
+    if isinstance(given, (list, tuple)) and len(given):
+        attrs["axes"] = tuple(int(a) for a in given)
+    elif node.attrs.get("noop_with_empty_axes", 0):
+        attrs["axes"] = ()
+    return (node.inputs[0],), attrs
+
+
+def _layer_norm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("axis", "epsilon", "stash_type"))
+    if node.attrs.get("stash_type", 1) != 1:
+        raise node.fail(f"attribute stash_type must be 1 (float32), not {node.attrs['stash_type']!r}")
+    return node.present(), {k: node.attrs[k] for k in ("axis", "epsilon") if k in node.attrs}
+
+
 def _pad(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     _only(node, ("mode",))
     pads = node.constant(1, "pads")
@@ -262,6 +284,17 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.UNSQUEEZE: lambda node: _axes_input(node, required=True),
     Op.SQUEEZE: lambda node: _axes_input(node, required=False),
     Op.PAD: _pad,
+    Op.SUB: _plain(),
+    Op.DIV: _plain(),
+    Op.POW: _plain(),
+    Op.ERF: _plain(),
+    Op.SQRT: _plain(),
+    Op.SIGMOID: _plain(),
+    Op.TANH: _plain(),
+    Op.GELU: _plain("approximate"),
+    Op.REDUCE_MEAN: lambda node: _reduce(node),
+    Op.REDUCE_SUM: lambda node: _reduce(node),
+    Op.LAYER_NORM: _layer_norm,
 }
 
 

@@ -387,8 +387,9 @@ def _fold_all(proto: Any) -> Any:
 
 def _canonical(proto: Any) -> Any:
     """Nodes written as the converters read them: ``Sum`` as a chain of ``Add`` (one input:
-    ``Identity``), and a ``Dropout`` without a training mode as the ``Identity`` it is at
-    inference (its mask output, if any, read by nothing)."""
+    ``Identity``), a ``Dropout`` without a training mode as the ``Identity`` it is at
+    inference (its mask output, if any, read by nothing), and a ``LayerNormalization`` whose
+    ``Mean`` or ``InvStdDev`` is read as the ops of its ONNX function (one output each)."""
     from onnx import helper
 
     graph = proto.graph
@@ -419,6 +420,11 @@ def _canonical(proto: Any) -> Any:
             changed = True
             nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=name))
             continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if default and node.op_type == "LayerNormalization" and any(o in read for o in node.output[1:] if o):
+            changed = True
+            nodes += _layer_norm_function(proto, node, name, attrs)
+            continue
         nodes.append(node)
     if not changed:
         return proto
@@ -426,3 +432,48 @@ def _canonical(proto: Any) -> Any:
     unused = {init.name for init in graph.initializer if init.name not in used}
     return _with(proto, nodes, [init for init in graph.initializer if init.name not in unused],
                  [v for v in graph.input if v.name not in unused])
+
+
+def _layer_norm_function(proto: Any, node: Any, name: str, attrs: dict) -> list:
+    """LayerNormalization as its ONNX function's ops, so that ``Mean`` (the mean over the
+    axes from ``axis`` on, kept) and ``InvStdDev`` (``1 / sqrt(var + epsilon)``) are outputs
+    of their own nodes."""
+    from onnx import helper
+
+    axis = int(attrs.get("axis", -1))
+    if axis < 0:
+        axes = list(range(axis, 0))
+    else:
+        shape = _shapes(proto).get(node.input[0])
+        if shape is None:
+            raise ModelError(f"node {name!r} (LayerNormalization) reads Mean or InvStdDev of an input whose "
+                             "rank is not known")
+        axes = list(range(axis, len(shape)))
+    epsilon = float(attrs.get("epsilon", 1e-5))
+    out = list(node.output) + [""] * (3 - len(node.output))
+    mean, inv = out[1] or f"{name}.mean", out[2] or f"{name}.inv_std_dev"
+    x, scale = node.input[0], node.input[1]
+    t = {k: f"{name}.{k}" for k in ("d", "dd", "var", "eps", "std", "one", "norm", "scaled", "axes")}
+    opset = _opset(proto)
+
+    def reduce_mean(data: str, output: str) -> Any:
+        if opset >= 18:  # the axes an input
+            return helper.make_node("ReduceMean", [data, t["axes"]], [output], keepdims=1, name=output)
+        return helper.make_node("ReduceMean", [data], [output], axes=axes, keepdims=1, name=output)
+
+    nodes = [helper.make_node("Constant", [], [t["axes"]], value=helper.make_tensor("axes", 7, [len(axes)], axes)),
+             helper.make_node("Constant", [], [t["eps"]], value=helper.make_tensor("eps", 1, [], [epsilon])),
+             helper.make_node("Constant", [], [t["one"]], value=helper.make_tensor("one", 1, [], [1.0])),
+             reduce_mean(x, mean),
+             helper.make_node("Sub", [x, mean], [t["d"]], name=t["d"]),
+             helper.make_node("Mul", [t["d"], t["d"]], [t["dd"]], name=t["dd"]),
+             reduce_mean(t["dd"], t["var"]),
+             helper.make_node("Add", [t["var"], t["eps"]], [f"{name}.ve"], name=f"{name}.ve"),
+             helper.make_node("Sqrt", [f"{name}.ve"], [t["std"]], name=t["std"]),
+             helper.make_node("Div", [t["one"], t["std"]], [inv], name=inv),
+             helper.make_node("Mul", [t["d"], inv], [t["norm"]], name=t["norm"])]
+    y = out[0] if len(node.input) < 3 or not node.input[2] else t["scaled"]
+    nodes.append(helper.make_node("Mul", [t["norm"], scale], [y], name=name))
+    if y != out[0]:
+        nodes.append(helper.make_node("Add", [y, node.input[2]], [out[0]], name=f"{name}.bias"))
+    return nodes

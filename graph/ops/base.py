@@ -70,12 +70,15 @@ class OnnxExample:
         1-D; integers are int64 (a Reshape's shape), floats float32.
     positive :
         indices of random inputs that must be positive (a variance).
+    opset :
+        the model's opset (13; 17 for LayerNormalization, 20 for Gelu).
     """
 
     inputs: tuple[tuple[int, ...] | None, ...]
     attrs: Mapping[str, object] = field(default_factory=dict)
     constants: Mapping[int, float | tuple[float, ...] | tuple[int, ...]] = field(default_factory=dict)
     positive: tuple[int, ...] = ()
+    opset: int = 13
 
 
 def cpu_only(reason: str) -> AccelFn:

@@ -69,7 +69,9 @@ def _linear(b: Builder, node: Node) -> bool:
     bias = b.source.constants.get(node.inputs[2]) if len(node.inputs) > 2 else None
     w_axis, out_axis = channel_axis(node)
     channels = weight.shape[w_axis] if weight is not None else 0
-    if weight is None or weight.ndim != 2 and node.op is Op.MATMUL or node.inputs[0] in b.source.constants \
+    # (a MatMul the accelerator can take is a Gemm by now, simplify's canonical form: any
+    # other, an N-D activation's with a symbolic batch or two activations', is a float island)
+    if weight is None or node.op is Op.MATMUL or node.inputs[0] in b.source.constants \
             or (len(node.inputs) > 2 and (bias is None or bias.shape != (channels,))) \
             or any(float_attr(node.attrs, k, 1.0) != 1.0 for k in ("alpha", "beta")):
         return False  # not constant weights and bias in canonical form: a float island

@@ -125,16 +125,17 @@ def _fold_batch_norms(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes, constants=constants)
 
 
-def _affine_as_depthwise(graph: Graph, keep: frozenset[str]) -> Graph:
+def _affine_as_depthwise(graph: Graph) -> Graph:
     """A BatchNormalization of 4-D data left after the folds (DenseNet's after each Concat) as
     the per-channel affine it is: a 1×1 depthwise Conv whose weight is the gain and bias the
     shift, which the accelerator's depthwise conv2d runs with its requantization (and the
-    ReLU after it); the notes say which.  The nodes in ``keep`` stay."""
+    ReLU after it); the notes say which.  Whatever the placement (``cpu_ops``, ``cpu_nodes``:
+    the Conv keeps the node's name), so that the integer results do not depend on it."""
     constants, used = dict(graph.constants), graph.names()
     nodes, notes = [], list(graph.notes)
     for node in graph.nodes:
         params = node.inputs[1:]
-        if node.op is not Op.BATCH_NORM or node.name in keep or graph.types[node.inputs[0]].ndim != 4 \
+        if node.op is not Op.BATCH_NORM or graph.types[node.inputs[0]].ndim != 4 \
                 or not all(v in constants for v in params):
             nodes.append(node)
             continue
@@ -212,6 +213,43 @@ def _bias_add(graph: Graph, node: Node) -> tuple[Node, str] | None:
                                                                             (1, out_features)):
         return None
     return add, other
+
+
+def _flatten_dense(graph: Graph) -> Graph:
+    """A MatMul of an N-D activation (N ≥ 3: a transformer's ``(batch, tokens, features)``,
+    every dimension static) by a constant matrix, with the bias Add after it, as a Reshape
+    to 2-D, the 2-D MatMul and Add (which ``_canonical_dense`` makes a Gemm: the
+    accelerator's dense) and a Reshape back.  With a symbolic batch the rows are not a
+    static count, and the MatMul stays (a float island)."""
+    used = graph.names()
+    nodes: dict[str, Node | list[Node]] = {n.name: n for n in graph.nodes}
+    types = dict(graph.types)
+    for node in graph.nodes:
+        data = graph.types[node.inputs[0]]
+        weight = graph.constants.get(node.inputs[1]) if node.op is Op.MATMUL else None
+        if weight is None or weight.ndim != 2 or data.ndim < 3 or not all(isinstance(d, int) for d in data.shape):
+            continue
+        k, features = weight.shape
+        flat, product = (fresh(f"{node.name}.{what}", used) for what in ("flat", "2d"))
+        used |= {flat, product}
+        last = node
+        found = _bias_add(graph, node)
+        chain = [Node(f"{node.name}.flatten", Op.RESHAPE, (node.inputs[0],), (flat,), Attrs({"shape": (-1, k)})),
+                 replace(node, inputs=(flat, node.inputs[1]), outputs=(product,))]
+        if found is not None:
+            add, bias = found
+            summed = fresh(f"{add.name}.2d", used)
+            used.add(summed)
+            chain.append(replace(add, inputs=(product, bias), outputs=(summed,)))
+            product, last = summed, add
+            nodes[add.name] = []
+        target = tuple(int(d) for d in data.shape[:-1]) + (features,)  # type: ignore[call-overload]
+        chain.append(Node(f"{node.name}.unflatten", Op.RESHAPE, (product,), last.outputs, Attrs({"shape": target})))
+        nodes[node.name] = chain
+    if all(isinstance(v, Node) for v in nodes.values()):
+        return graph
+    flat_nodes = tuple(n for v in nodes.values() for n in ([v] if isinstance(v, Node) else v))
+    return infer_shapes(graph.replace(nodes=flat_nodes, types=types))
 
 
 def _canonical_dense(graph: Graph) -> Graph:
@@ -352,19 +390,21 @@ def _few_channels(graph: Graph, block_in: int, keep: frozenset[str]) -> Graph:
 
 
 def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = frozenset(),
-             grouped: int | None = None) -> Graph:
+             grouped: int | None = None, affine: bool = False) -> Graph:
     """The simplified graph (see the module docstring); with ``block_in``, few-channel
     convolutions (not in ``keep``) packed for a GEMM of that many input lanes; with
     ``grouped``, the grouped convolutions the accelerator's grouped mapping cannot take (its
-    group sizes divide ``grouped``; 0: none) made dense, block-diagonal."""
+    group sizes divide ``grouped``; 0: none) made dense, block-diagonal; with ``affine``, a
+    BatchNormalization no Conv precedes made a 1×1 depthwise Conv."""
     _check_float(graph)
     graph = _remove_identities(graph)  # Identity, Dropout: no-ops at inference
     graph = _fold_constants(graph)  # all-constant nodes → constants
     graph = _fold_batch_norms(graph)  # Conv + BatchNormalization → Conv
     graph = _fold_affine(graph)  # Conv + Mul/Add of a per-channel constant → Conv
-    if block_in is not None and grouped:
-        graph = _affine_as_depthwise(graph, keep)  # a BatchNormalization left → a 1×1 depthwise Conv
+    if affine:
+        graph = _affine_as_depthwise(graph)  # a BatchNormalization left → a 1×1 depthwise Conv
     graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
+    graph = _flatten_dense(graph)  # an N-D activation's MatMul by a matrix → Reshape, 2-D MatMul, Reshape
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     if block_in is not None:
         graph = _few_channels(infer_shapes(graph), block_in, keep)  # a stem's window into channels

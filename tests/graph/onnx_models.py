@@ -55,7 +55,7 @@ def example_model(op: Op, example: OnnxExample,
         names.append(name)
     node = helper.make_node(op.value, names, ["out"], name="node", **example.attrs)
     shapes = {k: v.shape for k, v in feeds.items()}
-    return make_model([node], shapes, ["out"], inits), feeds
+    return make_model([node], shapes, ["out"], inits, opset=example.opset), feeds
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

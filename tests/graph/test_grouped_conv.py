@@ -126,8 +126,12 @@ def test_a_batch_norm_after_a_concat_runs_on_the_accelerator_as_a_depthwise_conv
         assert np.array_equal(model.run(x, backend=backend)["y"], expected)
 
 
-def test_a_batch_norm_named_for_the_cpu_stays_one() -> None:
+@pytest.mark.parametrize("where", [{"cpu_nodes": ["bn"]}, {"cpu_ops": ["Conv"]}])
+def test_a_batch_norm_placed_on_the_cpu_gives_the_same_numbers(where: dict) -> None:
+    """The rewrite does not depend on the placement, so neither do the integer results."""
     x = RNG.standard_normal((2, 24, 8, 8)).astype(np.float32)
-    model = openvta.compile_model(_bn_after_concat(), x, config="default", cpu_nodes=["bn"])
-    bn = next(n for n in model.graph.nodes if n.name == "bn")
-    assert bn.op is Op.BATCH_NORM and bn.placement.device is Device.CPU and model.graph.notes == ()
+    placed = openvta.compile_model(_bn_after_concat(), x, config="default", **where)
+    bn = next(n for n in placed.graph.nodes if n.name == "bn")
+    assert bn.op is Op.CONV and bn.placement.device is Device.CPU
+    default = openvta.compile_model(_bn_after_concat(), x, config="default")
+    assert np.array_equal(placed.run(x, backend="functional")["y"], default.reference(x)["y"])

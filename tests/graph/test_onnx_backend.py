@@ -26,7 +26,9 @@ EXCLUDED = {
     r"training": "training mode (openvta compiles for inference)",
     r"dropout_default_mask": "Dropout's mask (bool) as a model output",
     r"maxpool_with_argmax": "MaxPool's indices output",
-    r"reshape_allowzero": "Reshape with allowzero=1",
+    r"reshape_allowzero|_empty_set": "zero-sized tensors (Reshape with allowzero=1, a reduction of an empty axis)",
+    r"test_div_u?int": "integer Div (it truncates, which float32 division cannot be relied on to reproduce)",
+    r"test_pow_types_int64": "int64 data (the float path's int64 tensors are shapes)",
     r"identity_(sequence|opt)": "sequence and optional types",
 }
 
@@ -58,7 +60,7 @@ def test_node_cases_of_the_registrys_operators_pass(case: object) -> None:
 
 def test_the_pass_counts_and_every_exclusion_are_as_the_readme_says() -> None:
     excluded = [c.name for c in CASES if _reason(c.name) is not None]
-    assert (len(CASES), len(CASES) - len(excluded), len(excluded)) == (179, 164, 15)
+    assert (len(CASES), len(CASES) - len(excluded), len(excluded)) == (271, 244, 27)
 
 
 @pytest.mark.parametrize("name", ["test_clip_example", "test_reshape_reordered_all_dims",
