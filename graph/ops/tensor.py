@@ -23,7 +23,7 @@ from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, float_a
                    require_float)
 from .elementwise import broadcast_shape
 
-__all__ = ["DEFS"]
+__all__ = ["DEFS", "checked_axis"]
 
 
 def _mul_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -55,8 +55,9 @@ def _lrn(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return (x / (bias + alpha / size * window) ** beta).astype(np.float32)
 
 
-def _axis(attrs: Attrs, ndim: int, op: Op) -> int:
-    axis = int_attr(attrs, "axis")
+def checked_axis(attrs: Attrs, ndim: int, op: Op, default: int | None = None) -> int:
+    """The ``axis`` attribute, within ``ndim`` dimensions, made non-negative."""
+    axis = int_attr(attrs, "axis", default)
     if not -ndim <= axis < ndim:
         raise OpError(f"{op.value} axis must lie within the {ndim} dimensions, not {axis}")
     return axis % ndim
@@ -68,7 +69,7 @@ def _concat_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         require_float(t, Op.CONCAT)
         if t.ndim != first.ndim:
             raise OpError(f"Concat inputs must have one rank, not {first.shape!r} and {t.shape!r}")
-    axis = _axis(attrs, first.ndim, Op.CONCAT)
+    axis = checked_axis(attrs, first.ndim, Op.CONCAT)
     for t in inputs:
         if any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis):
             raise OpError(f"Concat inputs must agree but on axis {axis}, not {first.shape!r} and {t.shape!r}")
@@ -80,7 +81,7 @@ def _concat_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _concat(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    return np.concatenate(inputs, axis=_axis(attrs, inputs[0].ndim, Op.CONCAT)).astype(np.float32)
+    return np.concatenate(inputs, axis=checked_axis(attrs, inputs[0].ndim, Op.CONCAT)).astype(np.float32)
 
 
 def _perm(attrs: Attrs, ndim: int) -> tuple[int, ...]:

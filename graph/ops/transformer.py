@@ -21,6 +21,7 @@ from ..errors import OpError
 from ..ir import Attrs, Op, TensorType
 from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, require_float
 from .elementwise import broadcast_shape
+from .tensor import checked_axis
 
 __all__ = ["DEFS"]
 
@@ -115,18 +116,11 @@ def _reduce(fn: Callable[..., np.ndarray], op: Op) -> Callable[[Sequence[np.ndar
     return kernel
 
 
-def _layer_norm_axis(attrs: Attrs, ndim: int) -> int:
-    axis = int_attr(attrs, "axis", -1)
-    if not -ndim <= axis < ndim:
-        raise OpError(f"LayerNormalization axis must lie within the {ndim} dimensions, not {axis}")
-    return axis % ndim
-
-
 def _layer_norm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     data = inputs[0]
     for t in inputs:
         require_float(t, Op.LAYER_NORM)
-    axis = _layer_norm_axis(attrs, data.ndim)
+    axis = checked_axis(attrs, data.ndim, Op.LAYER_NORM, -1)
     normalized = data.shape[axis:]
     for which, t in zip(("Scale", "B"), inputs[1:]):
         try:
@@ -143,7 +137,7 @@ def _layer_norm(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """ONNX's LayerNormalization: ``(x - mean) / sqrt(var + epsilon) · scale + bias`` over the
     axes from ``axis`` on (its Y output)."""
     x = inputs[0].astype(np.float64)
-    axes = tuple(range(_layer_norm_axis(attrs, x.ndim), x.ndim))
+    axes = tuple(range(checked_axis(attrs, x.ndim, Op.LAYER_NORM, -1), x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
     out = (x - mean) / np.sqrt(var + float_attr(attrs, "epsilon", 1e-5)) * inputs[1].astype(np.float64)
