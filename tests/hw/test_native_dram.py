@@ -103,8 +103,8 @@ def same_on_both(program: Program) -> None:
 
 
 @pytest.mark.rtl
-# tiny and a narrow store (``small``'s builds, about 80 s, left to the random programs' sample and
-# test_soc's lean small image, to keep make test under 20 minutes)
+# tiny and a narrow store: ``small``'s two builds here took about 80 s of make test's 20 minutes,
+# and ``small`` runs on the RTL in test_rtl (fixed and random programs) and test_soc (its lean image)
 @pytest.mark.parametrize("cfg", [preset("tiny"), NARROW_STORE],
                          ids=lambda cfg: cfg.name if cfg.name != "custom" else describe(cfg))
 @pytest.mark.parametrize("make", ["alu", "load", "gemm1", "gemm2"])
