@@ -69,27 +69,24 @@ def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype]]:
     from onnx import TensorProto, numpy_helper
 
     widened = _widened_types()
-    graph = proto.graph
-    values = list(graph.input) + list(graph.output) + list(graph.value_info)
-    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
-    if not any(v.type.tensor_type.elem_type in widened for v in values) \
-            and not any(t.data_type in widened for t in tensors):
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    graph = copy.graph
+    values = [v for v in [*graph.input, *graph.output, *graph.value_info] if v.type.tensor_type.elem_type in widened]
+    tensors = [t for t in [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]
+               if t.data_type in widened]
+    if not values and not tensors:
         return proto, {}
     for node in graph.node:
         if node.op_type not in _INTEGER_EXACT_OPS:
             raise ModelError(f"node {node.name or node.op_type!r} ({node.op_type}) on integer tensors is not "
                              f"supported; integer models run only {', '.join(sorted(_INTEGER_EXACT_OPS))}")
-    copy = type(proto)()
-    copy.CopyFrom(proto)
-    graph = copy.graph
     outputs = {v.name: widened[v.type.tensor_type.elem_type] for v in graph.output
                if v.type.tensor_type.elem_type in widened}
-    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
-        if value.type.tensor_type.elem_type in widened:
-            value.type.tensor_type.elem_type = TensorProto.FLOAT
-    for tensor in list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]:
-        if tensor.data_type in widened:
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+    for value in values:
+        value.type.tensor_type.elem_type = TensorProto.FLOAT
+    for tensor in tensors:
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
     return copy, outputs
 
 

@@ -95,10 +95,9 @@ def _zero(node: OnnxNode, key: str) -> None:
         raise node.fail(f"attribute {key} must be 0, not {node.attrs[key]!r}")
 
 
-def _pads(node: OnnxNode, kernel: Sequence[int], strides: Sequence[int],
+def _pads(node: OnnxNode, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
           dilations: Sequence[int] | None = None) -> tuple[int, ...]:
-    """The begin pads then the end pads of every spatial axis (``auto_pad`` resolved)."""
-    sizes = node.spatial(0, None if dilations is not None else 4)
+    """The begin pads then the end pads of every spatial axis of ``sizes`` (``auto_pad`` resolved)."""
     rank = len(sizes)
     mode = node.attrs.get("auto_pad", "NOTSET")
     if mode == "NOTSET":
@@ -136,7 +135,7 @@ def _conv(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
         raise node.fail(f"attribute group must divide the {channels} input channels and the "
                         f"{weight[0]} output channels (weight {weight!r}), not {group!r}")
     strides = _ints(node, "strides", (1, 1), 2)
-    pads = _pads(node, kernel, strides)
+    pads = _pads(node, node.spatial(0), kernel, strides)
     return inputs, {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
 
 
@@ -144,13 +143,14 @@ def _pool(node: OnnxNode, average: bool) -> tuple[tuple[str, ...], Attrs]:
     allowed = ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"]
     allowed += ["count_include_pad"] if average else ["storage_order"]
     _only(node, allowed)
-    rank = len(node.spatial(0, None))
+    sizes = node.spatial(0, None)
+    rank = len(sizes)
     _zero(node, "storage_order")
     kernel = _ints(node, "kernel_shape", (), rank)
     strides = _ints(node, "strides", (1,) * rank, rank)
     dilations = _ints(node, "dilations", (1,) * rank, rank)
     attrs: Attrs = {"kernel_shape": kernel, "strides": strides,
-                    "pads": _pads(node, kernel, strides, dilations), "ceil_mode": node.attrs.get("ceil_mode", 0)}
+                    "pads": _pads(node, sizes, kernel, strides, dilations), "ceil_mode": node.attrs.get("ceil_mode", 0)}
     if any(d != 1 for d in dilations):
         attrs["dilations"] = dilations
     if average:

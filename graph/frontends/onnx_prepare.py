@@ -420,10 +420,9 @@ def _canonical(proto: Any) -> Any:
             changed = True
             nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=name))
             continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if default and node.op_type == "LayerNormalization" and any(o in read for o in node.output[1:] if o):
             changed = True
-            nodes += _layer_norm_function(proto, node, name, attrs)
+            nodes += _layer_norm_function(proto, node, name)
             continue
         nodes.append(node)
     if not changed:
@@ -434,12 +433,13 @@ def _canonical(proto: Any) -> Any:
                  [v for v in graph.input if v.name not in unused])
 
 
-def _layer_norm_function(proto: Any, node: Any, name: str, attrs: dict) -> list:
+def _layer_norm_function(proto: Any, node: Any, name: str) -> list:
     """LayerNormalization as its ONNX function's ops, so that ``Mean`` (the mean over the
     axes from ``axis`` on, kept) and ``InvStdDev`` (``1 / sqrt(var + epsilon)``) are outputs
     of their own nodes."""
     from onnx import helper
 
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     axis = int(attrs.get("axis", -1))
     if axis < 0:
         axes = list(range(axis, 0))

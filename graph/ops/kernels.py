@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["pool_windows", "max_pool", "avg_pool", "round_div"]
+__all__ = ["dilated_spans", "pool_windows", "max_pool", "avg_pool", "round_div"]
 
 
 def _pad(x: np.ndarray, pads: tuple[int, ...], fill: float) -> np.ndarray:
     rank = len(pads) // 2
     return np.pad(x, ((0, 0), (0, 0)) + tuple(zip(pads[:rank], pads[rank:])), constant_values=fill)
+
+
+def dilated_spans(kernel: tuple[int, ...], dilations: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The input cells a window covers along each axis: ``(k - 1)·d + 1``."""
+    return tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations or (1,) * len(kernel)))
 
 
 def pool_windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
@@ -25,9 +30,8 @@ def pool_windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...
     ``fill`` (``pads``: every axis's begin, then every axis's end), taps ``dilations`` apart."""
     rank = len(kernel)
     dilations = dilations or (1,) * rank
-    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations))
     axes = tuple(range(2, 2 + rank))
-    windows = sliding_window_view(_pad(x, pads, fill), span, axis=axes)  # type: ignore[call-overload]  # numpy 2.2 stubs want a 1-tuple shape
+    windows = sliding_window_view(_pad(x, pads, fill), dilated_spans(kernel, dilations), axis=axes)  # type: ignore[call-overload]  # numpy 2.2 stubs want a 1-tuple shape
     return windows[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
                    + tuple(slice(None, None, d) for d in dilations)]
 

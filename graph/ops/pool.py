@@ -16,7 +16,7 @@ from ..errors import OpError
 from ..ir import Attrs, DType, TensorType
 from ..ir import Op as _Op
 from .base import OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, int_attr, ints_attr
-from .kernels import avg_pool, max_pool
+from .kernels import avg_pool, dilated_spans, max_pool
 
 __all__ = ["DEFS"]
 
@@ -31,10 +31,6 @@ def _geometry(attrs: Attrs, rank: int) -> Geometry:
     pads = ints_attr(attrs, "pads", 2 * rank, (0,) * 2 * rank)
     dilations = ints_attr(attrs, "dilations", rank, (1,) * rank)
     return kernel, strides, pads, dilations
-
-
-def _spans(kernel: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations))
 
 
 def _out_size(size: int, span: int, stride: int, begin: int, end: int, ceil: bool) -> int:
@@ -52,7 +48,7 @@ def _out_sizes(sizes: Sequence[int], attrs: Attrs) -> tuple[int, ...]:
     ceil = bool(int_attr(attrs, "ceil_mode", 0))
     rank = len(sizes)
     return tuple(_out_size(n, span, s, pads[i], pads[rank + i], ceil)
-                 for i, (n, span, s) in enumerate(zip(sizes, _spans(kernel, dilations), strides)))
+                 for i, (n, span, s) in enumerate(zip(sizes, dilated_spans(kernel, dilations), strides)))
 
 
 def _end_pads(attrs: Attrs, sizes: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -63,7 +59,7 @@ def _end_pads(attrs: Attrs, sizes: Sequence[int]) -> tuple[tuple[int, ...], tupl
         return pads, (0,) * rank
     extra = tuple(max(0, (o - 1) * s + span - (n + pads[i] + pads[rank + i]))
                   for i, (o, s, span, n) in enumerate(zip(_out_sizes(sizes, attrs), strides,
-                                                          _spans(kernel, dilations), sizes)))
+                                                          dilated_spans(kernel, dilations), sizes)))
     return pads, extra
 
 
@@ -75,7 +71,7 @@ def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if not all(isinstance(n, int) for n in sizes):
         raise OpError(f"pooling data must have static spatial sizes, not {data.shape!r}")
     kernel, strides, pads, dilations = _geometry(attrs, len(sizes))
-    spans = _spans(kernel, dilations)
+    spans = dilated_spans(kernel, dilations)
     if min(kernel) < 1 or min(strides) < 1 or min(dilations) < 1 or min(pads) < 0 \
             or any(p >= span for p, span in zip(pads, spans + spans)):
         raise OpError(f"pooling kernel {kernel}, strides {strides}, dilations {dilations} and pads {pads} "

@@ -20,6 +20,7 @@ Identity or Dropout except one that copies a graph input or constant to an outpu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -91,6 +92,28 @@ def _batch_norm_source(graph: Graph, bn: Node) -> Node | None:
     return conv
 
 
+def _new_constant(base: str, value: np.ndarray, constants: dict[str, np.ndarray], used: set[str]) -> str:
+    """``value`` (as float32) under a fresh name made from ``base``, added to ``constants``."""
+    name = fresh(base, used)
+    used.add(name)
+    constants[name] = value.astype(np.float32)
+    return name
+
+
+def _with_constants(graph: Graph, nodes: list[Node], constants: dict[str, np.ndarray], notes: list[str]) -> Graph:
+    """``graph`` with ``nodes``, ``constants`` (the new ones typed float32) and ``notes``."""
+    types = dict(graph.types)
+    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
+    return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
+
+
+def _batch_norm_affine(bn: Node, constants: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A BatchNormalization's ``(gain, shift)``: ``y = gain·x + shift`` per channel."""
+    scale, beta, mean, var = (constants[v].astype(np.float64) for v in bn.inputs[1:])
+    gain = scale / np.sqrt(var + float_attr(bn.attrs, "epsilon", 1e-5))
+    return gain, beta - mean * gain
+
+
 def _scaled_inputs(node: Node, gain: np.ndarray, shift: np.ndarray, constants: dict[str, np.ndarray],
                    used: set[str]) -> tuple[str, ...]:
     """``node``'s inputs (a Conv, or a BatchNormalization) with a per-channel affine folded
@@ -98,13 +121,9 @@ def _scaled_inputs(node: Node, gain: np.ndarray, shift: np.ndarray, constants: d
     its bias (input 2, zero if none) as ``bias·gain + shift``; the rest as they were."""
     weight = constants[node.inputs[1]].astype(np.float64)
     bias = constants[node.inputs[2]].astype(np.float64) if len(node.inputs) > 2 else np.zeros(weight.shape[0])
-    names = []
-    for role, value in (("weight", weight * gain.reshape((-1,) + (1,) * (weight.ndim - 1))),
-                        ("bias", bias * gain + shift)):
-        name = fresh(f"{node.name}.{role}", used)
-        used.add(name)
-        constants[name] = value.astype(np.float32)
-        names.append(name)
+    names = [_new_constant(f"{node.name}.{role}", value, constants, used)
+             for role, value in (("weight", weight * gain.reshape((-1,) + (1,) * (weight.ndim - 1))),
+                                 ("bias", bias * gain + shift))]
     return (node.inputs[0], *names, *node.inputs[3:])
 
 
@@ -116,9 +135,7 @@ def _fold_batch_norms(graph: Graph) -> Graph:
         conv = _batch_norm_source(graph, bn)
         if conv is None:
             continue
-        scale, beta, mean, var = (constants[v].astype(np.float64) for v in bn.inputs[1:])
-        gain = scale / np.sqrt(var + float_attr(bn.attrs, "epsilon", 1e-5))
-        inputs = _scaled_inputs(conv, gain, beta - mean * gain, constants, used)
+        inputs = _scaled_inputs(conv, *_batch_norm_affine(bn, constants), constants, used)
         replaced[conv.name] = replace(conv, inputs=inputs, outputs=bn.outputs)
         removed.add(bn.name)
     nodes = tuple(replaced.get(n.name, n) for n in graph.nodes if n.name not in removed)
@@ -139,19 +156,14 @@ def _affine_as_depthwise(graph: Graph) -> Graph:
                 or not all(v in constants for v in params):
             nodes.append(node)
             continue
-        scale, beta, mean, var = (constants[v].astype(np.float64) for v in params)
-        gain = scale / np.sqrt(var + float_attr(node.attrs, "epsilon", 1e-5))
-        weight, bias = fresh(f"{node.name}.weight", used), fresh(f"{node.name}.bias", used | {f"{node.name}.weight"})
-        used |= {weight, bias}
-        constants[weight] = gain.astype(np.float32).reshape(-1, 1, 1, 1)
-        constants[bias] = (beta - mean * gain).astype(np.float32)
+        gain, shift = _batch_norm_affine(node, constants)
+        weight = _new_constant(f"{node.name}.weight", gain.reshape(-1, 1, 1, 1), constants, used)
+        bias = _new_constant(f"{node.name}.bias", shift, constants, used)
         attrs = Attrs({"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "group": len(gain)})
         nodes.append(Node(node.name, Op.CONV, (node.inputs[0], weight, bias), node.outputs, attrs))
         notes.append(f"node {node.name}: a BatchNormalization as a 1x1 depthwise convolution (its per-channel "
                      "affine on the accelerator)")
-    types = dict(graph.types)
-    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
-    return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
+    return _with_constants(graph, nodes, constants, notes)
 
 
 def _moved_quant(quant: QuantParams | None, transposed: bool, factor: float,
@@ -223,7 +235,6 @@ def _flatten_dense(graph: Graph) -> Graph:
     static count, and the MatMul stays (a float island)."""
     used = graph.names()
     nodes: dict[str, Node | list[Node]] = {n.name: n for n in graph.nodes}
-    types = dict(graph.types)
     for node in graph.nodes:
         data = graph.types[node.inputs[0]]
         weight = graph.constants.get(node.inputs[1]) if node.op is Op.MATMUL else None
@@ -249,7 +260,7 @@ def _flatten_dense(graph: Graph) -> Graph:
     if all(isinstance(v, Node) for v in nodes.values()):
         return graph
     flat_nodes = tuple(n for v in nodes.values() for n in ([v] if isinstance(v, Node) else v))
-    return infer_shapes(graph.replace(nodes=flat_nodes, types=types))
+    return infer_shapes(graph.replace(nodes=flat_nodes))
 
 
 def _canonical_dense(graph: Graph) -> Graph:
@@ -344,17 +355,13 @@ def _dense_groups(graph: Graph, block: int | None, keep: frozenset[str]) -> Grap
         dense = np.zeros((weight.shape[0], in_g * group, *weight.shape[2:]), np.float32)
         for g in range(group):
             dense[g * out_g:(g + 1) * out_g, g * in_g:(g + 1) * in_g] = weight[g * out_g:(g + 1) * out_g]
-        name = fresh(f"{node.name}.weight", used)
-        used.add(name)
-        constants[name] = dense
+        name = _new_constant(f"{node.name}.weight", dense, constants, used)
         attrs = dict(node.attrs)
         attrs["group"] = 1
         nodes.append(replace(node, inputs=(node.inputs[0], name, *node.inputs[2:]), attrs=Attrs(attrs)))
         notes.append(f"node {node.name}: a convolution of {group} groups as a dense one with block-diagonal "
                      f"weights ({group}x its MACs)")
-    types = dict(graph.types)
-    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
-    return graph.replace(nodes=tuple(nodes), constants=constants, types=types, notes=tuple(notes))
+    return _with_constants(graph, nodes, constants, notes)
 
 
 def _few_channels(graph: Graph, block_in: int, keep: frozenset[str]) -> Graph:
@@ -374,9 +381,8 @@ def _few_channels(graph: Graph, block_in: int, keep: frozenset[str]) -> Graph:
             continue
         out_ch, _, kh, kw = weight.shape
         cols = fresh(f"{node.inputs[0]}.{node.name}.cols", used)
-        name = fresh(f"{node.name}.weight", used)
-        used.update((cols, name))
-        constants[name] = np.ascontiguousarray(weight.reshape(out_ch, -1, 1, 1))
+        used.add(cols)
+        name = _new_constant(f"{node.name}.weight", weight.reshape(out_ch, -1, 1, 1), constants, used)
         types[name] = TensorType(constants[name].shape, DType.FLOAT32)
         strides, pads = node.attrs.get("strides", (1, 1)), node.attrs.get("pads", (0, 0, 0, 0))
         assert isinstance(strides, tuple) and isinstance(pads, tuple)  # (the converter's normal form)

@@ -11,12 +11,17 @@ GEMM core of at most :data:`MAX_MULTIPLIERS` multipliers, and buffers of
 
 from __future__ import annotations
 
+import os
 import random
 
 from openvta.isa import Config, ConfigError
 from openvta.isa.config import UOP_BYTES
 
-__all__ = ["NARROW_STORE", "SAMPLE", "config_sample", "describe"]
+__all__ = ["FULL_RTL", "NARROW_STORE", "SAMPLE", "config_sample", "describe"]
+
+#: ``OPENVTA_FULL_RTL=1``: also the Verilator builds left out of ``make test`` for its 20
+#: minutes (README, "RTL").
+FULL_RTL = bool(os.environ.get("OPENVTA_FULL_RTL"))
 
 MAX_MULTIPLIERS = 32
 MIN_DEPTH = 16

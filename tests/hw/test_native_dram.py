@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from config_sample import NARROW_STORE, SAMPLE, describe
+from config_sample import FULL_RTL, NARROW_STORE, SAMPLE, describe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,8 +105,7 @@ def same_on_both(program: Program) -> None:
 @pytest.mark.rtl
 # tiny and a narrow store; ``small`` (its two builds, about 80 s; it runs on the RTL in test_rtl and
 # test_soc too) with OPENVTA_FULL_RTL=1, outside make test's 20 minutes
-@pytest.mark.parametrize("cfg", [preset("tiny"), NARROW_STORE]
-                         + [preset("small")] * bool(os.environ.get("OPENVTA_FULL_RTL")),
+@pytest.mark.parametrize("cfg", [preset("tiny"), NARROW_STORE] + [preset("small")] * FULL_RTL,
                          ids=lambda cfg: cfg.name if cfg.name != "custom" else describe(cfg))
 @pytest.mark.parametrize("make", ["alu", "load", "gemm1", "gemm2"])
 def test_native_and_cocotb_drams_give_the_same_result_and_counters(cfg: Config, make: str) -> None:
@@ -115,11 +114,13 @@ def test_native_and_cocotb_drams_give_the_same_result_and_counters(cfg: Config, 
     same_on_both(program)
 
 
-@pytest.mark.rtl
 # tiny (a 32-bit bus) and the sample's widest bus, each a native build of its own; the narrowest
 # (one byte, about 80 s more) with OPENVTA_FULL_RTL=1, outside make test's 20 minutes
-@pytest.mark.parametrize("cfg", [preset("tiny"), *(c for c in SAMPLE if c.bus_bytes == 32
-                                                   or (c.bus_bytes == 1 and os.environ.get("OPENVTA_FULL_RTL")))],
+_BUSES = (1, 32) if FULL_RTL else (32,)
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("cfg", [preset("tiny"), *(c for c in SAMPLE if c.bus_bytes in _BUSES)],
                          ids=lambda cfg: cfg.name if cfg.name != "custom" else describe(cfg))
 def test_random_programs_are_the_same_on_both_drams(cfg: Config) -> None:
     @settings(max_examples=int(os.environ.get("OPENVTA_RTL_EXAMPLES", "3")), deadline=None,

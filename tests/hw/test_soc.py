@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from board_model import ModelBoard as _ModelBoard
-from config_sample import NARROW_STORE
+from config_sample import FULL_RTL, NARROW_STORE
 
 from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw.fpga import bridge_protocol as bp
@@ -432,9 +431,8 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 @pytest.mark.slow
 # the image of make bitstream-ecp5; the folded 16x16 core's (about 75 s more: the same SoC with
 # test_core_random's folded GEMM) with OPENVTA_FULL_RTL=1, outside make test's 20 minutes
-@pytest.mark.parametrize("spec, lean", [("small", SMALL_LEAN)]
-                         + [("small:LOG_BLOCK=4", CORE16_LEAN)] * bool(os.environ.get("OPENVTA_FULL_RTL")),
-                         ids=["small-lean", "16x16-lean"][:1 + bool(os.environ.get("OPENVTA_FULL_RTL"))])
+@pytest.mark.parametrize("spec, lean", [pytest.param("small", SMALL_LEAN, id="small-lean")]
+                         + [pytest.param("small:LOG_BLOCK=4", CORE16_LEAN, id="16x16-lean")] * FULL_RTL)
 def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spec: str,
                                                              lean: LeanBuild | None) -> None:
     """The images built for the ULX3S (64 KiB of on-chip DRAM: the lean ``small`` of ``make
