@@ -25,7 +25,7 @@ from .arith import (
 from .asm import AsmError, assemble, disassemble, format_insn
 from .config import INSN_BYTES, ISA_KEYS, MACHINE_KEYS, PRESETS, UOP_BYTES, V2_KEYS, Config, ConfigError, preset
 from .drain import (DrainError, DrainOp, DrainStage, decode_header, drain_tiles, encode_header, epi_base_of,
-                    reads_residual, with_epi_base)
+                    format_drain_ops, parse_drain_ops, reads_residual, stages_fit, with_epi_base)
 from .counters import (
     COUNTER_BASE,
     COUNTER_DOC,
@@ -82,6 +82,6 @@ __all__ = [
     "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32", "round_shift",
     "round_shift_steps", "shr_amount", "wrap_int32",
     "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainOp", "DrainStage", "decode_header", "drain_tiles",
-    "encode_header",
+    "encode_header", "format_drain_ops", "parse_drain_ops", "stages_fit",
     "reads_residual", "epi_base_of", "with_epi_base", "dram_type", "drain_fill_cycles",
 ]

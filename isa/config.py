@@ -17,9 +17,11 @@ from types import MappingProxyType
 from typing import Any
 
 from .encoding import layouts_of
+from .enums import DrainOp
 from .widths import INSN_BYTES, INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_BYTES, UOP_WIDTH, ConfigError
 
-__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_HEADER_LANES", "DRAIN_CODES_PER_LANE",
+__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_OPS_BITS", "DRAIN_HEADER_LANES",
+           "DRAIN_CODES_PER_LANE",
            "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
            "UOP_BYTES", "UOP_WIDTH", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
 
@@ -44,7 +46,11 @@ MACHINE_KEYS = ("CMD_QUEUE_DEPTH", "DEP_QUEUE_DEPTH", "LOG_BUS_WIDTH")
 #: layer's epilogue on the way from the accumulator to DRAM.  Both 0 is VTA's machine;
 #: a configuration writes them only when they are set, so a VTA configuration's JSON
 #: (and every program compiled for it) is what it was before machine v2.
-V2_KEYS = ("LOG_EPI_BUFF_SIZE", "DRAIN_STAGES")
+V2_KEYS = ("LOG_EPI_BUFF_SIZE", "DRAIN_STAGES", "DRAIN_OPS")
+
+#: Bits of one stage's operation set in ``DRAIN_OPS``: stage ``k``'s set is byte ``k``, bit
+#: ``op`` set for each :class:`~openvta.isa.DrainOp` the stage has.
+DRAIN_OPS_BITS = 8
 
 #: Lanes of an epi word's header that hold the stage count, the residual's base and the
 #: stride of the operand words (docs/ISA.md §9); the remaining lanes hold the stage codes.
@@ -85,6 +91,12 @@ class Config:
     LOG_EPI_BUFF_SIZE, DRAIN_STAGES :
         machine v2's drain unit (docs/ISA.md §9): log2 of its epi buffer in bytes and the
         stages its pipeline has; both 0 (VTA's machine, the default) or both set.
+    DRAIN_OPS :
+        the operations each drain stage has (docs/ISA.md §9): 0, every stage has all of
+        :class:`~openvta.isa.DrainOp`'s seven; otherwise stage ``k``'s set is byte ``k``
+        (bit ``op`` for each operation it has), so that a build spends logic only on what
+        its stages run (:func:`openvta.isa.drain.parse_drain_ops` reads
+        ``"RSHR+SHR/ADD/CLIP"``).
     extras :
         any other keys of the JSON file (``TARGET``, ``HW_VER``, …), kept verbatim.
 
@@ -114,6 +126,7 @@ class Config:
     LOG_BUS_WIDTH: int = 6
     LOG_EPI_BUFF_SIZE: int = 0
     DRAIN_STAGES: int = 0
+    DRAIN_OPS: int = 0
     extras: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -157,6 +170,8 @@ class Config:
             raise ConfigError("LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 (no drain unit) or both "
                               f"be set, not {self.LOG_EPI_BUFF_SIZE!r} and {self.DRAIN_STAGES!r}")
         if self.LOG_EPI_BUFF_SIZE == 0:  # and so DRAIN_STAGES == 0 (a negative one is checked below)
+            if self.DRAIN_OPS:
+                raise ConfigError(f"DRAIN_OPS needs a drain unit (DRAIN_STAGES is 0), not {self.DRAIN_OPS!r}")
             return
         lanes = self.BATCH * self.BLOCK_OUT
         if lanes <= DRAIN_HEADER_LANES:
@@ -169,12 +184,34 @@ class Config:
             raise ConfigError(
                 f"LOG_EPI_BUFF_SIZE must give a buffer of 2 to 2**{SRAM_BASE_WIDTH} elements of "
                 f"{self.acc_elem_bytes} bytes, not {self.LOG_EPI_BUFF_SIZE!r} (2**{log_depth} elements)")
+        if self.DRAIN_OPS:
+            if self.DRAIN_OPS < 0:
+                raise ConfigError(f"DRAIN_OPS must be 0 (every operation in every stage) or one byte per stage, "
+                                  f"not {self.DRAIN_OPS!r}")
+            named = -(-self.DRAIN_OPS.bit_length() // DRAIN_OPS_BITS)
+            if named > self.DRAIN_STAGES:
+                raise ConfigError(f"DRAIN_OPS gives operation sets to {named} stages, but the drain unit has "
+                                  f"{self.DRAIN_STAGES} (DRAIN_STAGES)")
+            for k in range(self.DRAIN_STAGES):
+                mask = (self.DRAIN_OPS >> (DRAIN_OPS_BITS * k)) & ((1 << DRAIN_OPS_BITS) - 1)
+                if mask == 0 or mask >> len(DrainOp):
+                    raise ConfigError(f"DRAIN_OPS gives stage {k} the operation set {mask:#04x}: it must hold "
+                                      f"at least one operation and only bits 0-{len(DrainOp) - 1} (DrainOp)")
 
     # -- machine v2 ----------------------------------------------------------------
     @property
     def has_drain(self) -> bool:
         """Whether the machine has the drain unit (machine v2, docs/ISA.md §9)."""
         return self.DRAIN_STAGES > 0
+
+    @cached_property
+    def drain_stage_ops(self) -> tuple[frozenset[DrainOp], ...]:
+        """The operations of each drain stage (``DRAIN_OPS``; all seven in each when it is 0)."""
+        full = frozenset(DrainOp)
+        if not self.DRAIN_OPS:
+            return (full,) * self.DRAIN_STAGES
+        return tuple(frozenset(op for op in DrainOp if self.DRAIN_OPS >> (DRAIN_OPS_BITS * k + op) & 1)
+                     for k in range(self.DRAIN_STAGES))
 
     @property
     def LOG_EPI_DEPTH(self) -> int:

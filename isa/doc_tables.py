@@ -141,6 +141,7 @@ KEY_DOC: dict[str, str] = {
     "LOG_BUS_WIDTH": "log2 of the memory bus bits (not ISA)",
     "LOG_EPI_BUFF_SIZE": "machine v2: log2 of the drain unit's epi buffer bytes; 0 without a drain unit (§9)",
     "DRAIN_STAGES": "machine v2: stages of the drain unit's pipeline; 0 without a drain unit (§9)",
+    "DRAIN_OPS": "machine v2: each drain stage's operations, a byte per stage; 0 = all seven in every stage (§9)",
 }
 
 FIELD_DOC: dict[str, str] = {

@@ -42,32 +42,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from enum import IntEnum
-
 from .arith import alu_lanes, clip_lanes, round_shift_lanes
-from .config import DRAIN_CODES_PER_LANE, DRAIN_HEADER_LANES, Config
-from .enums import AluOp
+from .config import DRAIN_CODES_PER_LANE, DRAIN_HEADER_LANES, DRAIN_OPS_BITS, Config
+from .enums import AluOp, DrainOp
 from .instructions import MemInsn
 from .widths import ConfigError
 
 __all__ = ["DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header",
-           "epi_base_of", "max_stages", "reads_residual", "with_epi_base"]
+           "epi_base_of", "format_drain_ops", "max_stages", "parse_drain_ops", "reads_residual", "stages_fit",
+           "with_epi_base"]
 
 _CODE_BITS = 8
 _ON_R, _B_R = 1 << 3, 1 << 4
 _OP_MASK = 0b111
-
-
-class DrainOp(IntEnum):
-    """A drain stage's operation: the ALU's five, then RSHR and CLIP."""
-
-    MIN = AluOp.MIN
-    MAX = AluOp.MAX
-    ADD = AluOp.ADD
-    SHR = AluOp.SHR
-    MUL = AluOp.MUL
-    RSHR = 5
-    CLIP = 6
 
 
 def drain_lanes(op: DrainOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -109,6 +96,47 @@ def max_stages(cfg: Config) -> int:
     return DRAIN_CODES_PER_LANE * (cfg.BATCH * cfg.BLOCK_OUT - DRAIN_HEADER_LANES)
 
 
+def parse_drain_ops(text: str) -> int:
+    """The ``DRAIN_OPS`` value of a per-stage description: stages separated by ``/``, a
+    stage's operations by ``+`` (``"RSHR+SHR/ADD/CLIP"``: three stages).
+
+    >>> hex(parse_drain_ops("RSHR+SHR/ADD/CLIP"))
+    '0x400428'
+    """
+    value = 0
+    for k, stage in enumerate(text.split("/")):
+        for name in stage.split("+"):
+            op = DrainOp.__members__.get(name.strip().upper())
+            if op is None:
+                raise DrainError(f"DRAIN_OPS {text!r}: {name.strip()!r} is not a drain operation "
+                                 f"(one of {', '.join(DrainOp.__members__)}; stages separated by '/', "
+                                 "a stage's operations by '+')")
+            value |= 1 << (DRAIN_OPS_BITS * k + op)
+    return value
+
+
+def format_drain_ops(cfg: Config) -> str:
+    """``cfg``'s stage operation sets as :func:`parse_drain_ops` reads them (``"all"`` when
+    every stage has every operation)."""
+    if not cfg.DRAIN_OPS:
+        return "all"
+    return "/".join("+".join(op.name for op in sorted(ops)) for ops in cfg.drain_stage_ops)
+
+
+def stages_fit(cfg: Config, stages: tuple[DrainStage, ...]) -> str | None:
+    """Why ``cfg``'s drain unit cannot run ``stages`` (too many, or an operation a stage
+    does not have), or None."""
+    if len(stages) > cfg.DRAIN_STAGES:
+        return f"{len(stages)} stages, more than the drain unit's {cfg.DRAIN_STAGES} (DRAIN_STAGES)"
+    if not cfg.DRAIN_OPS:
+        return None
+    for k, (stage, ops) in enumerate(zip(stages, cfg.drain_stage_ops)):
+        if stage.op not in ops:
+            return (f"stage {k} {stage.op.name}, which the drain unit's stage {k} does not have "
+                    f"(DRAIN_OPS: it has {'+'.join(op.name for op in sorted(ops))})")
+    return None
+
+
 def encode_header(cfg: Config, stages: tuple[DrainStage, ...], res_base: int = 0, stride: int = 1) -> np.ndarray:
     """The header word (int32 lanes, ``BATCH·BLOCK_OUT`` of them) of a descriptor."""
     if not cfg.has_drain:
@@ -116,6 +144,9 @@ def encode_header(cfg: Config, stages: tuple[DrainStage, ...], res_base: int = 0
     if len(stages) > cfg.DRAIN_STAGES:
         raise DrainError(f"a descriptor of {len(stages)} stages does not fit a drain unit of "
                          f"{cfg.DRAIN_STAGES} (DRAIN_STAGES)")
+    why = stages_fit(cfg, stages)
+    if why is not None:
+        raise DrainError(f"a descriptor the drain unit cannot run: it has {why}")
     lanes = np.zeros(cfg.BATCH * cfg.BLOCK_OUT, dtype=np.int64)
     lanes[0], lanes[1], lanes[2] = len(stages), res_base, stride
     for k, stage in enumerate(stages):

@@ -11,7 +11,7 @@ from enum import Enum, IntEnum
 import numpy as np
 
 __all__ = [
-    "Opcode", "MemoryType", "AluOp", "Module", "Unit", "TokenQueue", "module_of", "modules_of",
+    "Opcode", "MemoryType", "AluOp", "DrainOp", "Module", "Unit", "TokenQueue", "module_of", "modules_of",
     "LOAD_MODULE_TYPES", "STORE_MODULE_TYPES", "dram_type",
 ]
 
@@ -43,6 +43,19 @@ class AluOp(IntEnum):
     ADD = 2
     SHR = 3
     MUL = 4
+
+
+class DrainOp(IntEnum):
+    """A drain stage's operation (machine v2, docs/ISA.md §9): the ALU's five, then RSHR (the
+    ALU's rounding shift in one stage) and CLIP (MIN and MAX by a word's two halves)."""
+
+    MIN = AluOp.MIN
+    MAX = AluOp.MAX
+    ADD = AluOp.ADD
+    SHR = AluOp.SHR
+    MUL = AluOp.MUL
+    RSHR = 5
+    CLIP = 6
 
 
 class Module(IntEnum):

@@ -52,7 +52,7 @@ from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.hw.rtl.compute import LeanBuild
-from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, Timing, timing_for
+from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, DrainError, Timing, parse_drain_ops, timing_for
 from openvta.isa.counters import CounterSet
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
@@ -128,7 +128,8 @@ def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
     """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``: the configuration and the build options.
 
     A key is one of :meth:`Config.to_dict` or machine v2's :data:`~openvta.isa.V2_KEYS`
-    (``LOG_EPI_BUFF_SIZE``, ``DRAIN_STAGES``: a drain unit, both set or both 0), an integer
+    (``LOG_EPI_BUFF_SIZE``, ``DRAIN_STAGES``: a drain unit, both set or both 0;
+    ``DRAIN_OPS``: its stages' operations, an integer or by name, ``RSHR+SHR/ADD/CLIP``), an integer
     value, or of :data:`BUILD_OPTIONS`
     (``counters=none``: the image without the hardware counters; ``gemm_ii=2``: the GEMM
     core folded over two cycles, …).
@@ -161,7 +162,12 @@ def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
         try:
             values[key] = int(text)
         except ValueError:
-            raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
+            if key != "DRAIN_OPS":
+                raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
+            try:  # the stages' operation sets by name: DRAIN_OPS=RSHR+SHR/ADD/CLIP
+                values[key] = parse_drain_ops(text)
+            except DrainError as exc:
+                raise DseError(f"configuration {spec!r}: {exc}") from None
     try:
         cfg = Config.from_dict(values)
     except ConfigError as exc:

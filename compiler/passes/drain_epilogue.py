@@ -5,7 +5,8 @@ its input.  Pre: the ALU instructions of :mod:`.lower_alu`, the DMA of :mod:`.in
 In each block that stores the output of a GEMM, when every ALU instruction updates the
 output tile or one whole-tensor operand (a residual, ``R``) with an immediate, a
 per-channel operand or ``R``, and there are at most ``DRAIN_STAGES`` of them once the
-ALU's rounding steps are one RSHR and a clip one CLIP:
+ALU's rounding steps are one RSHR and a clip one CLIP, each an operation its stage has
+(``DRAIN_OPS``):
 
 * the ALU instructions go; each becomes a stage of a descriptor;
 * the per-channel operands' LOADs into the accumulator (compute) become LOADs into the
@@ -43,7 +44,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from openvta.isa import Config, DrainOp, DrainStage, MemoryType, Module, encode_header
+from openvta.isa import Config, DrainOp, DrainStage, MemoryType, Module, encode_header, stages_fit
 from openvta.isa.arith import clip_word
 
 from ..ir import (Block, Buffer, Dma, DmaDim, Drain, Loop, LoopKind, MicroOp, Scope, Stmt, UopInsn, UopKind,
@@ -248,8 +249,8 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
         else:
             return None
     staged = _fuse(raw)
-    if len(staged) > cfg.DRAIN_STAGES:
-        return None
+    if stages_fit(cfg, tuple(DrainStage(op, on_r, operand is None) for op, on_r, operand in staged)) is not None:
+        return None  # more stages than the unit has, or an operation its stage lacks (DRAIN_OPS)
     used = {id(d) for _, _, d in staged if isinstance(d, Dma)} | ({id(residual)} if residual is not None else set())
     if any(id(d) not in used for d in acc_loads.values()):
         return None  # an accumulator operand something else reads

@@ -55,13 +55,13 @@ clear never meet.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from openvta.isa import Config, DrainOp
+from openvta.isa import AluOp, Config, DrainOp
 from openvta.isa.config import DRAIN_HEADER_LANES, SHR_AMOUNT_WIDTH, SRAM_BASE_WIDTH
 from openvta.isa.encoding import MEM_FIELDS
 
@@ -106,10 +106,11 @@ class DrainLanes(wiring.Component):
     every 32-bit lane — the ALU's five operations (:class:`~.units.AluLanes`), and RSHR (the
     ALU's ``SHR s-1, ADD 1, SHR 1`` for ``s >= 1``, ``SHR s`` otherwise, ``s`` the signed low
     6 bits of ``b``) and CLIP (MIN by ``b``'s high 16 bits, then MAX by its low 16 bits),
-    exactly as :mod:`openvta.isa.arith` computes them.  Combinational."""
+    exactly as :mod:`openvta.isa.arith` computes them.  Combinational.  Only the operations
+    in ``ops`` are built (the stage's set, ``cfg.DRAIN_OPS``); any other ``op`` gives zeros."""
 
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp)) -> None:
+        self.cfg, self.ops = cfg, frozenset(ops)
         n = cfg.BATCH * cfg.BLOCK_OUT
         super().__init__({"op": In(3), "a": In(n * cfg.ACC_WIDTH), "b": In(n * cfg.ACC_WIDTH),
                           "out": Out(n * cfg.ACC_WIDTH)})
@@ -118,37 +119,46 @@ class DrainLanes(wiring.Component):
         m = Module()
         cfg, bits = self.cfg, self.cfg.ACC_WIDTH
         n = cfg.BATCH * cfg.BLOCK_OUT
-        m.submodules.alu = alu = AluLanes(cfg)
-        m.d.comb += [alu.op.eq(self.op), alu.use_imm.eq(0), alu.imm.eq(0), alu.a.eq(self.a), alu.b.eq(self.b)]
+        alu_ops = frozenset(AluOp(int(op)) for op in self.ops if op.name in AluOp.__members__)
+        if alu_ops:
+            m.submodules.alu = alu = AluLanes(cfg, ops=alu_ops)
+            m.d.comb += [alu.op.eq(self.op), alu.use_imm.eq(0), alu.imm.eq(0), alu.a.eq(self.a), alu.b.eq(self.b)]
         lanes = []
         for w in range(n):
-            a, b = self.a.word_select(w, bits).as_signed(), self.b.word_select(w, bits)
-            s = Signal(signed(SHR_AMOUNT_WIDTH), name=f"rshr_s_{w}")
-            m.d.comb += s.eq(b[:SHR_AMOUNT_WIDTH])
-            first = Signal(signed(bits), name=f"rshr_first_{w}")
-            with m.If(s >= 1):
-                m.d.comb += first.eq(a >> (s - 1).as_unsigned()[:SHR_AMOUNT_WIDTH - 1])
-            with m.Elif(s == 0):
-                m.d.comb += first.eq(a)
-            with m.Else():
-                m.d.comb += first.eq((a << (-s).as_unsigned()[:SHR_AMOUNT_WIDTH])[:bits])
-            bumped = Signal(signed(bits), name=f"rshr_bumped_{w}")
-            m.d.comb += bumped.eq((first + 1)[:bits])
-            rshr = Mux(s >= 1, bumped >> 1, first)
-            high, low = b[16:32].as_signed(), b[:16].as_signed()
-            lower = Mux(a < high, a, high)
-            clip = Mux(lower > low, lower, low)
             lane = Signal(bits, name=f"drain_{w}")
-            with m.Switch(self.op):
-                with m.Case(DrainOp.RSHR):
-                    m.d.comb += lane.eq(rshr)
-                with m.Case(DrainOp.CLIP):
-                    m.d.comb += lane.eq(clip)
-                with m.Default():
-                    m.d.comb += lane.eq(alu.acc_out.word_select(w, bits))
             lanes.append(lane)
+            a, b = self.a.word_select(w, bits).as_signed(), self.b.word_select(w, bits)
+            rshr = self._rshr(m, w, a, b) if DrainOp.RSHR in self.ops else None
+            with m.Switch(self.op):
+                if rshr is not None:
+                    with m.Case(DrainOp.RSHR):
+                        m.d.comb += lane.eq(rshr)
+                if DrainOp.CLIP in self.ops:
+                    with m.Case(DrainOp.CLIP):
+                        high, low = b[16:32].as_signed(), b[:16].as_signed()
+                        lower = Mux(a < high, a, high)
+                        m.d.comb += lane.eq(Mux(lower > low, lower, low))
+                if alu_ops:
+                    with m.Default():
+                        m.d.comb += lane.eq(alu.acc_out.word_select(w, bits))
         m.d.comb += self.out.eq(Cat(*lanes))
         return m
+
+    def _rshr(self, m: Module, w: int, a: Value, b: Value) -> Value:
+        """RSHR on lane ``w``: ``SHR s-1, ADD 1, SHR 1`` for ``s >= 1``, else ``SHR s``."""
+        bits = self.cfg.ACC_WIDTH
+        s = Signal(signed(SHR_AMOUNT_WIDTH), name=f"rshr_s_{w}")
+        m.d.comb += s.eq(b[:SHR_AMOUNT_WIDTH])
+        first = Signal(signed(bits), name=f"rshr_first_{w}")
+        with m.If(s >= 1):
+            m.d.comb += first.eq(a >> (s - 1).as_unsigned()[:SHR_AMOUNT_WIDTH - 1])
+        with m.Elif(s == 0):
+            m.d.comb += first.eq(a)
+        with m.Else():
+            m.d.comb += first.eq((a << (-s).as_unsigned()[:SHR_AMOUNT_WIDTH])[:bits])
+        bumped = Signal(signed(bits), name=f"rshr_bumped_{w}")
+        m.d.comb += bumped.eq((first + 1)[:bits])
+        return Mux(s >= 1, bumped >> 1, first)
 
 
 class DrainUnit(wiring.Component):
@@ -273,7 +283,7 @@ class DrainUnit(wiring.Component):
         m.d.sync += [valid.eq(read), tile_x.eq(self.acc_r.data), tile_r.eq(self.epi_r.data)]
         taps = [(valid, tile_x)]
         for s in range(stages):
-            m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg)
+            m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg, cfg.drain_stage_ops[s])
             code = codes[_CODE_BITS * s:][:_CODE_BITS]
             on_r, b_r, active = code[3], code[4], count > s
             m.d.comb += [alu.op.eq(code[:len(alu.op)]),

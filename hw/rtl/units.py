@@ -117,11 +117,14 @@ class AluLanes(wiring.Component):
     takes two cycles: the lanes' 16×16 partial products of this cycle's ``a`` and ``b``
     are registered, and a MUL's ``acc_out`` is the sum of those of the cycle before
     (the low 32 bits of ``a·b`` need three: ``a_lo·b_lo``, ``a_hi·b_lo``, ``a_lo·b_hi``).
+    Only the operations in ``ops`` are built (a drain stage's set, ``DRAIN_OPS``); any
+    other ``op`` gives zeros.
     """
 
     @refusing
-    def __init__(self, cfg: Config, fold: int = 1, mul_stage: bool = False) -> None:
-        self.cfg, self.mul_stage = cfg, bool(mul_stage)
+    def __init__(self, cfg: Config, fold: int = 1, mul_stage: bool = False,
+                 ops: frozenset[AluOp] = frozenset(AluOp)) -> None:
+        self.cfg, self.mul_stage, self.ops = cfg, bool(mul_stage), frozenset(ops)
         n = cfg.BATCH * cfg.BLOCK_OUT
         self.fold = check_fold(fold, n, "the ALU's fold", "BATCH·BLOCK_OUT")
         layout = layouts_of(cfg)[Format.ALU]
@@ -159,23 +162,30 @@ class AluLanes(wiring.Component):
             m.d.comb += shamt.eq(b[:shift_bits])
             result = Signal(signed(bits), name=f"alu_{w}")
             wide = Signal(signed(2 * bits), name=f"wide_{w}")
-            product = _split_product(m, w, a, b, bits) if self.mul_stage else a * b
+            product = None
+            if AluOp.MUL in self.ops:
+                product = _split_product(m, w, a, b, bits) if self.mul_stage else a * b
             with m.Switch(self.op):
-                with m.Case(AluOp.MIN):
-                    m.d.comb += result.eq(Mux(a < b, a, b))
-                with m.Case(AluOp.MAX):
-                    m.d.comb += result.eq(Mux(a > b, a, b))
-                with m.Case(AluOp.ADD):
-                    m.d.comb += result.eq(a + b)
-                with m.Case(AluOp.MUL):
-                    m.d.comb += result.eq(product)
-                with m.Case(AluOp.SHR):
-                    # s >= 0: arithmetic right shift by s; s < 0: left shift by -s (32 gives 0)
-                    with m.If(shamt >= 0):
-                        m.d.comb += result.eq(a >> shamt.as_unsigned()[:shift_bits - 1])
-                    with m.Else():
-                        m.d.comb += [wide.eq(a << (-shamt).as_unsigned()[:shift_bits]),
-                                     result.eq(wide[:bits])]
+                if AluOp.MIN in self.ops:
+                    with m.Case(AluOp.MIN):
+                        m.d.comb += result.eq(Mux(a < b, a, b))
+                if AluOp.MAX in self.ops:
+                    with m.Case(AluOp.MAX):
+                        m.d.comb += result.eq(Mux(a > b, a, b))
+                if AluOp.ADD in self.ops:
+                    with m.Case(AluOp.ADD):
+                        m.d.comb += result.eq(a + b)
+                if product is not None:
+                    with m.Case(AluOp.MUL):
+                        m.d.comb += result.eq(product)
+                if AluOp.SHR in self.ops:
+                    with m.Case(AluOp.SHR):
+                        # s >= 0: arithmetic right shift by s; s < 0: left shift by -s (32 gives 0)
+                        with m.If(shamt >= 0):
+                            m.d.comb += result.eq(a >> shamt.as_unsigned()[:shift_bits - 1])
+                        with m.Else():
+                            m.d.comb += [wide.eq(a << (-shamt).as_unsigned()[:shift_bits]),
+                                         result.eq(wide[:bits])]
             lanes.append(result)
         if self.fold > 1:  # the lanes of the other parts keep a's values
             kept = []

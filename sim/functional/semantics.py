@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from openvta.isa import (AluInsn, AluOp, Config, DrainError, GemmInsn, MemInsn, MemoryType, decode_header,
-                         dram_type, drain_tiles, epi_base_of, layouts_of, reads_residual)
+                         dram_type, drain_tiles, epi_base_of, layouts_of, reads_residual, stages_fit)
 from openvta.isa.encoding import Format
 
 from ..errors import MemoryAccessError
@@ -167,9 +167,9 @@ def _drain(state: MachineState, insn: MemInsn, lo: int, hi: int, what: str) -> n
         stages, res_base, stride = decode_header(state.epi[base], f"{what}: descriptor epi[{base}]")
     except DrainError as exc:
         raise MemoryAccessError(str(exc)) from None
-    if len(stages) > state.cfg.DRAIN_STAGES:
-        raise MemoryAccessError(f"{what}: descriptor epi[{base}] has {len(stages)} stages, more than the "
-                                f"drain unit's {state.cfg.DRAIN_STAGES} (DRAIN_STAGES)")
+    why = stages_fit(state.cfg, stages)
+    if why is not None:
+        raise MemoryAccessError(f"{what}: descriptor epi[{base}] has {why}")
     words_at = base + stride * np.arange(1, len(stages) + 1, dtype=np.int64)
     if len(stages) and (stride < 0 or words_at[-1] >= state.cfg.epi_depth):
         raise MemoryAccessError(f"{what}: descriptor epi[{base}] reads operand words up to epi[{int(words_at[-1])}], "

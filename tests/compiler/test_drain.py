@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 
 import openvta
 from openvta.compiler import conv2d, dense, depthwise_conv2d
 from openvta.compiler.epilogue import AluStage, Epilogue, TensorOperand
 from openvta.compiler.ir import LoweringError
-from openvta.isa import AluOp, MemoryType, Opcode, preset
+from openvta.isa import AluOp, DrainOp, MemoryType, Opcode, format_drain_ops, preset
 from openvta.isa.encoding import Format, layouts_of
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,6 +61,34 @@ def test_random_epilogues_on_the_drain_unit_match_the_reference(case: tuple[str,
     for backend in ("functional", "cycle"):
         np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], expected,
                                       err_msg=f"{backend} back end")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=operator_cases(("tiny_v2",), max_co=12), epilogue=epilogues(max_stages=4),
+       sets=st.lists(st.sets(st.sampled_from(list(DrainOp)), min_size=1), min_size=4, max_size=4), data=st.data())
+def test_epilogues_on_stages_of_few_operations(case: tuple[str, str, dict], epilogue: Epilogue,
+                                               sets: list[set[DrainOp]], data: st.DataObject) -> None:
+    """A drain unit whose stages have only some operations (``DRAIN_OPS``): the compiler
+    drains an epilogue only where each stage has its operation (the simulator refuses any
+    other descriptor) and otherwise keeps it on the ALU; the result is exact either way."""
+    _, kind, params = case
+    cfg = CONFIGS["tiny_v2"].replace(DRAIN_OPS=sum(1 << (8 * k + op) for k, ops in enumerate(sets) for op in ops))
+    try:
+        op = {"conv2d": conv2d, "dense": dense}[kind](cfg, epilogue=epilogue, **params)
+    except LoweringError:
+        assume(False)
+        return
+    note(f"{kind}({params}) with {format_drain_ops(cfg)}: {op.epilogue.describe()}")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    inputs = {name: rng.integers(-128, 128, op.logical_shapes[name], dtype=np.int8) for name in ("data", "weight")}
+    inputs |= data.draw(operand_arrays(op.epilogue, op.logical_shapes["out"][1], op.logical_shapes["out"]))
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    first = op.epilogue.stages[0].op if op.epilogue.stages else None
+    if first is not None and DrainOp(int(first)) not in sets[0] and first not in (AluOp.SHR, AluOp.MIN):
+        assert (Opcode.STORE, MemoryType.ACC) not in kinds  # (SHR may open an RSHR, MIN a CLIP)
+    event(f"drained: {(Opcode.STORE, MemoryType.ACC) in kinds}")
+    np.testing.assert_array_equal(openvta.simulate(program, backend="functional")["out"], op.reference(inputs))
 
 
 @pytest.mark.parametrize("make", [

@@ -23,7 +23,7 @@ from rtl_check import check_on_rtl, rtl_backend
 from openvta.hw.cosim.backend import RtlBackend
 from openvta.hw.rtl.drain import drain_pipeline_cycles
 from openvta.isa import (AluOp, Config, DrainOp, DrainStage, MemInsn, MemoryType, Module, Opcode, Uop,
-                         drain_fill_cycles, encode_header, preset, timing_for)
+                         drain_fill_cycles, encode_header, parse_drain_ops, preset, timing_for)
 from openvta.isa.arith import clip_word
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop
 
@@ -36,6 +36,9 @@ NARROW_DRAIN = preset("tiny").replace(LOG_BUS_WIDTH=6, LOG_EPI_BUFF_SIZE=11, DRA
 #: A batch of two (``tiny``'s 32-bit bus: a drained tile is two beats), six stages.
 BATCH_DRAIN = preset("tiny").replace(LOG_BATCH=1, LOG_INP_BUFF_SIZE=11, LOG_ACC_BUFF_SIZE=13,
                                      LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=6)
+#: The ULX3S build's drain (docs/FPGA_NOTES.md): three stages of one or two operations each.
+LEAN_DRAIN = preset("small").replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=3,
+                                     DRAIN_OPS=parse_drain_ops("RSHR+SHR/ADD/CLIP"))
 
 def _backend(stress: bool) -> RtlBackend:
     return rtl_backend(stress, seed=11)
@@ -262,3 +265,28 @@ def test_a_compiled_conv2d_with_a_residual_on_the_rtl(vthreads: int) -> None:
     check(program)
     np.testing.assert_array_equal(op.unpack(program.read("out", _backend(False).run(program).dram)),
                                   op.reference(inputs))
+
+
+def test_a_drain_of_three_lean_stages_on_the_rtl() -> None:
+    """The ULX3S build's drain (``DRAIN_OPS=RSHR+SHR/ADD/CLIP``: each stage built with only its
+    operations): a ResNet-18 layer's epilogue (SHR, bias ADD, CLIP) drains, equal to the
+    functional simulator, cycles within 2 % of the model; an epilogue with a MUL, which no
+    stage has, stays on the compute ALU and is still exact."""
+    from openvta.compiler import conv2d
+    from openvta.compiler.epilogue import AluStage, ChannelOperand, Epilogue
+
+    rng = np.random.default_rng(3)
+    requant = Epilogue((AluStage(AluOp.MUL, ChannelOperand("m")), AluStage(AluOp.SHR, 15), AluStage(AluOp.MIN, 127),
+                        AluStage(AluOp.MAX, -128)))
+    for kwargs, drains in (({}, True), ({"shift": None, "bias": False, "clip": None, "epilogue": requant}, False)):
+        op = conv2d(LEAN_DRAIN, ci=16, co=16, hw=6, kernel=3, pad=1, vthreads=2, **kwargs)
+        inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype)
+                  for name, t in op.inputs.items()}
+        if "m" in inputs:
+            inputs["m"] = rng.integers(10000, 30000, op.logical_shapes["m"]).astype(np.int32)
+        program = op.build(inputs)
+        assert (drains_of(program) > 0) == drains
+        assert any(insn.opcode == Opcode.ALU for insn in program.instructions()) != drains
+        check(program)
+        np.testing.assert_array_equal(op.unpack(program.read("out", _backend(False).run(program).dram)),
+                                      op.reference(inputs))

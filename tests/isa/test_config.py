@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import openvta.isa
-from openvta.isa import ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS, Config, ConfigError, MemoryType, preset
+from openvta.isa import ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS, Config, ConfigError, DrainOp, MemoryType, preset
+from openvta.isa.config import V2_DRAIN
 from openvta.isa.encoding import _pack_layout
 
 from isa_reference import TOTAL_BITS, log_depths, reference_pack, spec_widths
@@ -193,7 +194,7 @@ def test_json_round_trip_keeps_extra_keys(name):
     # machine v2's keys are written only when set: a VTA configuration's JSON is unchanged.
     for key in V2_KEYS:
         assert values.get(key, 0) == getattr(preset(name), key)
-        assert (key in values) == preset(name).has_drain
+        assert (key in values) == bool(getattr(preset(name), key))
     back = Config.from_json(text)
     assert back == preset(name)
     assert dict(back.extras) == {"TARGET": "sim", "CLOCK_MHZ": 100}
@@ -204,7 +205,36 @@ def test_to_dict_orders_isa_then_machine_then_extras():
     cfg = Config(extras={"TARGET": "sim"})
     assert list(cfg.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + ["TARGET"]
     v2 = preset("v2").replace(extras={"TARGET": "sim"})
-    assert list(v2.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + list(V2_KEYS) + ["TARGET"]
+    assert list(v2.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + ["LOG_EPI_BUFF_SIZE", "DRAIN_STAGES", "TARGET"]
+    lean = v2.replace(DRAIN_STAGES=2, DRAIN_OPS=0x0440)
+    assert list(lean.to_dict()) == list(ISA_KEYS) + list(MACHINE_KEYS) + list(V2_KEYS) + ["TARGET"]
+    assert Config.from_json(lean.to_json()) == lean
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"DRAIN_OPS": 4}, "DRAIN_OPS needs a drain unit (DRAIN_STAGES is 0), not 4"),
+    ({**V2_DRAIN, "DRAIN_OPS": -1},
+     "DRAIN_OPS must be 0 (every operation in every stage) or one byte per stage, not -1"),
+    ({**V2_DRAIN, "DRAIN_STAGES": 2, "DRAIN_OPS": 0x010101},
+     "DRAIN_OPS gives operation sets to 3 stages, but the drain unit has 2 (DRAIN_STAGES)"),
+    ({**V2_DRAIN, "DRAIN_STAGES": 3, "DRAIN_OPS": 0x010001},
+     "DRAIN_OPS gives stage 1 the operation set 0x00: it must hold at least one operation and only bits 0-6 "
+     "(DrainOp)"),
+    ({**V2_DRAIN, "DRAIN_STAGES": 1, "DRAIN_OPS": 0x81},
+     "DRAIN_OPS gives stage 0 the operation set 0x81: it must hold at least one operation and only bits 0-6 "
+     "(DrainOp)"),
+])
+def test_drain_ops_errors(changes, message):
+    with pytest.raises(ConfigError) as info:
+        Config(**changes)
+    assert str(info.value) == message
+
+
+def test_drain_stage_ops():
+    assert preset("v2").drain_stage_ops == (frozenset(DrainOp),) * 12
+    lean = Config(**{**V2_DRAIN, "DRAIN_STAGES": 3, "DRAIN_OPS": 0x40_04_28})
+    assert lean.drain_stage_ops == (frozenset({DrainOp.SHR, DrainOp.RSHR}), frozenset({DrainOp.ADD}),
+                                    frozenset({DrainOp.CLIP}))
 
 
 def test_vta_config_json_loads():

@@ -27,8 +27,11 @@ from openvta.isa import (
     decode_header,
     encode_header,
     epi_base_of,
+    format_drain_ops,
+    parse_drain_ops,
     preset,
     reads_residual,
+    stages_fit,
     with_epi_base,
 )
 from openvta.isa.drain import max_stages
@@ -124,6 +127,52 @@ def test_encode_header_errors() -> None:
         encode_header(V2, nine)
     with pytest.raises(DrainError, match=r"^a descriptor of 5 stages does not fit a drain unit of 4"):
         encode_header(TINY_V2, nine[:5])
+
+
+# -- per-stage operation sets (DRAIN_OPS) --------------------------------------------------
+
+op_sets = st.lists(st.sets(st.sampled_from(list(DrainOp)), min_size=1), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op_sets)
+def test_drain_ops_by_name_round_trip(sets: list[set[DrainOp]]) -> None:
+    text = "/".join("+".join(op.name.lower() for op in ops) for ops in sets)
+    value = parse_drain_ops(text)
+    # the spec's byte per stage, bit ``op`` for each operation (docs/ISA.md §9)
+    assert value == sum(1 << (8 * k + op) for k, ops in enumerate(sets) for op in ops)
+    cfg = V2.replace(DRAIN_STAGES=len(sets), DRAIN_OPS=value)
+    assert cfg.drain_stage_ops == tuple(frozenset(ops) for ops in sets)
+    assert parse_drain_ops(format_drain_ops(cfg)) == value
+    assert format_drain_ops(V2) == "all"
+
+
+def test_parse_drain_ops_names_a_bad_operation() -> None:
+    with pytest.raises(DrainError, match=r"^DRAIN_OPS 'RSHR/ADDD': 'ADDD' is not a drain operation \(one of MIN, "
+                                         r"MAX, ADD, SHR, MUL, RSHR, CLIP; stages separated by '/', a stage's "
+                                         r"operations by '\+'\)$"):
+        parse_drain_ops("RSHR/ADDD")
+
+
+@settings(max_examples=80, deadline=None)
+@given(op_sets, st.lists(stages_strategy, max_size=12))
+def test_stages_fit_their_stage_sets(sets: list[set[DrainOp]], stages: list[DrainStage]) -> None:
+    cfg = V2.replace(DRAIN_STAGES=len(sets), DRAIN_OPS=parse_drain_ops("/".join("+".join(o.name for o in ops)
+                                                                                   for ops in sets)))
+    fits = len(stages) <= len(sets) and all(stage.op in ops for stage, ops in zip(stages, sets))
+    assert (stages_fit(cfg, tuple(stages)) is None) == fits
+    if fits:
+        assert decode_header(encode_header(cfg, tuple(stages)), "d")[0] == tuple(stages)
+    else:
+        with pytest.raises(DrainError, match=r"^a descriptor "):
+            encode_header(cfg, tuple(stages))
+
+
+def test_a_stage_without_the_operation_is_named() -> None:
+    cfg = V2.replace(DRAIN_STAGES=3, DRAIN_OPS=parse_drain_ops("RSHR+SHR/ADD/CLIP"))
+    with pytest.raises(DrainError, match=r"^a descriptor the drain unit cannot run: it has stage 1 MUL, which the "
+                                         r"drain unit's stage 1 does not have \(DRAIN_OPS: it has ADD\)$"):
+        encode_header(cfg, (DrainStage(DrainOp.RSHR), DrainStage(DrainOp.MUL)))
 
 
 def test_drain_error_is_a_value_error() -> None:

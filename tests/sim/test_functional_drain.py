@@ -22,6 +22,7 @@ from openvta.isa import (
     Uop,
     assemble,
     encode_header,
+    parse_drain_ops,
     encode_stream,
     preset,
     words_to_bytes,
@@ -179,8 +180,9 @@ def test_store_acc_of_no_stages_truncates() -> None:
 _TAIL = r" \[STORE ACC pop_prev_dep push_prev_dep .*\]$"
 
 
-def _one_store(header: np.ndarray, words: int = 3, epi_at: int = 10, epi_base: int = 10) -> Program:
-    b = ProgramBuilder(V2)
+def _one_store(header: np.ndarray, words: int = 3, epi_at: int = 10, epi_base: int = 10,
+               cfg: Config = V2) -> Program:
+    b = ProgramBuilder(cfg)
     acc = b.tensor("acc", data=np.ones((2, 1, 16), np.int32), role="input")
     out = b.tensor("out", shape=(2, 1, 16), dtype="int8", role="output")
     b.load_2d(MemoryType.ACC, 0, acc, y_size=1, x_size=2)
@@ -216,6 +218,9 @@ def _nine_stages() -> np.ndarray:
         (lambda: _one_store(_bad_code()), r"^instruction 2: descriptor epi\[10\]: invalid drain stage code 0x27"),
         (lambda: _one_store(_nine_stages(), words=10),
          r"^instruction 2: descriptor epi\[10\] has 13 stages, more than the drain unit's 12 \(DRAIN_STAGES\)"),
+        (lambda: _one_store(_header(), cfg=V2.replace(DRAIN_STAGES=2, DRAIN_OPS=parse_drain_ops("RSHR/ADD"))),
+         r"^instruction 2: descriptor epi\[10\] has stage 0 ADD, which the drain unit's stage 0 does not have "
+         r"\(DRAIN_OPS: it has RSHR\)"),
         (lambda: _one_store(_header(stride=300)),
          r"^instruction 2: descriptor epi\[10\] reads operand words up to epi\[310\], outside the epi buffer "
          r"\(256 words\)"),
@@ -225,7 +230,7 @@ def _nine_stages() -> np.ndarray:
         (lambda: _one_store(_header((DrainStage(AluOp.ADD, operand_residual=True),), res_base=255)),
          r"^instruction 2 \(its residual\) accesses epi buffer elements 255\.\.256, past its depth \(256\)"),
     ],
-    ids=["bad-code", "too-many-stages", "operands-outside", "negative-stride", "residual-outside"],
+    ids=["bad-code", "too-many-stages", "op-not-in-stage", "operands-outside", "negative-stride", "residual-outside"],
 )
 def test_drain_errors(program, message: str) -> None:
     with pytest.raises(MemoryAccessError, match=message + ".*" + _TAIL):
