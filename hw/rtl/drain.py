@@ -107,7 +107,9 @@ class DrainLanes(wiring.Component):
     ALU's ``SHR s-1, ADD 1, SHR 1`` for ``s >= 1``, ``SHR s`` otherwise, ``s`` the signed low
     6 bits of ``b``) and CLIP (MIN by ``b``'s high 16 bits, then MAX by its low 16 bits),
     exactly as :mod:`openvta.isa.arith` computes them.  Combinational.  Only the operations
-    in ``ops`` are built (the stage's set, ``cfg.DRAIN_OPS``); any other ``op`` gives zeros."""
+    in ``ops`` are built (the stage's set, ``cfg.DRAIN_OPS``); any other ``op`` gives zeros,
+    except in a stage of one operation, which computes it whatever ``op`` says (no decoder
+    in its lanes: the functional simulator refuses a descriptor naming another)."""
 
     def __init__(self, cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp)) -> None:
         self.cfg, self.ops = cfg, frozenset(ops)
@@ -120,29 +122,42 @@ class DrainLanes(wiring.Component):
         cfg, bits = self.cfg, self.cfg.ACC_WIDTH
         n = cfg.BATCH * cfg.BLOCK_OUT
         alu_ops = frozenset(AluOp(int(op)) for op in self.ops if op.name in AluOp.__members__)
+        only = next(iter(self.ops)) if len(self.ops) == 1 else None
         if alu_ops:
             m.submodules.alu = alu = AluLanes(cfg, ops=alu_ops)
-            m.d.comb += [alu.op.eq(self.op), alu.use_imm.eq(0), alu.imm.eq(0), alu.a.eq(self.a), alu.b.eq(self.b)]
+            m.d.comb += [alu.op.eq(self.op if only is None else int(only)), alu.use_imm.eq(0), alu.imm.eq(0),
+                         alu.a.eq(self.a), alu.b.eq(self.b)]
         lanes = []
         for w in range(n):
             lane = Signal(bits, name=f"drain_{w}")
             lanes.append(lane)
             a, b = self.a.word_select(w, bits).as_signed(), self.b.word_select(w, bits)
             rshr = self._rshr(m, w, a, b) if DrainOp.RSHR in self.ops else None
+            if only is DrainOp.RSHR:
+                m.d.comb += lane.eq(rshr)
+                continue
+            if only is DrainOp.CLIP:
+                m.d.comb += lane.eq(self._clip(a, b))
+                continue
             with m.Switch(self.op):
                 if rshr is not None:
                     with m.Case(DrainOp.RSHR):
                         m.d.comb += lane.eq(rshr)
                 if DrainOp.CLIP in self.ops:
                     with m.Case(DrainOp.CLIP):
-                        high, low = b[16:32].as_signed(), b[:16].as_signed()
-                        lower = Mux(a < high, a, high)
-                        m.d.comb += lane.eq(Mux(lower > low, lower, low))
+                        m.d.comb += lane.eq(self._clip(a, b))
                 if alu_ops:
                     with m.Default():
                         m.d.comb += lane.eq(alu.acc_out.word_select(w, bits))
         m.d.comb += self.out.eq(Cat(*lanes))
         return m
+
+    @staticmethod
+    def _clip(a: Value, b: Value) -> Value:
+        """CLIP on a lane: MIN by ``b``'s high 16 bits, then MAX by its low 16 bits."""
+        high, low = b[16:32].as_signed(), b[:16].as_signed()
+        lower = Mux(a < high, a, high)
+        return Mux(lower > low, lower, low)
 
     def _rshr(self, m: Module, w: int, a: Value, b: Value) -> Value:
         """RSHR on lane ``w``: ``SHR s-1, ADD 1, SHR 1`` for ``s >= 1``, else ``SHR s``."""
@@ -284,8 +299,12 @@ class DrainUnit(wiring.Component):
         taps = [(valid, tile_x)]
         for s in range(stages):
             m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg, cfg.drain_stage_ops[s])
-            code = codes[_CODE_BITS * s:][:_CODE_BITS]
-            on_r, b_r, active = code[3], code[4], count > s
+            # the stage's own copy of its code and of whether the count reaches it, a cycle
+            # behind ``codes`` and ``count`` (set in HEADER; the first tile reaches stage 0 two
+            # cycles after RUN begins): placed by the stage, not routed across the chip to it
+            code, active = Signal(_CODE_BITS, name=f"code_{s}"), Signal(name=f"active_{s}")
+            m.d.sync += [code.eq(codes[_CODE_BITS * s:][:_CODE_BITS]), active.eq(count > s)]
+            on_r, b_r = code[3], code[4]
             m.d.comb += [alu.op.eq(code[:len(alu.op)]),
                          alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
             nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")

@@ -174,7 +174,8 @@ def test_alu_lanes_match_functional_simulator(name: str, op: AluOp) -> None:
 @pytest.mark.parametrize("ops", ["RSHR+SHR", "ADD", "CLIP+MIN+MAX", "MUL", "MIN+MAX+ADD+SHR+MUL+RSHR+CLIP"])
 def test_drain_lanes_build_only_their_operations(ops: str) -> None:
     """Each operation of the set is :func:`~openvta.isa.drain.drain_lanes`, exactly; any other
-    gives zeros (the functional simulator refuses a descriptor that names one)."""
+    gives zeros, or in a stage of one operation that operation (the functional simulator
+    refuses a descriptor that names another)."""
     cfg = preset("tiny").replace(LOG_EPI_BUFF_SIZE=10, DRAIN_STAGES=1, DRAIN_OPS=parse_drain_ops(ops))
     built = cfg.drain_stage_ops[0]
     dut = DrainLanes(cfg, built)
@@ -197,8 +198,10 @@ def test_drain_lanes_build_only_their_operations(ops: str) -> None:
                 ctx.set(dut.a, pack(a, 32))
                 ctx.set(dut.b, pack(b, 32))
                 got = unpack(ctx.get(dut.out), 32, n)
-                if op in built:
-                    expected = drain_lanes(op, a.astype(np.uint32).view(np.int32), b.astype(np.uint32).view(np.int32))
+                done = op if op in built else next(iter(built)) if len(built) == 1 else None
+                if done is not None:  # (a stage of one operation computes it whatever the code)
+                    expected = drain_lanes(done, a.astype(np.uint32).view(np.int32),
+                                           b.astype(np.uint32).view(np.int32))
                     assert got == expected.tolist(), (op, a, b)
                 else:
                     assert got == [0] * n, op
