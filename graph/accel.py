@@ -47,7 +47,8 @@ def anchor_of(node: Node, graph: Graph) -> Anchor:
     types = [graph.types[value] for value in node.inputs]
     return Anchor(node.op.value, dict(node.attrs),
                   tuple(tuple(int(d) for d in t.concrete()) for t in types),
-                  tuple(t.dtype.value for t in types), tuple(value in graph.constants for value in node.inputs))
+                  tuple(t.dtype.value for t in types), tuple(value in graph.constants for value in node.inputs),
+                  tuple(bool(t.shape) and isinstance(t.shape[0], str) for t in types))
 
 
 def match_node(node: Node, graph: Graph, cfg: Config) -> AnchorMatch | str:

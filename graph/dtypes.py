@@ -34,6 +34,12 @@ class DType(enum.Enum):
     def is_integer(self) -> bool:
         return self is not DType.FLOAT32
 
+    @property
+    def is_quantized(self) -> bool:
+        """An integer graph's int8 or int32 value (INT64 is an *index*: token ids, a mask,
+        a shape; never quantized, its ops run their plain numpy reference)."""
+        return self in (DType.INT8, DType.INT32)
+
     @classmethod
     def of(cls, dtype: np.dtype | type) -> DType:
         """The DType of a numpy dtype (``ValueError`` for one the IR does not hold)."""

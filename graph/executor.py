@@ -69,7 +69,7 @@ class _Run:
         inputs = {t.name: values[t.value or t.name] for t in region.with_role(Role.INPUT)}
         outputs = region.with_role(Role.OUTPUT)
         self.samples = count = _batch(region, inputs)
-        block = self.cfg.BATCH
+        block = _rows_a_run(region, self.cfg)
         parts: dict[str, list[np.ndarray]] = {t.name: [] for t in outputs}
         for start in range(0, count, block):
             image = replace(region.program, dram=region.program.dram.copy())
@@ -119,6 +119,13 @@ def _batch(region: Region, inputs: Mapping[str, np.ndarray]) -> int:
             raise ExecutionError(f"region {region.index} input {t.name!r} must have samples of shape "
                                  f"{t.shape[1:]}, not {inputs[t.name].shape[1:]}")
     return counts.pop()
+
+
+def _rows_a_run(region: Region, cfg: Config) -> int:
+    """The samples one run of ``region``'s program takes: ``cfg.BATCH``, or a dense kernel's
+    static rows (a transformer's tokens, all in one run)."""
+    sizes = {t.shape[0] for t in region.with_role(Role.INPUT) if t.shape}
+    return max(sizes) if sizes else cfg.BATCH
 
 
 def _slice(array: np.ndarray, start: int, block: int) -> np.ndarray:

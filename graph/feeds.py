@@ -13,7 +13,7 @@ from typing import Union
 
 import numpy as np
 
-from .ir import Graph, TensorType
+from .ir import DType, Graph, TensorType
 
 __all__ = ["Feed", "as_feeds", "calibration_batches", "shape_text"]
 
@@ -27,11 +27,16 @@ def shape_text(t: TensorType) -> str:
 
 def _check(name: str, t: TensorType, value: object) -> np.ndarray:
     array = np.asarray(value)
-    if array.dtype.kind != "f":
+    index = t.dtype is DType.INT64
+    if index and array.dtype.kind not in "iu":
+        raise ValueError(f"input {name!r} must hold integers (int64: token ids, a mask), not {array.dtype}")
+    if not index and array.dtype.kind != "f":
         raise ValueError(f"input {name!r} must hold floating-point values, not {array.dtype}")
     if array.ndim != t.ndim or any(isinstance(d, int) and d != n for d, n in zip(t.shape, array.shape)):
         raise ValueError(f"input {name!r} must have shape {shape_text(t)}, not {array.shape!r}")
-    return np.ascontiguousarray(array, dtype=np.float32)
+    if index and array.size and (array.min() < np.iinfo(np.int64).min or array.max() > np.iinfo(np.int64).max):
+        raise ValueError(f"input {name!r} holds values outside int64")
+    return np.ascontiguousarray(array, dtype=np.int64 if index else np.float32)
 
 
 def as_feeds(graph: Graph, x: Feed, what: str = "input") -> dict[str, np.ndarray]:

@@ -54,18 +54,28 @@ _INTEGER_EXACT_OPS = frozenset({"Add", "Clip", "Concat", "Constant", "Dropout", 
                                 "Transpose", "Unsqueeze"})
 
 
+#: Operators whose float32 result on values of a narrower float type is exact (they move
+#: or pick values, or round them: Cast).
+_NARROW_EXACT_OPS = frozenset({"Cast", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity", "MaxPool",
+                               "Pad", "Relu", "Reshape", "Squeeze", "Transpose", "Unsqueeze"})
+#: The narrower float types float32 holds exactly: FLOAT16, BFLOAT16, the FLOAT8s, FLOAT4E2M1,
+#: FLOAT8E8M0; and the 4- and 2-bit integers (their values are small integers).
+_NARROW_TYPES = (10, 16, 17, 18, 19, 20, 23, 24, 21, 22, 25, 26)
+
+
 def _widened_types() -> dict[int, np.dtype]:
-    from onnx import TensorProto
+    from onnx import TensorProto, helper
 
     return {TensorProto.INT8: np.dtype(np.int8), TensorProto.INT16: np.dtype(np.int16),
             TensorProto.INT32: np.dtype(np.int32), TensorProto.UINT8: np.dtype(np.uint8),
             TensorProto.UINT16: np.dtype(np.uint16), TensorProto.UINT32: np.dtype(np.uint32),
-            TensorProto.UINT64: np.dtype(np.uint64)}
+            TensorProto.UINT64: np.dtype(np.uint64),
+            **{t: np.dtype(helper.tensor_dtype_to_np_dtype(t)) for t in _NARROW_TYPES}}
 
 
-def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype]]:
-    """``proto`` with its integer data tensors made float32, and the integer type of every
-    output widened (``proto`` itself when it has none)."""
+def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype], bool]:
+    """``proto`` with its integer and narrow-float data tensors made float32, the type of
+    every output widened, and whether any was an integer (``proto`` itself when none was)."""
     from onnx import TensorProto, numpy_helper
 
     widened = _widened_types()
@@ -76,18 +86,22 @@ def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype]]:
     tensors = [t for t in [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]
                if t.data_type in widened]
     if not values and not tensors:
-        return proto, {}
+        return proto, {}, False
+    integer = any(widened[v.type.tensor_type.elem_type].kind in "iu" for v in values) \
+        or any(widened[t.data_type].kind in "iu" for t in tensors)
+    exact = _INTEGER_EXACT_OPS | {"Cast"} if integer else _NARROW_EXACT_OPS
     for node in graph.node:
-        if node.op_type not in _INTEGER_EXACT_OPS:
-            raise ModelError(f"node {node.name or node.op_type!r} ({node.op_type}) on integer tensors is not "
-                             f"supported; integer models run only {', '.join(sorted(_INTEGER_EXACT_OPS))}")
+        if node.op_type not in exact:
+            which = "integer" if integer else "narrow float"
+            raise ModelError(f"node {node.name or node.op_type!r} ({node.op_type}) on {which} tensors is not "
+                             f"supported; such models run only {', '.join(sorted(exact))}")
     outputs = {v.name: widened[v.type.tensor_type.elem_type] for v in graph.output
                if v.type.tensor_type.elem_type in widened}
     for value in values:
         value.type.tensor_type.elem_type = TensorProto.FLOAT
     for tensor in tensors:
         tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
-    return copy, outputs
+    return copy, outputs, integer
 
 
 def _check_exact(name: str, value: np.ndarray) -> None:
@@ -97,11 +111,18 @@ def _check_exact(name: str, value: np.ndarray) -> None:
                          f"(|v| <= 2**24), so the float path cannot run it exactly")
 
 
+def _array(value: Any) -> np.ndarray:
+    """An input as an array (ONNX's test data holds the narrow types as ``TensorProto``)."""
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+
+
 class OpenvtaRep(BackendRep):
     """A prepared model: ``run`` executes it on openvta's float references."""
 
     def __init__(self, proto: Any) -> None:
-        self.proto, self._integer_outputs = _widen(proto)
+        self.proto, self._integer_outputs, self._integer = _widen(proto)
         proto = self.proto
         constants = {init.name for init in proto.graph.initializer}
         self.inputs = [v.name for v in proto.graph.input if v.name not in constants]
@@ -146,21 +167,23 @@ class OpenvtaRep(BackendRep):
         """The model's outputs for ``inputs`` (a list in the model's input order, or a
         mapping by name), in its output order."""
         if isinstance(inputs, dict):
-            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+            feeds = {k: _array(v) for k, v in inputs.items()}
         else:
             given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            feeds = {name: np.asarray(v) for name, v in zip(self.inputs, given)}
+            feeds = {name: _array(v) for name, v in zip(self.inputs, given)}
         if self._integer_outputs:
-            feeds = {k: v.astype(np.float32) if v.dtype.kind in "iu" and v.dtype != np.int64 else v
-                     for k, v in feeds.items()}
+            feeds = {k: v.astype(np.float32) if (v.dtype.kind in "iuV" or v.dtype == np.float16)
+                     and v.dtype != np.int64 else v for k, v in feeds.items()}
         graph = self._graph(feeds)
         values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs},
-                         observe=_check_exact if self._integer_outputs else None)
+                         observe=_check_exact if self._integer else None)
         return tuple(self._typed(name, np.asarray(values[name])) for name in self.outputs)
 
     def _typed(self, name: str, value: np.ndarray) -> np.ndarray:
         dtype = self._integer_outputs.get(name)
-        return value if dtype is None else value.astype(np.int64).astype(dtype)
+        if dtype is None:
+            return value
+        return value.astype(np.int64).astype(dtype) if dtype.kind in "iu" else value.astype(dtype)
 
 
 class OpenvtaBackend(Backend):

@@ -280,8 +280,12 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
         return f"dense needs a bias of shape ({out_features},), not {anchor.shapes[2]}"
     if 2 * in_features < cfg.BLOCK_IN:
         return f"{in_features} input features fill less than half of a {cfg.BLOCK_IN}-lane input block"
-    return ({"batch": cfg.BATCH, "in_features": in_features, "out_features": out_features, "bias": bias},
-            f"int8 dense, {in_features}->{out_features} features")
+    batch = cfg.BATCH
+    if anchor.batched and not anchor.batched[0]:  # static rows (tokens): all of them in one program run
+        batch = -(-anchor.shapes[0][0] // cfg.BATCH) * cfg.BATCH
+    rows = f", {batch} rows a run" if batch > cfg.BATCH else ""
+    return ({"batch": batch, "in_features": in_features, "out_features": out_features, "bias": bias},
+            f"int8 dense, {in_features}->{out_features} features{rows}")
 
 
 DESCRIPTOR = OperatorDescriptor(

@@ -76,6 +76,10 @@ class Anchor:
         per input, its static shape and its dtype name (``"int8"``, ``"int32"``, ``"float32"``).
     constant :
         per input, whether it is a constant of the graph (a weight) rather than an activation.
+    batched :
+        per input, whether its first dimension is the graph's batch, which the executor cuts
+        into runs of ``cfg.BATCH`` samples (its size in ``shapes`` is then 1); a static first
+        dimension (a transformer's tokens, flattened to rows) is not.  Empty: every one is.
     """
 
     op: str
@@ -83,6 +87,7 @@ class Anchor:
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     constant: tuple[bool, ...]
+    batched: tuple[bool, ...] = ()
 
 
 def _fields(plan: object) -> Knobs:

@@ -208,8 +208,8 @@ def _input_type(value: Any) -> TensorType:
     if kind != "tensor_type":
         raise ModelError(f"input {value.name!r} must be a tensor, not a {kind}")
     elem = value.type.tensor_type.elem_type
-    if elem != TensorProto.FLOAT:
-        raise ModelError(f"input {value.name!r} must be float32, not "
+    if elem not in (TensorProto.FLOAT, TensorProto.INT64):
+        raise ModelError(f"input {value.name!r} must be float32 (or int64: token ids, a mask), not "
                          f"{TensorProto.DataType.Name(elem).lower()}")
     if not value.type.tensor_type.HasField("shape"):
         raise ModelError(f"input {value.name!r} must have a shape, not none")
@@ -222,7 +222,7 @@ def _input_type(value: Any) -> TensorType:
         else:
             raise ModelError(f"input {value.name!r} dimension {axis} must be a fixed size, "
                              f"not {dim.dim_param or 'unknown'!r} (only the batch may vary)")
-    return TensorType(tuple(shape), DType.FLOAT32)
+    return TensorType(tuple(shape), DType.FLOAT32 if elem == TensorProto.FLOAT else DType.INT64)
 
 
 def _constant_array(name: str, array: np.ndarray) -> np.ndarray:

@@ -232,6 +232,21 @@ def _layer_norm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     return node.present(), {k: node.attrs[k] for k in ("axis", "epsilon") if k in node.attrs}
 
 
+def _cast(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ("to", "saturate", "round_mode"))
+    if "to" not in node.attrs:
+        raise node.fail("needs its attribute 'to'")
+    return node.present(), {k: node.attrs[k] for k in ("to", "saturate", "round_mode") if k in node.attrs}
+
+
+def _expand(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    _only(node, ())
+    shape = node.constant(1, "shape")
+    if shape is None or shape.ndim != 1 or shape.dtype.kind not in "iu":
+        raise node.fail("shape must be a constant 1-D integer tensor")
+    return (node.inputs[0],), {"shape": tuple(int(v) for v in shape)}
+
+
 def _pad(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     _only(node, ("mode",))
     pads = node.constant(1, "pads")
@@ -295,6 +310,9 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.REDUCE_MEAN: lambda node: _reduce(node),
     Op.REDUCE_SUM: lambda node: _reduce(node),
     Op.LAYER_NORM: _layer_norm,
+    Op.GATHER: _plain("axis"),
+    Op.CAST: _cast,
+    Op.EXPAND: _expand,
 }
 
 

@@ -111,9 +111,9 @@ class OpDef:
 
     def kernel(self, dtype: DType) -> Kernel:
         """The reference for inputs of ``dtype``: integer inputs run the integer one."""
-        chosen = self.int_ref if dtype.is_integer else self.float_ref
+        chosen = self.int_ref if dtype.is_quantized else self.float_ref
         if chosen is None:
-            which = "integer" if dtype.is_integer else "float"
+            which = "integer" if dtype.is_quantized else "float"
             raise OpError(f"{self.op.value} has no {which} reference (input is {dtype.value})")
         return chosen
 

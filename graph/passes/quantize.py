@@ -101,6 +101,8 @@ def _linear(b: Builder, node: Node) -> bool:
 
 
 def _add(b: Builder, node: Node) -> bool:
+    if any(v not in b.source.constants and v not in b.int8 for v in node.inputs):
+        return False  # an operand made in float (a float island's result): the sum stays float
     out = node.outputs[0]
     out_scale = b.scale(out)
     operands = []
@@ -139,6 +141,9 @@ def quantize(graph: Graph, mode: RequantMode) -> Graph:
     for node in graph.nodes:
         if node.op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE):
             raise PassError(PASS_NAME, f"node {node.label} is already an integer-graph op")
+        if any(graph.types[v].dtype is DType.INT64 for v in node.inputs if v not in graph.constants):
+            float_island(b, node)  # reads an index tensor (token ids, a mask): never quantized
+            continue
         rule = rules.get(node.op)
         if rule is None or not rule(b, node):
             island(b, node)

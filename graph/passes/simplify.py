@@ -39,8 +39,8 @@ _PASS = "simplify"
 
 def _check_float(graph: Graph) -> None:
     for node in graph.nodes:
-        if node.op in QUANT_OPS or any(v not in graph.constants and graph.types[v].dtype
-                                          is not DType.FLOAT32 for v in node.inputs):
+        if node.op in QUANT_OPS or any(v not in graph.constants and graph.types[v].dtype.is_quantized
+                                          for v in node.inputs):
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; simplify "
                                    "runs on the float graph")
 

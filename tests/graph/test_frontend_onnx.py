@@ -90,8 +90,8 @@ def test_model_level_errors() -> None:
 def test_input_errors() -> None:
     relu = [helper.make_node("Relu", ["x"], ["y"])]
     model = make_model(relu, {"x": [2]}, ["y"])
-    model.graph.input[0].CopyFrom(tensor_input("x", [2], TensorProto.INT64))
-    with pytest.raises(ModelError, match=r"^input 'x' must be float32, not int64$"):
+    model.graph.input[0].CopyFrom(tensor_input("x", [2], TensorProto.INT32))
+    with pytest.raises(ModelError, match=r"^input 'x' must be float32 \(or int64: token ids, a mask\), not int32$"):
         import_onnx(model)
     with pytest.raises(ModelError, match=r"^input 'x' dimension 1 must be a fixed size, not 'H' "
                                          r"\(only the batch may vary\)$"):
