@@ -29,9 +29,17 @@ reference against onnxruntime (largest difference relative to the largest output
 dense counts its real MACs; target >= 95 %), the int8 run on ``functional`` and ``cycle`` against the integer
 reference, its cycles and the CPU fallback's wall time.  About 15 minutes for the nine.
 
+MiniLM (``examples/minilm``: paraphrase-MiniLM-L3-v2 from its wheel, 128 tokens; issue
+[4/5]), by the issue's protocol (calibrate on 16 sequences, evaluate on 64 others, half of
+them padded): compile time, the float reference against onnxruntime, the mean cosine of
+the int8 sentence embeddings (output ``461``) to onnxruntime's float ones (target >= 0.99;
+onnxruntime's own int8: 0.75 static, 0.92 dynamic), the MACs on the accelerator and on
+the CPU, cycles per sequence and the CPU's measured milliseconds, ``functional`` and
+``cycle`` against the integer reference.
+
     .venv/bin/python benchmarks/models.py [--config default] [--images 20] [--rtl]
-                                          [--model digits|mobilenetv2|zoo|all] [--size 224]
-                                          [--zoo densenet121,vgg19]
+                                          [--model digits|mobilenetv2|zoo|minilm|all] [--size 224]
+                                          [--zoo densenet121,vgg19] [--sequences 64]
 """
 
 from __future__ import annotations
@@ -54,6 +62,9 @@ from make_mobilenetv2 import build_mobilenetv2, random_images  # noqa: E402
 
 sys.path.insert(0, str(DIGITS.parent / "onnx_zoo"))
 import zoo_models  # noqa: E402
+
+sys.path.insert(0, str(DIGITS.parent / "minilm"))
+import minilm_model  # noqa: E402
 
 
 def _top1(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -238,7 +249,9 @@ def main() -> int:
     parser.add_argument("--config", default="default", help="preset (default default)")
     parser.add_argument("--images", type=int, default=20, help="images run on each back end")
     parser.add_argument("--rtl", action="store_true", help="also run 2 images on the rtl back end (tiny)")
-    parser.add_argument("--model", default="all", choices=["digits", "mobilenetv2", "depthwise", "zoo", "all"])
+    parser.add_argument("--model", default="all",
+                        choices=["digits", "mobilenetv2", "depthwise", "zoo", "minilm", "all"])
+    parser.add_argument("--sequences", type=int, default=64, help="MiniLM's evaluation sequences (default 64)")
     parser.add_argument("--zoo", default=",".join(zoo_models.MODELS), help="the zoo models (default all nine)")
     parser.add_argument("--size", type=int, default=224, help="MobileNetV2's input size")
     args = parser.parse_args()
@@ -251,7 +264,58 @@ def main() -> int:
         depthwise_mappings(args.config, args.size)
     if args.model in ("zoo", "all"):
         zoo(args.config, args.zoo.split(","))
+    if args.model in ("minilm", "all"):
+        minilm(args.config, args.sequences)
     return 0
+
+
+def minilm(config: str, count: int) -> None:
+    """MiniLM's figures by issue [4/5]'s protocol (module docstring)."""
+    import onnx
+    import onnxruntime
+
+    from openvta.graph.ir import Device
+    from openvta.graph.summary import summarize
+
+    path = minilm_model.model_path()
+    calibration, evaluation = minilm_model.protocol()
+    evaluation = evaluation[:count]
+    print(f"\nMiniLM (paraphrase-MiniLM-L3-v2 from {minilm_model.DISTRIBUTION}, {minilm_model.TOKENS} tokens), "
+          f"config {config}: calibrated on {len(calibration)} sequences, evaluated on {len(evaluation)}")
+    start = time.perf_counter()
+    model = openvta.compile_model(str(path), calibration, config=config)
+    print(f"compile: {time.perf_counter() - start:.1f} s (target < 60 s)")
+    proto = onnx.load(str(path))
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    relative, cosines = 0.0, []
+    for feeds in evaluation:
+        expected = dict(zip(names, session.run(None, feeds)))
+        ours = model.float_reference(feeds)
+        relative = max(relative, max(float(np.abs(ours[k] - v).max() / np.abs(v).max()) for k, v in expected.items()
+                                     if v.dtype == np.float32))
+        cosines.append(minilm_model.cosine(model.reference(feeds)[minilm_model.EMBEDDING],
+                                           expected[minilm_model.EMBEDDING]))
+    print(f"float reference vs onnxruntime: {relative:.1e} (largest difference relative to the largest output; "
+          f"target 1e-4)")
+    print(f"int8 sentence embeddings: mean cosine {np.mean(cosines):.4f} to onnxruntime's float (min "
+          f"{np.min(cosines):.4f}; target >= 0.99; onnxruntime int8: 0.75 static, 0.92 dynamic)")
+    rows = summarize(model.graph)
+    accel = sum(r.macs for r in rows if r.device is Device.ACCEL)
+    total = sum(r.macs for r in rows)
+    cpu = sorted({r.op for r in rows if r.macs and r.device is not Device.ACCEL})
+    print(f"MACs: {accel:,} of {total:,} on the accelerator ({accel / total:.1%}; target >= 95 %); "
+          f"on the CPU: {', '.join(cpu) or 'none'}")
+    feeds = evaluation[1]
+    reference = model.reference(feeds)
+    functional = model.run(feeds, backend="functional")
+    out = model.run(feeds, backend="cycle")
+    equal = all(np.array_equal(out[k], v) and np.array_equal(functional[k], v) for k, v in reference.items())
+    report = out.report
+    cycles, clock = report.cycles or 0, report.clock_mhz
+    print(f"a sequence: {cycles:,} cycles = {cycles / clock / 1e3:.2f} ms at {clock:g} MHz + CPU "
+          f"{report.cpu_seconds * 1e3:.1f} ms wall on this host; functional and cycle equal to the reference: "
+          f"{equal}")
 
 
 def digits(args: argparse.Namespace) -> None:

@@ -250,7 +250,10 @@ class ModelReport:
                     "instruction on this back end", cpu]
         share = {"compute": busy / self.cycles, "memory": waiting / self.cycles}
         mhz = self.clock_mhz
-        return ["where the time goes:",
+        accel_ms, cpu_ms = self.cycles / mhz / 1000, self.cpu_seconds * 1e3
+        whole = accel_ms + cpu_ms
+        return [f"where the time goes: accelerator {accel_ms:.3f} ms ({accel_ms / whole:.1%}), CPU {cpu_ms:.3f} ms "
+                f"({cpu_ms / whole:.1%}, measured)",
                 f"accelerator compute {busy / mhz / 1000:9.3f} ms ({share['compute']:.1%} of "
                 "its cycles: GEMM and ALU busy)",
                 f"accelerator memory  {waiting / mhz / 1000:9.3f} ms ({share['memory']:.1%}: "

@@ -78,11 +78,26 @@ def plans_line(graph: Graph) -> str | None:
             f"(no record: {missing}, refused: {refused})")
 
 
+def macs_share(rows: list[NodeSummary]) -> str | None:
+    """``"MACs: 94.7 % on the accelerator (int8), 5.3 % on the CPU (float: MatMul)"`` for a
+    placed graph with MACs; None otherwise."""
+    total = sum(r.macs for r in rows)
+    if not total or not any(r.device is not None for r in rows):
+        return None
+    accel = sum(r.macs for r in rows if r.device is Device.ACCEL)
+    cpu_ops = sorted({r.op for r in rows if r.macs and r.device is not Device.ACCEL})
+    cpu = f"{(total - accel) / total:.1%} on the CPU (float: {', '.join(cpu_ops)})" if cpu_ops else "none on the CPU"
+    return f"MACs: {accel / total:.1%} on the accelerator (int8 products), {cpu}"
+
+
 def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
     groups = {r.group for r in rows if r.group is not None}
     accel = {r.group for r in rows if r.device is Device.ACCEL}
     lines = [f"model {graph.name} ({detail}): {len(rows)} nodes in {len(groups)} fused groups, "
              f"{len(accel)} on the accelerator; {sum(r.macs for r in rows):,} MACs per image"]
+    share = macs_share(rows)
+    if share:
+        lines.append(share)
     if graph.memory is not None:
         m = graph.memory
         lines.append(f"arena {m.arena_bytes:,} bytes with reuse, {m.no_reuse_bytes:,} without "

@@ -50,6 +50,9 @@ def test_int64_inputs_are_index_tensors(encoder: tuple) -> None:
     assert not any(n.op is Op.QUANTIZE and n.inputs[0] in graph.inputs for n in model.graph.nodes)
     gemms = [n for n in model.graph.nodes if n.op is Op.GEMM]
     assert len(gemms) == 6 and all(n.placement.device is Device.ACCEL for n in gemms)
+    # the six linear layers: 16·32·(4·32 + 2·64) MACs; attention's two products: 2·4·16·16·8 on the CPU
+    assert model.summary().splitlines()[1] == ("MACs: 88.9% on the accelerator (int8 products), "
+                                               "11.1% on the CPU (float: MatMul)")
 
 
 @settings(max_examples=6, deadline=None)

@@ -127,6 +127,8 @@ def test_summary_lists_every_node(model: CompiledModel) -> None:
     lines = text.splitlines()
     assert lines[0] == ("model conv_relu (pow2, config default): 8 nodes in 5 fused groups, "
                         "2 on the accelerator; 85,248 MACs per image")
+    assert lines[1] == "MACs: 100.0% on the accelerator (int8 products), none on the CPU"
+    lines = lines[:1] + lines[2:]
     assert lines[1].startswith("arena ") and lines[4].split() == [
         "group", "node", "op", "placement", "MACs", "out", "B", "param", "B", "reason"]
     assert lines[2].startswith("region 0 (group 1): 1 kernel in one program of ")

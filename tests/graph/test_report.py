@@ -91,7 +91,7 @@ def test_format_is_one_row_per_group_then_totals() -> None:
     assert lines[2].split() == ["conv", "+1", "accel", "1,000", "50.0%", "80.0%", "compute", "4"]
     assert lines[3].split() == ["fc", "accel", "500", "25.0%", "20.0%", "memory", "1"]
     assert lines[4] == "total 1,500 accelerator cycles = 0.015 ms at 100 MHz; DRAM 5,120 bytes"
-    assert lines[5] == "where the time goes:"
+    assert lines[5] == "where the time goes: accelerator 0.015 ms (1.2%), CPU 1.250 ms (98.8%, measured)"
     assert lines[6].split()[:4] == ["accelerator", "compute", "0.010", "ms"]
     assert "(66.7% of its cycles" in lines[6]
     assert lines[7].split()[:4] == ["accelerator", "memory", "0.005", "ms"]
