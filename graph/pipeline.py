@@ -168,7 +168,13 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
             calibration = list(calibration)  # (read twice: for the shapes, then as batches)
         model = load_onnx(model)
         shapes = calibration_shapes(model, calibration)
-        shapes.update(check_input_shapes(input_shapes, model))
+        given = check_input_shapes(input_shapes, model)
+        for name, shape in given.items():
+            sampled = shapes.get(name)
+            if sampled is not None and (len(sampled) != len(shape) or sampled[1:] != shape[1:]):
+                raise ValueError(f"input {name!r} is given the shape {shape} (input_shapes, --input-shape), but "
+                                 f"the calibration samples have {sampled}")
+        shapes.update(given)
     graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
     options = replace(options, calibration=tuple(calibration_batches(graph, calibration)))
     stages = run_pipeline(graph, options)

@@ -34,7 +34,8 @@ def add_dse_parser(sub: Any, boards: list[str]) -> None:
                    help="the layers run on the cycle model (default resnet18: C2-C11)")
     p.add_argument("--configs", nargs="+", metavar="SPEC",
                    help="configurations: PRESET or PRESET:KEY=VALUE,... (KEY a Config key, machine "
-                   "v2's LOG_EPI_BUFF_SIZE and DRAIN_STAGES included, or a lean build option; default: "
+                   "v2's LOG_EPI_BUFF_SIZE, DRAIN_STAGES and DRAIN_OPS (RSHR+SHR/ADD/CLIP) included, or a lean build "
+                   "option; default: "
                    "the board's set, see docs/DSE.md)")
     p.add_argument("-o", "--output", required=True, help="output folder (resumed if it holds a dse.json)")
     p.add_argument("--layers", help="a subset of the workload's layers, e.g. C2,C5")

@@ -158,3 +158,10 @@ def test_minilm_int8_runs_its_matmuls_on_the_accelerator_equal_to_the_reference(
         np.testing.assert_array_equal(run[name], value)
     embedding = minilm_model.EMBEDDING
     assert minilm_model.cosine(reference[embedding], model.float_reference(feeds)[embedding]) > 0.5
+
+
+def test_input_shapes_that_contradict_the_calibration_name_both() -> None:
+    feeds = _feeds(np.random.default_rng(2))
+    with pytest.raises(ValueError, match=r"^input 'input_ids' is given the shape \(1, 8\) \(input_shapes, "
+                                         r"--input-shape\), but the calibration samples have \(1, 16\)$"):
+        openvta.compile_model(sentence_encoder(seq=SEQ), [feeds], input_shapes={"input_ids": (1, 8)})
