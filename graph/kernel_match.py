@@ -72,7 +72,9 @@ class _Chain:
         self.bind: dict[str, str] = {}
         self.vectors: dict[str, np.ndarray] = {}
         self.taken = graph.names()
-        self.channels = int(graph.constants[anchor.inputs[1]].shape[0])
+        weight = graph.constants.get(anchor.inputs[1])
+        # a constant weight's output channels; a product of two activations' columns
+        self.channels = int(weight.shape[0]) if weight is not None else int(graph.types[anchor.outputs[0]].shape[-1])
 
     def inside(self, value: str) -> list[Node]:
         return [n for n in self.consumers.get(value, []) if n.name in self.members]
@@ -127,6 +129,9 @@ def _anchor(graph: Graph, anchor: Node, cfg: Config) -> tuple[str, dict[str, int
 
 
 def _accumulator_limit(graph: Graph, anchor: Node) -> int:
+    if anchor.inputs[1] not in graph.constants:  # two int8 activations: |a·b| <= 128·128 per product
+        inner = int(graph.types[anchor.inputs[0]].shape[-1])
+        return min(INT8_LIMIT * INT8_LIMIT * inner, INT32_LIMIT)
     weight = graph.constants[anchor.inputs[1]].astype(np.int64)
     sums = np.abs(weight.reshape(weight.shape[0], -1)).sum(axis=1) * INT8_LIMIT
     if len(anchor.inputs) > 2:

@@ -26,7 +26,7 @@ from openvta.isa import Config, preset
 
 from .errors import GraphError, PassError
 from .feeds import Feed, calibration_batches
-from .frontends.onnx import calibration_shapes, check_input_shapes, import_onnx, load_onnx
+from .frontends.onnx import agrees, calibration_shapes, check_input_shapes, import_onnx, load_onnx
 from .ir import Graph, Op, RequantMode
 from .kernel_match import Plans
 from .model import CompiledModel
@@ -169,9 +169,11 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         model = load_onnx(model)
         shapes = calibration_shapes(model, calibration)
         given = check_input_shapes(input_shapes, model)
+        declared = {v.name: v for v in model.graph.input}
         for name, shape in given.items():
             sampled = shapes.get(name)
-            if sampled is not None and (len(sampled) != len(shape) or sampled[1:] != shape[1:]):
+            if sampled is not None and agrees(declared[name], shape) \
+                    and (len(sampled) != len(shape) or sampled[1:] != shape[1:]):  # (the import names the model's)
                 raise ValueError(f"input {name!r} is given the shape {shape} (input_shapes, --input-shape), but "
                                  f"the calibration samples have {sampled}")
         shapes.update(given)

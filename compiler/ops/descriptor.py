@@ -51,6 +51,7 @@ class OperatorKind(Enum):
     DENSE = "dense"
     ELEMENTWISE = "elementwise"
     DEPTHWISE_CONV2D = "depthwise_conv2d"
+    BATCH_MATMUL = "batch_matmul"
 
 
 @dataclass(frozen=True)

@@ -104,13 +104,15 @@ def calibration_shapes(proto: Any, calibration: object) -> dict[str, tuple[int, 
         given = {k: np.shape(v) for k, v in first.items() if k in inputs}
     else:
         return {}
-    shapes = {}
-    for name, shape in given.items():
-        dims = inputs[name].type.tensor_type.shape.dim
-        if len(dims) == len(shape) and all(not (d.HasField("dim_value") and d.dim_value > 0) or d.dim_value == n
-                                           for d, n in zip(dims, shape)):
-            shapes[name] = tuple(int(n) for n in shape)
-    return shapes
+    return {name: tuple(int(n) for n in shape) for name, shape in given.items() if agrees(inputs[name], shape)}
+
+
+def agrees(value: Any, shape: Sequence[int]) -> bool:
+    """Whether ``shape`` fits the declared shape of the model input ``value`` (its rank, and
+    each fixed size)."""
+    dims = value.type.tensor_type.shape.dim
+    return len(dims) == len(shape) and all(not (d.HasField("dim_value") and d.dim_value > 0) or d.dim_value == n
+                                           for d, n in zip(dims, shape))
 
 
 def _load(model: Any) -> Any:

@@ -42,7 +42,7 @@ _PASS = "pack layouts"
 
 def _role(symbol: str, op: Operator, value: str | None, graph: Graph, written: set[str],
           outside: set[str]) -> Role:
-    if symbol == "weight":
+    if symbol == "weight" and op.roles.get(symbol) is not Role.INPUT:  # (batch_matmul's is an activation)
         return Role.WEIGHT
     if op.roles.get(symbol) is Role.BIAS:
         return Role.BIAS

@@ -100,6 +100,25 @@ def _linear(b: Builder, node: Node) -> bool:
     return True
 
 
+def _matmul(b: Builder, node: Node) -> bool:
+    """A product of two activations per head (``(H, M, K)`` by ``(H, K, N)``, static: what
+    simplify makes of attention's): int8 × int8 → int32 in the scale ``s_a·s_b``, then
+    ``Requantize`` to the output's scale.  Any other MatMul is a float island."""
+    if any(v in b.source.constants for v in node.inputs):
+        return _linear(b, node)
+    a, w = (b.source.types[v] for v in node.inputs)
+    if a.ndim != 3 or w.ndim != 3 or not all(isinstance(d, int) for d in (*a.shape, *w.shape)):
+        return False
+    out = node.outputs[0]
+    acc_scale, out_scale = b.scale(node.inputs[0]) * b.scale(node.inputs[1]), b.scale(out)
+    bound = INT8_LIMIT * INT8_LIMIT * int(a.shape[-1])
+    acc = b.emit(node.name, Op.MATMUL, (b.as_int8(node.inputs[0]), b.as_int8(node.inputs[1])),
+                 b.name(f"{out}.acc"), {}, QuantParams((acc_scale,)))
+    b.int8[out] = b.requantize(node.name, out, acc, np.array([acc_scale / out_scale]), bound, DType.INT8,
+                               out_scale, axis=-1)
+    return True
+
+
 def _add(b: Builder, node: Node) -> bool:
     if any(v not in b.source.constants and v not in b.int8 for v in node.inputs):
         return False  # an operand made in float (a float island's result): the sum stays float
@@ -126,7 +145,7 @@ def _add(b: Builder, node: Node) -> bool:
 
 
 _RULES: dict[Op, Rule] = {
-    Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _linear, Op.ADD: _add, Op.CLIP: _clip,
+    Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _matmul, Op.ADD: _add, Op.CLIP: _clip,
     Op.RELU: _same_op, Op.MAX_POOL: _same_op, Op.AVERAGE_POOL: _same_op,
     Op.GLOBAL_AVERAGE_POOL: _same_op, Op.FLATTEN: _same_op, Op.RESHAPE: _same_op,
     Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op,

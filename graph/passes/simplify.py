@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+import math
+
 import numpy as np
 
 from ..errors import OpError, PassError
@@ -263,6 +265,36 @@ def _flatten_dense(graph: Graph) -> Graph:
     return infer_shapes(graph.replace(nodes=flat_nodes))
 
 
+def _flatten_heads(graph: Graph) -> Graph:
+    """A MatMul of two activations with the same static leading dimensions (attention's
+    ``(batch, heads, tokens, d)`` by ``(batch, heads, d, tokens)``) as Reshapes to
+    ``(heads, M, K)`` and ``(heads, K, N)``, the 3-D MatMul (the accelerator's
+    batch_matmul) and a Reshape back.  Broadcast or symbolic leading dimensions leave it."""
+    used = graph.names()
+    nodes: dict[str, Node | list[Node]] = {n.name: n for n in graph.nodes}
+    for node in graph.nodes:
+        if node.op is not Op.MATMUL or any(v in graph.constants for v in node.inputs):
+            continue
+        a, b = (graph.types[v] for v in node.inputs)
+        if a.ndim < 4 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] \
+                or not all(isinstance(d, int) for d in (*a.shape, *b.shape)):
+            continue  # (a static 3-D one is batch_matmul's form already)
+        heads = math.prod(int(d) for d in a.shape[:-2])
+        left, right, product = (fresh(f"{node.name}.{what}", used) for what in ("heads_a", "heads_b", "3d"))
+        used |= {left, right, product}
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        nodes[node.name] = [
+            Node(f"{node.name}.heads_a", Op.RESHAPE, (node.inputs[0],), (left,), Attrs({"shape": (heads, m, k)})),
+            Node(f"{node.name}.heads_b", Op.RESHAPE, (node.inputs[1],), (right,), Attrs({"shape": (heads, k, n)})),
+            replace(node, inputs=(left, right), outputs=(product,)),
+            Node(f"{node.name}.unheads", Op.RESHAPE, (product,), node.outputs,
+                 Attrs({"shape": tuple(int(d) for d in a.shape[:-1]) + (int(n),)}))]  # type: ignore[call-overload]
+    if all(isinstance(v, Node) for v in nodes.values()):
+        return graph
+    flat_nodes = tuple(n for v in nodes.values() for n in ([v] if isinstance(v, Node) else v))
+    return infer_shapes(graph.replace(nodes=flat_nodes))
+
+
 def _canonical_dense(graph: Graph) -> Graph:
     constants, used = dict(graph.constants), graph.names()
     quants: dict[str, QuantParams | None] = {}
@@ -411,6 +443,7 @@ def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = f
         graph = _affine_as_depthwise(graph)  # a BatchNormalization left → a 1×1 depthwise Conv
     graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
     graph = _flatten_dense(graph)  # an N-D activation's MatMul by a matrix → Reshape, 2-D MatMul, Reshape
+    graph = _flatten_heads(graph)  # two activations' N-D MatMul → Reshapes, the 3-D MatMul per head, Reshape
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
     if block_in is not None:
         graph = _few_channels(infer_shapes(graph), block_in, keep)  # a stem's window into channels

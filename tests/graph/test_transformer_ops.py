@@ -103,3 +103,22 @@ def test_a_layer_norms_mean_and_inv_std_dev_are_its_functions_outputs() -> None:
     with pytest.raises(ModelError, match=r"^node 'ln' \(LayerNormalization\) reads Mean or InvStdDev of an input "
                                          r"whose rank is not known$"):
         import_onnx(free)
+
+
+@pytest.mark.parametrize(("a", "b", "placed"), [
+    ((1, 2, 4, 16), (1, 2, 16, 8), True),     # attention's form: heads flattened, per-head products
+    ((2, 4, 16), (2, 16, 8), True),           # already (H, M, K) by (H, K, N)
+    ((1, 2, 4, 16), (1, 1, 16, 8), False),    # broadcast over the heads: a float island
+])
+def test_products_of_two_activations_run_per_head_on_the_accelerator(a: tuple, b: tuple, placed: bool) -> None:
+    rng = np.random.default_rng(0)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": list(a), "b": list(b)}, ["y"])
+    feeds = [{"a": rng.standard_normal(a).astype(np.float32), "b": rng.standard_normal(b).astype(np.float32)}
+             for _ in range(2)]
+    compiled = openvta.compile_model(model, feeds, config="default")
+    matmul = next(n for n in compiled.graph.nodes if n.op is Op.MATMUL)
+    assert (matmul.placement.device is Device.ACCEL) == placed, matmul.placement
+    reference = compiled.reference(feeds[0])["y"]
+    np.testing.assert_array_equal(compiled.run(feeds[0], backend="functional")["y"], reference)
+    expected = compiled.float_reference(feeds[0])["y"]
+    assert np.abs(reference - expected).max() <= 0.05 * np.abs(expected).max()
