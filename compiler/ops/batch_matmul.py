@@ -29,12 +29,10 @@ from ..ir import LoweringError
 from ..layout import LayoutKind, ceil_div, register_layout
 from ..schedule import create_schedule
 from .common import Operator, benchmark_operands, check_tensors, epilogue_operands, operator_epilogue, params_epilogue
-from .dense import DensePlan, check_dense_plan, plan_dense
-from .descriptor import Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs, \
-    plan_knobs
+from .dense import DESCRIPTOR as DENSE
+from .dense import DensePlan, plan_dense
+from .descriptor import Anchor, Matched, OperatorDescriptor, OperatorKind, PlanSpace
 from .params import Param, check_params, describe_params, tail_params
-from .costs import THREADS, tiles
-from .common import divisors, tile_sizes
 from .tail import build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["BATCH_MATMUL_PARAMS", "DESCRIPTOR", "batch_matmul", "batch_matmul_reference"]
@@ -194,35 +192,12 @@ BATCH_MATMUL_PARAMS = describe_params(
 batch_matmul_epilogue = params_epilogue("batch_matmul")
 
 
-def _dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
-    return {"n_t": tiles(params["rows"], cfg.BATCH), "i_t": tiles(params["inner"], cfg.BLOCK_IN),
-            "o_t": tiles(params["cols"], cfg.BLOCK_OUT)}
+def _as_dense(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A head's parameters as dense's: its plan space, refusals and features are dense's."""
+    return {**params, "batch": params["rows"], "in_features": params["inner"], "out_features": params["cols"]}
 
 
-def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
-    d = _dims(cfg, params)
-    return (Knob("nb", tuple(tile_sizes(d["n_t"]))), Knob("ob", tuple(tile_sizes(d["o_t"]))),
-            Knob("kb", tuple(divisors(d["i_t"]))), Knob("vthreads", THREADS))
-
-
-def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
-    d = _dims(cfg, params)
-    return check_dense_plan(cfg, d["n_t"], d["i_t"], d["o_t"], DensePlan(**knobs),
-                            epilogue=batch_matmul_epilogue(params))
-
-
-def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
-    d = _dims(cfg, params)
-    epilogue = batch_matmul_epilogue(params)
-    return default_knobs(lambda: plan_dense(cfg, d["n_t"], d["i_t"], d["o_t"], epilogue=epilogue))
-
-
-def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
-    from .dense import DESCRIPTOR as DENSE
-
-    d = {"batch": params["rows"], "in_features": params["inner"], "out_features": params["cols"], **params}
-    features = DENSE.plans.features(cfg, d, k)
-    return {**features, "heads": params["heads"]}
+_DENSE = DENSE.plans
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
@@ -250,9 +225,11 @@ DESCRIPTOR = OperatorDescriptor(
     summary="clip(data[h] · weight[h] >> shift, -128, 127) as int8 ((H, M, K), (H, K, N)), both run-time inputs",
     factory=batch_matmul, params=BATCH_MATMUL_PARAMS, reference=batch_matmul_reference,
     random_operands=benchmark_operands, epilogue=batch_matmul_epilogue,
-    plans=PlanSpace(names=("nb", "ob", "kb", "vthreads"), keywords=("vthreads", "plan"),
-                    knobs=_knobs, check=_check, default=_default,
-                    kwargs=lambda k: {"vthreads": k["vthreads"], "plan": DensePlan(**k)},
-                    of_operator=plan_knobs(DensePlan), features=_features),
+    plans=PlanSpace(names=_DENSE.names, keywords=_DENSE.keywords,
+                    knobs=lambda cfg, p: _DENSE.knobs(cfg, _as_dense(p)),
+                    check=lambda cfg, p, k: _DENSE.check(cfg, _as_dense(p), k),
+                    default=lambda cfg, p: _DENSE.default(cfg, _as_dense(p)), kwargs=_DENSE.kwargs,
+                    of_operator=_DENSE.of_operator,
+                    features=lambda cfg, p, k: {**_DENSE.features(cfg, _as_dense(p), k), "heads": p["heads"]}),
     match=_match,
     example={"heads": 2, "rows": 3, "inner": 8, "cols": 6})
