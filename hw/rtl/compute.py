@@ -369,14 +369,13 @@ class ComputeUnit(Stage):
         acc_w = self.acc_w
         addr_bits = len(written[0][1])
         upcoming = ((writes, ops.dst[:addr_bits]), (acc_w.en, acc_w.addr))
-        lanes, bits = len(alu_q) // self.cfg.ACC_WIDTH, self.cfg.ACC_WIDTH
-        a_sel = _selects_ahead(m, "a", upcoming, ops.s2_dst[:addr_bits], lanes)
+        a_sel = _selects_ahead(m, "a", upcoming, ops.s2_dst[:addr_bits])
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
-                     alu.a.eq(_forwarded(a_sel, alu_q, written[0][2], ops.acc_a, bits))]
+                     alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], ops.acc_a)))]
         if self.lean.acc_ports == 2:
-            b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits], lanes)
-            m.d.comb += alu.b.eq(_forwarded(b_sel, alu_q, written[0][2], ops.acc_b, bits))
+            b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits])
+            m.d.comb += alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], ops.acc_b)))
         else:  # the tile the load_b pass read, brought up to date like a
             held = Signal(len(ops.acc_a), name="held_b")
             with m.If(ops.valid & ops.load_b):
@@ -387,9 +386,9 @@ class ComputeUnit(Stage):
         if self.lean.gemm_ii > 1:
             m.d.comb += gemm.part.eq(s4_part)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
-        g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits], lanes)
+        g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits])
         m.d.comb += [gemm.inp.eq(ops.inp), gemm.wgt.eq(ops.wgt),
-                     gemm.acc_in.eq(_forwarded(g_sel, written[0][2], written[1][2], a4, bits)),
+                     gemm.acc_in.eq(Mux(g_sel[0], written[0][2], Mux(g_sel[1], written[1][2], a4))),
                      gemm.reset.eq(d.gemm("reset_reg"))]
         return _Executed(s4_valid, s4_dst, alu_q, alu_out_q)
 
@@ -521,24 +520,12 @@ class LeanBuild:
                    stages[0] - PIPELINE_CYCLES)
 
 
-def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value, copies: int) -> list[list[Signal]]:
+def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:
     """Registered ``en & (waddr == addr)`` for each (en, waddr) of ``writes``: next
-    cycle, whether the micro-op reading ``addr`` now must take that write's data; ``copies``
-    registers of each (one per lane, kept apart from synthesis's merging), so that each
-    drives only its lane's multiplexer, placed by it (one register for every lane was the
-    lean ECP5 image's critical path: 19-20 ns of routing)."""
+    cycle, whether the micro-op reading ``addr`` now must take that write's data."""
     sels = []
     for age, (en, waddr) in enumerate(writes):
-        hit = Signal(name=f"{name}_hit{age}")
-        m.d.comb += hit.eq(en & (waddr == addr))
-        copy = [Signal(name=f"{name}_sel{age}_{w}", attrs={"keep": 1}) for w in range(copies)]
-        m.d.sync += [sel.eq(hit) for sel in copy]
-        sels.append(copy)
+        sel = Signal(name=f"{name}_sel{age}")
+        m.d.sync += sel.eq(en & (waddr == addr))
+        sels.append(sel)
     return sels
-
-
-def _forwarded(sels: list[list[Signal]], newest: Value, older: Value, read: Value, bits: int) -> Value:
-    """Per lane: the newest write's word, else the older one's, else the word read."""
-    return Cat(*(Mux(sels[0][w], newest.word_select(w, bits),
-                     Mux(sels[1][w], older.word_select(w, bits), read.word_select(w, bits)))
-                 for w in range(len(sels[0]))))
