@@ -34,8 +34,8 @@ def _check(name: str, t: TensorType, value: object) -> np.ndarray:
         raise ValueError(f"input {name!r} must hold floating-point values, not {array.dtype}")
     if array.ndim != t.ndim or any(isinstance(d, int) and d != n for d, n in zip(t.shape, array.shape)):
         raise ValueError(f"input {name!r} must have shape {shape_text(t)}, not {array.shape!r}")
-    if index and array.size and (array.min() < np.iinfo(np.int64).min or array.max() > np.iinfo(np.int64).max):
-        raise ValueError(f"input {name!r} holds values outside int64")
+    if index and array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"input {name!r} holds values outside int64 (largest {array.max()})")
     return np.ascontiguousarray(array, dtype=np.int64 if index else np.float32)
 
 

@@ -41,6 +41,7 @@ from .errors import ModelError
 from .execute import execute
 from .frontends.onnx import import_onnx
 from .ir import Graph
+from .ops.indexing import ROUNDING_CASTS
 from .passes.infer_shapes import infer_shapes
 from .passes.simplify import simplify
 
@@ -58,19 +59,17 @@ _INTEGER_EXACT_OPS = frozenset({"Add", "Clip", "Concat", "Constant", "Dropout", 
 #: or pick values, or round them: Cast).
 _NARROW_EXACT_OPS = frozenset({"Cast", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity", "MaxPool",
                                "Pad", "Relu", "Reshape", "Squeeze", "Transpose", "Unsqueeze"})
-#: The narrower float types float32 holds exactly: FLOAT16, BFLOAT16, the FLOAT8s, FLOAT4E2M1,
-#: FLOAT8E8M0; and the 4- and 2-bit integers (their values are small integers).
-_NARROW_TYPES = (10, 16, 17, 18, 19, 20, 23, 24, 21, 22, 25, 26)
 
 
 def _widened_types() -> dict[int, np.dtype]:
+    """numpy's integer types but int64, and the narrower types Cast rounds to (FLOAT16,
+    BFLOAT16, the FLOAT8s, FLOAT4E2M1, FLOAT8E8M0, the 4- and 2-bit integers: float32 holds
+    each of their values exactly), by ONNX type number."""
     from onnx import TensorProto, helper
 
-    return {TensorProto.INT8: np.dtype(np.int8), TensorProto.INT16: np.dtype(np.int16),
-            TensorProto.INT32: np.dtype(np.int32), TensorProto.UINT8: np.dtype(np.uint8),
-            TensorProto.UINT16: np.dtype(np.uint16), TensorProto.UINT32: np.dtype(np.uint32),
-            TensorProto.UINT64: np.dtype(np.uint64),
-            **{t: np.dtype(helper.tensor_dtype_to_np_dtype(t)) for t in _NARROW_TYPES}}
+    integers = (TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.UINT8, TensorProto.UINT16,
+                TensorProto.UINT32, TensorProto.UINT64)
+    return {t: np.dtype(helper.tensor_dtype_to_np_dtype(t)) for t in (*integers, *sorted(ROUNDING_CASTS))}
 
 
 def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype], bool]:

@@ -192,8 +192,7 @@ class Config:
             if named > self.DRAIN_STAGES:
                 raise ConfigError(f"DRAIN_OPS gives operation sets to {named} stages, but the drain unit has "
                                   f"{self.DRAIN_STAGES} (DRAIN_STAGES)")
-            for k in range(self.DRAIN_STAGES):
-                mask = (self.DRAIN_OPS >> (DRAIN_OPS_BITS * k)) & ((1 << DRAIN_OPS_BITS) - 1)
+            for k, mask in enumerate(self._drain_masks()):
                 if mask == 0 or mask >> len(DrainOp):
                     raise ConfigError(f"DRAIN_OPS gives stage {k} the operation set {mask:#04x}: it must hold "
                                       f"at least one operation and only bits 0-{len(DrainOp) - 1} (DrainOp)")
@@ -207,11 +206,14 @@ class Config:
     @cached_property
     def drain_stage_ops(self) -> tuple[frozenset[DrainOp], ...]:
         """The operations of each drain stage (``DRAIN_OPS``; all seven in each when it is 0)."""
-        full = frozenset(DrainOp)
         if not self.DRAIN_OPS:
-            return (full,) * self.DRAIN_STAGES
-        return tuple(frozenset(op for op in DrainOp if self.DRAIN_OPS >> (DRAIN_OPS_BITS * k + op) & 1)
-                     for k in range(self.DRAIN_STAGES))
+            return (frozenset(DrainOp),) * self.DRAIN_STAGES
+        return tuple(frozenset(op for op in DrainOp if mask >> op & 1) for mask in self._drain_masks())
+
+    def _drain_masks(self) -> list[int]:
+        """Each stage's byte of ``DRAIN_OPS``."""
+        return [(self.DRAIN_OPS >> (DRAIN_OPS_BITS * k)) & ((1 << DRAIN_OPS_BITS) - 1)
+                for k in range(self.DRAIN_STAGES)]
 
     @property
     def LOG_EPI_DEPTH(self) -> int:

@@ -24,16 +24,14 @@ from openvta.runtime import Role
 
 from .. import te
 from ..epilogue import Epilogue, apply_epilogue
-from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
-from ..layout import LayoutKind, ceil_div, register_layout
-from ..schedule import create_schedule
+from ..layout import LayoutKind, ceil_div, pack_by_layout, register_layout
 from .common import Operator, benchmark_operands, check_tensors, epilogue_operands, operator_epilogue, params_epilogue
 from .dense import DESCRIPTOR as DENSE
-from .dense import DensePlan, plan_dense
+from .dense import DensePlan, plan_dense, schedule_products
 from .descriptor import Anchor, Matched, OperatorDescriptor, OperatorKind, PlanSpace
 from .params import Param, check_params, describe_params, tail_params
-from .tail import build_tail, operand_placeholders, schedule_tail
+from .tail import operand_placeholders
 
 __all__ = ["BATCH_MATMUL_PARAMS", "DESCRIPTOR", "batch_matmul", "batch_matmul_reference"]
 
@@ -116,34 +114,7 @@ def batch_matmul(cfg: Config, *, heads: int, rows: int, inner: int, cols: int, s
         except LoweringError as exc:  # each head is a dense layer's plan: say whose
             raise LoweringError("plan batch_matmul", str(exc).split(": ", 1)[1].replace("output blocks", "column "
                                                                                            "blocks")) from None
-    ko, k = te.reduce_axis(i_t, "ko"), te.reduce_axis(bi, "k")
-    acc = te.compute(out_shape, lambda h, i, o, j, m: te.sum(
-        data[h, i, ko, j, k].astype("int32") * weight[h, o, ko, m, k].astype("int32"), axis=[ko, k]),
-        "batch_matmul")
-    tail = build_tail(acc, full, lambda h, i, o, j, m: (o, j, m), (o_t, b, bo))
-    out = tail.out
-    s = create_schedule(out)
-    h, i, o, j, m = s[out].axis
-    i_o, i_i = s[out].split(i, factor=plan.nb)
-    o_o, o_i = s[out].split(o, factor=plan.ob)
-    s[out].reorder(h, i_o, o_o, i_i, o_i, j, m)
-    if plan.vthreads > 1:
-        thread, o_o = s[out].split(o_o, nparts=plan.vthreads)
-        s[out].reorder(h, thread, i_o)
-        s[out].vthread(thread)
-    s[out].pragma(i_i, "dma_copy")
-    s[acc].set_scope("acc")
-    s[acc].compute_at(s[out], o_o)
-    schedule_tail(s, tail, o_o)
-    dcache, wcache = s.cache_read(data, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
-    ha, ia, oa, ja, ma = s[acc].axis
-    ko_, k_ = s[acc].reduce_axis
-    ko_o, ko_i = s[acc].split(ko_, factor=plan.kb)
-    s[acc].reorder(ko_o, ko_i, ha, ia, oa, ja, ma, k_)  # (one head at the attach point)
-    for cache in (dcache, wcache):
-        s[cache].compute_at(s[acc], ko_o)
-        s[cache].pragma(s[cache].leaf[0], "dma_copy")
-    s[acc].tensorize(ja, gemm_intrinsic(cfg))
+    s, out, tail = schedule_products(cfg, data, weight, full, plan, "batch_matmul")
     formats = _formats(cfg)
     extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, cols, (heads, rows, cols), formats["out"])
     layouts = {name: formats[name] for name in ("data", "weight", "out")} | extra_layouts
@@ -153,15 +124,9 @@ def batch_matmul(cfg: Config, *, heads: int, rows: int, inner: int, cols: int, s
     return Operator(
         name="batch_matmul", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
         roles={"data": Role.INPUT, "weight": Role.INPUT, **extra_roles},
-        pack=lambda name, array: _pack(layouts[name], array, cfg),
+        pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: _unpack_rows(packed, (heads, rows, cols)), reference_fn=batch_matmul_reference,
         logical_shapes=shapes, ops=2 * heads * rows * inner * cols, params=params, plan=plan, epilogue=full)
-
-
-def _pack(layout: str, array: np.ndarray, cfg: Config) -> np.ndarray:
-    from ..layout import pack_by_layout
-
-    return pack_by_layout(array, layout, cfg)
 
 
 def batch_matmul_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:

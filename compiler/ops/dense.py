@@ -22,7 +22,7 @@ from ..epilogue import Epilogue, apply_epilogue
 from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import pack_by_layout
-from ..schedule import create_schedule
+from ..schedule import Schedule, create_schedule
 from ..workloads import DENSE, UnknownWorkloadError
 from .common import (Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, divisors,
                      epilogue_operands, operator_epilogue, params_epilogue, thread_split_refusals, tile_sizes)
@@ -30,10 +30,10 @@ from .costs import INT32_BYTES, THREADS, common_features, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
                          plan_knobs)
 from .params import Param, check_params, describe_params, tail_params
-from .tail import build_tail, operand_placeholders, schedule_tail
+from .tail import Tail, build_tail, operand_placeholders, schedule_tail
 
 __all__ = ["DENSE_PARAMS", "DESCRIPTOR", "DensePlan", "check_dense_plan", "dense", "dense_layer", "dense_reference",
-           "plan_dense"]
+           "plan_dense", "schedule_products"]
 
 
 @dataclass(frozen=True)
@@ -135,34 +135,7 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
     check_tensors("dense", cfg, [data, weight, *operand_placeholders(full, out_shape, (o_t, b, bo)),
                                  te.placeholder(out_shape, "int8", "out")])
     plan = plan or plan_dense(cfg, n_t, i_t, o_t, vthreads, epilogue=full)
-    ko, k = te.reduce_axis(i_t, "ko"), te.reduce_axis(bi, "k")
-    acc = te.compute((n_t, o_t, b, bo), lambda i, o, j, m: te.sum(
-        data[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]),
-        "dense")
-    tail = build_tail(acc, full, lambda i, o, j, m: (o, j, m), (o_t, b, bo))
-    out = tail.out
-    s = create_schedule(out)
-    i, o, j, m = s[out].axis
-    i_o, i_i = s[out].split(i, factor=plan.nb)
-    o_o, o_i = s[out].split(o, factor=plan.ob)
-    s[out].reorder(i_o, o_o, i_i, o_i, j, m)
-    if plan.vthreads > 1:
-        thread, o_o = s[out].split(o_o, nparts=plan.vthreads)
-        s[out].reorder(thread, i_o)
-        s[out].vthread(thread)
-    s[out].pragma(i_i, "dma_copy")
-    s[acc].set_scope("acc")
-    s[acc].compute_at(s[out], o_o)
-    schedule_tail(s, tail, o_o)
-    dcache, wcache = s.cache_read(data, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
-    ia, oa, ja, ma = s[acc].axis
-    ko_, k_ = s[acc].reduce_axis
-    ko_o, ko_i = s[acc].split(ko_, factor=plan.kb)
-    s[acc].reorder(ko_o, ko_i, ia, oa, ja, ma, k_)
-    for cache in (dcache, wcache):
-        s[cache].compute_at(s[acc], ko_o)
-        s[cache].pragma(s[cache].leaf[0], "dma_copy")
-    s[acc].tensorize(ja, gemm_intrinsic(cfg))
+    s, out, tail = schedule_products(cfg, data, weight, full, plan, "dense")
     formats = _formats(cfg)
     extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, out_features,
                                                                  (batch, out_features), formats["out"])
@@ -178,6 +151,45 @@ def dense(cfg: Config, *, batch: int, in_features: int, out_features: int, shift
         unpack=lambda packed: unpack_out(packed, batch, out_features), reference_fn=dense_reference,
         logical_shapes=shapes, ops=2 * batch * in_features * out_features, params=params, plan=plan,
         epilogue=full)
+
+
+def schedule_products(cfg: Config, data: te.Tensor, weight: te.Tensor, full: Epilogue, plan: DensePlan,
+                      name: str) -> tuple[Schedule, te.Tensor, Tail]:
+    """The products ``data · weightᵀ`` with ``full`` after them, scheduled by ``plan``: data
+    ``(*lead, N/B, I/BI, B, BI)``, weight ``(*lead, O/BO, I/BI, BO, BI)``; the leading axes
+    (batch_matmul's heads) loop outermost, each a dense layer's schedule."""
+    lead = len(data.shape) - 4
+    i_t, bi = data.shape[lead + 1], data.shape[lead + 3]
+    o_t, bo = weight.shape[lead], weight.shape[lead + 2]
+    ko, k = te.reduce_axis(i_t, "ko"), te.reduce_axis(bi, "k")
+    acc = te.compute((*data.shape[:lead + 1], o_t, data.shape[lead + 2], bo), lambda *x: te.sum(
+        data[tuple(x[:lead + 1]) + (ko, x[lead + 2], k)].astype("int32")
+        * weight[tuple(x[:lead]) + (x[lead + 1], ko, x[lead + 3], k)].astype("int32"), axis=[ko, k]), name)
+    tail = build_tail(acc, full, lambda *x: tuple(x[lead + 1:]), (o_t, data.shape[lead + 2], bo))
+    out = tail.out
+    s = create_schedule(out)
+    *heads, i, o, j, m = s[out].axis
+    i_o, i_i = s[out].split(i, factor=plan.nb)
+    o_o, o_i = s[out].split(o, factor=plan.ob)
+    s[out].reorder(*heads, i_o, o_o, i_i, o_i, j, m)
+    if plan.vthreads > 1:
+        thread, o_o = s[out].split(o_o, nparts=plan.vthreads)
+        s[out].reorder(*heads, thread, i_o)
+        s[out].vthread(thread)
+    s[out].pragma(i_i, "dma_copy")
+    s[acc].set_scope("acc")
+    s[acc].compute_at(s[out], o_o)
+    schedule_tail(s, tail, o_o)
+    dcache, wcache = s.cache_read(data, "inp", [acc]), s.cache_read(weight, "wgt", [acc])
+    *ha, ia, oa, ja, ma = s[acc].axis
+    ko_, k_ = s[acc].reduce_axis
+    ko_o, ko_i = s[acc].split(ko_, factor=plan.kb)
+    s[acc].reorder(ko_o, ko_i, *ha, ia, oa, ja, ma, k_)  # (one head at the caches' attach point)
+    for cache in (dcache, wcache):
+        s[cache].compute_at(s[acc], ko_o)
+        s[cache].pragma(s[cache].leaf[0], "dma_copy")
+    s[acc].tensorize(ja, gemm_intrinsic(cfg))
+    return s, out, tail
 
 
 def dense_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:

@@ -20,10 +20,9 @@ Identity or Dropout except one that copies a graph input or constant to an outpu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
-
-import math
 
 import numpy as np
 

@@ -88,6 +88,9 @@ def test_index_input_errors_are_one_line(encoder: tuple) -> None:
     with pytest.raises(ValueError, match=r"^input 'input_ids' must hold integers \(int64: token ids, a mask\), "
                                          r"not float32$"):
         model.reference({**feeds, "input_ids": feeds["input_ids"].astype(np.float32)})
+    with pytest.raises(ValueError, match=r"^input 'input_ids' holds values outside int64 "
+                                         r"\(largest 18446744073709551615\)$"):
+        model.reference({**feeds, "input_ids": np.full((1, SEQ), 2**64 - 1, np.uint64)})
     with pytest.raises(ValueError, match=r"^input 'attention_mask' must have shape \(1, 16\), not \(1, 12\)$"):
         model.reference({**feeds, "attention_mask": feeds["attention_mask"][:, :12]})
     bad = feeds["input_ids"].copy()
