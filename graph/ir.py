@@ -85,6 +85,8 @@ class Op(enum.Enum):
     QUANTIZE = "Quantize"
     DEQUANTIZE = "Dequantize"
     REQUANTIZE = "Requantize"
+    WIDE_BYTE = "WideByte"
+    JOIN_WIDE = "JoinWide"
     IM2COL = "Im2Col"
 
 

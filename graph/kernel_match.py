@@ -9,6 +9,9 @@ the anchor to the group's one output, each link an ALU stage on the int32 accumu
   rounding ``SHR``/``ADD``/``SHR``, ``MIN``/``MAX`` to int8), per tensor as immediates,
   per channel as channel vectors;
 - ``Relu``: ``MAX 0``; ``Clip``: ``MIN high, MAX low``;
+- ``WideByte``: ``MIN, MAX`` to the wide range, and for the high byte the rounding
+  ``SHR 7, ADD 1, SHR 1`` (:func:`~openvta.isa.round_shift_steps`); STORE keeps the low
+  8 bits — one byte of a wide (16-bit) result per kernel;
 - ``Add`` of the chain's value and another operand: a
   :class:`~openvta.compiler.TensorOperand` loaded from the value outside the group the
   other operand starts from (int8 or int32), with the group's ``Requantize``/``Relu``/
@@ -36,8 +39,10 @@ from types import MappingProxyType
 
 import numpy as np
 
-from openvta.compiler import (AluStage, Epilogue, TensorOperand, requantize_stages)
-from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT8_RANGE, INT32_LIMIT, AluOp, Config
+from openvta.compiler import AluStage, ChannelOperand, Epilogue, TensorOperand, requantize_stages
+from openvta.compiler.epilogue import IMM_FIELD
+from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT8_RANGE, INT32_LIMIT, WIDE_BYTE_SHIFT, WIDE_MAX,
+                        WIDE_MIN, AluOp, Config, round_shift_steps)
 
 from .accel import match_node
 from .kernel import DEFAULT_PLAN, NO_RECORD, PLAN_NOTE, TUNED_PLAN, KernelMatch, Plans
@@ -92,9 +97,17 @@ class _Chain:
             return [AluStage(AluOp.MAX, 0)], limit
         if node.op is Op.CLIP:
             low, high = int_attr(node.attrs, "min", INT8_MIN), int_attr(node.attrs, "max", INT8_MAX)
-            return [AluStage(AluOp.MIN, high), AluStage(AluOp.MAX, low)], max(abs(low), abs(high))
+            if IMM_FIELD.low <= low and high <= IMM_FIELD.high:
+                return [AluStage(AluOp.MIN, high), AluStage(AluOp.MAX, low)], max(abs(low), abs(high))
+            # bounds past the 16-bit immediate (a wide product's saturation): channel vectors
+            self.vector_names({f"{tag}_min": np.full(self.channels, high, np.int32),
+                               f"{tag}_max": np.full(self.channels, low, np.int32)})
+            return [AluStage(AluOp.MIN, ChannelOperand(f"{tag}_min")),
+                    AluStage(AluOp.MAX, ChannelOperand(f"{tag}_max"))], max(abs(low), abs(high))
         if node.op is Op.REQUANTIZE:
             return self.requantize(node, limit, tag)
+        if node.op is Op.WIDE_BYTE:
+            return _wide_byte(node.attrs["part"] == "high"), INT8_LIMIT
         return Mismatch((node.name,), f"{node.op.value} has no ALU stage in a fused kernel")
 
     def requantize(self, node: Node, limit: int, tag: str) -> tuple[list[AluStage], int] | Mismatch:
@@ -114,6 +127,15 @@ class _Chain:
             return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
         self.vector_names(vectors)
         return list(stages), INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post)
+
+
+def _wide_byte(high: bool) -> list[AluStage]:
+    """A WideByte's stages: the clip to the wide range, the high byte's rounding shift."""
+    stages = [AluStage(AluOp.MIN, WIDE_MAX), AluStage(AluOp.MAX, WIDE_MIN)]
+    if high:
+        first, add, last = round_shift_steps(WIDE_BYTE_SHIFT)
+        stages += [AluStage(AluOp.SHR, first), AluStage(AluOp.ADD, add), AluStage(AluOp.SHR, last)]
+    return stages
 
 
 def _shifted(limit: int, post: tuple[int, ...]) -> int:

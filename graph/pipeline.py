@@ -30,6 +30,7 @@ from .frontends.onnx import agrees, calibration_shapes, check_input_shapes, impo
 from .ir import Graph, Op, RequantMode
 from .kernel_match import Plans
 from .model import CompiledModel
+from .quantization import parse_precision
 from .verify import verify_graph
 from .passes.calibrate import calibrate
 from .passes.fuse import fuse
@@ -55,6 +56,7 @@ class CompileOptions:
     calibration: tuple[Mapping[str, np.ndarray], ...]
     cpu_nodes: frozenset[str] = frozenset()
     plans: Plans | None = None  # kernel key → tuned knobs; None: every kernel's default plan
+    wide_below: float | None = None  # mixed precision: the int8 SQNR (dB) below which a product is 16-bit
 
 
 Pass = Callable[[Graph, CompileOptions], Graph]
@@ -65,7 +67,7 @@ PASSES: list[tuple[str, Pass]] = [
         g, None if Op.CONV in o.cpu_ops or o.mode is RequantMode.EXACT else o.cfg.BLOCK_IN, o.cpu_nodes,
         None if Op.CONV in o.cpu_ops else o.cfg.BLOCK_IN * (o.cfg.BLOCK_IN == o.cfg.BLOCK_OUT),
         o.mode is not RequantMode.EXACT)),
-    ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode)),  # int8 scale per activation
+    ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below)),  # scales, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
     ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
@@ -113,7 +115,8 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   config: str | Config = "default", quantize: str | RequantMode = "fixed",
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
                   plans: Plans | None = None,
-                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  precision: str = "int8") -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -148,6 +151,12 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         fixed or whose shape computations read them (``Shape``, folded at compile time);
         by default the calibration samples' shapes.  The batch stays free where the shape
         computations allow it (``model.summary()`` says when it was fixed).
+    precision :
+        ``"int8"``: every activation int8.  ``"mixed"``: a Conv's or Gemm's input or output
+        whose int8 SQNR on the calibration samples is below 20 dB (``"mixed:<dB>"``: another
+        threshold) is 16-bit, computed by the same int8 accelerator in two or four passes
+        joined on the CPU (docs/DECISIONS.md, "Mixed precision"); ``"int16"``: every one.
+        ``model.summary()`` says which.  Not with ``quantize="exact"``.
 
     Raises
     ------
@@ -161,8 +170,13 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     cfg = config if isinstance(config, Config) else preset(config)
     if isinstance(cpu_nodes, str):
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
-    options = CompileOptions(cfg, _mode(quantize), parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
-                             _plans(plans))
+    wide_below = parse_precision(precision)
+    mode = _mode(quantize)
+    if wide_below is not None and mode is RequantMode.EXACT:
+        raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
+                         "an exact QDQ model keeps its own int8 scales")
+    options = CompileOptions(cfg, mode, parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
+                             _plans(plans), wide_below)
     if not isinstance(model, Graph):
         if not isinstance(calibration, (np.ndarray, Mapping, str, bytes)) and isinstance(calibration, Iterable):
             calibration = list(calibration)  # (read twice: for the shapes, then as batches)

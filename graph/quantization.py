@@ -32,12 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from openvta.compiler.epilogue import IMM_FIELD
-from openvta.isa import INT8_MAX, INT32_LIMIT, MAX_SHR_AMOUNT
+from openvta.isa import INT8_MAX, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_MAX
 
 from .ir import RequantMode
 
 __all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
-           "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for"]
+           "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for", "ACTIVATION_BITS", "WIDE_PASSES",
+           "PRECISIONS", "activation_bits", "int8_sqnr", "parse_precision", "wide_scale"]
 
 MULTIPLIER_BITS = IMM_FIELD.width - 1  # m < 2**15: a 16-bit signed ALU immediate
 X_BITS = INT32_LIMIT.bit_length() - 1 - MULTIPLIER_BITS  # |acc >> pre| <= 2**16, so |x * m| < 2**31
@@ -142,3 +143,72 @@ def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Re
     if mode is RequantMode.POW2:
         return pow2_requant(multipliers, bound)
     return fixed_requant(multipliers, bound)
+
+
+#: The attribute of a Conv or Gemm the calibrate pass sets for mixed precision: the bits of
+#: its input and output activations, ``(8, 16)`` or ``(16, 16)`` (absent: ``(8, 8)``).
+ACTIVATION_BITS = "activation_bits"
+#: The attribute of each int8 pass of a wide product: how many passes compute it.
+WIDE_PASSES = "wide_passes"
+#: ``precision`` values: every activation int8; 16 bits where int8 loses (below
+#: :data:`MIXED_SQNR_DB`, or ``mixed:<dB>``); every product's input and output 16 bits.
+PRECISIONS = ("int8", "mixed", "mixed:<dB>", "int16")
+#: The int8 SQNR below which ``mixed`` makes a product's activation 16 bits.
+MIXED_SQNR_DB = 20.0
+
+
+def parse_precision(precision: object) -> float | None:
+    """The SQNR threshold (dB) of a ``precision``: None for ``int8``, infinity for ``int16``.
+
+    >>> parse_precision("mixed"), parse_precision("mixed:25"), parse_precision("int8")
+    (20.0, 25.0, None)
+    >>> parse_precision("int4")
+    Traceback (most recent call last):
+    ...
+    ValueError: precision must be one of int8, mixed, mixed:<dB>, int16, not 'int4'
+    """
+    if precision == "int8":
+        return None
+    if precision == "int16":
+        return math.inf
+    if precision == "mixed":
+        return MIXED_SQNR_DB
+    if isinstance(precision, str) and precision.startswith("mixed:"):
+        try:
+            threshold = float(precision[len("mixed:"):])
+        except ValueError:
+            threshold = math.nan
+        if math.isfinite(threshold):
+            return threshold
+    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+
+
+def int8_sqnr(power: float, scale: float) -> float:
+    """The signal-to-quantization-noise ratio (dB) of a tensor of mean square ``power`` at
+    int8 step ``scale``: rounding noise ``scale**2 / 12`` (the range is the calibrated
+    maximum, so nothing clips).  A tensor with outlier channels has a large step for its
+    typical values: a low SQNR.
+
+    >>> round(int8_sqnr(1.0, 1 / 127), 1)  # unit RMS, range 1: a sine's ratio
+    52.6
+    """
+    noise = scale * scale / 12.0
+    return 10.0 * math.log10(max(power, 1e-30) / noise) if noise > 0 else math.inf
+
+
+def wide_scale(scale: float, mode: RequantMode) -> float:
+    """The step of a wide (16-bit) value whose int8 step is ``scale``: the same range over
+    :data:`~openvta.isa.WIDE_MAX` (``scale / 257``), ``scale / 256`` in ``pow2`` mode.
+
+    >>> wide_scale(0.5, RequantMode.POW2), round(wide_scale(127 / 127, RequantMode.FIXED) * WIDE_MAX, 6)
+    (0.001953125, 127.0)
+    """
+    if mode is RequantMode.POW2:
+        return scale / 256.0
+    return scale * INT8_MAX / WIDE_MAX
+
+
+def activation_bits(node: object) -> tuple[int, int]:
+    """A Conv's or Gemm's ``(input, output)`` activation bits (:data:`ACTIVATION_BITS`)."""
+    value = getattr(node, "attrs", {}).get(ACTIVATION_BITS, (8, 8))
+    return (int(value[0]), int(value[1]))

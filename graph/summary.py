@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from .ir import Device, Graph
 from .kernel import PlanSource
+from .ops.base import int_attr
+from .quantization import WIDE_PASSES
 from .registry import op_def
 
 __all__ = ["NodeSummary", "kernel_plans", "plans_line", "summarize", "summary_text"]
@@ -36,6 +38,7 @@ class NodeSummary:
     macs: int
     out_bytes: int
     param_bytes: int
+    wide: bool = False  # one int8 pass of a product with a 16-bit activation (mixed precision)
 
 
 def summarize(graph: Graph) -> list[NodeSummary]:
@@ -46,12 +49,14 @@ def summarize(graph: Graph) -> list[NodeSummary]:
         inputs = [graph.types[v] for v in node.inputs]
         output = graph.types[node.outputs[0]]
         macs = op_def(node.op).macs(inputs, output, node.attrs)
+        passes = int_attr(node.attrs, WIDE_PASSES, 1)  # the product's MACs counted once over its passes
+        macs //= passes
         params = sum(graph.types[v].nbytes() for v in node.inputs if v in graph.constants)
         placement = node.placement
         rows.append(NodeSummary(node.name, node.op.value,
                                 placement.device if placement else None,
                                 _reason(placement.reason, notes.get(node.name)) if placement else "-", node.group, macs,
-                                output.nbytes(), params))
+                                output.nbytes(), params, passes > 1))
     return rows
 
 
@@ -87,7 +92,11 @@ def macs_share(rows: list[NodeSummary]) -> str | None:
     accel = sum(r.macs for r in rows if r.device is Device.ACCEL)
     cpu_ops = sorted({r.op for r in rows if r.macs and r.device is not Device.ACCEL})
     cpu = f"{(total - accel) / total:.1%} on the CPU (float: {', '.join(cpu_ops)})" if cpu_ops else "none on the CPU"
-    return f"MACs: {accel / total:.1%} on the accelerator (int8 products), {cpu}"
+    wide = sum(r.macs for r in rows if r.device is Device.ACCEL and r.wide)
+    if not wide:
+        return f"MACs: {accel / total:.1%} on the accelerator (int8 products), {cpu}"
+    return (f"MACs: {accel / total:.1%} on the accelerator ({(accel - wide) / total:.1%} int8 products, "
+            f"{wide / total:.1%} with a 16-bit activation in int8 passes), {cpu}")
 
 
 def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:

@@ -14,6 +14,11 @@ requantization stages, the graph level's integer references and quantize pass.
 - **The drain unit's two ops** (machine v2): :func:`round_shift_lanes` (RSHR, the ALU's
   three rounding steps in one) and :func:`clip_lanes` (CLIP, MIN then MAX by the halves
   of one word, :func:`clip_word`).
+- **Wide values** (mixed precision): a 16-bit value ``v`` in :data:`WIDE_RANGE` is two int8
+  bytes, ``v = 256 * high + low`` with ``high = round_shift(v, 8)`` (:func:`wide_high`)
+  and ``low`` its low 8 bits read as signed (:func:`wide_low`, what STORE keeps of an
+  accumulator), so ``low`` lies in -128..127.  The range stops at ``127 * 257 = 32639``
+  so that ``high`` fits int8; :func:`join_wide` is the inverse.
 - **Requantization**: :func:`round_shift` (``floor(v / 2**s + 1/2)``, which the ALU runs
   as the three SHR, ADD, SHR steps of :func:`round_shift_steps`) and
   :func:`requantize_int32`, the fixed-point rescaling ``round_shift(wrap32((acc >> pre)
@@ -43,6 +48,7 @@ __all__ = [
     "ALU_LANE_OPS", "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX",
     "INT32_MIN", "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32",
     "round_shift", "round_shift_steps", "shr_amount", "wrap_int32", "round_shift_lanes", "clip_lanes", "clip_word",
+    "WIDE_BYTE_SHIFT", "WIDE_MAX", "WIDE_MIN", "WIDE_RANGE", "join_wide", "wide_high", "wide_low",
 ]
 
 _INT8_WIDTH = 1 << SUPPORTED_WIDTHS["LOG_INP_WIDTH"]
@@ -58,6 +64,13 @@ INT8_RANGE = (INT8_MIN, INT8_MAX)
 INT32_LIMIT = 1 << (_INT32_WIDTH - 1)
 #: The smallest and largest int32 values.
 INT32_MIN, INT32_MAX = -INT32_LIMIT, INT32_LIMIT - 1
+#: A wide value's two bytes: ``v = 2**WIDE_BYTE_SHIFT * high + low`` (module docstring).
+WIDE_BYTE_SHIFT = _INT8_WIDTH
+#: The range of a wide (16-bit) value: ``high = round_shift(v, 8)`` must fit int8, so the
+#: top is ``127 * 257 = 32639``; the bottom is int16's.
+WIDE_MIN, WIDE_MAX = -(INT8_LIMIT << WIDE_BYTE_SHIFT), INT8_MAX * ((1 << WIDE_BYTE_SHIFT) + 1)
+#: ``(WIDE_MIN, WIDE_MAX)``: the clip to a wide value.
+WIDE_RANGE = (WIDE_MIN, WIDE_MAX)
 #: The most negative SHR amount (a left shift by 32, which leaves 0 in 32 bits).
 MIN_SHR_AMOUNT = -(1 << (SHR_AMOUNT_WIDTH - 1))
 
@@ -249,3 +262,38 @@ def requantize_int32(acc: np.ndarray, pre_shift: int, multiplier: np.ndarray | i
     y = wrap_int32(x * np.asarray(multiplier, dtype=np.int64)).astype(np.int64)
     return wrap_int32(round_shift(y, np.asarray(post_shift, dtype=np.int64))).astype(np.int64)
 
+
+
+def wide_high(value: np.ndarray) -> np.ndarray:
+    """The high byte of wide values: ``round_shift(clip(v, WIDE_RANGE), 8)``, int8.
+
+    Examples
+    --------
+    >>> wide_high(np.array([32639, 32767, -32768, 127, 128, -129])).tolist()
+    [127, 127, -128, 0, 1, -1]
+    """
+    clipped = np.clip(np.asarray(value, dtype=np.int64), *WIDE_RANGE)
+    return round_shift(clipped, WIDE_BYTE_SHIFT).astype(np.int8)
+
+
+def wide_low(value: np.ndarray) -> np.ndarray:
+    """The low byte of wide values: the low 8 bits of ``clip(v, WIDE_RANGE)`` as int8, so
+    that ``join_wide(wide_high(v), wide_low(v)) == clip(v, WIDE_RANGE)``.
+
+    Examples
+    --------
+    >>> wide_low(np.array([32639, 127, 128, -129])).tolist()
+    [127, 127, -128, 127]
+    """
+    return np.clip(np.asarray(value, dtype=np.int64), *WIDE_RANGE).astype(np.int8)
+
+
+def join_wide(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """The wide values of their two int8 bytes: ``256 * high + low``, int32.
+
+    Examples
+    --------
+    >>> join_wide(np.array([127, -128, 1]), np.array([127, 0, -128])).tolist()
+    [32639, -32768, 128]
+    """
+    return (np.asarray(high, dtype=np.int32) << WIDE_BYTE_SHIFT) + np.asarray(low, dtype=np.int32)

@@ -29,7 +29,8 @@ _LAZY = {"load_model": "openvta.graph.model", "CompiledModel": "openvta.graph.mo
 def compile_model(model: Any, calibration: Any, *, config: str | Config = "default", quantize: Any = "fixed",
                   cpu_ops: Collection[Any] = (), cpu_nodes: Collection[str] = (),
                   records: str | os.PathLike[str] | None = None,
-                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> "CompiledModel":
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  precision: str = "int8") -> "CompiledModel":
     """Import, quantize, partition, fuse, plan and lower a float model
     (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
     tuned plans of a log.
@@ -55,7 +56,7 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config = "defau
 
         plans = best_plans(records)
     return compile_graph(model, calibration, config=config, quantize=quantize, cpu_ops=cpu_ops,
-                         cpu_nodes=cpu_nodes, plans=plans, input_shapes=input_shapes)
+                         cpu_nodes=cpu_nodes, plans=plans, input_shapes=input_shapes, precision=precision)
 
 
 def __getattr__(name: str) -> Any:

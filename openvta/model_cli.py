@@ -1,7 +1,8 @@
 """``openvta model``: compile an ONNX model, run it, show it.
 
     openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
-                          [--quantize fixed|pow2|exact] [--cpu-ops Conv,Gemm]
+                          [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|int16]
+                          [--cpu-ops Conv,Gemm]
                           [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
@@ -42,6 +43,10 @@ def add_model_parser(sub: Any) -> None:
                       help="requantization: fixed (integer multiply and rounding shift), pow2 "
                            "(shifts only, VTA's) or exact (an already-quantized QDQ model's own "
                            "scales and onnxruntime's rounding, on the CPU); default fixed")
+    comp.add_argument("--precision", default="int8",
+                      help="activations: int8 (default); mixed (a Conv's or Gemm's input or output "
+                           "whose int8 SQNR on the calibration samples is below 20 dB, or mixed:DB, "
+                           "is 16-bit, in int8 passes of the accelerator); int16 (every one)")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "
@@ -98,7 +103,7 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         start = time.perf_counter()
         model = compile_model(args.model, calibration, config=args.config,
                               quantize=args.quantize, cpu_ops=cpu_ops, records=args.records,
-                              input_shapes=shapes or None)
+                              input_shapes=shapes or None, precision=args.precision)
         model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "

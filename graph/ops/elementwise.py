@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from openvta.isa import INT8_MAX, INT8_MIN
+from openvta.isa import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, DType, Node, Op, TensorType
@@ -60,19 +60,29 @@ def _relu(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.maximum(inputs[0], np.zeros((), inputs[0].dtype))
 
 
-def _clip_bounds(attrs: Attrs, integer: bool) -> tuple[float, float]:
+def _clip_bounds(attrs: Attrs, integer: bool, wide: bool = False) -> tuple[float, float]:
+    """The bounds; an integer Clip's within int8 (its result is int8), or, ``wide``, within
+    int32 for an int32 input whose bounds pass int8 (its result stays int32)."""
     if not integer:
         return float_attr(attrs, "min", -np.inf), float_attr(attrs, "max", np.inf)
     lo, hi = int_attr(attrs, "min", INT8_MIN), int_attr(attrs, "max", INT8_MAX)
-    if not INT8_MIN <= lo <= hi <= INT8_MAX:
-        raise OpError(f"integer Clip bounds must lie within int8 in order, not ({lo}, {hi})")
-    return lo, hi
+    if INT8_MIN <= lo <= hi <= INT8_MAX or (wide and INT32_MIN <= lo <= hi <= INT32_MAX):
+        return lo, hi
+    raise OpError(f"integer Clip bounds must lie within int8 in order (int32 for an int32 input), "
+                  f"not ({lo}, {hi})")
+
+
+def _clip_dtype(data: DType, attrs: Attrs) -> DType:
+    lo, hi = _clip_bounds(attrs, True, data is DType.INT32)
+    return DType.INT8 if INT8_MIN <= lo <= hi <= INT8_MAX else DType.INT32
 
 
 def _clip_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    integer = inputs[0].dtype.is_integer
-    _clip_bounds(attrs, integer)
-    return TensorType(inputs[0].shape, DType.INT8 if integer else DType.FLOAT32)
+    data = inputs[0].dtype
+    if not data.is_integer:
+        _clip_bounds(attrs, False)
+        return TensorType(inputs[0].shape, DType.FLOAT32)
+    return TensorType(inputs[0].shape, _clip_dtype(data, attrs))
 
 
 def _clip_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -81,8 +91,9 @@ def _clip_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _clip_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    lo, hi = _clip_bounds(attrs, True)
-    return np.clip(inputs[0], lo, hi).astype(np.int8)
+    dtype = _clip_dtype(DType.of(inputs[0].dtype), attrs)
+    lo, hi = _clip_bounds(attrs, True, dtype is DType.INT32)
+    return np.clip(inputs[0], lo, hi).astype(dtype.numpy)
 
 
 def _add_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -1,8 +1,9 @@
-"""The integer graph's own ops: Quantize, Dequantize and Requantize.
+"""The integer graph's own ops: Quantize, Dequantize, Requantize, WideByte and JoinWide.
 
-- ``Quantize`` (attributes ``scale``, ``zero_point`` default 0): float32 → int8,
-  ``clip(rint(x / scale) + zero_point, -128, 127)`` with ``x / scale`` in float32 and
-  ties to even, as ONNX ``QuantizeLinear``.
+- ``Quantize`` (attributes ``scale``, ``zero_point`` default 0, ``bits`` default 8):
+  float32 → int8, ``clip(rint(x / scale) + zero_point, -128, 127)`` with ``x / scale`` in
+  float32 and ties to even, as ONNX ``QuantizeLinear``; with ``bits=16`` a *wide* value,
+  int32 clipped to :data:`~openvta.isa.WIDE_RANGE` (mixed precision, docs/DECISIONS.md).
 - ``Dequantize`` (``scale``, per tensor or per channel along ``axis``, ``zero_point``):
   int → float32, ``(q - zero_point) * scale`` in float32, as ``DequantizeLinear``.
 - ``Requantize`` (``pre_shift``, ``multiplier``, ``post_shift``, ``axis``, ``out_dtype``,
@@ -24,6 +25,15 @@
       out = rint(clip(v, -128 - zp, 127 - zp)) + zp    ties to even
 
   A float multiply the integer ALU cannot reproduce: such nodes run on the CPU.
+
+- ``WideByte`` (``part``: ``"high"`` or ``"low"``): int32 → int8, one byte of the wide
+  value ``clip(x, WIDE_RANGE)`` (:func:`~openvta.isa.wide_high`,
+  :func:`~openvta.isa.wide_low`).  In an accelerator kernel it is the ALU's ``MIN, MAX``
+  (and ``ADD 128, SHR 8`` for the high byte) before STORE keeps the low 8 bits; on the
+  CPU it splits a wide input into the two int8 operands of two products.
+- ``JoinWide`` (high, low): int8, int8 → int32, ``256 * high + low``
+  (:func:`~openvta.isa.join_wide`): a wide result from the two bytes the accelerator
+  stored, on the CPU.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from openvta.isa import INT8_MAX, INT8_MIN, INT8_RANGE, MAX_SHR_AMOUNT, Config, requantize_int32
+from openvta.isa import (INT8_MAX, INT8_MIN, INT8_RANGE, MAX_SHR_AMOUNT, WIDE_RANGE, Config, join_wide,
+                        requantize_int32, wide_high, wide_low)
 
 from ..errors import OpError
 from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
@@ -42,10 +53,16 @@ from .elementwise import on_alu
 __all__ = ["DEFS", "requantize", "requantize_exact", "quantize", "dequantize"]
 
 
-def quantize(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
-    """float → int8: ``clip(rint(x / scale) + zero_point, -128, 127)`` computed in float32."""
+#: Quantize's ``bits``: int8, or a wide value held in int32.
+QUANTIZE_BITS = {8: (DType.INT8, INT8_RANGE), 16: (DType.INT32, WIDE_RANGE)}
+
+
+def quantize(x: np.ndarray, scale: float, zero_point: int = 0, bits: int = 8) -> np.ndarray:
+    """float → int8: ``clip(rint(x / scale) + zero_point, -128, 127)`` computed in float32
+    (``bits=16``: int32 clipped to the wide range)."""
+    dtype, bounds = QUANTIZE_BITS[bits]
     q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, *INT8_RANGE).astype(np.int8)
+    return np.clip(q, *bounds).astype(dtype.numpy)
 
 
 def dequantize(q: np.ndarray, scale: Sequence[float], axis: int | None,
@@ -122,11 +139,51 @@ def _quantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if float_attr(attrs, "scale") <= 0:
         raise OpError(f"Quantize scale must be positive, not {attrs['scale']!r}")
     _zero_point(attrs)
-    return TensorType(inputs[0].shape, DType.INT8)
+    return TensorType(inputs[0].shape, QUANTIZE_BITS[_bits(attrs)][0])
+
+
+def _bits(attrs: Attrs) -> int:
+    bits = int_attr(attrs, "bits", 8)
+    if bits not in QUANTIZE_BITS:
+        raise OpError(f"Quantize bits must be one of {', '.join(map(str, QUANTIZE_BITS))}, not {bits!r}")
+    return bits
 
 
 def _quantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    return quantize(inputs[0], float_attr(attrs, "scale"), _zero_point(attrs))
+    return quantize(inputs[0], float_attr(attrs, "scale"), _zero_point(attrs), _bits(attrs))
+
+
+WIDE_PARTS = {"high": wide_high, "low": wide_low}
+
+
+def _wide_part(attrs: Attrs) -> str:
+    part = attrs.get("part")
+    if part not in WIDE_PARTS:
+        raise OpError(f"WideByte part must be one of {', '.join(WIDE_PARTS)}, not {part!r}")
+    return str(part)
+
+
+def _wide_byte_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if inputs[0].dtype is not DType.INT32:
+        raise OpError(f"WideByte input must be int32, not {inputs[0].dtype.value}")
+    _wide_part(attrs)
+    return TensorType(inputs[0].shape, DType.INT8)
+
+
+def _wide_byte(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return WIDE_PARTS[_wide_part(attrs)](inputs[0])
+
+
+def _join_wide_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    high, low = inputs
+    if high.dtype is not DType.INT8 or low.dtype is not DType.INT8 or high.shape != low.shape:
+        raise OpError(f"JoinWide operands must be two int8 tensors of one shape, not "
+                      f"{high.dtype.value}{list(high.shape)} and {low.dtype.value}{list(low.shape)}")
+    return TensorType(high.shape, DType.INT32)
+
+
+def _join_wide(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return join_wide(inputs[0], inputs[1])
 
 
 def _scales(attrs: Attrs) -> tuple[float, ...]:
@@ -198,6 +255,7 @@ def _requantize_on_alu(node: Node, graph: Graph, cfg: Config) -> tuple[bool, str
 
 
 _ALU_REQUANT = on_alu("requantization on the ALU (SHR, MUL, ADD, MIN, MAX)")
+_ALU_WIDE_BYTE = on_alu("one byte of a wide result on the ALU (MIN, MAX, ADD, SHR) before STORE")
 
 
 DEFS = (
@@ -207,4 +265,8 @@ DEFS = (
           accel_ok=cpu_only("float results are made on the CPU")),
     OpDef(Op.REQUANTIZE, PatternKind.ELEMWISE, (1, 1), _requantize_infer, None, _requantize,
           accel_ok=_requantize_on_alu),
+    OpDef(Op.WIDE_BYTE, PatternKind.ELEMWISE, (1, 1), _wide_byte_infer, None, _wide_byte,
+          accel_ok=_ALU_WIDE_BYTE),
+    OpDef(Op.JOIN_WIDE, PatternKind.BROADCAST, (2, 2), _join_wide_infer, None, _join_wide,
+          accel_ok=cpu_only("a wide result is joined from its two bytes on the CPU")),
 )

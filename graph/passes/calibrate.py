@@ -10,7 +10,15 @@ Each float value (graph inputs and node outputs) gets ``QuantParams`` on its typ
   the negative part is clamped to zero anyway — which doubles the resolution of the
   int8 code.
 
-Scales are ``range / 127``, rounded up to a power of two in ``pow2`` mode.  In
+Scales are ``range / 127``, rounded up to a power of two in ``pow2`` mode.
+
+With a ``precision`` other than ``int8`` (mixed precision, docs/DECISIONS.md), each Conv
+or Gemm with constant weights whose input or output loses more than the threshold at
+int8 — its SQNR at its int8 step, :func:`~openvta.graph.quantization.int8_sqnr` of the
+tensor's mean square over the samples, below the threshold — gets the attribute
+``activation_bits``: ``(input bits, output bits)``, each 8 or 16.  The quantize pass computes those in int8 passes.
+
+In
 ``exact`` mode nothing is calibrated: every float activation must already carry the
 scale and zero point of the QDQ model it was imported from.
 
@@ -21,15 +29,16 @@ Postconditions: the same graph, every float activation typed with a per-tensor s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..errors import PassError
 from ..execute import execute
-from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
+from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, RequantMode, TensorType
 from ..ops.base import ScaleRule, float_attr
 from ..registry import QUANT_OPS, op_def
-from ..quantization import choose_scale
+from ..quantization import ACTIVATION_BITS, choose_scale, int8_sqnr
 
 __all__ = ["calibrate", "observed_ranges"]
 
@@ -39,7 +48,14 @@ _PASS = "calibrate"
 def observed_ranges(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
                     ) -> dict[str, tuple[float, float]]:
     """Value name → (min, max) over every feed, for every float input and node output."""
+    return _observed(graph, feeds)[0]
+
+
+def _observed(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
+              ) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
+    """:func:`observed_ranges`, and each value's mean square over every feed."""
     ranges: dict[str, tuple[float, float]] = {}
+    sums: dict[str, tuple[float, int]] = {}
 
     def observe(name: str, value: np.ndarray) -> None:
         if value.dtype.kind != "f" or value.size == 0:
@@ -47,10 +63,13 @@ def observed_ranges(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
         low, high = float(value.min()), float(value.max())
         old = ranges.get(name, (low, high))
         ranges[name] = (min(old[0], low), max(old[1], high))
+        square, count = sums.get(name, (0.0, 0))
+        flat = value.astype(np.float64).ravel()
+        sums[name] = (square + float(flat @ flat), count + flat.size)
 
     for feed in feeds:
         execute(graph, feed, observe)
-    return ranges
+    return ranges, {name: square / count for name, (square, count) in sums.items()}
 
 
 def _positive_only(users: list[Node]) -> float | None:
@@ -85,8 +104,10 @@ def _model_params(graph: Graph) -> Graph:
 
 
 def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
-              mode: RequantMode) -> Graph:
-    """The graph with int8 scales on its float activations (module docstring)."""
+              mode: RequantMode, wide_below: float | None = None) -> Graph:
+    """The graph with int8 scales on its float activations and, with ``wide_below`` (an
+    SQNR in dB, :func:`~openvta.graph.quantization.parse_precision`), the activation bits
+    of its products (module docstring)."""
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
@@ -95,7 +116,7 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
                                    "runs on the float graph")
     if mode is RequantMode.EXACT:
         return _model_params(graph)
-    ranges = observed_ranges(graph, feeds)
+    ranges, power = _observed(graph, feeds)
     users, producers = graph.consumers(), graph.producers()
     types = dict(graph.types)
     order = list(graph.inputs) + [n.outputs[0] for n in graph.nodes]
@@ -113,4 +134,25 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         else:
             raise PassError(_PASS, f"value {name!r} was never computed on the calibration data")
         types[name] = types[name].with_quant(quant)
-    return graph.replace(types=types)
+    if wide_below is None:
+        return graph.replace(types=types)
+    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, power, wide_below)
+                                                  for n in graph.nodes))
+
+
+def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power: Mapping[str, float],
+               wide_below: float) -> Node:
+    """``node`` with its ``activation_bits`` if int8 loses more than ``wide_below`` dB on its
+    input or output (a Conv or Gemm with constant weights), else ``node``."""
+    if node.op not in (Op.CONV, Op.GEMM) or len(node.inputs) < 2 or node.inputs[1] not in graph.constants \
+            or node.inputs[0] in graph.constants:
+        return node
+
+    def loses(value: str) -> bool:
+        quant = types[value].quant
+        return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < wide_below
+
+    bits = (16 if loses(node.inputs[0]) else 8, 16 if loses(node.outputs[0]) else 8)
+    if bits == (8, 8):
+        return node
+    return replace(node, attrs=Attrs({**node.attrs, ACTIVATION_BITS: bits}))

@@ -28,21 +28,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT
+from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_BYTE_SHIFT, WIDE_MAX
 
 from ..errors import PassError
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
 from ..ops.base import float_attr
-from ..quantization import pre_shift_for, quantize_weights
+from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 from .quantize_exact import EXACT_RULES, exact_island
 
 __all__ = ["quantize"]
 
+_MOVES = (Op.RESHAPE, Op.FLATTEN, Op.IDENTITY, Op.DROPOUT)
+
+
 def _same_op(b: Builder, node: Node) -> bool:
     if node.inputs[0] in b.source.constants:
         return False
+    if node.op in _MOVES and node.inputs[0] not in b.int8 and node.inputs[0] not in b.source.inputs:
+        return False  # moves a value made in float (a wide product's): it stays float
     out = node.outputs[0]
     b.int8[out] = b.emit(node.name, node.op, (b.as_int8(node.inputs[0]),), b.name(f"{out}.q"),
                          dict(node.attrs), QuantParams((b.scale(node.inputs[0]),)))
@@ -77,27 +82,122 @@ def _linear(b: Builder, node: Node) -> bool:
         return False  # not constant weights and bias in canonical form: a float island
     out = node.outputs[0]
     out_axis %= len(b.source.types[out].shape)
-    data_scale, out_scale = b.scale(node.inputs[0]), b.scale(out)
     w_q, w_scales = quantize_weights(weight, w_axis, b.mode)
-    acc_scales = data_scale * w_scales
-    bias_q = np.zeros(channels, np.int64) if bias is None else \
-        np.rint(bias.astype(np.float64) / acc_scales).astype(np.int64)
     weight_sums = np.abs(np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(channels, -1)).sum(1)
-    bound = int((INT8_LIMIT * weight_sums + np.abs(bias_q)).max())
-    if b.mode is RequantMode.FIXED and bound < INT32_LIMIT:
-        bias_q = bias_q + ((1 << pre_shift_for(bound)) >> 1)  # the pre-shift rounds to nearest
-    if np.abs(bias_q).max() >= INT32_LIMIT:
-        raise PassError(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
-                                   "accumulator's scale")
+    bits = activation_bits(node)
+    if bits != (8, 8):
+        _wide_linear(b, node, bits, w_q, w_scales, weight_sums, bias)
+        return True
+    data_scale, out_scale = b.scale(node.inputs[0]), b.scale(out)
+    acc_scales = data_scale * w_scales
+    bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums)
     inputs = (b.as_int8(node.inputs[0]),
               b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis)),
-              b.constant(f"{node.name}.bias.q", bias_q.astype(np.int32),
-                         QuantParams(tuple(acc_scales), axis=0)))
+              b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0)))
     acc = b.emit(node.name, node.op, inputs, b.name(f"{out}.acc"), dict(node.attrs),
                  QuantParams(tuple(acc_scales), axis=out_axis))
     b.int8[out] = b.requantize(node.name, out, acc, acc_scales / out_scale, bound, DType.INT8,
                                out_scale, out_axis)
     return True
+
+
+def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarray,
+          weight_sums: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, int]:
+    """The int32 bias in the accumulator's scale, with the fixed pre-shift's rounding term
+    for the bound ``limit`` (default: the accumulator's), and the accumulator's bound
+    ``128 · Σ|w| + |bias|``."""
+    bias_q = np.zeros(len(acc_scales), np.int64) if bias is None else \
+        np.rint(bias.astype(np.float64) / acc_scales).astype(np.int64)
+    bound = int((INT8_LIMIT * weight_sums + np.abs(bias_q)).max())
+    limit = bound if limit is None else limit
+    if b.mode is RequantMode.FIXED and limit < INT32_LIMIT:
+        bias_q = bias_q + ((1 << pre_shift_for(limit)) >> 1)  # the pre-shift rounds to nearest
+    if np.abs(bias_q).max() >= INT32_LIMIT:
+        raise PassError(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
+                                   "accumulator's scale")
+    return bias_q.astype(np.int32), bound
+
+
+def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray, w_scales: np.ndarray,
+                 weight_sums: np.ndarray, bias: np.ndarray | None) -> None:
+    """A product with a wide (16-bit) input or output computed by int8 passes of the
+    accelerator (docs/DECISIONS.md, "Mixed precision").
+
+    A wide input ``x = 256·hi + lo`` (``WideByte``, both int8) makes two products.  The
+    low one first: ``T = round_shift(lo·W, 8 + e)``, stored as two bytes by two kernels and
+    joined on the CPU (``JoinWide``); ``e`` is the least shift whose bound ``128·Σ|w| / 2**(8+e)``
+    fits the wide range, so ``T`` is never clipped.  Then the high one, ``hi·W + bias +
+    T·2**e`` — ``x·W / 256`` in the accumulator, ``T`` added as an int32 tensor operand —
+    requantized to the output.  Every accumulator holds int8 × int8 products: never
+    ``256·hi·W``, which passes 2**31 at K = 1536 with a 16-bit ``x``.  A wide output is
+    two kernels of one product, its high and low bytes, joined on the CPU and dequantized.
+
+    Before the requantization the accumulator is clipped to what maps to twice the
+    output's range (``Clip``, exact: nothing the output can hold is cut), so the fixed
+    requantization's pre-shift is chosen for that bound instead of ``128·Σ|w|``, which
+    at K = 1536 would drop the bits a 16-bit output needs."""
+    x, out = node.inputs[0], node.outputs[0]
+    w_axis, out_axis = channel_axis(node)
+    out_axis %= len(b.source.types[out].shape)
+    weight = b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis))
+    attrs: dict[str, object] = {k: v for k, v in node.attrs.items() if k != ACTIVATION_BITS}
+    attrs[WIDE_PASSES] = (2 if bits[1] == 16 else 1) + (2 if bits[0] == 16 else 0)
+    wide_bound = int(INT8_LIMIT * weight_sums.max())
+    if bits[0] == 16:
+        x_scale = wide_scale(b.scale(x), b.mode)
+        wide = b.emit(f"{x}.quantize16", Op.QUANTIZE, (b.as_real(x),), b.name(f"{x}.q16"),
+                      {"scale": x_scale, "bits": 16}, QuantParams((x_scale,)))
+        data_scale = x_scale * (1 << WIDE_BYTE_SHIFT)
+        high, low = (b.emit(f"{x}.{part}", Op.WIDE_BYTE, (wide,), b.name(f"{x}.{part}"), {"part": part},
+                            QuantParams((x_scale * scale,)))
+                     for part, scale in (("high", 1 << WIDE_BYTE_SHIFT), ("low", 1)))
+        extra = next(e for e in range(MAX_SHR_AMOUNT) if (wide_bound >> (WIDE_BYTE_SHIFT + e)) + 1 <= WIDE_MAX)
+        low_scales = x_scale * w_scales
+        bytes_ = []
+        for part in ("high", "low"):
+            acc = b.emit(f"{node.name}.low.{part}", node.op, (low, weight), b.name(f"{out}.acc"), attrs,
+                         QuantParams(tuple(low_scales), axis=out_axis))
+            shifted = b.emit(f"{node.name}.low.{part}.shift", Op.REQUANTIZE, (acc,), b.name(f"{out}.r"),
+                             {"mode": b.mode, "pre_shift": 0, "multiplier": (1,),
+                              "post_shift": (WIDE_BYTE_SHIFT + extra,), "axis": out_axis, "out_dtype": DType.INT32})
+            bytes_.append(b.emit(f"{node.name}.low.{part}.byte", Op.WIDE_BYTE, (shifted,),
+                                 b.name(f"{out}.low.{part}"), {"part": part}))
+        partial = b.emit(f"{node.name}.low.join", Op.JOIN_WIDE, tuple(bytes_), b.name(f"{out}.low"))
+        data, bound = high, wide_bound + ((wide_bound >> WIDE_BYTE_SHIFT) + (1 << extra))
+    else:
+        data, data_scale, partial, extra, bound = b.as_int8(x), b.scale(x), None, 0, 0
+    acc_scales = data_scale * w_scales
+    out_scale = wide_scale(b.scale(out), b.mode) if bits[1] == 16 else b.scale(out)
+    multipliers = acc_scales / out_scale
+    # the accumulator clipped to what maps to twice the output's range: a finer requantization
+    saturation = int(np.ceil(2 * (WIDE_MAX if bits[1] == 16 else INT8_MAX) / multipliers.min()))
+    bound += _bias(b, node, bias, acc_scales, weight_sums)[1]
+    limit = min(bound, saturation)
+    bias_q = _bias(b, node, bias, acc_scales, weight_sums, limit)[0]
+    bias_name = b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0))
+    stored = []
+    for part in ("high", "low") if bits[1] == 16 else ("",):
+        tag = f"{node.name}.{part}" if part else node.name
+        acc = b.emit(tag, node.op, (data, weight, bias_name), b.name(f"{out}.acc"), attrs,
+                     QuantParams(tuple(acc_scales), axis=out_axis))
+        if partial is not None:
+            operand = partial if not extra else b.emit(
+                f"{tag}.partial", Op.REQUANTIZE, (partial,), b.name(f"{out}.partial"),
+                {"mode": b.mode, "pre_shift": 0, "multiplier": (1,), "post_shift": (-extra,), "axis": out_axis,
+                 "out_dtype": DType.INT32})
+            acc = b.emit(f"{tag}.add", Op.ADD, (acc, operand), b.name(f"{out}.sum"), {},
+                         QuantParams(tuple(acc_scales), axis=out_axis))
+        if limit < bound:
+            acc = b.emit(f"{tag}.saturate", Op.CLIP, (acc,), b.name(f"{out}.sat"),
+                         {"min": -limit, "max": limit}, QuantParams(tuple(acc_scales), axis=out_axis))
+        if not part:
+            b.int8[out] = b.requantize(tag, out, acc, multipliers, limit, DType.INT8, out_scale, out_axis)
+            return
+        wide = b.requantize(tag, out, acc, multipliers, limit, DType.INT32, out_scale, out_axis)
+        stored.append(b.emit(f"{tag}.byte", Op.WIDE_BYTE, (wide,), b.name(f"{out}.{part}"), {"part": part}))
+    joined = b.emit(f"{node.name}.join", Op.JOIN_WIDE, tuple(stored), b.name(f"{out}.w"), {},
+                    QuantParams((out_scale,)))
+    b.real[out] = b.dequantize(out, joined, out)
 
 
 def _matmul(b: Builder, node: Node) -> bool:
