@@ -35,10 +35,16 @@ them padded): compile time, the float reference against onnxruntime, the mean co
 the int8 sentence embeddings (output ``461``) to onnxruntime's float ones (target >= 0.99;
 onnxruntime's own int8: 0.75 static, 0.92 dynamic), the MACs on the accelerator and on
 the CPU, cycles per sequence and the CPU's measured milliseconds, ``functional`` and
-``cycle`` against the integer reference.
+``cycle`` against the integer reference; the same with ``precision="mixed"`` (16-bit where
+int8 loses), its cycles against the all-int8 build's (target <= 1.5x).
+
+The digits ViT (``examples/digits_vit``; issue [4/5]): float top-1 (onnxruntime and the
+float reference) and int8 top-1 on the 360 held-out images (target: within 1 point), the
+MACs on the accelerator, cycles an image, ``functional`` and ``cycle`` (and with ``--rtl``
+``rtl`` on ``small``) against the integer reference.
 
     .venv/bin/python benchmarks/models.py [--config default] [--images 20] [--rtl]
-                                          [--model digits|mobilenetv2|zoo|minilm|all] [--size 224]
+                                          [--model digits|mobilenetv2|zoo|minilm|vit|all] [--size 224]
                                           [--zoo densenet121,vgg19] [--sequences 64]
 """
 
@@ -250,7 +256,7 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=20, help="images run on each back end")
     parser.add_argument("--rtl", action="store_true", help="also run 2 images on the rtl back end (tiny)")
     parser.add_argument("--model", default="all",
-                        choices=["digits", "mobilenetv2", "depthwise", "zoo", "minilm", "all"])
+                        choices=["digits", "mobilenetv2", "depthwise", "zoo", "minilm", "vit", "all"])
     parser.add_argument("--sequences", type=int, default=64, help="MiniLM's evaluation sequences (default 64)")
     parser.add_argument("--zoo", default=",".join(zoo_models.MODELS), help="the zoo models (default all nine)")
     parser.add_argument("--size", type=int, default=224, help="MobileNetV2's input size")
@@ -266,7 +272,42 @@ def main() -> int:
         zoo(args.config, args.zoo.split(","))
     if args.model in ("minilm", "all"):
         minilm(args.config, args.sequences)
+    if args.model in ("vit", "all"):
+        vit(args.config, args.rtl)
     return 0
+
+
+def vit(config: str, rtl: bool) -> None:
+    """The digits ViT's figures (module docstring)."""
+    import onnxruntime
+
+    path = DIGITS.parent / "digits_vit" / "digits_vit.onnx"
+    x_train, _, x_test, y_test = load_split()
+    start = time.perf_counter()
+    model = openvta.compile_model(str(path), [{"image": x_train[i:i + 1]} for i in range(64)], config=config)
+    print(f"\ndigits ViT ({path.name}), config {config}: compiled in {time.perf_counter() - start:.1f} s "
+          f"(calibrated on 64 training images)")
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = [{"image": x_test[i:i + 1]} for i in range(len(x_test))]
+    ort = np.concatenate([session.run(None, f)[0] for f in feeds])
+    ours = np.concatenate([model.float_reference(f)["logits"] for f in feeds])
+    ints = np.concatenate([model.reference(f)["logits"] for f in feeds])
+    print(f"top-1 on {len(x_test)} held-out images: float {_top1(ort, y_test):.2%} (onnxruntime), "
+          f"{_top1(ours, y_test):.2%} (float reference, {np.abs(ours - ort).max() / np.abs(ort).max():.1e} "
+          f"relative to onnxruntime); int8 {_top1(ints, y_test):.2%} (target: within 1 point of float); "
+          f"same class as float on {(ints.argmax(1) == ort.argmax(1)).mean():.1%}")
+    print(next(line for line in model.summary().splitlines() if line.startswith("MACs")))
+    cycle = model.run(feeds[0], backend="cycle")
+    equal = all(np.array_equal(model.run(f, backend=b)["logits"], model.reference(f)["logits"])
+                for f in feeds[:4] for b in ("functional", "cycle"))
+    print(f"an image: {cycle.report.cycles:,} cycles; functional and cycle equal to the reference on 4 images: "
+          f"{equal}")
+    if rtl:
+        small = openvta.compile_model(str(path), [{"image": x_train[i:i + 1]} for i in range(64)], config="small")
+        out, model_cycles = small.run(feeds[0], backend="rtl"), small.run(feeds[0], backend="cycle").report.cycles
+        same = bool(np.array_equal(out["logits"], small.reference(feeds[0])["logits"]))
+        print(f"rtl (small): equal to the reference: {same}; {out.report.cycles:,} cycles, the cycle model "
+              f"{model_cycles:,} ({(out.report.cycles or 0) / (model_cycles or 1) - 1:+.1%})")
 
 
 def minilm(config: str, count: int) -> None:
