@@ -15,10 +15,10 @@ The network (:data:`DIM` = 32 features, :data:`HEADS` = 2 heads, one encoder lay
 
 Forward and backward passes are written out below; training is Adam on the softmax
 cross-entropy, mini-batches of 32, a fixed seed, :data:`EPOCHS` epochs (ten seconds on
-two cores).  The export uses the ``onnx`` helper API, float32, opset 17, one image of shape
-``(1, 1, 8, 8)`` (static shapes: every product runs on the accelerator), in the form PyTorch's exporter writes an encoder (LayerNormalization,
-GELU as Div/Erf/Add/Mul/Mul, the heads by Reshape and Transpose, the scores divided by
-``sqrt(16)``).
+two cores).  The export uses the ``onnx`` helper API, float32, opset 17, one image of
+shape ``(1, 1, 8, 8)`` (static shapes: every product runs on the accelerator), in the form
+PyTorch's exporter writes an encoder (LayerNormalization, GELU as Div/Erf/Add/Mul/Mul,
+the heads by Reshape and Transpose, the scores divided by ``sqrt(16)``).
 """
 
 from __future__ import annotations
@@ -239,8 +239,8 @@ def export(params: Params, path: Path) -> None:
                                            const(f"{name}.bias", params[f"{name}.bias"])], f"{name}_out",
                     axis=-1, epsilon=EPS)
 
-    x = node("Conv", ["image", const("patch.weight", params["patch.weight"]), const("patch.bias", params["patch.bias"])],
-             "patch/Conv_out", kernel_shape=[PATCH, PATCH], strides=[STRIDE, STRIDE])
+    patch = [const("patch.weight", params["patch.weight"]), const("patch.bias", params["patch.bias"])]
+    x = node("Conv", ["image", *patch], "patch/Conv_out", kernel_shape=[PATCH, PATCH], strides=[STRIDE, STRIDE])
     x = node("Reshape", [x, const("tokens.shape", [1, DIM, TOKENS], np.int64)], "tokens/Reshape_out")
     x = node("Transpose", [x], "tokens/Transpose_out", perm=[0, 2, 1])
     x0 = node("Add", [x, const("position", params["position"])], "tokens/Add_out")
