@@ -87,6 +87,7 @@ class Op(enum.Enum):
     REQUANTIZE = "Requantize"
     WIDE_BYTE = "WideByte"
     JOIN_WIDE = "JoinWide"
+    TABLE = "Table"
     IM2COL = "Im2Col"
 
 

@@ -189,8 +189,8 @@ def int8_sqnr(power: float, scale: float) -> float:
     maximum, so nothing clips).  A tensor with outlier channels has a large step for its
     typical values: a low SQNR.
 
-    >>> round(int8_sqnr(1.0, 1 / 127), 1)  # unit RMS, range 1: a sine's ratio
-    52.6
+    >>> round(int8_sqnr(1.0, 1 / 127), 1)  # mean square 1 at a step of 1/127
+    52.9
     """
     noise = scale * scale / 12.0
     return 10.0 * math.log10(max(power, 1e-30) / noise) if noise > 0 else math.inf

@@ -28,9 +28,9 @@ REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
     for d in module.DEFS})
 
 # The integer graph's own ops; every other op is an ONNX op of the same name.
-INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.IM2COL})
+INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE, Op.IM2COL})
 # The ops only an integer graph holds (Im2Col, which simplify makes, is in float graphs too).
-QUANT_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE})
+QUANT_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE})
 ONNX_OPS = frozenset(REGISTRY) - INTERNAL_OPS
 
 

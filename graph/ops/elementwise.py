@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from openvta.isa import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN
+from openvta.isa import INT8_MAX, INT8_MIN, INT8_RANGE, INT32_MAX, INT32_MIN
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, DType, Node, Op, TensorType
-from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, float_attr, int_attr,
+from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, float_attr, int_attr,
                    require_float, same_type, wrap_int32)
 
 if TYPE_CHECKING:
@@ -146,12 +146,55 @@ def _identity(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return inputs[0].copy()
 
 
+#: The integer Softmax's exp table: ``round(2**EXP_BITS * exp(-d * scale))`` for d = 0…255.
+EXP_BITS = 15
+#: The fraction bits of the integer Softmax's output multiplier.
+SOFTMAX_FRACTION = 16
+
+
 def _softmax_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require_float(inputs[0], Op.SOFTMAX)
     axis = int_attr(attrs, "axis", -1)
     if not -inputs[0].ndim <= axis < inputs[0].ndim:
         raise OpError(f"Softmax axis must lie within the {inputs[0].ndim} dimensions, not {axis}")
+    if inputs[0].dtype is DType.INT8:
+        _softmax_params(attrs)
+        return TensorType(inputs[0].shape, DType.INT8)
+    require_float(inputs[0], Op.SOFTMAX)
     return same_type(inputs, attrs)
+
+
+def _softmax_params(attrs: Attrs) -> tuple[np.ndarray, int]:
+    table, multiplier = attrs.get("exp_table"), attrs.get("multiplier")
+    if not isinstance(table, tuple) or len(table) != 256 or not all(
+            isinstance(v, int) and 0 <= v <= 1 << EXP_BITS for v in table):
+        raise OpError(f"an integer Softmax's exp_table must hold 256 integers in 0..2**{EXP_BITS}")
+    if not isinstance(multiplier, int) or not 0 < multiplier < 1 << 40:
+        raise OpError(f"an integer Softmax's multiplier must be a positive integer below 2**40, not {multiplier!r}")
+    return np.asarray(table, dtype=np.int64), multiplier
+
+
+def softmax_int(q: np.ndarray, exp_table: np.ndarray, multiplier: int, axis: int) -> np.ndarray:
+    """The integer Softmax of int8 ``q`` along ``axis``: ``e = exp_table[max(q) - q]``, then
+    ``clip(round_half_up(e * multiplier / (sum(e) * 2**16)), -128, 127)`` in int64 —
+    ``exp_table[d] = round(2**15 * exp(-d * s_in))`` and ``multiplier = round(2**16 / s_out)``,
+    so the result is ``softmax(q * s_in) / s_out`` to rounding.
+
+    Examples
+    --------
+    >>> table = np.rint(2 ** 15 * np.exp(-np.arange(256) * 0.1)).astype(np.int64)
+    >>> softmax_int(np.array([[0, 0], [10, 0]], np.int8), table, 2 ** 16 * 127, 1).tolist()
+    [[64, 64], [93, 34]]
+    """
+    x = q.astype(np.int64)
+    e = exp_table[x.max(axis=axis, keepdims=True) - x]
+    total = e.sum(axis=axis, keepdims=True) << SOFTMAX_FRACTION
+    out = (e * multiplier + (total >> 1)) // total
+    return np.clip(out, *INT8_RANGE).astype(np.int8)
+
+
+def _softmax_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    table, multiplier = _softmax_params(attrs)
+    return softmax_int(inputs[0], table, multiplier, int_attr(attrs, "axis", -1))
 
 
 def _softmax_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -183,6 +226,8 @@ DEFS = (
           scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),)),)),
     OpDef(Op.DROPOUT, PatternKind.ELEMWISE, (1, 1), same_type, _identity, _identity,
           scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),), {"seed": 0}),)),
-    OpDef(Op.SOFTMAX, PatternKind.OPAQUE, (1, 1), _softmax_infer, _softmax_float, None,
+    OpDef(Op.SOFTMAX, PatternKind.OPAQUE, (1, 1), _softmax_infer, _softmax_float, _softmax_int,
+          accel_ok=cpu_only("runs on the CPU: a row's max, an exp table and a division by the row's sum, "
+                            "which the ALU has not (on int8: the integer kernel)"),
           examples=(OnnxExample(((3, 10),)), OnnxExample(((2, 3, 4),), {"axis": 1}))),
 )

@@ -31,6 +31,11 @@
   :func:`~openvta.isa.wide_low`).  In an accelerator kernel it is the ALU's ``MIN, MAX``
   (and ``ADD 128, SHR 8`` for the high byte) before STORE keeps the low 8 bits; on the
   CPU it splits a wide input into the two int8 operands of two products.
+- ``Table`` (``table``: 256 integers, ``out_dtype`` int8 or int32, ``of``: the op it
+  computes): int8 → ``table[x + 128]``.  An element-wise function of an int8 value (GELU,
+  Erf, Tanh, Sigmoid) is exactly a table of its 256 codes, each the float function of
+  the code's value quantized to the output's scale (int32: a wide output), computed once
+  by the quantize pass; run on the CPU (the ALU has no gather).
 - ``JoinWide`` (high, low): int8, int8 → int32, ``256 * high + low``
   (:func:`~openvta.isa.join_wide`): a wide result from the two bytes the accelerator
   stored, on the CPU.
@@ -50,7 +55,7 @@ from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
 from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr
 from .elementwise import on_alu
 
-__all__ = ["DEFS", "requantize", "requantize_exact", "quantize", "dequantize"]
+__all__ = ["DEFS", "TABLE_SIZE", "requantize", "requantize_exact", "quantize", "dequantize"]
 
 
 #: Quantize's ``bits``: int8, or a wide value held in int32.
@@ -174,6 +179,33 @@ def _wide_byte(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return WIDE_PARTS[_wide_part(attrs)](inputs[0])
 
 
+TABLE_SIZE = 1 << 8  # every int8 code
+
+
+def _table_values(attrs: Attrs) -> tuple[np.ndarray, DType]:
+    table, out = attrs.get("table"), attrs.get("out_dtype")
+    if out not in (DType.INT8, DType.INT32):
+        raise OpError(f"Table out_dtype must be int8 or int32, not {out!r}")
+    if not isinstance(table, tuple) or len(table) != TABLE_SIZE or not all(isinstance(v, int) for v in table):
+        raise OpError(f"Table table must hold {TABLE_SIZE} integers, one per int8 code")
+    values = np.asarray(table, dtype=np.int64)
+    limits = INT8_RANGE if out is DType.INT8 else WIDE_RANGE
+    if values.min() < limits[0] or values.max() > limits[1]:
+        raise OpError(f"Table values must lie within {limits[0]}..{limits[1]} for {out.value}")
+    return values.astype(out.numpy), out
+
+
+def _table_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if inputs[0].dtype is not DType.INT8:
+        raise OpError(f"Table input must be int8, not {inputs[0].dtype.value}")
+    return TensorType(inputs[0].shape, _table_values(attrs)[1])
+
+
+def _table(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    values, _ = _table_values(attrs)
+    return values[inputs[0].astype(np.int64) - INT8_MIN]
+
+
 def _join_wide_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     high, low = inputs
     if high.dtype is not DType.INT8 or low.dtype is not DType.INT8 or high.shape != low.shape:
@@ -267,6 +299,8 @@ DEFS = (
           accel_ok=_requantize_on_alu),
     OpDef(Op.WIDE_BYTE, PatternKind.ELEMWISE, (1, 1), _wide_byte_infer, None, _wide_byte,
           accel_ok=_ALU_WIDE_BYTE),
+    OpDef(Op.TABLE, PatternKind.ELEMWISE, (1, 1), _table_infer, None, _table,
+          accel_ok=cpu_only("a table of its 256 int8 codes, on the CPU (the ALU has no gather)")),
     OpDef(Op.JOIN_WIDE, PatternKind.BROADCAST, (2, 2), _join_wide_infer, None, _join_wide,
           accel_ok=cpu_only("a wide result is joined from its two bytes on the CPU")),
 )

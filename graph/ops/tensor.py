@@ -92,7 +92,8 @@ def _perm(attrs: Attrs, ndim: int) -> tuple[int, ...]:
 
 
 def _transpose_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require_float(inputs[0], Op.TRANSPOSE)
+    if not inputs[0].dtype.is_quantized:  # an integer transpose moves its codes: exact
+        require_float(inputs[0], Op.TRANSPOSE)
     perm = _perm(attrs, inputs[0].ndim)
     if perm[0] != 0 and isinstance(inputs[0].shape[0], str):
         raise OpError(f"Transpose {perm!r} moves the symbolic batch: not supported")
@@ -229,7 +230,9 @@ DEFS = (
     OpDef(Op.CONCAT, PatternKind.INJECTIVE, (1, 1 << 16), _concat_infer, _concat, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4, 4), (2, 5, 4, 4)), {"axis": 1}),
                     OnnxExample(((2, 3), (2, 3), (2, 1)), {"axis": -1}))),
-    OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, None, accel_ok=_CPU,
+    OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, _transpose,
+          accel_ok=cpu_only("a transpose runs on the CPU between accelerator regions"),
+          scale_rule=ScaleRule.PRESERVE,
           examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
                     OnnxExample(((3, 4),)))),
     OpDef(Op.UNSQUEEZE, PatternKind.INJECTIVE, (1, 1), _unsqueeze_infer, _unsqueeze, None, accel_ok=_CPU,

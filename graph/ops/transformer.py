@@ -5,9 +5,13 @@ Transpose and Reshape they are a BERT-style encoder's layer, in any of the forms
 write: LayerNorm as one op (opset 17) or decomposed (ReduceMean, Sub, Pow, Sqrt, Div), GELU
 with Erf, with Tanh, or as the Gelu operator (opset 20).
 
-All run on the CPU with float references only: on the integer graph each is a float
-island (its int8 inputs dequantized, its result quantized to its calibrated scale), as
-the zoo's Mul and LRN are.  Float kernels compute in float64 and round once to float32.
+All run on the CPU.  On the integer graph LayerNormalization of an int8 tensor is an
+integer kernel (:func:`layer_norm_int`: the row's sum, an integer square root, one
+division per element); GELU, Erf, Tanh and Sigmoid of an int8 tensor are tables of their
+256 codes (``Table``); Div and Mul by a positive constant are requantizations; the others
+are float islands (their int8 inputs dequantized, their result quantized to its
+calibrated scale), as the zoo's Mul and LRN are.  Float kernels compute in float64 and
+round once to float32.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import OpError
-from ..ir import Attrs, Op, TensorType
+from ..ir import Attrs, DType, Op, TensorType
 from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, require_float
 from .elementwise import broadcast_shape
 from .tensor import checked_axis
@@ -116,8 +120,72 @@ def _reduce(fn: Callable[..., np.ndarray], op: Op) -> Callable[[Sequence[np.ndar
     return kernel
 
 
+#: The fraction bits of the integer LayerNorm's per-channel gain and offset.
+LAYER_NORM_FRACTION = 16
+#: The fraction bits of its standard deviation (the square root of the variance's 2**16-fold).
+ROOT_FRACTION = 8
+
+
+def isqrt(values: np.ndarray) -> np.ndarray:
+    """``floor(sqrt(v))`` of non-negative int64 values, exactly (a float estimate, corrected).
+
+    >>> isqrt(np.array([0, 1, 15, 16, 2**52 + 1, 2**62])).tolist() == [0, 1, 3, 4, 2**26, 2**31]
+    True
+    """
+    v = np.asarray(values, dtype=np.int64)
+    root = np.floor(np.sqrt(v.astype(np.float64))).astype(np.int64)
+    root = np.where(root * root > v, root - 1, root)
+    return np.where((root + 1) * (root + 1) <= v, root + 1, root)
+
+
+def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon: int) -> np.ndarray:
+    """The integer LayerNorm of int8 ``q`` over its last axis (``N`` values), in int64::
+
+        d = N·q - sum(q)                             N times each value's deviation, exact
+        r = isqrt((sum(d²) // N + epsilon) · 2**16)  N · 2**8 times the standard deviation
+        out = clip(floor((d·gain·2**8 + offset·r + r·2**15) / (r·2**16)), -128, 127)
+
+    with ``gain = round(2**16 · scale / s_out)``, ``offset = round(2**16 · bias / s_out)`` per
+    channel and ``epsilon = round(N² · ε / s_in²)``: ``(x - mean) / sqrt(var + ε) · scale +
+    bias`` in the output's scale, rounded once.
+
+    Examples
+    --------
+    >>> q = np.array([[10, 20, 30, 40]], np.int8)
+    >>> layer_norm_int(q, np.full(4, 2 ** 16 * 50), np.zeros(4, np.int64), 0).tolist()
+    [[-67, -22, 22, 67]]
+    """
+    x = q.astype(np.int64)
+    n = x.shape[-1]
+    d = n * x - x.sum(axis=-1, keepdims=True)
+    r = np.maximum(isqrt(((d * d).sum(axis=-1, keepdims=True) // n + epsilon) << (2 * ROOT_FRACTION)), 1)
+    scaled = r << LAYER_NORM_FRACTION
+    out = ((d * gain << ROOT_FRACTION) + offset * r + (scaled >> 1)) // scaled
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def _layer_norm_params(attrs: Attrs, channels: int) -> tuple[np.ndarray, np.ndarray, int]:
+    gain, offset, epsilon = attrs.get("gain"), attrs.get("offset"), attrs.get("epsilon_q", 0)
+    for name, value in (("gain", gain), ("offset", offset)):
+        if not isinstance(value, tuple) or len(value) != channels or not all(isinstance(v, int) for v in value):
+            raise OpError(f"an integer LayerNormalization's {name} must hold {channels} integers, one per channel")
+    if not isinstance(epsilon, int) or epsilon < 0:
+        raise OpError(f"an integer LayerNormalization's epsilon_q must be a non-negative integer, not {epsilon!r}")
+    return np.asarray(gain, dtype=np.int64), np.asarray(offset, dtype=np.int64), epsilon
+
+
+def _layer_norm_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    gain, offset, epsilon = _layer_norm_params(attrs, inputs[0].shape[-1])
+    return layer_norm_int(inputs[0], gain, offset, epsilon)
+
+
 def _layer_norm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     data = inputs[0]
+    if data.dtype is DType.INT8 and len(inputs) == 1:  # the integer kernel: its constants are attributes
+        if checked_axis(attrs, data.ndim, Op.LAYER_NORM, -1) != data.ndim - 1:
+            raise OpError("an integer LayerNormalization normalizes the last axis only")
+        _layer_norm_params(attrs, int(data.shape[-1]))
+        return TensorType(data.shape, DType.INT8)
     for t in inputs:
         require_float(t, Op.LAYER_NORM)
     axis = checked_axis(attrs, data.ndim, Op.LAYER_NORM, -1)
@@ -176,7 +244,9 @@ DEFS = (
           _reduce(np.sum, Op.REDUCE_SUM), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 5, 8),), constants={1: (1,)}), OnnxExample(((2, 3, 4),), {"keepdims": 0}),
                     OnnxExample(((2, 3, 4),), {"keepdims": 0}, constants={1: (0, -1)}))),
-    OpDef(Op.LAYER_NORM, PatternKind.OPAQUE, (2, 3), _layer_norm_infer, _layer_norm, None, accel_ok=_CPU,
+    OpDef(Op.LAYER_NORM, PatternKind.OPAQUE, (1, 3), _layer_norm_infer, _layer_norm, _layer_norm_int,
+          accel_ok=cpu_only("runs on the CPU: a row's mean and variance, a square root and a division per "
+                            "value, which the ALU has not (on int8: the integer kernel)"),
           examples=(OnnxExample(((2, 5, 8), (8,), (8,)), {"epsilon": 1e-12}, opset=17),
                     OnnxExample(((2, 3, 4), (3, 4)), {"axis": 1}, opset=17))),
 )

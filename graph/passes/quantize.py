@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from openvta.isa import INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_BYTE_SHIFT, WIDE_MAX
+from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_BYTE_SHIFT, WIDE_MAX,
+                        WIDE_RANGE)
 
 from ..errors import PassError
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
-from ..ops.base import float_attr
+from ..ops.base import float_attr, int_attr
+from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION
+from ..ops.transformer import LAYER_NORM_FRACTION
+from ..registry import op_def
 from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
@@ -40,18 +44,38 @@ from .quantize_exact import EXACT_RULES, exact_island
 
 __all__ = ["quantize"]
 
-_MOVES = (Op.RESHAPE, Op.FLATTEN, Op.IDENTITY, Op.DROPOUT)
+_MOVES = (Op.RESHAPE, Op.FLATTEN, Op.IDENTITY, Op.DROPOUT, Op.TRANSPOSE)
 
 
 def _same_op(b: Builder, node: Node) -> bool:
-    if node.inputs[0] in b.source.constants:
+    x, out = node.inputs[0], node.outputs[0]
+    if x in b.source.constants:
         return False
-    if node.op in _MOVES and node.inputs[0] not in b.int8 and node.inputs[0] not in b.source.inputs:
+    if node.op in _MOVES and x in b.wide:  # a 16-bit value moved on its way to a wide product
+        b.wide[out] = b.emit(f"{node.name}.wide", node.op, (b.wide[x],), b.name(f"{out}.q16"), dict(node.attrs),
+                             b.types[b.wide[x]].quant)
+        if x not in b.int8:
+            return True
+    if node.op in _MOVES and x not in b.int8 and x not in b.source.inputs:
         return False  # moves a value made in float (a wide product's): it stays float
-    out = node.outputs[0]
-    b.int8[out] = b.emit(node.name, node.op, (b.as_int8(node.inputs[0]),), b.name(f"{out}.q"),
-                         dict(node.attrs), QuantParams((b.scale(node.inputs[0]),)))
+    b.int8[out] = b.emit(node.name, node.op, (b.as_int8(x),), b.name(f"{out}.q"),
+                         dict(node.attrs), QuantParams((b.scale(x),)))
     return True
+
+
+def _wants_wide(b: Builder, value: str) -> tuple[bool, bool]:
+    """Whether ``value``'s readers, looking through moves (Reshape, Transpose, …), want its
+    16-bit version (a product with a 16-bit input) and whether any wants another."""
+    wide, narrow = False, value in b.source.outputs
+    for reader in b.source.consumers().get(value, []):
+        if reader.op in _MOVES:
+            more = _wants_wide(b, reader.outputs[0])
+            wide, narrow = wide or more[0], narrow or more[1]
+        elif reader.op in (Op.CONV, Op.GEMM) and reader.inputs[0] == value and activation_bits(reader)[0] == 16:
+            wide = True
+        else:
+            narrow = True
+    return wide, narrow
 
 
 def _clip(b: Builder, node: Node) -> bool:
@@ -145,8 +169,8 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     wide_bound = int(INT8_LIMIT * weight_sums.max())
     if bits[0] == 16:
         x_scale = wide_scale(b.scale(x), b.mode)
-        wide = b.emit(f"{x}.quantize16", Op.QUANTIZE, (b.as_real(x),), b.name(f"{x}.q16"),
-                      {"scale": x_scale, "bits": 16}, QuantParams((x_scale,)))
+        wide = b.wide.get(x) or b.emit(f"{x}.quantize16", Op.QUANTIZE, (b.as_real(x),), b.name(f"{x}.q16"),
+                                       {"scale": x_scale, "bits": 16}, QuantParams((x_scale,)))
         data_scale = x_scale * (1 << WIDE_BYTE_SHIFT)
         high, low = (b.emit(f"{x}.{part}", Op.WIDE_BYTE, (wide,), b.name(f"{x}.{part}"), {"part": part},
                             QuantParams((x_scale * scale,)))
@@ -244,11 +268,97 @@ def _add(b: Builder, node: Node) -> bool:
     return True
 
 
+def _integer_source(b: Builder, value: str) -> bool:
+    """``value`` has (or, a graph input, can have) an int8 version: an integer kernel may read it."""
+    return value not in b.source.constants and (value in b.int8 or value in b.source.inputs)
+
+
+def _table(b: Builder, node: Node) -> bool:
+    """An element-wise function of an int8 value as the table of its 256 codes: int8 in the
+    output's scale, and int32 in its wide scale for a reader with a 16-bit input."""
+    x, out = node.inputs[0], node.outputs[0]
+    if len(node.inputs) != 1 or not _integer_source(b, x):
+        return False
+    function = op_def(node.op).float_ref
+    if function is None:
+        return False
+    codes = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64)
+    values = function([(codes * b.scale(x)).astype(np.float32)], node.attrs).astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        return False
+    source = b.as_int8(x)
+    wide, narrow = _wants_wide(b, out)
+    for dtype, bounds, scale in ((DType.INT8, (INT8_MIN, INT8_MAX), b.scale(out)),
+                                 (DType.INT32, WIDE_RANGE, wide_scale(b.scale(out), b.mode))):
+        if (dtype is DType.INT8 and not narrow and wide) or (dtype is DType.INT32 and not wide):
+            continue
+        table = tuple(int(v) for v in np.clip(np.rint(values / scale), *bounds))
+        made = b.emit(f"{node.name}" if dtype is DType.INT8 else f"{node.name}.wide", Op.TABLE, (source,),
+                      b.name(f"{out}.q" if dtype is DType.INT8 else f"{out}.q16"),
+                      {"table": table, "out_dtype": dtype, "of": node.op.value}, QuantParams((scale,)))
+        (b.int8 if dtype is DType.INT8 else b.wide)[out] = made
+    return True
+
+
+def _scale_by(b: Builder, node: Node) -> bool:
+    """Div or Mul of an int8 value by a positive scalar constant: a requantization."""
+    x, c = node.inputs
+    if node.op is Op.MUL and x in b.source.constants:
+        x, c = c, x
+    constant = b.source.constants.get(c)
+    if constant is None or constant.size != 1 or not _integer_source(b, x) or float(constant.reshape(())) <= 0:
+        return False
+    factor = float(constant.reshape(()))
+    factor = 1.0 / factor if node.op is Op.DIV else factor
+    out = node.outputs[0]
+    b.int8[out] = b.requantize(node.name, out, b.as_int8(x), np.array([b.scale(x) * factor / b.scale(out)]),
+                               INT8_LIMIT, DType.INT8, b.scale(out), axis=-1)
+    return True
+
+
+def _softmax(b: Builder, node: Node) -> bool:
+    """Softmax of an int8 value: the integer kernel (``softmax_int``) in the output's scale."""
+    x, out = node.inputs[0], node.outputs[0]
+    if not _integer_source(b, x):
+        return False
+    table = tuple(int(v) for v in np.rint((1 << EXP_BITS) * np.exp(-np.arange(256) * b.scale(x))))
+    multiplier = int(round((1 << SOFTMAX_FRACTION) / b.scale(out)))
+    b.int8[out] = b.emit(node.name, Op.SOFTMAX, (b.as_int8(x),), b.name(f"{out}.q"),
+                         {"axis": int_attr(node.attrs, "axis", -1), "exp_table": table, "multiplier": multiplier},
+                         QuantParams((b.scale(out),)))
+    return True
+
+
+def _layer_norm(b: Builder, node: Node) -> bool:
+    """LayerNormalization of an int8 value over its last axis, with constant scale and bias:
+    the integer kernel (``layer_norm_int``) in the output's scale."""
+    x, out = node.inputs[0], node.outputs[0]
+    data = b.source.types[x]
+    if not _integer_source(b, x) or any(v not in b.source.constants for v in node.inputs[1:]) \
+            or int_attr(node.attrs, "axis", -1) % data.ndim != data.ndim - 1 or not isinstance(data.shape[-1], int):
+        return False
+    channels = int(data.shape[-1])
+    scale = np.broadcast_to(b.source.constants[node.inputs[1]].astype(np.float64), (channels,))
+    bias = np.broadcast_to(b.source.constants[node.inputs[2]].astype(np.float64), (channels,)) \
+        if len(node.inputs) > 2 else np.zeros(channels)
+    unit = (1 << LAYER_NORM_FRACTION) / b.scale(out)
+    gain, offset = np.rint(scale * unit).astype(np.int64), np.rint(bias * unit).astype(np.int64)
+    if max(np.abs(gain).max(), np.abs(offset).max()) >= 1 << 40:
+        return False  # an output scale so fine the fixed-point gain would not fit: float
+    epsilon = int(round(channels * channels * float_attr(node.attrs, "epsilon", 1e-5) / b.scale(x) ** 2))
+    b.int8[out] = b.emit(node.name, Op.LAYER_NORM, (b.as_int8(x),), b.name(f"{out}.q"),
+                         {"axis": -1, "gain": tuple(int(v) for v in gain), "offset": tuple(int(v) for v in offset),
+                          "epsilon_q": epsilon}, QuantParams((b.scale(out),)))
+    return True
+
+
 _RULES: dict[Op, Rule] = {
     Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _matmul, Op.ADD: _add, Op.CLIP: _clip,
     Op.RELU: _same_op, Op.MAX_POOL: _same_op, Op.AVERAGE_POOL: _same_op,
     Op.GLOBAL_AVERAGE_POOL: _same_op, Op.FLATTEN: _same_op, Op.RESHAPE: _same_op,
-    Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op,
+    Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op, Op.TRANSPOSE: _same_op,
+    Op.GELU: _table, Op.ERF: _table, Op.TANH: _table, Op.SIGMOID: _table,
+    Op.DIV: _scale_by, Op.MUL: _scale_by, Op.SOFTMAX: _softmax, Op.LAYER_NORM: _layer_norm,
 }
 
 

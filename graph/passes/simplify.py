@@ -228,6 +228,65 @@ def _bias_add(graph: Graph, node: Node) -> tuple[Node, str] | None:
     return add, other
 
 
+def _scalar(graph: Graph, value: str, expected: float) -> bool:
+    """``value`` is a constant scalar within 1e-4 relative of ``expected``."""
+    array = graph.constants.get(value)
+    return array is not None and array.size == 1 and abs(float(array.reshape(())) - expected) <= 1e-4 * abs(expected)
+
+
+def _fuse_gelu(graph: Graph) -> Graph:
+    """GELU in its Erf form, as PyTorch's exporter writes it — ``x·(1 + erf(x/√2))·0.5``
+    (``Div`` by √2 or ``Mul`` by 1/√2; the 0.5 applied last or first) — as one ``Gelu``
+    node, which the quantize pass computes as one table of its int8 codes."""
+    producers, consumers = graph.producers(), graph.consumers()
+
+    def only(value: str) -> Node | None:
+        users = consumers.get(value, [])
+        return users[0] if len(users) == 1 and value not in graph.outputs else None
+
+    def other(node: Node, value: str) -> str:
+        return node.inputs[1] if node.inputs[0] == value else node.inputs[0]
+
+    gone: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for erf in graph.nodes:
+        if erf.op is not Op.ERF or erf.inputs[0] not in producers:
+            continue
+        scale = producers[erf.inputs[0]]
+        if not ((scale.op is Op.DIV and _scalar(graph, scale.inputs[1], math.sqrt(2.0)))
+                or (scale.op is Op.MUL and _scalar(graph, other(scale, scale.inputs[0] if scale.inputs[1] in
+                                                                graph.constants else scale.inputs[1]),
+                                                   1 / math.sqrt(2.0)))):
+            continue
+        x = scale.inputs[0] if scale.inputs[0] not in graph.constants else scale.inputs[1]
+        plus = only(erf.outputs[0])
+        if only(scale.outputs[0]) is not erf or plus is None or plus.op is not Op.ADD \
+                or not _scalar(graph, other(plus, erf.outputs[0]), 1.0):
+            continue
+        product = only(plus.outputs[0])
+        if product is None or product.op is not Op.MUL:
+            continue
+        chain = [scale, erf, plus, product]
+        if other(product, plus.outputs[0]) == x:  # x·(1 + erf)·0.5
+            last = only(product.outputs[0])
+            if last is None or last.op is not Op.MUL or not _scalar(graph, other(last, product.outputs[0]), 0.5):
+                continue
+            chain.append(last)
+        else:  # (x·0.5)·(1 + erf)
+            half = producers.get(other(product, plus.outputs[0]))
+            if half is None or half.op is not Op.MUL or x not in half.inputs \
+                    or not _scalar(graph, other(half, x), 0.5) or only(half.outputs[0]) is not product:
+                continue
+            chain.append(half)
+            last = product
+        gone |= {n.name for n in chain}
+        replaced[last.name] = Node(f"{erf.name}.gelu", Op.GELU, (x,), last.outputs, Attrs({}))
+    if not replaced:
+        return graph
+    nodes = tuple(replaced.get(n.name, n) for n in graph.nodes if n.name not in gone or n.name in replaced)
+    return infer_shapes(prune(graph.replace(nodes=nodes)))
+
+
 def _flatten_dense(graph: Graph) -> Graph:
     """A MatMul of an N-D activation (N ≥ 3: a transformer's ``(batch, tokens, features)``,
     every dimension static) by a constant matrix, with the bias Add after it, as a Reshape
@@ -441,6 +500,7 @@ def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = f
     if affine:
         graph = _affine_as_depthwise(graph)  # a BatchNormalization left → a 1×1 depthwise Conv
     graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
+    graph = _fuse_gelu(graph)  # x·(1 + erf(x/√2))·0.5 → Gelu
     graph = _flatten_dense(graph)  # an N-D activation's MatMul by a matrix → Reshape, 2-D MatMul, Reshape
     graph = _flatten_heads(graph)  # two activations' N-D MatMul → Reshapes, the 3-D MatMul per head, Reshape
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)
