@@ -38,6 +38,9 @@ the CPU, cycles per sequence and the CPU's measured milliseconds, ``functional``
 ``cycle`` against the integer reference; the same with ``precision="mixed"`` (16-bit where
 int8 loses), its cycles against the all-int8 build's (target <= 1.5x).
 
+With ``--rtl`` the whole MiniLM (its three encoder blocks) also runs on the ``rtl`` back end
+on ``small`` (a few minutes), against the reference and the cycle model (target 2 %).
+
 The digits ViT (``examples/digits_vit``; issue [4/5]): float top-1 (onnxruntime and the
 float reference) and int8 top-1 on the 360 held-out images (target: within 1 point), the
 MACs on the accelerator, cycles an image, ``functional`` and ``cycle`` (and with ``--rtl``
@@ -254,7 +257,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="default", help="preset (default default)")
     parser.add_argument("--images", type=int, default=20, help="images run on each back end")
-    parser.add_argument("--rtl", action="store_true", help="also run 2 images on the rtl back end (tiny)")
+    parser.add_argument("--rtl", action="store_true", help="also run on the rtl back end: 2 digits images "
+                                                           "(tiny), the ViT and MiniLM (small)")
     parser.add_argument("--model", default="all",
                         choices=["digits", "mobilenetv2", "depthwise", "zoo", "minilm", "vit", "all"])
     parser.add_argument("--sequences", type=int, default=64, help="MiniLM's evaluation sequences (default 64)")
@@ -272,9 +276,28 @@ def main() -> int:
         zoo(args.config, args.zoo.split(","))
     if args.model in ("minilm", "all"):
         minilm(args.config, args.sequences)
+        if args.rtl:
+            minilm_rtl()
     if args.model in ("vit", "all"):
         vit(args.config, args.rtl)
     return 0
+
+
+def minilm_rtl() -> None:
+    """The whole MiniLM (three encoder blocks, 128 tokens) on the ``rtl`` back end, config
+    ``small``: equal to the reference, its cycles against the cycle model's (target 2 %)."""
+    calibration, evaluation = minilm_model.protocol()
+    model = openvta.compile_model(str(minilm_model.model_path()), calibration, config="small")
+    feeds = evaluation[1]
+    reference = model.reference(feeds)
+    cycles = model.run(feeds, backend="cycle").report.cycles or 0
+    start = time.perf_counter()
+    out = model.run(feeds, backend="rtl")
+    same = all(np.array_equal(out[k], v) for k, v in reference.items())
+    rtl = out.report.cycles or 0
+    print(f"MiniLM on rtl (small, Verilator, three encoder blocks at 128 tokens): equal to the reference: {same}; "
+          f"{rtl:,} cycles, the cycle model {cycles:,} ({rtl / cycles - 1:+.4%}; target within 2 %); "
+          f"{time.perf_counter() - start:.0f} s wall")
 
 
 def vit(config: str, rtl: bool) -> None:
