@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import OpError, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, TensorType
-from ..ops.base import float_attr
+from ..ops.base import float_attr, int_attr
 from ..registry import QUANT_OPS, op_def
 from ..rewrite import fresh, prune, rename_values
 from .infer_shapes import infer_shapes
@@ -234,57 +234,192 @@ def _scalar(graph: Graph, value: str, expected: float) -> bool:
     return array is not None and array.size == 1 and abs(float(array.reshape(())) - expected) <= 1e-4 * abs(expected)
 
 
+class _Links:
+    """Producers and single consumers of a graph's values, for the fusions' pattern matches."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph, self.producers, self.consumers = graph, graph.producers(), graph.consumers()
+
+    def only(self, value: str) -> Node | None:
+        """The one node reading ``value`` (None if several, none, or a graph output)."""
+        users = self.consumers.get(value, [])
+        return users[0] if len(users) == 1 and value not in self.graph.outputs else None
+
+    def made_by(self, value: str, op: Op) -> Node | None:
+        node = self.producers.get(value)
+        return node if node is not None and node.op is op else None
+
+    def split(self, node: Node) -> tuple[str, str] | None:
+        """A binary node's (activation, constant) inputs, in either order."""
+        a, b = node.inputs
+        if b in self.graph.constants and a not in self.graph.constants:
+            return a, b
+        if a in self.graph.constants and b not in self.graph.constants:
+            return b, a
+        return None
+
+    def by_scalar(self, node: Node | None, op: Op, expected: float) -> str | None:
+        """The activation ``node`` (an ``op`` by the scalar ``expected``) applies to."""
+        if node is None or node.op is not op:
+            return None
+        pair = self.split(node)
+        if pair is None or (op is Op.DIV and node.inputs[1] != pair[1]) or not _scalar(self.graph, pair[1], expected):
+            return None
+        return pair[0]
+
+
+def _gelu_tail(links: _Links, inner: Node, x: str) -> tuple[list[Node], Node] | None:
+    """GELU's ``x·(1 + inner)·0.5`` after ``inner`` (Erf or Tanh): its nodes and the last."""
+    plus = links.only(inner.outputs[0])
+    if plus is None or links.by_scalar(plus, Op.ADD, 1.0) != inner.outputs[0]:
+        return None
+    product = links.only(plus.outputs[0])
+    if product is None or product.op is not Op.MUL:
+        return None
+    rest = product.inputs[1] if product.inputs[0] == plus.outputs[0] else product.inputs[0]
+    if rest == x:  # x·(1 + inner)·0.5
+        last = links.only(product.outputs[0])
+        if links.by_scalar(last, Op.MUL, 0.5) != product.outputs[0]:
+            return None
+        assert last is not None
+        return [plus, product, last], last
+    half = links.producers.get(rest)  # (x·0.5)·(1 + inner)
+    if links.by_scalar(half, Op.MUL, 0.5) != x or links.only(rest) is not product:
+        return None
+    assert half is not None
+    return [plus, half, product], product
+
+
+def _gelu_erf(links: _Links, erf: Node) -> tuple[list[Node], str, str] | None:
+    """``x/√2`` (Div) or ``x·(1/√2)`` (Mul) into Erf: its nodes, ``x``, the approximation."""
+    scale = links.producers.get(erf.inputs[0])
+    if scale is None or links.only(erf.inputs[0]) is not erf:
+        return None
+    x = links.by_scalar(scale, Op.DIV, math.sqrt(2.0)) or links.by_scalar(scale, Op.MUL, 1 / math.sqrt(2.0))
+    return ([scale], x, "none") if x is not None else None
+
+
+def _gelu_tanh(links: _Links, tanh: Node) -> tuple[list[Node], str, str] | None:
+    """``√(2/π)·(x + 0.044715·x³)`` into Tanh (x³ as ``Pow(x, 3)``)."""
+    outer = links.producers.get(tanh.inputs[0])
+    inner_value = links.by_scalar(outer, Op.MUL, math.sqrt(2 / math.pi))
+    inner = links.made_by(inner_value, Op.ADD) if inner_value is not None else None
+    if inner is None or links.only(tanh.inputs[0]) is not tanh or links.only(inner.outputs[0]) is not outer:
+        return None
+    for x, cube_value in (inner.inputs, inner.inputs[::-1]):
+        cube = links.producers.get(cube_value)
+        cubed = links.by_scalar(cube, Op.MUL, 0.044715)
+        power = links.made_by(cubed, Op.POW) if cubed is not None else None
+        if power is not None and power.inputs[0] == x and _scalar(links.graph, power.inputs[1], 3.0) \
+                and links.only(cube_value) is inner and links.only(power.outputs[0]) is cube:
+            assert outer is not None and cube is not None
+            return [power, cube, inner, outer], x, "tanh"
+    return None
+
+
 def _fuse_gelu(graph: Graph) -> Graph:
-    """GELU in its Erf form, as PyTorch's exporter writes it — ``x·(1 + erf(x/√2))·0.5``
-    (``Div`` by √2 or ``Mul`` by 1/√2; the 0.5 applied last or first) — as one ``Gelu``
-    node, which the quantize pass computes as one table of its int8 codes."""
-    producers, consumers = graph.producers(), graph.consumers()
-
-    def only(value: str) -> Node | None:
-        users = consumers.get(value, [])
-        return users[0] if len(users) == 1 and value not in graph.outputs else None
-
-    def other(node: Node, value: str) -> str:
-        return node.inputs[1] if node.inputs[0] == value else node.inputs[0]
-
+    """GELU as exporters write it — its Erf form ``x·(1 + erf(x/√2))·0.5`` (``Div`` by √2 or
+    ``Mul`` by 1/√2) and its tanh form ``x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))·0.5``, the
+    0.5 applied last or first — as one ``Gelu`` node, which the quantize pass computes as
+    one table of its int8 codes."""
+    links = _Links(graph)
     gone: set[str] = set()
     replaced: dict[str, Node] = {}
-    for erf in graph.nodes:
-        if erf.op is not Op.ERF or erf.inputs[0] not in producers:
+    for node in graph.nodes:
+        head = _gelu_erf(links, node) if node.op is Op.ERF else \
+            _gelu_tanh(links, node) if node.op is Op.TANH else None
+        if head is None:
             continue
-        scale = producers[erf.inputs[0]]
-        if not ((scale.op is Op.DIV and _scalar(graph, scale.inputs[1], math.sqrt(2.0)))
-                or (scale.op is Op.MUL and _scalar(graph, other(scale, scale.inputs[0] if scale.inputs[1] in
-                                                                graph.constants else scale.inputs[1]),
-                                                   1 / math.sqrt(2.0)))):
+        before, x, approximate = head
+        tail = _gelu_tail(links, node, x)
+        if tail is None:
             continue
-        x = scale.inputs[0] if scale.inputs[0] not in graph.constants else scale.inputs[1]
-        plus = only(erf.outputs[0])
-        if only(scale.outputs[0]) is not erf or plus is None or plus.op is not Op.ADD \
-                or not _scalar(graph, other(plus, erf.outputs[0]), 1.0):
-            continue
-        product = only(plus.outputs[0])
-        if product is None or product.op is not Op.MUL:
-            continue
-        chain = [scale, erf, plus, product]
-        if other(product, plus.outputs[0]) == x:  # x·(1 + erf)·0.5
-            last = only(product.outputs[0])
-            if last is None or last.op is not Op.MUL or not _scalar(graph, other(last, product.outputs[0]), 0.5):
-                continue
-            chain.append(last)
-        else:  # (x·0.5)·(1 + erf)
-            half = producers.get(other(product, plus.outputs[0]))
-            if half is None or half.op is not Op.MUL or x not in half.inputs \
-                    or not _scalar(graph, other(half, x), 0.5) or only(half.outputs[0]) is not product:
-                continue
-            chain.append(half)
-            last = product
+        chain, last = before + [node] + tail[0], tail[1]
         gone |= {n.name for n in chain}
-        replaced[last.name] = Node(f"{erf.name}.gelu", Op.GELU, (x,), last.outputs, Attrs({}))
+        attrs = {"approximate": "tanh"} if approximate == "tanh" else {}
+        replaced[last.name] = Node(f"{node.name}.gelu", Op.GELU, (x,), last.outputs, Attrs(attrs))
+    return _replaced(graph, gone, replaced)
+
+
+def _replaced(graph: Graph, gone: set[str], replaced: dict[str, Node]) -> Graph:
     if not replaced:
         return graph
     nodes = tuple(replaced.get(n.name, n) for n in graph.nodes if n.name not in gone or n.name in replaced)
     return infer_shapes(prune(graph.replace(nodes=nodes)))
+
+
+def _fuse_layer_norm(graph: Graph) -> Graph:
+    """LayerNorm decomposed as exporters write it — ``(x - mean) / sqrt(mean((x - mean)²) +
+    ε) · γ + β`` over the last axis (ReduceMean, Sub, Pow 2, ReduceMean, Add ε, Sqrt, Div,
+    then Mul γ and Add β, each optional) — as one ``LayerNormalization`` node, which the
+    quantize pass computes with the integer kernel."""
+    links = _Links(graph)
+    gone: set[str] = set()
+    replaced: dict[str, Node] = {}
+    constants = dict(graph.constants)
+    used = graph.names()
+
+    def last_axis_mean(node: Node | None) -> str | None:
+        if node is None or node.op is not Op.REDUCE_MEAN or len(node.inputs) != 1:
+            return None
+        rank = graph.types[node.inputs[0]].ndim
+        axes = node.attrs.get("axes")
+        if not isinstance(axes, tuple) or [a % rank for a in axes if isinstance(a, int)] != [rank - 1] \
+                or int_attr(node.attrs, "keepdims", 1) != 1:
+            return None
+        return node.inputs[0]
+
+    for div in graph.nodes:
+        if div.op is not Op.DIV:
+            continue
+        centred, std_value = div.inputs
+        sub, sqrt = links.made_by(centred, Op.SUB), links.made_by(std_value, Op.SQRT)
+        if sub is None or sqrt is None or links.only(std_value) is not div:
+            continue
+        x, mean_value = sub.inputs
+        mean = links.made_by(mean_value, Op.REDUCE_MEAN)
+        added = links.made_by(sqrt.inputs[0], Op.ADD)
+        if last_axis_mean(mean) != x or links.only(mean_value) is not sub or added is None:
+            continue
+        pair = links.split(added)
+        variance = links.made_by(pair[0], Op.REDUCE_MEAN) if pair is not None else None
+        squared = links.made_by(variance.inputs[0], Op.POW) if variance is not None else None
+        if pair is None or variance is None or squared is None or last_axis_mean(variance) != squared.outputs[0] \
+                or squared.inputs[0] != centred or not _scalar(graph, squared.inputs[1], 2.0) \
+                or {n.name for n in links.consumers.get(centred, [])} != {squared.name, div.name} \
+                or links.only(squared.outputs[0]) is not variance or links.only(variance.outputs[0]) is not added \
+                or links.only(added.outputs[0]) is not sqrt or graph.constants[pair[1]].size != 1:
+            continue
+        assert mean is not None
+        chain, last = [mean, sub, squared, variance, added, sqrt, div], div
+        channels = graph.types[x].shape[-1]
+        if not isinstance(channels, int):
+            continue
+        gamma: np.ndarray = np.ones(channels, np.float32)
+        beta: np.ndarray = np.zeros(channels, np.float32)
+        for op in (Op.MUL, Op.ADD):
+            step = links.only(last.outputs[0])
+            found = links.split(step) if step is not None and step.op is op else None
+            if found is None or found[0] != last.outputs[0] or graph.constants[found[1]].size not in (1, channels):
+                break
+            assert step is not None
+            value = np.broadcast_to(graph.constants[found[1]].astype(np.float32).reshape(-1), (channels,))
+            gamma, beta = (value, beta) if op is Op.MUL else (gamma, value)
+            chain.append(step)
+            last = step
+        names = [fresh(f"{div.name}.{what}", used) for what in ("scale", "bias")]
+        used |= set(names)
+        constants[names[0]], constants[names[1]] = np.array(gamma), np.array(beta)
+        gone |= {n.name for n in chain}
+        epsilon = float(graph.constants[pair[1]].reshape(()))
+        replaced[last.name] = Node(f"{div.name}.layer_norm", Op.LAYER_NORM, (x, *names), last.outputs,
+                                   Attrs({"axis": -1, "epsilon": epsilon}))
+    if not replaced:
+        return graph
+    types = dict(graph.types)
+    for name in constants.keys() - graph.constants.keys():
+        types[name] = TensorType(constants[name].shape, DType.FLOAT32)
+    return _replaced(graph.replace(constants=constants, types=types), gone, replaced)
 
 
 def _flatten_dense(graph: Graph) -> Graph:
@@ -500,7 +635,8 @@ def simplify(graph: Graph, block_in: int | None = None, keep: frozenset[str] = f
     if affine:
         graph = _affine_as_depthwise(graph)  # a BatchNormalization left → a 1×1 depthwise Conv
     graph = _dense_groups(graph, grouped, keep)  # other grouped Convs → dense, block-diagonal weights
-    graph = _fuse_gelu(graph)  # x·(1 + erf(x/√2))·0.5 → Gelu
+    graph = _fuse_gelu(graph)  # x·(1 + erf(x/√2))·0.5, its tanh form → Gelu
+    graph = _fuse_layer_norm(graph)  # ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add → LayerNorm
     graph = _flatten_dense(graph)  # an N-D activation's MatMul by a matrix → Reshape, 2-D MatMul, Reshape
     graph = _flatten_heads(graph)  # two activations' N-D MatMul → Reshapes, the 3-D MatMul per head, Reshape
     graph = _canonical_dense(graph)  # MatMul (+ bias Add) / Gemm → Gemm, weights (out, in)

@@ -99,6 +99,29 @@ def test_an_encoder_layer_quantizes_to_integer_kernels(erf_form: str) -> None:
     assert np.abs(got - expected).max() < 0.08  # probabilities to about 10 int8 steps
 
 
+@pytest.mark.parametrize("gelu, layernorm", [("erf", "decomposed"), ("tanh", "op"), ("tanh", "decomposed"),
+                                             ("op", "op")])
+def test_every_exporter_form_reaches_the_integer_kernels(gelu: str, layernorm: str) -> None:
+    """GELU's Erf and tanh forms and the Gelu operator, LayerNorm as one op or decomposed:
+    one Gelu and two LayerNorms after simplify, computed by the integer kernels, equal on
+    the functional back end."""
+    import openvta
+    from transformer_models import encoder_layer
+
+    x = np.random.default_rng(0).standard_normal((1, 16, 32)).astype(np.float32)
+    model = openvta.compile_model(encoder_layer(gelu=gelu, layernorm=layernorm, opset=20 if gelu == "op" else 17), x)
+    ops = [n.op for n in model.float_graph.nodes]
+    assert ops.count(Op.GELU) == 1 and ops.count(Op.LAYER_NORM) == 2
+    assert not {Op.ERF, Op.TANH, Op.POW, Op.SQRT, Op.REDUCE_MEAN} & set(ops)
+    kernels = [n for n in model.graph.nodes if n.op in (Op.LAYER_NORM, Op.TABLE, Op.SOFTMAX)]
+    assert sorted(n.op.value for n in kernels) == ["LayerNormalization", "LayerNormalization", "Softmax", "Table"]
+    assert all(model.graph.types[n.inputs[0]].dtype is DType.INT8 for n in kernels)
+    name = model.graph.outputs[0]
+    np.testing.assert_array_equal(model.run(x, backend="functional")[name], model.reference(x)[name])
+    expected = model.float_reference(x)[name]
+    assert np.abs(model.reference(x)[name] - expected).max() < 0.06 * np.abs(expected).max()
+
+
 def test_a_near_gelu_is_left_alone() -> None:
     g, _ = _encoder_graph("div")
     consts = dict(g.constants)
