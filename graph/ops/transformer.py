@@ -104,12 +104,23 @@ def _reduce_axes(attrs: Attrs, ndim: int, op: Op) -> tuple[int, ...]:
 def _reduce_infer(op: Op) -> Callable[[Sequence[TensorType], Attrs], TensorType]:
     def infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         data = inputs[0]
-        require_float(data, op)
+        # ReduceSum of int8 or int32: the int32 sum (the integer mean is a sum and a requantization)
+        dtype = DType.INT32 if op is Op.REDUCE_SUM and data.dtype.is_quantized else data.dtype
+        if dtype is not DType.INT32:
+            require_float(data, op)
         axes = _reduce_axes(attrs, data.ndim, op)
         if int_attr(attrs, "keepdims", 1):
-            return TensorType(tuple(1 if k in axes else d for k, d in enumerate(data.shape)), data.dtype)
-        return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in axes), data.dtype)
+            return TensorType(tuple(1 if k in axes else d for k, d in enumerate(data.shape)), dtype)
+        return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in axes), dtype)
     return infer
+
+
+def _reduce_sum_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """The int32 sum of an int8 or int32 tensor (wrapping at 32 bits, as int32 adds do)."""
+    x = inputs[0].astype(np.int64)
+    axes = _reduce_axes(attrs, x.ndim, Op.REDUCE_SUM)
+    total = x.sum(axis=axes, keepdims=bool(int_attr(attrs, "keepdims", 1)))
+    return np.asarray(total).astype(np.int32)
 
 
 def _reduce(fn: Callable[..., np.ndarray], op: Op) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
@@ -215,6 +226,8 @@ def _layer_norm(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 _CPU = cpu_only("runs on the CPU (a float island between the accelerator's int8 regions)")
+_REDUCE = cpu_only("a reduction across a tensor's positions runs on the CPU (the ALU adds lanes, not across "
+                   "them; on int8: the int32 sum)")
 _PAIRS = (OnnxExample(((2, 3, 4), (2, 3, 4))), OnnxExample(((2, 5, 6), (6,))))
 DEFS = (
     OpDef(Op.SUB, PatternKind.BROADCAST, (2, 2), _binary_infer(Op.SUB), _binary(np.subtract), None, accel_ok=_CPU,
@@ -237,11 +250,11 @@ DEFS = (
     OpDef(Op.GELU, PatternKind.ELEMWISE, (1, 1), _gelu_infer, _gelu, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 8),), opset=20), OnnxExample(((4, 6),), {"approximate": "tanh"}, opset=20))),
     OpDef(Op.REDUCE_MEAN, PatternKind.REDUCTION, (1, 1), _reduce_infer(Op.REDUCE_MEAN),
-          _reduce(np.mean, Op.REDUCE_MEAN), None, accel_ok=_CPU,
+          _reduce(np.mean, Op.REDUCE_MEAN), None, accel_ok=_REDUCE,
           examples=(OnnxExample(((2, 3, 8),), {"axes": [-1]}), OnnxExample(((2, 3, 4),), {"axes": [1], "keepdims": 0}),
                     OnnxExample(((2, 3),)))),
     OpDef(Op.REDUCE_SUM, PatternKind.REDUCTION, (1, 1), _reduce_infer(Op.REDUCE_SUM),
-          _reduce(np.sum, Op.REDUCE_SUM), None, accel_ok=_CPU,
+          _reduce(np.sum, Op.REDUCE_SUM), _reduce_sum_int, accel_ok=_REDUCE,
           examples=(OnnxExample(((2, 5, 8),), constants={1: (1,)}), OnnxExample(((2, 3, 4),), {"keepdims": 0}),
                     OnnxExample(((2, 3, 4),), {"keepdims": 0}, constants={1: (0, -1)}))),
     OpDef(Op.LAYER_NORM, PatternKind.OPAQUE, (1, 3), _layer_norm_infer, _layer_norm, _layer_norm_int,

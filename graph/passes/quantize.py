@@ -26,6 +26,8 @@ quantization error; its inputs and outputs are the float graph's, float32.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_BYTE_SHIFT, WIDE_MAX,
@@ -352,6 +354,27 @@ def _layer_norm(b: Builder, node: Node) -> bool:
     return True
 
 
+def _reduce(b: Builder, node: Node) -> bool:
+    """ReduceMean or ReduceSum of an int8 value (axes as an attribute): the int32 sum, then a
+    requantization by ``s_in / (count · s_out)`` (``s_in / s_out`` for a sum) to int8."""
+    x, out = node.inputs[0], node.outputs[0]
+    data = b.source.types[x]
+    if len(node.inputs) != 1 or not _integer_source(b, x) or not all(isinstance(d, int) for d in data.shape):
+        return False
+    axes = node.attrs.get("axes")
+    axes = tuple(range(data.ndim)) if axes is None else axes
+    if not isinstance(axes, tuple) or not all(isinstance(a, int) for a in axes):
+        return False
+    shape = [int(d) for d in data.shape]  # (static: checked above)
+    reduced = math.prod(shape[int(a)] for a in axes)
+    count = reduced if node.op is Op.REDUCE_MEAN else 1
+    total = b.emit(f"{node.name}.sum", Op.REDUCE_SUM, (b.as_int8(x),), b.name(f"{out}.sum"), dict(node.attrs))
+    bound = INT8_LIMIT * reduced
+    b.int8[out] = b.requantize(node.name, out, total, np.array([b.scale(x) / (count * b.scale(out))]), bound,
+                               DType.INT8, b.scale(out), axis=-1)
+    return True
+
+
 _RULES: dict[Op, Rule] = {
     Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _matmul, Op.ADD: _add, Op.CLIP: _clip,
     Op.RELU: _same_op, Op.MAX_POOL: _same_op, Op.AVERAGE_POOL: _same_op,
@@ -359,6 +382,7 @@ _RULES: dict[Op, Rule] = {
     Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op, Op.TRANSPOSE: _same_op,
     Op.GELU: _table, Op.ERF: _table, Op.TANH: _table, Op.SIGMOID: _table,
     Op.DIV: _scale_by, Op.MUL: _scale_by, Op.SOFTMAX: _softmax, Op.LAYER_NORM: _layer_norm,
+    Op.REDUCE_MEAN: _reduce, Op.REDUCE_SUM: _reduce,
 }
 
 

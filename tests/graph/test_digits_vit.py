@@ -65,6 +65,15 @@ def test_every_product_runs_on_the_accelerator(vit: tuple) -> None:
     assert share == "MACs: 100.0% on the accelerator (int8 products), none on the CPU"
 
 
+def test_it_is_integer_from_its_input_to_its_logits(vit: tuple) -> None:
+    """LayerNorm, Softmax, GELU, the residual adds and the mean run as integer kernels: the
+    only float values are the image and the logits."""
+    model, _, _ = vit
+    floats = [n.op for n in model.graph.nodes if model.graph.types[n.outputs[0]].dtype.value == "float32"]
+    assert floats == [Op.DEQUANTIZE]
+    assert {n.op for n in model.graph.nodes} >= {Op.LAYER_NORM, Op.SOFTMAX, Op.TABLE, Op.REDUCE_SUM}
+
+
 @pytest.mark.parametrize("backend", ["functional", "cycle"])
 def test_the_back_ends_equal_the_reference(vit: tuple, backend: str) -> None:
     model, x_test, _ = vit
