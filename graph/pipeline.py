@@ -116,7 +116,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  precision: str = "int8") -> CompiledModel:
+                  precision: str | None = None) -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -152,11 +152,13 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         by default the calibration samples' shapes.  The batch stays free where the shape
         computations allow it (``model.summary()`` says when it was fixed).
     precision :
-        ``"int8"``: every activation int8.  ``"mixed"``: a Conv's or Gemm's input or output
-        whose int8 SQNR on the calibration samples is below 20 dB (``"mixed:<dB>"``: another
-        threshold) is 16-bit, computed by the same int8 accelerator in two or four passes
-        joined on the CPU (docs/DECISIONS.md, "Mixed precision"); ``"int16"``: every one.
-        ``model.summary()`` says which.  Not with ``quantize="exact"``.
+        ``"mixed"`` (the default with ``fixed`` and ``pow2``): a Conv's or Gemm's input or
+        output whose int8 SQNR on the calibration samples is below 20 dB (``"mixed:<dB>"``:
+        another threshold) is 16-bit, computed by the same int8 accelerator in two to four
+        passes joined on the CPU (docs/DECISIONS.md, "Mixed precision"); where int8 loses
+        less, nothing changes.  ``"int8"``: every activation int8 (the default with
+        ``exact``, whose QDQ scales are int8).  ``"int16"``: every product's activations
+        16-bit.  ``model.summary()`` says which products are wide.
 
     Raises
     ------
@@ -170,8 +172,9 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     cfg = config if isinstance(config, Config) else preset(config)
     if isinstance(cpu_nodes, str):
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
-    wide_below = parse_precision(precision)
     mode = _mode(quantize)
+    wide_below = parse_precision(precision if precision is not None else
+                                 "int8" if mode is RequantMode.EXACT else "mixed")
     if wide_below is not None and mode is RequantMode.EXACT:
         raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
                          "an exact QDQ model keeps its own int8 scales")

@@ -30,7 +30,7 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config = "defau
                   cpu_ops: Collection[Any] = (), cpu_nodes: Collection[str] = (),
                   records: str | os.PathLike[str] | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  precision: str = "int8") -> "CompiledModel":
+                  precision: str | None = None) -> "CompiledModel":
     """Import, quantize, partition, fuse, plan and lower a float model
     (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
     tuned plans of a log.

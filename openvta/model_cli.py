@@ -43,10 +43,11 @@ def add_model_parser(sub: Any) -> None:
                       help="requantization: fixed (integer multiply and rounding shift), pow2 "
                            "(shifts only, VTA's) or exact (an already-quantized QDQ model's own "
                            "scales and onnxruntime's rounding, on the CPU); default fixed")
-    comp.add_argument("--precision", default="int8",
-                      help="activations: int8 (default); mixed (a Conv's or Gemm's input or output "
-                           "whose int8 SQNR on the calibration samples is below 20 dB, or mixed:DB, "
-                           "is 16-bit, in int8 passes of the accelerator); int16 (every one)")
+    comp.add_argument("--precision", default=None,
+                      help="activations: mixed (the default with fixed and pow2: a Conv's or Gemm's "
+                           "input or output whose int8 SQNR on the calibration samples is below 20 dB, "
+                           "or mixed:DB, is 16-bit, in int8 passes of the accelerator); int8 (every one "
+                           "int8; the default with exact); int16 (every one 16-bit)")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "

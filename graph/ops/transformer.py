@@ -153,11 +153,11 @@ def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon:
     """The integer LayerNorm of int8 ``q`` over its last axis (``N`` values), in int64::
 
         d = N·q - sum(q)                             N times each value's deviation, exact
-        r = isqrt((sum(d²) // N + epsilon) · 2**16)  N · 2**8 times the standard deviation
+        r = isqrt(sum(d²) · 2**16 // N + epsilon)    N · 2**8 times the standard deviation
         out = clip(floor((d·gain·2**8 + offset·r + r·2**15) / (r·2**16)), -128, 127)
 
     with ``gain = round(2**16 · scale / s_out)``, ``offset = round(2**16 · bias / s_out)`` per
-    channel and ``epsilon = round(N² · ε / s_in²)``: ``(x - mean) / sqrt(var + ε) · scale +
+    channel and ``epsilon = round(2**16 · N² · ε / s_in²)``: ``(x - mean) / sqrt(var + ε) · scale +
     bias`` in the output's scale, rounded once.
 
     Examples
@@ -169,7 +169,7 @@ def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon:
     x = q.astype(np.int64)
     n = x.shape[-1]
     d = n * x - x.sum(axis=-1, keepdims=True)
-    r = np.maximum(isqrt(((d * d).sum(axis=-1, keepdims=True) // n + epsilon) << (2 * ROOT_FRACTION)), 1)
+    r = np.maximum(isqrt(((d * d).sum(axis=-1, keepdims=True) << (2 * ROOT_FRACTION)) // n + epsilon), 1)
     scaled = r << LAYER_NORM_FRACTION
     out = ((d * gain << ROOT_FRACTION) + offset * r + (scaled >> 1)) // scaled
     return np.clip(out, -128, 127).astype(np.int8)

@@ -37,7 +37,7 @@ from ..errors import PassError
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
 from ..ops.base import float_attr, int_attr
 from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION
-from ..ops.transformer import LAYER_NORM_FRACTION
+from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
 from ..registry import op_def
 from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
@@ -347,7 +347,8 @@ def _layer_norm(b: Builder, node: Node) -> bool:
     gain, offset = np.rint(scale * unit).astype(np.int64), np.rint(bias * unit).astype(np.int64)
     if max(np.abs(gain).max(), np.abs(offset).max()) >= 1 << 40:
         return False  # an output scale so fine the fixed-point gain would not fit: float
-    epsilon = int(round(channels * channels * float_attr(node.attrs, "epsilon", 1e-5) / b.scale(x) ** 2))
+    epsilon = int(round((1 << 2 * ROOT_FRACTION) * channels * channels * float_attr(node.attrs, "epsilon", 1e-5)
+                        / b.scale(x) ** 2))
     b.int8[out] = b.emit(node.name, Op.LAYER_NORM, (b.as_int8(x),), b.name(f"{out}.q"),
                          {"axis": -1, "gain": tuple(int(v) for v in gain), "offset": tuple(int(v) for v in offset),
                           "epsilon_q": epsilon}, QuantParams((b.scale(out),)))

@@ -134,7 +134,7 @@ def minilm() -> tuple[str, openvta.CompiledModel]:
         path = minilm_model.model_path()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
-    model = openvta.compile_model(str(path), minilm_model.sequences(2, seed=0), config="default")
+    model = openvta.compile_model(str(path), minilm_model.sequences(2, seed=0), config="default", precision="int8")
     return str(path), model
 
 

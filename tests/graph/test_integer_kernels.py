@@ -57,7 +57,7 @@ def test_integer_layer_norm_is_the_float_one_to_rounding(row: list[int], in_scal
     gain = np.rint(gamma * 2**16 / out_scale).astype(np.int64)
     offset = np.rint(beta * 2**16 / out_scale).astype(np.int64)
     eps = 1e-5
-    got = layer_norm_int(q, gain, offset, int(round(n * n * eps / in_scale**2)))
+    got = layer_norm_int(q, gain, offset, int(round(2**16 * n * n * eps / in_scale**2)))
     x = q[0].astype(np.float64) * in_scale
     expected = ((x - x.mean()) / np.sqrt(x.var() + eps) * gamma + beta) / out_scale
     assert np.abs(got[0] - np.clip(expected, -128, 127)).max() <= 1.0

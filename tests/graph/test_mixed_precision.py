@@ -92,10 +92,11 @@ def test_a_mixed_model_file_round_trips(tmp_path: Path) -> None:
 def test_int8_at_the_same_extremes_is_coarser() -> None:
     k, n = 1536, 16
     rng = np.random.default_rng(1)
-    weight = rng.normal(size=(k, n)).astype(np.float32)
+    weight = (rng.integers(-127, 128, (k, n)) / 127).astype(np.float32)
+    weight[0] = 1.0  # every column's peak 1: int8 weights exact, the activations' error alone
     x = rng.normal(size=(8, k)).astype(np.float32)
     x[:, 3] *= 200  # an outlier channel: int8 per tensor flattens the others
-    model8 = openvta.compile_model(_product(k, n, weight, np.zeros(n, np.float32)), x)
+    model8 = openvta.compile_model(_product(k, n, weight, np.zeros(n, np.float32)), x, precision="int8")
     mixed = openvta.compile_model(_product(k, n, weight, np.zeros(n, np.float32)), x, precision="mixed")
     assert any(n.attrs.get("wide_passes") for n in mixed.graph.nodes)
     exact = x.astype(np.float64) @ weight
@@ -103,6 +104,17 @@ def test_int8_at_the_same_extremes_is_coarser() -> None:
     err16 = np.abs(mixed.reference(x)["y"] - exact).max()
     assert err16 < err8 / 4
     np.testing.assert_array_equal(mixed.run(x, backend="functional")["y"], mixed.reference(x)["y"])
+
+
+def test_mixed_is_the_default_and_int8_is_asked_for() -> None:
+    k, n = 1536, 8
+    rng = np.random.default_rng(3)
+    weight = rng.normal(size=(k, n)).astype(np.float32)
+    x = rng.normal(size=(8, k)).astype(np.float32)
+    x[:, 3] *= 300  # an outlier channel among 1536: int8 loses on this input (13 dB)
+    proto = _product(k, n, weight, np.zeros(n, np.float32))
+    assert any(n.attrs.get("wide_passes") for n in openvta.compile_model(proto, x).graph.nodes)
+    assert not any(n.attrs.get("wide_passes") for n in openvta.compile_model(proto, x, precision="int8").graph.nodes)
 
 
 @pytest.mark.parametrize("kwargs, message", [
