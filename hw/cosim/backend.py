@@ -46,6 +46,44 @@ def _default_top_factory() -> TopFactory:
     return factory
 
 
+#: The least cycle bound of a run when none is given (:func:`cycle_bound`).
+MIN_CYCLE_BOUND = 2_000_000
+#: How many times a program's work (:func:`cycle_bound`) a run may take.
+WORK_FACTOR = 4
+#: Cycles charged to every GEMM or ALU micro-op iteration: the slowest lean build's (an ALU
+#: folded four times, its MUL in two cycles; a folded GEMM core).
+ITERATION_CYCLES = 8
+#: Cycles charged to every DMA row and instruction on top of its beats (memory latency, queues).
+ROW_CYCLES = 64
+
+
+def cycle_bound(program: Program) -> int:
+    """A cycle bound for ``program`` on the RTL: :data:`WORK_FACTOR` times its work — every
+    GEMM and ALU micro-op iteration (:data:`ITERATION_CYCLES` each), every DMA row's bus
+    beats (each element taken at the widest element size) plus :data:`ROW_CYCLES` — and at
+    least :data:`MIN_CYCLE_BOUND`.
+    No machine of the ISA takes that long for a program that does not deadlock; one that does
+    still stops.
+
+    >>> from openvta.isa import preset
+    >>> from openvta.runtime import ProgramBuilder
+    >>> cycle_bound(ProgramBuilder(preset("tiny")).finish())
+    2000000
+    """
+    from openvta.isa.instructions import AluInsn, GemmInsn, MemInsn
+
+    cfg = program.config
+    work = 0
+    for insn in program.instructions():
+        work += ROW_CYCLES
+        if isinstance(insn, (GemmInsn, AluInsn)):
+            work += max(insn.uop_end - insn.uop_bgn, 1) * max(insn.iter_out, 1) * max(insn.iter_in, 1) \
+                * ITERATION_CYCLES
+        elif isinstance(insn, MemInsn):
+            work += insn.y_size * (-(-insn.x_size * cfg.max_elem_bytes // cfg.bus_bytes) + ROW_CYCLES)
+    return max(MIN_CYCLE_BOUND, WORK_FACTOR * work)
+
+
 class RtlBackend:
     """Runs programs on the RTL top level in Verilator, through the cocotb harness.
 
@@ -56,7 +94,10 @@ class RtlBackend:
         ``openvta.hw.rtl.top.make_top``); it must have the ports of
         :func:`openvta.hw.cosim.runner.top_members` for ``cfg.bus_bytes * 8``.
     max_cycles :
-        cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.runner.RtlError`.
+        cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.runner.RtlError`;
+        None (the default): :func:`cycle_bound` of each program — its work several times
+        over, at least two million — so that a long program (a transformer's layer) runs and
+        a deadlocked one still stops.
     idle, backpressure :
         random stalls in the DRAM model (see :func:`openvta.hw.cosim.runner.run`); they need
         ``memory="cocotb"``.
@@ -86,7 +127,7 @@ class RtlBackend:
     >>> result = backend.run(program)  # doctest: +SKIP
     """
 
-    def __init__(self, top_factory: TopFactory | None = None, *, max_cycles: int = 2_000_000,
+    def __init__(self, top_factory: TopFactory | None = None, *, max_cycles: int | None = None,
                  idle: bool = False, backpressure: bool = False, seed: int = 0,
                  waves: Path | str | None = None, build_root: Path | str | None = None,
                  progress: Progress | None = None, memory: str | None = None) -> None:
@@ -94,7 +135,8 @@ class RtlBackend:
             raise TypeError(f"top_factory must be callable, not {top_factory!r}")
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable or None, not {progress!r}")
-        if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles < 1:
+        if max_cycles is not None and (not isinstance(max_cycles, int) or isinstance(max_cycles, bool)
+                                       or max_cycles < 1):
             raise ValueError(f"max_cycles must be a positive integer, not {max_cycles!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"seed must be an integer, not {seed!r}")
@@ -174,7 +216,8 @@ class RtlBackend:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         build_dir = self.build_dir(program.config, len(program.dram))
-        result = runner.run(build_dir, program, max_cycles=self.max_cycles,
+        bound = self.max_cycles if self.max_cycles is not None else cycle_bound(program)
+        result = runner.run(build_dir, program, max_cycles=bound,
                             idle=self.idle, backpressure=self.backpressure, seed=self.seed,
                             waves=self.waves, progress=self.progress)
         result.report = RunReport.measured("rtl", result.counters)  # the RTL's own counters
