@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import OpError
+from openvta.isa import WIDE_RANGE
+
 from ..ir import Attrs, DType, Op, TensorType
 from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, require_float
 from .elementwise import broadcast_shape
@@ -149,7 +151,8 @@ def isqrt(values: np.ndarray) -> np.ndarray:
     return np.where((root + 1) * (root + 1) <= v, root + 1, root)
 
 
-def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon: int) -> np.ndarray:
+def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon: int,
+                   root: int = ROOT_FRACTION, out: DType = DType.INT8) -> np.ndarray:
     """The integer LayerNorm of int8 ``q`` over its last axis (``N`` values), in int64::
 
         d = N·q - sum(q)                             N times each value's deviation, exact
@@ -157,7 +160,9 @@ def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon:
         out = clip(floor((d·gain·2**8 + offset·r + r·2**15) / (r·2**16)), -128, 127)
 
     with ``gain = round(2**16 · scale / s_out)``, ``offset = round(2**16 · bias / s_out)`` per
-    channel and ``epsilon = round(2**16 · N² · ε / s_in²)``: ``(x - mean) / sqrt(var + ε) · scale +
+    channel and ``epsilon = round(2**16 · N² · ε / s_in²)``.  A 16-bit input (int32: a
+    residual stream) takes ``root = 0`` and ``epsilon = round(N² · ε / s_in²)`` (its
+    deviations are fine already, and ``sum(d²)·2**16`` would pass int64): ``(x - mean) / sqrt(var + ε) · scale +
     bias`` in the output's scale, rounded once.
 
     Examples
@@ -169,10 +174,12 @@ def layer_norm_int(q: np.ndarray, gain: np.ndarray, offset: np.ndarray, epsilon:
     x = q.astype(np.int64)
     n = x.shape[-1]
     d = n * x - x.sum(axis=-1, keepdims=True)
-    r = np.maximum(isqrt(((d * d).sum(axis=-1, keepdims=True) << (2 * ROOT_FRACTION)) // n + epsilon), 1)
+    r = np.maximum(isqrt(((d * d).sum(axis=-1, keepdims=True) << (2 * root)) // n + epsilon), 1)
     scaled = r << LAYER_NORM_FRACTION
-    out = ((d * gain << ROOT_FRACTION) + offset * r + (scaled >> 1)) // scaled
-    return np.clip(out, -128, 127).astype(np.int8)
+    values = ((d * gain << root) + offset * r + (scaled >> 1)) // scaled
+    if out is DType.INT32:  # a 16-bit output, for a 16-bit residual stream
+        return np.clip(values, *WIDE_RANGE).astype(np.int32)
+    return np.clip(values, -128, 127).astype(np.int8)
 
 
 def _layer_norm_params(attrs: Attrs, channels: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -187,16 +194,21 @@ def _layer_norm_params(attrs: Attrs, channels: int) -> tuple[np.ndarray, np.ndar
 
 def _layer_norm_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     gain, offset, epsilon = _layer_norm_params(attrs, inputs[0].shape[-1])
-    return layer_norm_int(inputs[0], gain, offset, epsilon)
+    out = attrs.get("out_dtype", DType.INT8)
+    return layer_norm_int(inputs[0], gain, offset, epsilon, ROOT_FRACTION if inputs[0].dtype == np.int8 else 0,
+                          out if isinstance(out, DType) else DType.INT8)
 
 
 def _layer_norm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     data = inputs[0]
-    if data.dtype is DType.INT8 and len(inputs) == 1:  # the integer kernel: its constants are attributes
+    if data.dtype.is_quantized and len(inputs) == 1:  # the integer kernel (int8, or 16-bit in int32)
         if checked_axis(attrs, data.ndim, Op.LAYER_NORM, -1) != data.ndim - 1:
             raise OpError("an integer LayerNormalization normalizes the last axis only")
         _layer_norm_params(attrs, int(data.shape[-1]))
-        return TensorType(data.shape, DType.INT8)
+        out = attrs.get("out_dtype", DType.INT8)
+        if out not in (DType.INT8, DType.INT32):
+            raise OpError(f"an integer LayerNormalization's out_dtype must be int8 or int32, not {out!r}")
+        return TensorType(data.shape, out)
     for t in inputs:
         require_float(t, Op.LAYER_NORM)
     axis = checked_axis(attrs, data.ndim, Op.LAYER_NORM, -1)

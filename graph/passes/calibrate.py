@@ -40,6 +40,10 @@ from ..ops.base import ScaleRule, float_attr
 from ..registry import QUANT_OPS, op_def
 from ..quantization import ACTIVATION_BITS, choose_scale, int8_sqnr
 
+#: An Add's operands whose ranges differ by more than this keep the sum in float: one 16-bit
+#: scale cannot hold both.
+WIDE_ADD_SPAN = 1 << 8
+
 __all__ = ["calibrate", "observed_ranges"]
 
 _PASS = "calibrate"
@@ -140,10 +144,34 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
                                                   for n in graph.nodes))
 
 
+def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType]) -> Node:
+    """An Add read by a LayerNormalization (a transformer's residual stream) has a 16-bit
+    sum, so that the LayerNorm's integer kernel reads it at 16 bits; unless its operands'
+    ranges differ by more than :data:`WIDE_ADD_SPAN` (one 16-bit scale cannot hold both)."""
+    readers = [n for n in graph.nodes if node.outputs[0] in n.inputs]
+    if not readers or not all(n.op is Op.LAYER_NORM for n in readers):
+        return node
+    ranges = []
+    for value in node.inputs:
+        if value in graph.constants:
+            ranges.append(float(np.abs(graph.constants[value]).max(initial=0.0)))
+        else:
+            quant = types[value].quant
+            if quant is None:
+                return node
+            ranges.append(quant.scale[0] * 127)
+    if min(ranges) > 0 and max(ranges) > WIDE_ADD_SPAN * min(ranges):
+        return node
+    return replace(node, attrs=Attrs({**node.attrs, ACTIVATION_BITS: (8, 16)}))
+
+
 def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power: Mapping[str, float],
                wide_below: float) -> Node:
     """``node`` with its ``activation_bits`` if int8 loses more than ``wide_below`` dB on its
-    input or output (a Conv or Gemm with constant weights), else ``node``."""
+    input or output (a Conv or Gemm with constant weights), else ``node``; an Add read by
+    LayerNorms has a 16-bit sum (:func:`_wide_sum`)."""
+    if node.op is Op.ADD:
+        return _wide_sum(node, graph, types)
     if node.op not in (Op.CONV, Op.GEMM) or len(node.inputs) < 2 or node.inputs[1] not in graph.constants \
             or node.inputs[0] in graph.constants:
         return node
@@ -151,6 +179,7 @@ def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power:
     def loses(value: str) -> bool:
         quant = types[value].quant
         return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < wide_below
+
 
     bits = (16 if loses(node.inputs[0]) else 8, 16 if loses(node.outputs[0]) else 8)
     if bits == (8, 8):

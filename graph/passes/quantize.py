@@ -245,7 +245,40 @@ def _matmul(b: Builder, node: Node) -> bool:
     return True
 
 
+def _wide_add(b: Builder, node: Node) -> bool:
+    """An Add with a 16-bit sum (``activation_bits``, a residual stream a LayerNorm reads):
+    each operand — a constant, int8, 16-bit, or made in float and quantized to 16 bits at
+    its own scale — as int32 in the sum's 16-bit scale, the int32 Add, a clip to the wide
+    range."""
+    out = node.outputs[0]
+    out_scale = wide_scale(b.scale(out), b.mode)
+    operands = []
+    for index, value in enumerate(node.inputs):
+        if value in b.source.constants:
+            q = np.rint(b.source.constants[value].astype(np.float64) / out_scale)
+            if np.abs(q).max(initial=0) >= INT32_LIMIT:
+                return False
+            operands.append(b.constant(f"{value}.q32", q.astype(np.int32), QuantParams((out_scale,))))
+            continue
+        if value in b.wide or (value not in b.int8 and value not in b.source.inputs):
+            own = wide_scale(b.scale(value), b.mode)
+            if value not in b.wide:
+                b.wide[value] = b.emit(f"{value}.quantize16", Op.QUANTIZE, (b.as_real(value),),
+                                       b.name(f"{value}.q16"), {"scale": own, "bits": 16}, QuantParams((own,)))
+            source, limit = b.wide[value], WIDE_MAX + 1
+        else:
+            own, source, limit = b.scale(value), b.as_int8(value), INT8_LIMIT
+        operands.append(b.requantize(f"{node.name}.in{index}", value, source, np.array([own / out_scale]), limit,
+                                     DType.INT32, out_scale))
+    total = b.emit(node.name, Op.ADD, tuple(operands), b.name(f"{out}.sum"), {}, QuantParams((out_scale,)))
+    b.wide[out] = b.emit(f"{node.name}.saturate", Op.CLIP, (total,), b.name(f"{out}.q16"),
+                         {"min": WIDE_RANGE[0], "max": WIDE_RANGE[1]}, QuantParams((out_scale,)))
+    return True
+
+
 def _add(b: Builder, node: Node) -> bool:
+    if activation_bits(node)[1] == 16:
+        return _wide_add(b, node)
     if any(v not in b.source.constants and v not in b.int8 for v in node.inputs):
         return False  # an operand made in float (a float island's result): the sum stays float
     out = node.outputs[0]
@@ -332,26 +365,42 @@ def _softmax(b: Builder, node: Node) -> bool:
 
 
 def _layer_norm(b: Builder, node: Node) -> bool:
-    """LayerNormalization of an int8 value over its last axis, with constant scale and bias:
-    the integer kernel (``layer_norm_int``) in the output's scale."""
+    """LayerNormalization of an int8 or 16-bit value over its last axis, with constant scale
+    and bias: the integer kernel (``layer_norm_int``) in the output's scale — int8 for the
+    products that read it, 16-bit for a 16-bit residual sum that does."""
     x, out = node.inputs[0], node.outputs[0]
     data = b.source.types[x]
-    if not _integer_source(b, x) or any(v not in b.source.constants for v in node.inputs[1:]) \
+    wide = x in b.wide
+    if not (wide or _integer_source(b, x)) or any(v not in b.source.constants for v in node.inputs[1:]) \
             or int_attr(node.attrs, "axis", -1) % data.ndim != data.ndim - 1 or not isinstance(data.shape[-1], int):
         return False
     channels = int(data.shape[-1])
-    scale = np.broadcast_to(b.source.constants[node.inputs[1]].astype(np.float64), (channels,))
+    scale_values = np.broadcast_to(b.source.constants[node.inputs[1]].astype(np.float64), (channels,))
     bias = np.broadcast_to(b.source.constants[node.inputs[2]].astype(np.float64), (channels,)) \
         if len(node.inputs) > 2 else np.zeros(channels)
-    unit = (1 << LAYER_NORM_FRACTION) / b.scale(out)
-    gain, offset = np.rint(scale * unit).astype(np.int64), np.rint(bias * unit).astype(np.int64)
-    if max(np.abs(gain).max(), np.abs(offset).max()) >= 1 << 40:
+    if max(np.abs(scale_values).max(), np.abs(bias).max()) * (1 << LAYER_NORM_FRACTION) / \
+            wide_scale(b.scale(out), b.mode) >= 1 << 40:
         return False  # an output scale so fine the fixed-point gain would not fit: float
-    epsilon = int(round((1 << 2 * ROOT_FRACTION) * channels * channels * float_attr(node.attrs, "epsilon", 1e-5)
-                        / b.scale(x) ** 2))
-    b.int8[out] = b.emit(node.name, Op.LAYER_NORM, (b.as_int8(x),), b.name(f"{out}.q"),
-                         {"axis": -1, "gain": tuple(int(v) for v in gain), "offset": tuple(int(v) for v in offset),
-                          "epsilon_q": epsilon}, QuantParams((b.scale(out),)))
+    in_scale = wide_scale(b.scale(x), b.mode) if wide else b.scale(x)
+    root = 0 if wide else ROOT_FRACTION
+    epsilon = int(round((1 << 2 * root) * channels * channels * float_attr(node.attrs, "epsilon", 1e-5)
+                        / in_scale ** 2))
+    readers = b.source.consumers().get(out, [])
+    sums = any(r.op is Op.ADD and activation_bits(r)[1] == 16 for r in readers)  # a 16-bit residual stream
+    narrow = out in b.source.outputs or any(not (r.op is Op.ADD and activation_bits(r)[1] == 16) for r in readers)
+    for dtype, scale in ((DType.INT8, b.scale(out)), (DType.INT32, wide_scale(b.scale(out), b.mode))):
+        if (dtype is DType.INT8 and not narrow and sums) or (dtype is DType.INT32 and not sums):
+            continue
+        unit = (1 << LAYER_NORM_FRACTION) / scale
+        gain, offset = np.rint(scale_values * unit).astype(np.int64), np.rint(bias * unit).astype(np.int64)
+        if max(np.abs(gain).max(), np.abs(offset).max()) >= 1 << 40:
+            return False  # an output scale so fine the fixed-point gain would not fit: float
+        name = b.name(f"{out}.q" if dtype is DType.INT8 else f"{out}.q16")
+        made = b.emit(node.name if dtype is DType.INT8 else f"{node.name}.wide", Op.LAYER_NORM,
+                      (b.wide[x] if wide else b.as_int8(x),), name,
+                      {"axis": -1, "gain": tuple(int(v) for v in gain), "offset": tuple(int(v) for v in offset),
+                       "epsilon_q": epsilon, "out_dtype": dtype}, QuantParams((scale,)))
+        (b.int8 if dtype is DType.INT8 else b.wide)[out] = made
     return True
 
 
