@@ -140,15 +140,17 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         types[name] = types[name].with_quant(quant)
     if wide_below is None:
         return graph.replace(types=types)
-    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, power, wide_below)
+    consumers = graph.consumers()
+    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, power, wide_below, consumers)
                                                   for n in graph.nodes))
 
 
-def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType]) -> Node:
+def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType],
+              consumers: Mapping[str, list[Node]]) -> Node:
     """An Add read by a LayerNormalization (a transformer's residual stream) has a 16-bit
     sum, so that the LayerNorm's integer kernel reads it at 16 bits; unless its operands'
     ranges differ by more than :data:`WIDE_ADD_SPAN` (one 16-bit scale cannot hold both)."""
-    readers = [n for n in graph.nodes if node.outputs[0] in n.inputs]
+    readers = consumers.get(node.outputs[0], [])
     if not readers or not all(n.op is Op.LAYER_NORM for n in readers):
         return node
     ranges = []
@@ -166,12 +168,12 @@ def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType]) -> Node
 
 
 def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power: Mapping[str, float],
-               wide_below: float) -> Node:
+               wide_below: float, consumers: Mapping[str, list[Node]]) -> Node:
     """``node`` with its ``activation_bits`` if int8 loses more than ``wide_below`` dB on its
     input or output (a Conv or Gemm with constant weights), else ``node``; an Add read by
     LayerNorms has a 16-bit sum (:func:`_wide_sum`)."""
     if node.op is Op.ADD:
-        return _wide_sum(node, graph, types)
+        return _wide_sum(node, graph, types, consumers)
     if node.op not in (Op.CONV, Op.GEMM) or len(node.inputs) < 2 or node.inputs[1] not in graph.constants \
             or node.inputs[0] in graph.constants:
         return node

@@ -67,13 +67,15 @@ def _same_op(b: Builder, node: Node) -> bool:
 
 def _wants_wide(b: Builder, value: str) -> tuple[bool, bool]:
     """Whether ``value``'s readers, looking through moves (Reshape, Transpose, …), want its
-    16-bit version (a product with a 16-bit input) and whether any wants another."""
+    16-bit version (a product with a 16-bit input, a 16-bit residual sum) and whether any
+    wants another."""
     wide, narrow = False, value in b.source.outputs
     for reader in b.source.consumers().get(value, []):
         if reader.op in _MOVES:
             more = _wants_wide(b, reader.outputs[0])
             wide, narrow = wide or more[0], narrow or more[1]
-        elif reader.op in (Op.CONV, Op.GEMM) and reader.inputs[0] == value and activation_bits(reader)[0] == 16:
+        elif (reader.op in (Op.CONV, Op.GEMM) and reader.inputs[0] == value and activation_bits(reader)[0] == 16) \
+                or (reader.op is Op.ADD and activation_bits(reader)[1] == 16):
             wide = True
         else:
             narrow = True
@@ -171,8 +173,7 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     wide_bound = int(INT8_LIMIT * weight_sums.max())
     if bits[0] == 16:
         x_scale = wide_scale(b.scale(x), b.mode)
-        wide = b.wide.get(x) or b.emit(f"{x}.quantize16", Op.QUANTIZE, (b.as_real(x),), b.name(f"{x}.q16"),
-                                       {"scale": x_scale, "bits": 16}, QuantParams((x_scale,)))
+        wide = b.as_wide(x)
         data_scale = x_scale * (1 << WIDE_BYTE_SHIFT)
         high, low = (b.emit(f"{x}.{part}", Op.WIDE_BYTE, (wide,), b.name(f"{x}.{part}"), {"part": part},
                             QuantParams((x_scale * scale,)))
@@ -261,11 +262,7 @@ def _wide_add(b: Builder, node: Node) -> bool:
             operands.append(b.constant(f"{value}.q32", q.astype(np.int32), QuantParams((out_scale,))))
             continue
         if value in b.wide or (value not in b.int8 and value not in b.source.inputs):
-            own = wide_scale(b.scale(value), b.mode)
-            if value not in b.wide:
-                b.wide[value] = b.emit(f"{value}.quantize16", Op.QUANTIZE, (b.as_real(value),),
-                                       b.name(f"{value}.q16"), {"scale": own, "bits": 16}, QuantParams((own,)))
-            source, limit = b.wide[value], WIDE_MAX + 1
+            own, source, limit = wide_scale(b.scale(value), b.mode), b.as_wide(value), WIDE_MAX + 1
         else:
             own, source, limit = b.scale(value), b.as_int8(value), INT8_LIMIT
         operands.append(b.requantize(f"{node.name}.in{index}", value, source, np.array([own / out_scale]), limit,
@@ -385,16 +382,12 @@ def _layer_norm(b: Builder, node: Node) -> bool:
     root = 0 if wide else ROOT_FRACTION
     epsilon = int(round((1 << 2 * root) * channels * channels * float_attr(node.attrs, "epsilon", 1e-5)
                         / in_scale ** 2))
-    readers = b.source.consumers().get(out, [])
-    sums = any(r.op is Op.ADD and activation_bits(r)[1] == 16 for r in readers)  # a 16-bit residual stream
-    narrow = out in b.source.outputs or any(not (r.op is Op.ADD and activation_bits(r)[1] == 16) for r in readers)
+    sums, narrow = _wants_wide(b, out)  # a 16-bit residual sum reads the 16-bit output
     for dtype, scale in ((DType.INT8, b.scale(out)), (DType.INT32, wide_scale(b.scale(out), b.mode))):
         if (dtype is DType.INT8 and not narrow and sums) or (dtype is DType.INT32 and not sums):
             continue
         unit = (1 << LAYER_NORM_FRACTION) / scale
         gain, offset = np.rint(scale_values * unit).astype(np.int64), np.rint(bias * unit).astype(np.int64)
-        if max(np.abs(gain).max(), np.abs(offset).max()) >= 1 << 40:
-            return False  # an output scale so fine the fixed-point gain would not fit: float
         name = b.name(f"{out}.q" if dtype is DType.INT8 else f"{out}.q16")
         made = b.emit(node.name if dtype is DType.INT8 else f"{node.name}.wide", Op.LAYER_NORM,
                       (b.wide[x] if wide else b.as_int8(x),), name,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import OpError, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, RequantMode, TensorType
-from ..quantization import requant_params
+from ..quantization import requant_params, wide_scale
 from ..rewrite import fresh
 from .infer_shapes import infer_node
 
@@ -88,6 +88,16 @@ class Builder:
             self.int8[value] = self.emit(f"{value}.quantize", Op.QUANTIZE, (self.real[value],),
                                          out, attrs, QuantParams((scale,), zero_point))
         return self.int8[value]
+
+    def as_wide(self, value: str) -> str:
+        """The 16-bit version of ``value`` (int32, its wide scale): its producer's, or quantized
+        from its float version on first use."""
+        if value not in self.wide:
+            scale = wide_scale(self.scale(value), self.mode)
+            self.wide[value] = self.emit(f"{value}.quantize16", Op.QUANTIZE, (self.as_real(value),),
+                                         self.name(f"{value}.q16"), {"scale": scale, "bits": 16},
+                                         QuantParams((scale,)))
+        return self.wide[value]
 
     def as_real(self, value: str) -> str:
         """The float version of ``value``, named ``value`` (dequantized on first use)."""
