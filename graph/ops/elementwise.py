@@ -146,17 +146,19 @@ def _identity(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return inputs[0].copy()
 
 
-#: The integer Softmax's exp table: ``round(2**EXP_BITS * exp(-d * scale))`` for d = 0…255.
+#: The integer Softmax's exp table: ``round(2**EXP_BITS * exp(-d * scale))`` for d = 0, 1, …
 EXP_BITS = 15
 #: The fraction bits of the integer Softmax's output multiplier.
 SOFTMAX_FRACTION = 16
+#: The longest exp table (an int32 input's table runs until its entries round to 0).
+SOFTMAX_TABLE_MAX = 1 << 16
 
 
 def _softmax_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     axis = int_attr(attrs, "axis", -1)
     if not -inputs[0].ndim <= axis < inputs[0].ndim:
         raise OpError(f"Softmax axis must lie within the {inputs[0].ndim} dimensions, not {axis}")
-    if inputs[0].dtype is DType.INT8:
+    if inputs[0].dtype in (DType.INT8, DType.INT32):
         _softmax_params(attrs)
         return TensorType(inputs[0].shape, DType.INT8)
     require_float(inputs[0], Op.SOFTMAX)
@@ -165,28 +167,35 @@ def _softmax_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _softmax_params(attrs: Attrs) -> tuple[np.ndarray, int]:
     table, multiplier = attrs.get("exp_table"), attrs.get("multiplier")
-    if not isinstance(table, tuple) or len(table) != 256 or not all(
-            isinstance(v, int) and 0 <= v <= 1 << EXP_BITS for v in table):
-        raise OpError(f"an integer Softmax's exp_table must hold 256 integers in 0..2**{EXP_BITS}")
+    if not isinstance(table, tuple) or not 0 < len(table) <= SOFTMAX_TABLE_MAX or not all(
+            isinstance(v, int) and 0 <= v <= 1 << EXP_BITS for v in table) or table[0] == 0:
+        raise OpError(f"an integer Softmax's exp_table must hold 1 to {SOFTMAX_TABLE_MAX} integers in "
+                      f"0..2**{EXP_BITS}, the first positive")
     if not isinstance(multiplier, int) or not 0 < multiplier < 1 << 40:
         raise OpError(f"an integer Softmax's multiplier must be a positive integer below 2**40, not {multiplier!r}")
     return np.asarray(table, dtype=np.int64), multiplier
 
 
 def softmax_int(q: np.ndarray, exp_table: np.ndarray, multiplier: int, axis: int) -> np.ndarray:
-    """The integer Softmax of int8 ``q`` along ``axis``: ``e = exp_table[max(q) - q]``, then
-    ``clip(round_half_up(e * multiplier / (sum(e) * 2**16)), -128, 127)`` in int64 —
-    ``exp_table[d] = round(2**15 * exp(-d * s_in))`` and ``multiplier = round(2**16 / s_out)``,
-    so the result is ``softmax(q * s_in) / s_out`` to rounding.
+    """The integer Softmax of int8 or int32 ``q`` along ``axis``: ``e = exp_table[max(q) - q]``
+    (0 past the table's end), then ``clip(round_half_up(e * multiplier / (sum(e) * 2**16)),
+    -128, 127)`` in int64 — ``exp_table[d] = round(2**15 * exp(-d * s_in))`` and
+    ``multiplier = round(2**16 / s_out)``, so the result is ``softmax(q * s_in) / s_out`` to
+    rounding.  An int32 input (scores plus a mask) has a table that runs until its entries
+    round to 0, so a masked position, however far below the row's maximum, weighs 0.
 
     Examples
     --------
     >>> table = np.rint(2 ** 15 * np.exp(-np.arange(256) * 0.1)).astype(np.int64)
     >>> softmax_int(np.array([[0, 0], [10, 0]], np.int8), table, 2 ** 16 * 127, 1).tolist()
     [[64, 64], [93, 34]]
+    >>> softmax_int(np.array([[10, 0, -2 ** 30]], np.int32), table, 2 ** 16 * 127, 1).tolist()
+    [[93, 34, 0]]
     """
     x = q.astype(np.int64)
-    e = exp_table[x.max(axis=axis, keepdims=True) - x]
+    d = x.max(axis=axis, keepdims=True) - x
+    inside = d < len(exp_table)
+    e = np.where(inside, exp_table[np.where(inside, d, 0)], 0)
     total = e.sum(axis=axis, keepdims=True) << SOFTMAX_FRACTION
     out = (e * multiplier + (total >> 1)) // total
     return np.clip(out, *INT8_RANGE).astype(np.int8)

@@ -3,7 +3,9 @@
 - ``Quantize`` (attributes ``scale``, ``zero_point`` default 0, ``bits`` default 8):
   float32 → int8, ``clip(rint(x / scale) + zero_point, -128, 127)`` with ``x / scale`` in
   float32 and ties to even, as ONNX ``QuantizeLinear``; with ``bits=16`` a *wide* value,
-  int32 clipped to :data:`~openvta.isa.WIDE_RANGE` (mixed precision, docs/DECISIONS.md).
+  int32 clipped to :data:`~openvta.isa.WIDE_RANGE` (mixed precision, docs/DECISIONS.md);
+  with ``bits=32`` int32 saturated at ±2**30 (:data:`SATURATED_RANGE`: a Softmax's masked
+  scores, where a mask of -3.4e38 saturates and the sum of two operands cannot overflow).
 - ``Dequantize`` (``scale``, per tensor or per channel along ``axis``, ``zero_point``):
   int → float32, ``(q - zero_point) * scale`` in float32, as ``DequantizeLinear``.
 - ``Requantize`` (``pre_shift``, ``multiplier``, ``post_shift``, ``axis``, ``out_dtype``,
@@ -55,18 +57,22 @@ from ..ir import Attrs, DType, Graph, Node, Op, RequantMode, TensorType
 from .base import OpDef, PatternKind, cpu_only, float_attr, int_attr, ints_attr
 from .elementwise import on_alu
 
-__all__ = ["DEFS", "TABLE_SIZE", "requantize", "requantize_exact", "quantize", "dequantize"]
+__all__ = ["DEFS", "SATURATED_RANGE", "TABLE_SIZE", "requantize", "requantize_exact", "quantize", "dequantize"]
 
 
-#: Quantize's ``bits``: int8, or a wide value held in int32.
-QUANTIZE_BITS = {8: (DType.INT8, INT8_RANGE), 16: (DType.INT32, WIDE_RANGE)}
+#: The range of ``Quantize(bits=32)``: int32 saturated so that the sum of two stays in int32.
+SATURATED_RANGE = (-(1 << 30), 1 << 30)
+#: Quantize's ``bits``: int8, a wide value held in int32, or a saturated int32.
+QUANTIZE_BITS = {8: (DType.INT8, INT8_RANGE), 16: (DType.INT32, WIDE_RANGE), 32: (DType.INT32, SATURATED_RANGE)}
 
 
 def quantize(x: np.ndarray, scale: float, zero_point: int = 0, bits: int = 8) -> np.ndarray:
     """float → int8: ``clip(rint(x / scale) + zero_point, -128, 127)`` computed in float32
-    (``bits=16``: int32 clipped to the wide range)."""
+    (``bits=16``: int32 clipped to the wide range; ``bits=32``: saturated at ±2**30, so a
+    value past float32's range over ``scale`` is the bound, as any value past it)."""
     dtype, bounds = QUANTIZE_BITS[bits]
-    q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
+    with np.errstate(over="ignore"):  # (an overflow to ±inf is then clipped to the bound)
+        q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(q, *bounds).astype(dtype.numpy)
 
 

@@ -4,7 +4,8 @@ Each float value (graph inputs and node outputs) gets ``QuantParams`` on its typ
 
 - an op whose registry ``scale_rule`` is ``PRESERVE`` (ReLU, clip, pooling, reshapes)
   gives its output its input's scale, so the integer op needs no rescaling;
-- every other value is scaled from its calibrated range (min/max over all samples):
+- every other value is scaled from its calibrated range (min/max of its finite values over all samples;
+  an infinite one, as a mask of -inf, is past any range and saturates):
   ``max(|min|, |max|)``, except that a value read only by ReLUs (or clips with a
   non-negative lower bound), and not a graph output, needs only its positive part —
   the negative part is clamped to zero anyway — which doubles the resolution of the
@@ -27,6 +28,8 @@ Postconditions: the same graph, every float activation typed with a per-tensor s
 """
 
 from __future__ import annotations
+
+import math
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -65,6 +68,9 @@ def _observed(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
         if value.dtype.kind != "f" or value.size == 0:
             return
         low, high = float(value.min()), float(value.max())
+        if not math.isfinite(low) or not math.isfinite(high):  # a mask of -inf: its finite values
+            value = value[np.isfinite(value)]
+            low, high = (float(value.min()), float(value.max())) if value.size else (0.0, 0.0)
         old = ranges.get(name, (low, high))
         ranges[name] = (min(old[0], low), max(old[1], high))
         square, count = sums.get(name, (0.0, 0))

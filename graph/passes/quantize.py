@@ -36,7 +36,8 @@ from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AM
 from ..errors import PassError
 from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
 from ..ops.base import float_attr, int_attr
-from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION
+from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION, SOFTMAX_TABLE_MAX
+from ..ops.quant import SATURATED_RANGE, TABLE_SIZE
 from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
 from ..registry import op_def
 from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
@@ -273,9 +274,41 @@ def _wide_add(b: Builder, node: Node) -> bool:
     return True
 
 
+def _masked_scores(b: Builder, node: Node) -> bool:
+    """An Add only Softmaxes read, of int8 scores and a mask (a constant, or a value made in
+    float, as an attention mask of -3.4e38 from an index input): the int32 sum in the scores'
+    scale, the mask saturated at ±2**30 (``Quantize`` with ``bits=32``).  The integer
+    Softmax's table of an int32 input runs until its entries round to 0, so a masked
+    position weighs 0, as in float, and the scores keep their int8 step, which one int8
+    or 16-bit scale spanning both the mask and the scores would lose."""
+    out = node.outputs[0]
+    readers = b.source.consumers().get(out, [])
+    if out in b.source.outputs or not readers or any(r.op is not Op.SOFTMAX for r in readers):
+        return False
+    scores = [v for v in node.inputs if v in b.int8]
+    if len(scores) != 1 or any(v in b.wide for v in node.inputs):
+        return False
+    x = scores[0]
+    mask = node.inputs[1 - node.inputs.index(x)]
+    scale = b.scale(x)
+    if mask in b.source.constants:
+        q = np.clip(np.rint(b.source.constants[mask].astype(np.float64) / scale), *SATURATED_RANGE)
+        mask_q = b.constant(f"{mask}.q32", q.astype(np.int32), QuantParams((scale,)))
+    else:
+        mask_q = b.emit(f"{mask}.quantize32", Op.QUANTIZE, (b.as_real(mask),), b.name(f"{mask}.q32"),
+                        {"scale": scale, "bits": 32}, QuantParams((scale,)))
+    widened = b.requantize(f"{node.name}.in{node.inputs.index(x)}", x, b.as_int8(x), np.array([1.0]), INT8_LIMIT,
+                           DType.INT32, scale)
+    operands = (widened, mask_q) if node.inputs[0] == x else (mask_q, widened)
+    b.scores[out] = b.emit(node.name, Op.ADD, operands, b.name(f"{out}.sum"), {}, QuantParams((scale,)))
+    return True
+
+
 def _add(b: Builder, node: Node) -> bool:
     if activation_bits(node)[1] == 16:
         return _wide_add(b, node)
+    if _masked_scores(b, node):
+        return True
     if any(v not in b.source.constants and v not in b.int8 for v in node.inputs):
         return False  # an operand made in float (a float island's result): the sum stays float
     out = node.outputs[0]
@@ -349,13 +382,26 @@ def _scale_by(b: Builder, node: Node) -> bool:
 
 
 def _softmax(b: Builder, node: Node) -> bool:
-    """Softmax of an int8 value: the integer kernel (``softmax_int``) in the output's scale."""
+    """Softmax of an int8 value, or of masked int32 scores (``_masked_scores``): the integer
+    kernel (``softmax_int``) in the output's scale; an int32 input's exp table runs until
+    its entries round to 0."""
     x, out = node.inputs[0], node.outputs[0]
-    if not _integer_source(b, x):
+    if x in b.scores:
+        source, quant = b.scores[x], b.types[b.scores[x]].quant
+        if quant is None:
+            return False
+        scale = quant.scale[0]
+        # 2**15·exp(-d·s) < 1/2 from d = ln(2**16)/s on
+        length = math.ceil(math.log(1 << (EXP_BITS + 1)) / scale) + 1
+        if length > SOFTMAX_TABLE_MAX:
+            return False
+    elif _integer_source(b, x):
+        source, scale, length = b.as_int8(x), b.scale(x), TABLE_SIZE
+    else:
         return False
-    table = tuple(int(v) for v in np.rint((1 << EXP_BITS) * np.exp(-np.arange(256) * b.scale(x))))
+    table = tuple(int(v) for v in np.rint((1 << EXP_BITS) * np.exp(-np.arange(length) * scale)))
     multiplier = int(round((1 << SOFTMAX_FRACTION) / b.scale(out)))
-    b.int8[out] = b.emit(node.name, Op.SOFTMAX, (b.as_int8(x),), b.name(f"{out}.q"),
+    b.int8[out] = b.emit(node.name, Op.SOFTMAX, (source,), b.name(f"{out}.q"),
                          {"axis": int_attr(node.attrs, "axis", -1), "exp_table": table, "multiplier": multiplier},
                          QuantParams((b.scale(out),)))
     return True

@@ -37,6 +37,7 @@ class Builder:
         self.node_names: set[str] = set()
         self.int8: dict[str, str] = {}
         self.wide: dict[str, str] = {}  # a value's 16-bit version (int32), made by its producer
+        self.scores: dict[str, str] = {}  # a Softmax's masked scores: int32, the scores' scale
         self.real: dict[str, str] = {name: name for name in graph.inputs}
         self.dequantized: dict[str, str] = {}  # exact mode: graph inputs on their int8 grid
 
@@ -107,7 +108,8 @@ class Builder:
                 self.types[value] = self.source.types[value]
             return value
         if value not in self.real:
-            self.real[value] = self.dequantize(value, self.int8.get(value) or self.wide[value], value)
+            made = self.int8.get(value) or self.wide.get(value) or self.scores[value]
+            self.real[value] = self.dequantize(value, made, value)
         return self.real[value]
 
     def dequantize(self, value: str, q: str, out: str) -> str:

@@ -55,6 +55,11 @@ def test_int64_inputs_are_index_tensors(encoder: tuple) -> None:
     assert [n.placement.reason for n in products] == ["int8 batch_matmul, 4 heads of 16x8 by 8x16",
                                                       "int8 batch_matmul, 4 heads of 16x16 by 16x8"]
     assert model.summary().splitlines()[1] == "MACs: 100.0% on the accelerator (int8 products), none on the CPU"
+    # the mask (1 - mask) · -10000, made in float from the index input, is added to the
+    # int8 scores as int32 in their scale, and the integer Softmax reads the sum
+    softmax, = (n for n in model.graph.nodes if n.op is Op.SOFTMAX)
+    assert model.graph.types[softmax.inputs[0]].dtype is DType.INT32
+    assert model.graph.types[softmax.outputs[0]].dtype is DType.INT8
 
 
 @settings(max_examples=6, deadline=None)

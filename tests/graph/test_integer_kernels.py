@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 from graphs import build, node
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from openvta.graph.errors import OpError
@@ -45,6 +45,25 @@ def test_integer_softmax_is_the_float_softmax_to_rounding(row: list[int], scale:
     x = q.astype(np.float64) * scale
     expected = np.exp(x - x.max()) / np.exp(x - x.max()).sum() / out_scale
     assert np.abs(got - expected).max() <= 1.0  # the table's and the output's roundings
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-128, 127), st.booleans()), min_size=2, max_size=40), st.floats(0.005, 0.5),
+       st.sampled_from([-(2**30), -10000]))
+def test_masked_scores_weigh_nothing(row: list[tuple[int, bool]], scale: float, mask: int) -> None:
+    """int32 scores plus a mask far below them (the quantize pass saturates -3.4e38 at
+    -2**30): the table that runs until it rounds to 0 gives masked positions 0 and the
+    others exactly what the int8 kernel gives them over the unmasked positions alone."""
+    scores = np.array([v for v, _ in row], np.int64)
+    masked = np.array([m for _, m in row])
+    assume(not masked.all())
+    length = math.ceil(math.log(2 ** (EXP_BITS + 1)) / scale) + 1
+    table = np.rint((1 << EXP_BITS) * np.exp(-np.arange(max(length, 256)) * scale)).astype(np.int64)
+    multiplier = int(round(2**16 * 127))
+    got = softmax_int((scores + np.where(masked, mask, 0)).astype(np.int32)[None], table[:length], multiplier, -1)[0]
+    alone = softmax_int(scores[~masked].astype(np.int8)[None], table[:256], multiplier, -1)[0]
+    assert (got[masked] == 0).all()
+    np.testing.assert_array_equal(got[~masked], alone)
 
 
 @settings(max_examples=60, deadline=None)
@@ -146,8 +165,12 @@ def test_a_division_by_a_negative_constant_stays_float() -> None:
      "Table values must lie within -128..127 for int8"),
     (Op.TABLE, [TensorType((2,), DType.FLOAT32)], {"table": (0,) * 256, "out_dtype": DType.INT8},
      "Table input must be int8, not float32"),
-    (Op.SOFTMAX, [TensorType((2, 3), DType.INT8)], {"exp_table": (1,), "multiplier": 5},
-     "an integer Softmax's exp_table must hold 256 integers in 0..2**15"),
+    (Op.SOFTMAX, [TensorType((2, 3), DType.INT8)], {"exp_table": (0, 1), "multiplier": 5},
+     "an integer Softmax's exp_table must hold 1 to 65536 integers in 0..2**15, the first positive"),
+    (Op.SOFTMAX, [TensorType((2, 3), DType.INT32)], {"exp_table": (), "multiplier": 5},
+     "an integer Softmax's exp_table must hold 1 to 65536 integers in 0..2**15, the first positive"),
+    (Op.SOFTMAX, [TensorType((2, 3), DType.INT8)], {"exp_table": (1,), "multiplier": 0},
+     "an integer Softmax's multiplier must be a positive integer below 2**40, not 0"),
     (Op.LAYER_NORM, [TensorType((2, 3), DType.INT8)], {"gain": (1, 2), "offset": (0, 0, 0)},
      "an integer LayerNormalization's gain must hold 3 integers, one per channel"),
     (Op.LAYER_NORM, [TensorType((2, 3), DType.INT8)], {"axis": 0, "gain": (1, 2, 3), "offset": (0, 0, 0)},
@@ -157,3 +180,27 @@ def test_integer_kernel_attributes_are_checked(op: Op, types: list, attrs: dict,
     with pytest.raises(OpError) as info:
         op_def(op).infer(types, Attrs(attrs))
     assert str(info.value) == message
+
+
+def test_a_causal_mask_constant_reaches_the_integer_softmax() -> None:
+    """Scores plus a constant causal mask of -inf: the mask as int32 saturated at -2**30, the
+    integer Softmax reads the int32 sum; masked positions are exactly 0, the rest the float
+    Softmax's to a few output steps, and the functional back end equals the reference."""
+    import openvta
+
+    rng = np.random.default_rng(3)
+    causal = np.triu(np.full((8, 8), -np.inf, np.float32), 1)
+    g = build([node("scores", Op.MATMUL, ("x", "w"), "s"), node("mask", Op.ADD, ("s", "causal"), "m"),
+               node("soft", Op.SOFTMAX, ("m",), "y", axis=-1)], {"x": (8, 16)}, ("y",),
+              {"w": (rng.standard_normal((16, 8)) / 4).astype(np.float32), "causal": causal})
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    model = openvta.compile_model(g, x, config="default")
+    softmax, = (n for n in model.graph.nodes if n.op is Op.SOFTMAX)
+    assert model.graph.types[softmax.inputs[0]].dtype is DType.INT32
+    mask = next(v for name, v in model.graph.constants.items() if name.startswith("causal"))
+    assert mask.dtype == np.int32 and mask.min() == -(2**30) and mask.max() == 0
+    reference = model.reference(x)["y"]
+    assert (reference[np.isinf(causal)] == 0).all()
+    expected = model.float_reference(x)["y"]
+    assert np.abs(reference - expected).max() < 0.03
+    np.testing.assert_array_equal(model.run(x, backend="functional")["y"], reference)

@@ -143,7 +143,7 @@ def _infer(op: Op, types: list[TensorType], attrs: dict) -> TensorType:
     (Op.JOIN_WIDE, [TensorType((2,), DType.INT8), TensorType((3,), DType.INT8)], {},
      "JoinWide operands must be two int8 tensors of one shape, not int8[2] and int8[3]"),
     (Op.QUANTIZE, [TensorType((2,), DType.FLOAT32)], {"scale": 0.5, "bits": 12},
-     "Quantize bits must be one of 8, 16, not 12"),
+     "Quantize bits must be one of 8, 16, 32, not 12"),
 ])
 def test_wide_op_errors_name_the_problem(op: Op, types: list, attrs: dict, message: str) -> None:
     with pytest.raises(OpError) as info:
