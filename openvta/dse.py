@@ -42,6 +42,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, DrainError, Timing, parse_drain_ops, timing_for
 from openvta.isa.counters import CounterSet
+from openvta.tune.executors import DASK_TIMEOUT_S, check_executor, open_executor
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
            "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
@@ -287,7 +289,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
             records: str | os.PathLike[str] | None = None, build: bool = True,
             target_mhz: float | None = None, timeout_s: float = 3600.0,
             progress: Callable[[str], None] | None = None,
-            builder: Builder = build_bitstream) -> list[DsePoint]:
+            builder: Builder = build_bitstream, executor: str | Executor = "serial") -> list[DsePoint]:
     """Explore ``configs`` on ``board_name`` for ``workload``; returns every point.
 
     Parameters
@@ -312,15 +314,27 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     progress :
         receives one line per step (default: print).
     builder :
-        the bitstream flow (:func:`~openvta.hw.fpga.bitstream.build_bitstream`'s signature).
+        the bitstream flow (:func:`~openvta.hw.fpga.bitstream.build_bitstream`'s signature;
+        picklable for an executor other than ``serial``).
+    executor :
+        where each configuration's build and cycles run: ``"serial"`` (here, one after the
+        other, progress line by line), ``"local:N"`` (N worker processes),
+        ``"dask://host:port"`` (a Dask scheduler's workers) or a
+        ``concurrent.futures.Executor`` (:func:`openvta.tune.executors.open_executor`).
+        The table is the serial one; ``dse.json`` is written as each job finishes, so an
+        interrupted run resumes; a job whose worker is lost runs once more, then is
+        recorded as ``build failed`` with the reason.  On Dask the build folders are the
+        workers' (``dse.json`` holds the figures) and ``records`` must be readable there.
 
     Raises
     ------
     DseError
         for an unknown workload or layer, a malformed configuration, an unreadable
-        ``dse.json``; FitError for an unknown board.
+        ``dse.json``; FitError for an unknown board; ExecutorError for an executor that
+        cannot be named or reached (a Dask scheduler that does not answer in 10 s).
     """
     target = board(board_name)
+    check_executor(executor)
     if workload not in WORKLOADS:
         raise DseError(f"unknown workload {workload!r} (one of {', '.join(sorted(WORKLOADS))})")
     chosen = list(WORKLOADS[workload])
@@ -351,18 +365,32 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     for p in others:
         p.pareto = []  # a front is this run's
     t0 = time.monotonic()
+    jobs = []
     for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
         head = f"[{i + 1}/{len(points)}] {point.name}"
         _estimate(point, cfg, target, say, head)
-        if build and point.status != "does not fit":
-            _build(point, cfg, target, out, builder, target_mhz, timeout_s, say, head)
-        elif not build and point.status == "pending":
+        if not build and point.status == "pending":
             point.status = "not built"
-        if point.status != "does not fit":
-            _cycles(point, cfg, chosen, records, cycles_key, say, head, build_timing(cfg, point.options))
+        jobs.append(_plan(point, cfg, target, out, builder, build, target_mhz, timeout_s, chosen, records,
+                          cycles_key, say, head))
+
+    def record(index: int, result: dict[str, Any], say_lines: bool) -> None:
+        point = points[index]
+        head = f"[{index + 1}/{len(points)}] {point.name}"
+        if say_lines:  # (a job run elsewhere: its lines when it is done)
+            for line in result["lines"]:
+                say(f"{head}: {line}")
+        _apply(point, result, say, head)
         _finish(point)
         _mark_front(points)
         _save(path, target.name, workload, points + others)
+
+    if executor == "serial":
+        for i, job in enumerate(jobs):
+            head = f"[{i + 1}/{len(points)}] {points[i].name}"
+            record(i, run_point_job(job, _prefixed(say, head)), False)
+    else:
+        _run_parallel(jobs, executor, record, say)
     if any(p.latency_ms is not None for p in points):
         try:
             plot_pareto(points, out / PLOT_FILE, title=f"{workload} on {target.name}")
@@ -381,30 +409,94 @@ def _estimate(point: DsePoint, cfg: Config, target: Any, say: Callable[[str], No
         say(f"{head}: does not fit (estimate)")
 
 
-def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder,
-           target_mhz: float | None, timeout_s: float, say: Callable[[str], None], head: str) -> None:
+@dataclass(frozen=True)
+class PointJob:
+    """What is left to do for one configuration, as plain values an executor can pickle:
+    its build (``builder`` into ``folder``) unless ``builder`` is None, then its cycles on
+    ``layers`` unless ``layers`` is None (or the build found it does not fit)."""
+
+    board: str
+    name: str
+    config: dict[str, int]  # (Config.to_dict: plain values)
+    options: dict[str, str]
+    folder: str
+    builder: Builder | None
+    target_mhz: float | None
+    timeout_s: float
+    layers: tuple[str, ...] | None
+    records: str | None
+    cycles_key: str
+
+
+def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder, build: bool,
+          target_mhz: float | None, timeout_s: float, layers: list[str], records: str | os.PathLike[str] | None,
+          key: str, say: Callable[[str], None], head: str) -> PointJob:
+    """The job of ``point``: what a resumed run already has (in ``dse.json`` or a routed
+    build folder) is taken here and left out of it."""
     folder = out / _folder_name(point.name)
-    if point.build is not None and point.build.get("status") in _ROUTED:
-        say(f"{head}: built before ({point.build['fmax_mhz']} MHz), not rebuilt")
-        return
-    report = _routed_report(folder, cfg, point.options, target_mhz or target.target_mhz)
-    error = None
-    if report is not None:
-        say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
-    else:
-        say(f"{head}: synthesis, place and route in {folder}")
+    run_builder: Builder | None = None
+    if build and point.status != "does not fit":
+        if point.build is not None and point.build.get("status") in _ROUTED:
+            say(f"{head}: built before ({point.build['fmax_mhz']} MHz), not rebuilt")
+        else:
+            report = _routed_report(folder, cfg, point.options, target_mhz or target.target_mhz)
+            if report is not None:
+                say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
+                _apply(point, {"report": report, "error": None}, say, head)
+            else:
+                run_builder = builder
+    timing = build_timing(cfg, point.options)
+    if timing != timing_for(cfg):  # a lean build's cycles are its own
+        key = f"{key}:{lean_build(point.options).label}"
+    wanted = point.status != "does not fit" and not (point.cycles is not None and point.cycles_key == key)
+    return PointJob(target.name, point.name, cfg.to_dict(), dict(point.options), str(folder), run_builder,
+                    target_mhz, timeout_s, tuple(layers) if wanted else None,
+                    None if records is None else str(records), key)
+
+
+def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run ``job`` (here, or on an executor's worker): its build's ``report`` (the flow's
+    ``report.json``, or None) and ``error`` (``(status, reason)`` or None), its ``cycles``
+    (or None) and ``cycles_error``, and, without ``say``, the progress ``lines``."""
+    lines: list[str] = []
+    tell = say or lines.append
+    result: dict[str, Any] = {"lines": lines, "report": None, "error": None, "cycles": None,
+                              "cycles_error": None, "cycles_key": job.cycles_key}
+    cfg = Config.from_dict(job.config)
+    if job.builder is not None:
+        folder = Path(job.folder)
+        tell(f"synthesis, place and route in {folder}")
         try:
-            kwargs: dict[str, Any] = {"lean": lean_build(point.options)}
-            if "counters" in point.options:
-                kwargs["counters"] = point.options["counters"]
-            builder(target.name, cfg, folder, preset_name=point.name, target_mhz=target_mhz,
-                    timeout_s=timeout_s, progress=lambda line: say(f"{head}: {line}"), **kwargs)
+            kwargs: dict[str, Any] = {"lean": lean_build(job.options)}
+            if "counters" in job.options:
+                kwargs["counters"] = job.options["counters"]
+            job.builder(job.board, cfg, folder, preset_name=job.name, target_mhz=job.target_mhz,
+                        timeout_s=job.timeout_s, progress=tell, **kwargs)
         except FitError as exc:
-            error = ("does not fit", f"synthesis: {exc}")
+            result["error"] = ("does not fit", f"synthesis: {exc}")
         except BitstreamError as exc:
-            error = ("build failed", str(exc))
+            result["error"] = ("build failed", str(exc))
         report_path = folder / REPORT_NAME
-        report = json.loads(report_path.read_text()) if report_path.exists() else None
+        result["report"] = json.loads(report_path.read_text()) if report_path.exists() else None
+        if result["error"] is not None and result["error"][0] == "does not fit":
+            return result
+    if job.layers is not None:
+        cycles = {}
+        for n, layer in enumerate(job.layers):
+            try:
+                cycles[layer] = _layer_cycles(cfg, layer, job.records, build_timing(cfg, job.options))
+            except (ValueError, RuntimeError) as exc:
+                result["cycles_error"] = f"cycles: {layer}: {str(exc).splitlines()[0]}"
+                tell(result["cycles_error"])
+                return result
+            tell(f"cycle model {n + 1}/{len(job.layers)} {layer}: {cycles[layer]:,} cycles")
+        result["cycles"] = cycles
+    return result
+
+
+def _apply(point: DsePoint, result: dict[str, Any], say: Callable[[str], None], head: str) -> None:
+    """Record a job's results in ``point``."""
+    report, error = result.get("report"), result.get("error")
     if report is not None and "fmax_mhz" in report:  # routed, even if too slow for the clock
         point.build = {k: report.get(k) for k in ("status", "fmax_mhz", "resources", "synthesis",
                                                    "times_s", "target_mhz", "timing_met")}
@@ -414,9 +506,13 @@ def _build(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builde
         say(f"{head}: Fmax {point.fmax_mhz:.1f} MHz, "
             + ", ".join(f"{v} {k}" for k, v in point.resources.items()))
     elif error is not None:
-        point.status, point.error = error
+        point.status, point.error = tuple(error)
         point.build = {"status": error[0]} if report is None else {"status": report.get("status")}
         say(f"{head}: {error[0]}: {error[1]}")
+    if result.get("cycles_error"):
+        point.cycles, point.cycles_key, point.error = None, None, result["cycles_error"]
+    elif result.get("cycles") is not None:
+        point.cycles, point.cycles_key = result["cycles"], result["cycles_key"]
 
 
 _ROUTED = ("ok", "too slow for the board clock")
@@ -436,23 +532,60 @@ def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mh
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 
-def _cycles(point: DsePoint, cfg: Config, layers: list[str], records: str | os.PathLike[str] | None,
-            key: str, say: Callable[[str], None], head: str, timing: Timing) -> None:
-    if timing != timing_for(cfg):  # a lean build's cycles are its own
-        key = f"{key}:{lean_build(point.options).label}"
-    if point.cycles is not None and point.cycles_key == key:
-        return
-    cycles = {}
-    for n, layer in enumerate(layers):
-        try:
-            cycles[layer] = _layer_cycles(cfg, layer, records, timing)
-        except (ValueError, RuntimeError) as exc:
-            point.cycles, point.cycles_key = None, None
-            point.error = f"cycles: {layer}: {str(exc).splitlines()[0]}"
-            say(f"{head}: {point.error}")
+#: What a future raises when the worker running its job was lost (the process died, the
+#: Dask scheduler gave the task up); such a job runs once more, in a fresh executor.
+_LOST = ("BrokenProcessPool", "KilledWorker", "CommClosedError", "CancelledError")
+
+
+def _run_parallel(jobs: list[PointJob], executor: str | Executor,
+                  record: Callable[[int, dict[str, Any], bool], None], say: Callable[[str], None]) -> None:
+    """Run the jobs with work left on ``executor``, recording each as it finishes; a job whose
+    worker is lost is retried once, then recorded as failed with the reason."""
+    todo = [i for i, job in enumerate(jobs) if job.builder is not None or job.layers is not None]
+    for i, job in enumerate(jobs):
+        if i not in todo:
+            record(i, {"lines": [], "cycles_key": job.cycles_key}, False)
+    start, finished = time.monotonic(), 0
+    for attempt in (1, 2):
+        if not todo:
             return
-        say(f"{head}: cycle model {n + 1}/{len(layers)} {layer}: {cycles[layer]:,} cycles")
-    point.cycles, point.cycles_key = cycles, key
+        lost: list[tuple[int, str]] = []
+        with open_executor(executor, timeout_s=DASK_TIMEOUT_S) as pool:
+            say(f"{len(todo)} job{'s' if len(todo) > 1 else ''} on {_label(executor)}"
+                + ("" if attempt == 1 else " (again: their worker was lost)"))
+            futures = {}
+            for i in todo:
+                try:
+                    futures[pool.submit(run_point_job, jobs[i])] = i
+                except Exception as exc:  # a pool broken by a lost worker refuses new jobs
+                    lost.append((i, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+            for future in as_completed(futures):
+                i = futures[future]
+                try:
+                    result = future.result()
+                except BaseException as exc:
+                    name = type(exc).__name__
+                    if name not in _LOST:
+                        raise
+                    lost.append((i, f"{name}: {exc}".splitlines()[0] if str(exc) else name))
+                    continue
+                finished += 1
+                record(i, result, True)
+                say(f"{finished} of {len(jobs)} done ({time.monotonic() - start:.0f} s)")
+        todo = sorted(i for i, _ in lost)
+        if attempt == 2:
+            for i, reason in sorted(lost):
+                record(i, {"lines": [], "report": None, "error": ("build failed", f"its worker was lost "
+                                                                   f"twice ({reason})"),
+                           "cycles_key": jobs[i].cycles_key}, False)
+
+
+def _prefixed(say: Callable[[str], None], head: str) -> Callable[[str], None]:
+    return lambda line: say(f"{head}: {line}")
+
+
+def _label(executor: str | Executor) -> str:
+    return executor if isinstance(executor, str) else type(executor).__name__
 
 
 def _finish(point: DsePoint) -> None:

@@ -2,13 +2,15 @@
 
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC [SPEC ...]] -o DIR
                 [--layers C2,C5] [--records LOG.jsonl] [--no-build] [--freq MHZ]
-                [--timeout S] [--quiet]
+                [--timeout S] [--executor serial|local:N|dask://HOST:PORT] [--quiet]
 
 A SPEC is a preset or a preset with changed keys: ``tiny``, ``tiny:LOG_BUS_WIDTH=6``,
 ``small:LOG_INP_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=13``, machine v2's drain unit
 ``small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4``.  Each configuration is estimated,
 built (synthesis, place and route) and run on the cycle model; the table, ``DIR/dse.json``
-and ``DIR/pareto.png`` follow.  Running it again on the same ``DIR`` resumes.
+and ``DIR/pareto.png`` follow.  Running it again on the same ``DIR`` resumes.  With
+``--executor local:N`` or ``dask://HOST:PORT`` the configurations' builds and cycles run
+on N worker processes or a Dask cluster's workers (the same table).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def add_dse_parser(sub: Any, boards: list[str]) -> None:
     p.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz (default: the board's)")
     p.add_argument("--timeout", type=float, default=3600.0,
                    help="seconds each tool may run per configuration (default 3600)")
+    p.add_argument("--executor", default="serial",
+                   help="where the configurations' builds and cycles run: serial (default), local:N "
+                   "(N processes) or dask://HOST:PORT (a Dask scheduler; pip install 'openvta[tune]'); "
+                   "a job whose worker is lost runs once more")
     p.add_argument("--quiet", action="store_true", help="print only the final table and errors")
 
 
@@ -57,7 +63,7 @@ def run_dse_command(args: argparse.Namespace) -> int:
     layers = [x.strip() for x in args.layers.split(",") if x.strip()] if args.layers else None
     points = run_dse(args.board, args.output, configs=args.configs, workload=args.workload,
                      layers=layers, records=args.records, build=not args.no_build,
-                     target_mhz=args.freq, timeout_s=args.timeout,
+                     target_mhz=args.freq, timeout_s=args.timeout, executor=args.executor,
                      progress=(lambda line: None) if args.quiet else None)
     print(format_table(points))
     plotted = any(p.latency_ms is not None for p in points)

@@ -9,6 +9,10 @@ and the cycle model are the real ones.
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError
 from openvta.hw.fpga.boards import FitError
 from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import preset, timing_for
+from openvta.tune.executors import ExecutorError
 
 LAYER = "C10"  # the cheapest ResNet-18 layer on the cycle model
 
@@ -303,3 +308,99 @@ def test_machine_v2s_drain_keys_are_dimensions_of_an_exploration(tmp_path: Path)
     assert got[0].total_cycles and got[1].total_cycles and got[1].total_cycles < got[0].total_cycles
     saved = json.loads((tmp_path / dse.DSE_FILE).read_text())
     assert saved["points"][1]["config"]["LOG_EPI_BUFF_SIZE"] == 12
+
+
+# -- the exploration on executors (issue [5/5]) ---------------------------------------------
+
+PARALLEL = {"tiny": (60.0, 9000, 20), "small": (40.0, 20000, 70), "default": (50.0, 1, 1),
+            "tiny:LOG_BUS_WIDTH=6": (20.0, 12000, 20)}
+
+
+class DyingBuilder(FakeBuilder):
+    """Kills its worker process on the configurations in ``dies`` (each time, or with
+    ``once``, the first time only: a file in ``marks`` remembers it across processes)."""
+
+    def __init__(self, figures: dict[str, Any], dies: set[str], marks: Path, once: bool) -> None:
+        super().__init__(figures)
+        self.dies, self.marks, self.once = dies, marks, once
+
+    def __call__(self, board_name: str, cfg: Any, out: Path, **kwargs: Any) -> dict[str, Any]:
+        name = kwargs["preset_name"]
+        mark = self.marks / name.replace(":", "_")
+        if name in self.dies and not (self.once and mark.exists()):
+            mark.touch()
+            os._exit(3)  # the worker process dies, as one killed by the system would
+        return super().__call__(board_name, cfg, out, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def serial_table(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("serial")
+    return [p.to_json() for p in dse.run_dse("ulx3s-85f", out, configs=list(PARALLEL), layers=[LAYER],
+                                             builder=FakeBuilder(PARALLEL), progress=lambda _: None)]
+
+
+@pytest.fixture(scope="module")
+def dask_address() -> Iterator[str]:
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is the tune extra")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        yield "dask://" + cluster.scheduler_address.removeprefix("tcp://")
+
+
+@pytest.mark.parametrize("where", ["local:2", "dask"])
+def test_an_exploration_on_workers_gives_the_serial_table(where: str, serial_table: list[dict[str, Any]],
+                                                          tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    executor = request.getfixturevalue("dask_address") if where == "dask" else where
+    lines: list[str] = []
+    got = dse.run_dse("ulx3s-85f", tmp_path, configs=list(PARALLEL), layers=[LAYER], builder=FakeBuilder(PARALLEL),
+                      progress=lines.append, executor=executor)
+    assert [p.to_json() for p in got] == serial_table
+    saved = json.loads((tmp_path / dse.DSE_FILE).read_text())["points"]
+    assert saved == serial_table
+    assert lines[1] == f"3 jobs on {executor}"  # default does not fit: no job
+    assert [line for line in lines if " of 4 done (" in line][-1].startswith("3 of 4 done (")
+    assert f"[2/4] small: cycle model 1/1 resnet18.{LAYER}: " in "\n".join(lines)
+    # and again: resumed from the folder, nothing left to run
+    again = dse.run_dse("ulx3s-85f", tmp_path, configs=list(PARALLEL), layers=[LAYER], builder=FakeBuilder({}),
+                        progress=lines.append, executor=executor)
+    assert [p.to_json() for p in again] == serial_table
+
+
+def test_a_job_whose_worker_is_lost_runs_once_more(tmp_path: Path, serial_table: list[dict[str, Any]]) -> None:
+    builder = DyingBuilder(PARALLEL, {"small"}, tmp_path, once=True)
+    lines: list[str] = []
+    got = dse.run_dse("ulx3s-85f", tmp_path / "out", configs=list(PARALLEL), layers=[LAYER], builder=builder,
+                      progress=lines.append, executor="local:2")
+    assert [p.to_json() for p in got] == serial_table
+    assert any(line.endswith("(again: their worker was lost)") for line in lines)
+
+
+def test_a_job_whose_worker_is_lost_twice_is_recorded_as_failed(tmp_path: Path) -> None:
+    builder = DyingBuilder(PARALLEL, {"small"}, tmp_path, once=False)
+    got = {p.name: p for p in dse.run_dse("ulx3s-85f", tmp_path / "out", configs=["tiny", "small"], layers=[LAYER],
+                                          builder=builder, progress=lambda _: None, executor="local:2")}
+    assert got["small"].status == "build failed" and got["small"].cycles is None
+    assert got["small"].error is not None and got["small"].error.startswith(
+        "its worker was lost twice (BrokenProcessPool: ")
+    assert got["tiny"].status in ("routed", "build failed")  # a pool that breaks takes the jobs it holds
+
+
+def test_an_unreachable_scheduler_is_one_line_within_30_s(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("distributed", reason="dask[distributed] is the tune extra")
+    start = time.monotonic()
+    code = main(["dse", "--board", "ulx3s-85f", "--configs", "tiny", "--layers", LAYER, "--no-build",
+                 "-o", str(tmp_path), "--executor", "dask://127.0.0.1:9", "--quiet"])
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and "\n" not in err
+    assert re.fullmatch(r"openvta: error: cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9: .+", err), err
+
+
+def test_a_malformed_executor_is_refused_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(ExecutorError, match=r"^executor local:N needs a positive number of workers, not '0'$"):
+        dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], executor="local:0")
+    with pytest.raises(ExecutorError, match=r"^executor must be 'serial', 'local\[:N\]', 'dask://host:port' or a "
+                                            r"concurrent\.futures\.Executor, not 'gpu'$"):
+        dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], executor="gpu")
+    assert not (tmp_path / dse.DSE_FILE).exists()

@@ -20,7 +20,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ExecutorError", "SerialExecutor", "open_executor"]
+__all__ = ["ExecutorError", "SerialExecutor", "check_executor", "open_executor"]
 
 #: Seconds to wait for a Dask scheduler before giving up on its address.
 DASK_TIMEOUT_S = 10
@@ -70,6 +70,19 @@ def _dask(address: str, timeout_s: float) -> Iterator[Executor]:
         client.close()
 
 
+def check_executor(executor: str | Executor) -> None:
+    """Refuse an executor that cannot be named, before any work (reaching one is checked
+    when it is opened): :class:`ExecutorError`, with the message of :func:`open_executor`."""
+    if isinstance(executor, Executor) or executor == "serial":
+        return
+    if not isinstance(executor, str):
+        raise ExecutorError(_EXPECTED + f", not {executor!r}")
+    if executor == "local" or executor.startswith("local:"):
+        _local_workers(executor)
+    elif not (executor.startswith("dask://") and len(executor) > len("dask://")):
+        raise ExecutorError(_EXPECTED + f", not {executor!r}")
+
+
 @contextmanager
 def open_executor(executor: str | Executor, *, timeout_s: float = DASK_TIMEOUT_S) -> Iterator[Executor]:
     """The executor ``executor`` names (or ``executor`` itself), shut down after use if opened here.
@@ -81,22 +94,18 @@ def open_executor(executor: str | Executor, *, timeout_s: float = DASK_TIMEOUT_S
         concurrent.futures.Executor, not 'gpu'"``; for a bad worker count; for a Dask
         address that does not answer within ``timeout_s`` or without Dask installed.
     """
+    check_executor(executor)
     if isinstance(executor, Executor):
         yield executor
-        return
-    if not isinstance(executor, str):
-        raise ExecutorError(_EXPECTED + f", not {executor!r}")
-    if executor == "serial":
+    elif executor == "serial":
         yield SerialExecutor()
-    elif executor == "local" or executor.startswith("local:"):
+    elif executor.startswith("local"):
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(_local_workers(executor), mp_context=context) as pool:
             yield pool
-    elif executor.startswith("dask://") and len(executor) > len("dask://"):
+    else:
         with _dask(executor, timeout_s) as pool:
             yield pool
-    else:
-        raise ExecutorError(_EXPECTED + f", not {executor!r}")
 
 
 _EXPECTED = "executor must be 'serial', 'local[:N]', 'dask://host:port' or a concurrent.futures.Executor"
