@@ -21,6 +21,15 @@ configurations were synthesized and routed against issue [5/5]'s six.
 
     .venv/bin/python benchmarks/fpga.py --dse dse/
 
+``--dse-speed OUT`` runs issue [5/5]'s named exploration on executors: the six ULX3S
+configurations of :data:`SPEED_CONFIGS` (lean builds, ResNet-18 C2–C11 on the cycle
+model) serially into ``OUT/serial``, then with ``--executor local:2`` (or
+``--dse-executor``) into ``OUT/parallel``, and prints both wall times, their ratio
+(target ≤ 60 %) and whether the two tables are the same (tools' run times aside).
+About 25 + 13 minutes on a 2-core machine; keep it otherwise idle.
+
+    .venv/bin/python benchmarks/fpga.py --dse-speed build/dse-speed [--dse-executor local:2]
+
 An ECP5-85F build of ``small`` takes about 7 minutes and 1.5 GB (the lean one above
 routes at 50.2 MHz with seed 2, 49.7 with seed 1; docs/FPGA_NOTES.md); pass
 ``--boards icebreaker`` for the quick half.
@@ -81,6 +90,43 @@ def dse_figures(folder: Path) -> None:
           f"best latency {min((p.latency_ms for p in routed if p.latency_ms), default=float('nan')):.1f} ms")
 
 
+#: The named 6-configuration ULX3S exploration of ``--dse-speed``: lean builds of 3-5 minutes each.
+SPEED_CONFIGS = (
+    "tiny:counters=none",
+    "tiny:LOG_BUS_WIDTH=6,counters=none",
+    "tiny:mul_cycles=2,counters=none",
+    "tiny:gemm_ii=2,alu_ii=4,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none",
+    "small:alu_ii=2,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none",
+    "tiny:LOG_UOP_BUFF_SIZE=10,LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11,counters=none",
+)
+
+
+def dse_speed(out: Path, executor: str) -> None:
+    """The named exploration serially, then on ``executor``: wall times and the tables."""
+    from openvta.dse import format_table, run_dse
+
+    def figures(points: list) -> list:
+        rows = []
+        for p in points:
+            data = p.to_json()
+            data["build"] = {k: v for k, v in (data["build"] or {}).items() if k != "times_s"}
+            rows.append(data)
+        return rows
+
+    walls, tables = {}, {}
+    for label, where in (("serial", "serial"), ("parallel", executor)):
+        start = time.monotonic()
+        points = run_dse("ulx3s-85f", out / label, configs=list(SPEED_CONFIGS), executor=where,
+                         progress=lambda line: print(f"  {line}", flush=True))
+        walls[label], tables[label] = time.monotonic() - start, points
+        print(f"{label} ({where}): {walls[label]:.0f} s\n{format_table(points)}", flush=True)
+    ratio = walls["parallel"] / walls["serial"]
+    same = figures(tables["parallel"]) == figures(tables["serial"])
+    print(f"openvta dse, 6 ULX3S configurations: serial {walls['serial']:.0f} s, {executor} "
+          f"{walls['parallel']:.0f} s = {100 * ratio:.0f} % of serial (target <= 60 % "
+          f"{'✔' if ratio <= 0.6 else '✘'}); same table: {same}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boards", default="icebreaker,ulx3s-85f")
@@ -89,9 +135,14 @@ def main() -> None:
     parser.add_argument("--json", help="also write every report here")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr's seed (default 1)")
     parser.add_argument("--dse", help="print the exploration in this folder (openvta dse -o DIR)")
+    parser.add_argument("--dse-speed", metavar="OUT", help="the named exploration serially and on an executor")
+    parser.add_argument("--dse-executor", default="local:2", help="the executor of --dse-speed (default local:2)")
     args = parser.parse_args()
     if args.dse:
         dse_figures(Path(args.dse))
+        return
+    if args.dse_speed:
+        dse_speed(Path(args.dse_speed), args.dse_executor)
         return
     rows, reports = [], {}
     for board in args.boards.split(","):

