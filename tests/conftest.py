@@ -1,8 +1,9 @@
-"""Shared fixtures: the named presets, and the test helpers on the import path."""
+"""Shared fixtures: the named presets, a Dask cluster, and the test helpers on the import path."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,12 @@ PRESET_NAMES = ("tiny", "small", "default")
 def cfg(request: pytest.FixtureRequest) -> Config:
     """Each named preset in turn."""
     return PRESETS[request.param]
+
+
+@pytest.fixture(scope="module")
+def dask_address() -> Iterator[str]:
+    """A Dask LocalCluster of two single-threaded worker processes, as ``dask://host:port``."""
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is the tune extra")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        yield "dask://" + cluster.scheduler_address.removeprefix("tcp://")

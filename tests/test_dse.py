@@ -13,7 +13,6 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -339,14 +338,6 @@ def serial_table(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any
     out = tmp_path_factory.mktemp("serial")
     return [p.to_json() for p in dse.run_dse("ulx3s-85f", out, configs=list(PARALLEL), layers=[LAYER],
                                              builder=FakeBuilder(PARALLEL), progress=lambda _: None)]
-
-
-@pytest.fixture(scope="module")
-def dask_address() -> Iterator[str]:
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] is the tune extra")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        yield "dask://" + cluster.scheduler_address.removeprefix("tcp://")
 
 
 @pytest.mark.parametrize("where", ["local:2", "dask"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -17,14 +16,6 @@ RUN = {"trials": 12, "tuner": "xgb", "batch_size": 4, "seed": 5}
 @pytest.fixture(scope="module")
 def serial() -> list[tune.Record]:
     return tune.tune(SPACE, executor="serial", **RUN).records  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def dask_address() -> Iterator[str]:
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] is the tune extra")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        yield "dask://" + cluster.scheduler_address.removeprefix("tcp://")
 
 
 def test_local_processes_write_the_serial_records(serial: list[tune.Record]) -> None:
