@@ -545,7 +545,7 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
     for i, job in enumerate(jobs):
         if i not in todo:
             record(i, {"lines": [], "cycles_key": job.cycles_key}, False)
-    start, finished = time.monotonic(), 0
+    start, finished, total = time.monotonic(), 0, len(todo)
     for attempt in (1, 2):
         if not todo:
             return
@@ -571,7 +571,7 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                     continue
                 finished += 1
                 record(i, result, True)
-                say(f"{finished} of {len(jobs)} done ({time.monotonic() - start:.0f} s)")
+                say(f"{finished} of {total} jobs done ({time.monotonic() - start:.0f} s)")
         todo = sorted(i for i, _ in lost)
         if attempt == 2:
             for i, reason in sorted(lost):
