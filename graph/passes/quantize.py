@@ -274,33 +274,52 @@ def _wide_add(b: Builder, node: Node) -> bool:
     return True
 
 
+def _softmax_reads(b: Builder, value: str) -> bool:
+    """Only Softmaxes read ``value``, directly or through more masks added to it."""
+    readers = b.source.consumers().get(value, [])
+    return value not in b.source.outputs and bool(readers) and all(
+        r.op is Op.SOFTMAX or (r.op is Op.ADD and _softmax_reads(b, r.outputs[0])) for r in readers)
+
+
 def _masked_scores(b: Builder, node: Node) -> bool:
-    """An Add only Softmaxes read, of int8 scores and a mask (a constant, or a value made in
-    float, as an attention mask of -3.4e38 from an index input): the int32 sum in the scores'
-    scale, the mask saturated at ±2**30 (``Quantize`` with ``bits=32``).  The integer
-    Softmax's table of an int32 input runs until its entries round to 0, so a masked
-    position weighs 0, as in float, and the scores keep their int8 step, which one int8
-    or 16-bit scale spanning both the mask and the scores would lose."""
+    """An Add only Softmaxes read (directly or through more masks), of int8 scores — or
+    scores already masked — and a mask (a constant, or a value made in float, as an
+    attention mask of -3.4e38 from an index input): the int32 sum in the scores' scale, the
+    mask saturated at ±2**30 (``Quantize`` with ``bits=32``), and the sum too where another
+    mask is added to it.  The integer Softmax's table of an int32 input runs until its
+    entries round to 0, so a masked position weighs 0, as in float, and the scores keep
+    their int8 step, which one int8 or 16-bit scale spanning both the mask and the scores
+    would lose."""
     out = node.outputs[0]
-    readers = b.source.consumers().get(out, [])
-    if out in b.source.outputs or not readers or any(r.op is not Op.SOFTMAX for r in readers):
+    if not _softmax_reads(b, out):
         return False
-    scores = [v for v in node.inputs if v in b.int8]
+    scores = [v for v in node.inputs if v in b.int8 or v in b.scores]
     if len(scores) != 1 or any(v in b.wide for v in node.inputs):
         return False
     x = scores[0]
     mask = node.inputs[1 - node.inputs.index(x)]
-    scale = b.scale(x)
+    if x in b.scores:
+        widened = b.scores[x]
+        quant = b.types[widened].quant
+        if quant is None:
+            return False
+        scale = quant.scale[0]
+    else:
+        scale = b.scale(x)
+        widened = b.requantize(f"{node.name}.in{node.inputs.index(x)}", x, b.as_int8(x), np.array([1.0]),
+                               INT8_LIMIT, DType.INT32, scale)
     if mask in b.source.constants:
         q = np.clip(np.rint(b.source.constants[mask].astype(np.float64) / scale), *SATURATED_RANGE)
         mask_q = b.constant(f"{mask}.q32", q.astype(np.int32), QuantParams((scale,)))
     else:
         mask_q = b.emit(f"{mask}.quantize32", Op.QUANTIZE, (b.as_real(mask),), b.name(f"{mask}.q32"),
                         {"scale": scale, "bits": 32}, QuantParams((scale,)))
-    widened = b.requantize(f"{node.name}.in{node.inputs.index(x)}", x, b.as_int8(x), np.array([1.0]), INT8_LIMIT,
-                           DType.INT32, scale)
     operands = (widened, mask_q) if node.inputs[0] == x else (mask_q, widened)
-    b.scores[out] = b.emit(node.name, Op.ADD, operands, b.name(f"{out}.sum"), {}, QuantParams((scale,)))
+    total = b.emit(node.name, Op.ADD, operands, b.name(f"{out}.sum"), {}, QuantParams((scale,)))
+    if any(r.op is Op.ADD for r in b.source.consumers().get(out, [])):  # another mask comes
+        total = b.emit(f"{node.name}.saturate", Op.CLIP, (total,), b.name(f"{out}.sat"),
+                       {"min": SATURATED_RANGE[0], "max": SATURATED_RANGE[1]}, QuantParams((scale,)))
+    b.scores[out] = total
     return True
 
 

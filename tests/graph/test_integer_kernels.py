@@ -204,3 +204,30 @@ def test_a_causal_mask_constant_reaches_the_integer_softmax() -> None:
     expected = model.float_reference(x)["y"]
     assert np.abs(reference - expected).max() < 0.03
     np.testing.assert_array_equal(model.run(x, backend="functional")["y"], reference)
+
+
+def test_a_causal_and_a_padding_mask_one_after_the_other() -> None:
+    """Scores + a causal constant of -3.4e38 + a padding mask given as a float input (0 or
+    -inf): the first sum saturated at ±2**30 before the second, both int32, the integer
+    Softmax; every masked position exactly 0, equal on the functional back end."""
+    import openvta
+
+    rng = np.random.default_rng(5)
+    causal = np.triu(np.full((8, 8), np.finfo(np.float32).min, np.float32), 1)
+    g = build([node("scores", Op.MATMUL, ("x", "w"), "s"), node("causal_mask", Op.ADD, ("s", "causal"), "c"),
+               node("pad_mask", Op.ADD, ("pad", "c"), "m"), node("soft", Op.SOFTMAX, ("m",), "y", axis=-1)],
+              {"x": (8, 16), "pad": (1, 8)}, ("y",),
+              {"w": (rng.standard_normal((16, 8)) / 4).astype(np.float32), "causal": causal})
+    pad = np.zeros((1, 8), np.float32)
+    pad[0, 6:] = -np.inf
+    feeds = [{"x": rng.standard_normal((8, 16)).astype(np.float32), "pad": pad} for _ in range(2)]
+    model = openvta.compile_model(g, feeds, config="default")
+    clip, = (n for n in model.graph.nodes if n.op is Op.CLIP)
+    assert clip.attrs["min"] == -(2**30) and model.graph.types[clip.outputs[0]].dtype is DType.INT32
+    softmax, = (n for n in model.graph.nodes if n.op is Op.SOFTMAX)
+    assert model.graph.types[softmax.inputs[0]].dtype is DType.INT32
+    reference = model.reference(feeds[0])["y"]
+    masked = (causal < 0) | np.isinf(pad)
+    assert (reference[masked] == 0).all() and (reference[~masked] > 0).any()
+    assert np.abs(reference - model.float_reference(feeds[0])["y"]).max() < 0.03
+    np.testing.assert_array_equal(model.run(feeds[0], backend="functional")["y"], reference)
