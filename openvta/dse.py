@@ -449,7 +449,7 @@ def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder
     if timing != timing_for(cfg):  # a lean build's cycles are its own
         key = f"{key}:{lean_build(point.options).label}"
     wanted = point.status != "does not fit" and not (point.cycles is not None and point.cycles_key == key)
-    return PointJob(target.name, point.name, cfg.to_dict(), dict(point.options), str(folder), run_builder,
+    return PointJob(target.name, point.name, cfg.to_dict(), dict(point.options), str(folder.absolute()), run_builder,
                     target_mhz, timeout_s, tuple(layers) if wanted else None,
                     None if records is None else str(records), key)
 
