@@ -53,7 +53,7 @@ from .counters import (
 from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit,
                     dram_type, module_of, modules_of)
-from .report import InsnTiming, Roofline, RunReport, UnitTiming, unit_timing
+from .report import InsnTiming, LinkTiming, Roofline, RunReport, UnitTiming, unit_timing
 from .timing import TIMING_PRESETS, Timing, drain_fill_cycles, timing_for
 from .instructions import (
     AluInsn,
@@ -83,7 +83,7 @@ __all__ = [
     "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for", "HW_COUNTERS",
     "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS",
     "CounterSet", "counter_set", "UNIT_COUNTERS", "UnitCounters", "Unit", "UnitTiming", "InsnTiming",
-    "RunReport", "Roofline", "unit_timing",
+    "RunReport", "Roofline", "unit_timing", "LinkTiming",
     "words_from_bytes", "words_to_bytes",
     "INT8_LIMIT", "INT8_MAX", "INT8_MIN", "INT8_RANGE", "INT32_LIMIT", "INT32_MAX", "INT32_MIN",
     "MAX_SHR_AMOUNT", "MIN_SHR_AMOUNT", "SHR_AMOUNT_WIDTH", "alu_lanes", "requantize_int32", "round_shift",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from .counters import UNIT_COUNTERS, Counter
 from .enums import Unit
 
-__all__ = ["InsnTiming", "Roofline", "RunReport", "UnitTiming", "unit_timing"]
+__all__ = ["InsnTiming", "LinkTiming", "Roofline", "RunReport", "UnitTiming", "unit_timing"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,66 @@ class InsnTiming:
     unit: Unit
     start_cycle: int
     end_cycle: int
+
+
+#: Bits a byte takes on a UART line (8N1: a start bit, 8 data bits, a stop bit).
+UART_BITS_PER_BYTE = 10
+
+
+@dataclass(frozen=True)
+class LinkTiming:
+    """A board run's host link, apart from its compute: the bytes on the wire each way
+    (requests and replies) per phase, the time they take at the line rate (8N1), and the
+    wall-clock seconds each phase took.
+
+    Members
+    -------
+    baud :
+        the line rate.
+    upload_bytes, upload_s :
+        writing the DRAM image (instructions, micro-ops, weights, inputs).
+    control_bytes, control_s :
+        START and the STATUS polls until FINISH (with the cycle counter read at each poll
+        where the image has it): the compute, seen from the host.
+    readback_bytes, readback_s :
+        reading the counters and the DRAM image back.
+
+    Examples
+    --------
+    >>> link = LinkTiming(115200, 11520, 1.2, 2304, 0.5, 11520, 1.3)
+    >>> link.wire_s(link.upload_bytes), link.transfer_s
+    (1.0, 2.5)
+    """
+
+    baud: int
+    upload_bytes: int
+    upload_s: float
+    control_bytes: int
+    control_s: float
+    readback_bytes: int
+    readback_s: float
+
+    def wire_s(self, count: int) -> float:
+        """Seconds ``count`` bytes take on the line at :attr:`baud`."""
+        return count * UART_BITS_PER_BYTE / self.baud
+
+    @property
+    def transfer_s(self) -> float:
+        """Wall-clock seconds of moving the image both ways (the upload and the read-back)."""
+        return self.upload_s + self.readback_s
+
+    def format(self, cycles: int | None = None) -> str:
+        """The transfer apart from the compute, as lines."""
+        def phase(name: str, count: int, seconds: float) -> str:
+            return (f"  {name:<10} {count:>10,} bytes  {self.wire_s(count):>9.3f} s on the wire  "
+                    f"{seconds:>9.3f} s measured")
+        compute = "" if cycles is None else f" ({cycles:,} cycles counted by the board)"
+        return "\n".join([
+            f"host link at {self.baud} baud (8N1): transfer {self.transfer_s:.3f} s, compute {self.control_s:.3f} s"
+            + compute,
+            phase("upload", self.upload_bytes, self.upload_s),
+            phase("compute", self.control_bytes, self.control_s),
+            phase("read-back", self.readback_bytes, self.readback_s)])
 
 
 def unit_timing(counters: Mapping[str, int]) -> dict[Unit, UnitTiming]:
@@ -91,6 +151,9 @@ class RunReport:
     timeline :
         every executed instruction's unit and cycles, where the back end times each one
         (the cycle model); None otherwise.
+    link :
+        a board's host link: what moving the image took, apart from the compute
+        (:class:`LinkTiming`); None on the other back ends.
 
     Examples
     --------
@@ -103,12 +166,13 @@ class RunReport:
     counters: dict[str, int] = field(default_factory=dict)
     units: dict[Unit, UnitTiming] = field(default_factory=dict)
     timeline: tuple[InsnTiming, ...] | None = None
+    link: LinkTiming | None = None
 
     @classmethod
-    def measured(cls, backend: str, counters: Mapping[str, int]) -> RunReport:
+    def measured(cls, backend: str, counters: Mapping[str, int], link: LinkTiming | None = None) -> RunReport:
         """The report of a back end that measures counters only: units from the counters."""
         figures = {str(k): int(v) for k, v in counters.items()}
-        return cls(backend=backend, counters=figures, units=unit_timing(figures))
+        return cls(backend=backend, counters=figures, units=unit_timing(figures), link=link)
 
     @property
     def measured_cycles(self) -> int | None:
@@ -116,8 +180,8 @@ class RunReport:
         return self.counters.get(Counter.CYCLES.value)
 
     def format(self) -> str:
-        """Each unit's timing as a table (``-`` for a figure not measured); empty when the
-        back end measured no time.
+        """Each unit's timing as a table (``-`` for a figure not measured), after a board's
+        host link (:meth:`LinkTiming.format`); empty when the back end measured neither.
 
         Examples
         --------
@@ -125,9 +189,10 @@ class RunReport:
         unit          busy     token    memory     queue
         load             4         -         -         -
         """
+        lines = [] if self.link is None else [self.link.format(self.measured_cycles)]
         if not self.units:
-            return ""
-        lines = [f"{'unit':<8} {'busy':>9} {'token':>9} {'memory':>9} {'queue':>9}"]
+            return "\n".join(lines)
+        lines.append(f"{'unit':<8} {'busy':>9} {'token':>9} {'memory':>9} {'queue':>9}")
         for unit, t in self.units.items():
             cells = [t.busy_cycles, t.wait_token_cycles, t.wait_memory_cycles, t.wait_queue_cycles]
             lines.append(f"{unit.value:<8} " + " ".join(f"{'-' if c is None else c:>9}" for c in cells))

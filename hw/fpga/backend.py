@@ -9,11 +9,12 @@ board through a serial port (pyserial), or through any object with ``read(n)`` a
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
-from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter, RunReport
+from openvta.isa import COUNTER_BASE, HW_COUNTERS, Counter, LinkTiming, RunReport
 from openvta.isa.counters import COUNTER_WIDTH, REG_COUNTERS, REG_WIDTH, CounterSet
 from openvta.runtime.program import Program, Progress, Result
 
@@ -68,6 +69,10 @@ class BoardBackend:
         at each STATUS poll (the cycle counter is then read with it: two more frames
         per poll; not with an image built without the cycle counter).
 
+    The result's report holds the host link's figures apart from the compute
+    (:class:`~openvta.isa.LinkTiming`: the bytes on the wire and the time of the upload,
+    of START to FINISH, and of the read-back; ``openvta run --backend board`` prints them).
+
     The result's ``counters`` are those the image has (``REG_COUNTERS``, read once per
     backend): every counter of ``HW_COUNTERS``, only ``cycles``, or none; a counter the
     image lacks is absent from the dict, never 0.
@@ -103,6 +108,8 @@ class BoardBackend:
         self._name = port if isinstance(port, str) else None
         self._port = None if isinstance(port, str) else port
         self._counter_set: CounterSet | None = None
+        #: bytes written to and read from the port so far (requests and replies)
+        self.wire_bytes = 0
 
     @property
     def port(self) -> Any:
@@ -155,12 +162,14 @@ class BoardBackend:
         if callable(flush):
             flush()  # stale bytes of an earlier, abandoned reply
         port.write(frame)
+        self.wire_bytes += len(frame)
         head = self._read(2, what)
         rest = payload_bytes + 1 if head[0] == REPLY_SYNC and head[1] == Status.OK else 1
         return decode_reply(head + self._read(rest, what), payload_bytes)
 
     def _read(self, count: int, what: str) -> bytes:
         data = bytes(self.port.read(count))
+        self.wire_bytes += len(data)
         if len(data) < count:
             raise BoardError(f"{what}: no reply from the board (got {len(data)} of {count} "
                              f"bytes before the timeout); is the SoC bitstream loaded and "
@@ -245,7 +254,9 @@ class BoardBackend:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
         image = program.dram.tobytes()
+        marks = [(self.wire_bytes, time.perf_counter())]
         self.write_memory(0, image)
+        marks.append((self.wire_bytes, time.perf_counter()))
         try:
             self.request(Command.START, program.insn_addr,
                          payload=int(program.insn_count).to_bytes(4, "little"))
@@ -265,7 +276,14 @@ class BoardBackend:
             raise BoardError(f"the board did not finish after {self.max_polls} STATUS polls; "
                              f"last status {status:#04x} (done={status & _DONE}, "
                              f"busy={(status & _BUSY) >> 1})")
+        marks.append((self.wire_bytes, time.perf_counter()))
         counters = self.read_counters()
         dram = np.frombuffer(self.read_memory(0, len(image)), dtype=np.uint8).copy()
+        marks.append((self.wire_bytes, time.perf_counter()))
+        (upload, upload_s), (control, control_s), (readback, readback_s) = [
+            (b - a, t - s) for (a, s), (b, t) in zip(marks, marks[1:])]
+        baud = getattr(self.port, "baudrate", None)  # an open port's own rate (pyserial's), else ours
+        baud = baud if isinstance(baud, int) and not isinstance(baud, bool) and baud > 0 else self.baud
+        link = LinkTiming(baud, upload, upload_s, control, control_s, readback, readback_s)
         # the counters the image implements, as read: no cycle-model figure stands in for one
-        return Result(dram=dram, counters=counters, report=RunReport.measured("board", counters))
+        return Result(dram=dram, counters=counters, report=RunReport.measured("board", counters, link))

@@ -465,3 +465,42 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spe
     symbol = program.symbols["out"]
     out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
     assert out.shape == (1, 16, 8, 8) and np.any(out)
+
+
+def test_the_host_link_is_reported_apart_from_the_compute() -> None:
+    """The upload's bytes on the wire are its frames and their replies, exactly; the three
+    phases add up to everything that crossed the port; the report prints them."""
+
+    class CountingBoard(ModelBoard):
+        baudrate = 57600  # an open port's own rate (pyserial's attribute)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.traffic = 0
+
+        def write(self, frame: bytes) -> int:
+            self.traffic += len(frame)
+            return super().write(frame)
+
+        def read(self, count: int) -> bytes:
+            data = super().read(count)
+            self.traffic += len(data)
+            return data
+
+    program = gemm_program()
+    board = CountingBoard()
+    result = BoardBackend(board).run(program)
+    link = result.report.link
+    assert link is not None and link.baud == 57600
+    image = program.dram.tobytes()
+    ok = len(bp.encode_reply(Status.OK))
+    assert link.upload_bytes == sum(len(bp.encode_request(Command.WRITE_MEM, at, None, image[at:at + 256])) + ok
+                                    for at in range(0, len(image), 256))
+    assert link.upload_bytes + link.control_bytes + link.readback_bytes == board.traffic
+    assert link.readback_bytes > len(image) and link.control_bytes > 0
+    assert link.wire_s(link.upload_bytes) == link.upload_bytes * 10 / 57600
+    assert min(link.upload_s, link.control_s, link.readback_s) >= 0
+    text = result.report.format()
+    assert text.startswith("host link at 57600 baud (8N1): transfer ")
+    assert f"({result.counters['cycles']:,} cycles counted by the board)" in text.splitlines()[0]
+    assert [line.split()[0] for line in text.splitlines()[1:4]] == ["upload", "compute", "read-back"]
