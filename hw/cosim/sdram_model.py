@@ -1,0 +1,361 @@
+"""A model of an SDR SDRAM part for simulation: its storage, and its datasheet's timing
+rules checked on every command, a violation stopping the simulation with its name.
+
+The part modelled is the ULX3S's from revision 3.1: Alliance Memory **AS4C32M16SB-7**
+(64 MiB: 4 banks × 8192 rows × 1024 columns × 16 bits), with the minimums of its
+datasheet's A.C. table (Table 16, speed grade -7), in nanoseconds: tRC 63, tRFC 63,
+tRCD 21, tRP 21, tRRD 14, tMRD 14, tRAS 42 (at most 120 µs), tWR 14; tCK at least 10 ns
+with CAS latency 2 and 7 ns with 3; 8192 refreshes every 64 ms (tREFI 7.8 µs).  A
+timing in clocks is the datasheet's note 1: the time over the clock period, rounded up.
+
+The pins are those of a controller's PHY (LiteDRAM's ``GENSDRPHY`` pads): ``cs_n``,
+``ras_n``, ``cas_n``, ``we_n``, ``ba``, ``a``, ``dm`` and the data bus split into
+``dq_o``/``dq_oe`` (driven by the controller) and ``dq_i`` (driven by the part), all
+sampled on the rising clock edge (the ``sync`` domain).  A command on the pins during a
+cycle is the part's command of that cycle:
+
+- **Commands**: ACTIVE, READ and WRITE (with auto precharge on ``a[10]``), PRECHARGE (one
+  bank, or all with ``a[10]``), AUTO REFRESH, LOAD MODE REGISTER (CAS latency 2 or 3;
+  burst length 1, 2, 4 or 8, sequential), BURST TERMINATE, NOP and deselect.
+- **Data**: a WRITE's data is on ``dq_o`` in its own cycle and the burst's next ones,
+  bytes masked by ``dm``; a READ's beat ``k`` is on ``dq_i`` in the cycle CAS latency +
+  ``k`` cycles after the READ's.  A READ or WRITE ends the burst before it.
+- **Checked** (each an ``Assert`` whose message names the rule, the bank and the
+  cycles: pysim raises ``AssertionError``, a Verilator build with ``--assert`` stops):
+  tRCD, tRP, tRAS (minimum and maximum), tRC, tRRD, tWR, tRFC, tMRD; a command to a bank
+  in the wrong state (READ or WRITE with no open row, ACTIVE to an open bank, REFRESH or
+  LOAD MODE with a bank open, any command to a bank in its auto precharge); ACTIVE,
+  READ or WRITE before the mode register is loaded; a mode the part has not (CAS
+  latency 2 above 100 MHz); and **refresh**: from the mode register's load on, one
+  AUTO REFRESH per tREFI on average, at most 8 of them postponed (the JEDEC allowance)
+  — the ninth interval that passes without its REFRESH is a violation.
+- **Not modelled**: the power-up wait and initialization order beyond the mode
+  register, self refresh and power down (``cke`` must stay high), interleaved bursts,
+  full-page bursts, write-burst mode, and the data bus's turnaround.
+
+``rows`` makes the storage smaller than the part's for quick simulations: a row at or
+past it is itself a violation (``row … beyond the … rows simulated``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.hdl import Assert, Format, Value
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramModel", "MAX_POSTPONED_REFRESHES"]
+
+#: Refreshes that may be postponed before a missed one is a violation.
+MAX_POSTPONED_REFRESHES = 8
+
+
+@dataclass(frozen=True)
+class SdramTiming:
+    """A part's timings in clock cycles at one clock (each the minimum number of cycles
+    from one command to the next that it constrains; ``t_ras_max`` and ``t_refi`` the
+    maxima)."""
+
+    t_rcd: int
+    t_rp: int
+    t_ras: int
+    t_ras_max: int
+    t_rc: int
+    t_rrd: int
+    t_wr: int
+    t_rfc: int
+    t_mrd: int
+    t_refi: int
+    min_cas_latency: int
+
+
+@dataclass(frozen=True)
+class SdramPart:
+    """An SDR SDRAM part: its geometry and its datasheet's A.C. minimums in nanoseconds."""
+
+    name: str
+    banks: int
+    rows: int
+    columns: int
+    dq_bits: int
+    t_rcd_ns: float
+    t_rp_ns: float
+    t_ras_ns: float
+    t_ras_max_ns: float
+    t_rc_ns: float
+    t_rrd_ns: float
+    t_wr_ns: float
+    t_rfc_ns: float
+    t_mrd_ns: float
+    t_refi_ns: float
+    #: the shortest clock period with CAS latency 2 and with 3
+    t_ck_cl2_ns: float
+    t_ck_cl3_ns: float
+
+    @property
+    def words(self) -> int:
+        return self.banks * self.rows * self.columns
+
+    def timing(self, clock_mhz: float) -> SdramTiming:
+        """The timings in cycles at ``clock_mhz`` (the datasheet's rounding up).
+
+        Raises
+        ------
+        ValueError
+            for a clock faster than the part (its tCK with CAS latency 3).
+
+        Examples
+        --------
+        >>> AS4C32M16SB_7.timing(50.0).t_rcd, AS4C32M16SB_7.timing(50.0).t_refi
+        (2, 390)
+        """
+        if not isinstance(clock_mhz, (int, float)) or isinstance(clock_mhz, bool) or not clock_mhz > 0:
+            raise ValueError(f"the clock must be a positive number of MHz, not {clock_mhz!r}")
+        period = 1000.0 / clock_mhz
+        if period < self.t_ck_cl3_ns:
+            raise ValueError(f"{self.name} runs at most at {1000.0 / self.t_ck_cl3_ns:.1f} MHz, not {clock_mhz:g}")
+
+        def up(ns: float) -> int:
+            return max(1, math.ceil(ns / period - 1e-9))
+
+        return SdramTiming(up(self.t_rcd_ns), up(self.t_rp_ns), up(self.t_ras_ns), int(self.t_ras_max_ns // period),
+                           up(self.t_rc_ns), up(self.t_rrd_ns), up(self.t_wr_ns), up(self.t_rfc_ns),
+                           up(self.t_mrd_ns), int(self.t_refi_ns // period),
+                           2 if period >= self.t_ck_cl2_ns else 3)
+
+
+#: Alliance Memory AS4C32M16SB-7 (the ULX3S from revision 3.1), datasheet Table 16.
+AS4C32M16SB_7 = SdramPart("AS4C32M16SB-7", banks=4, rows=8192, columns=1024, dq_bits=16,
+                          t_rcd_ns=21, t_rp_ns=21, t_ras_ns=42, t_ras_max_ns=120_000, t_rc_ns=63, t_rrd_ns=14,
+                          t_wr_ns=14, t_rfc_ns=63, t_mrd_ns=14, t_refi_ns=64e6 / 8192,
+                          t_ck_cl2_ns=10, t_ck_cl3_ns=7)
+
+PARTS = {AS4C32M16SB_7.name: AS4C32M16SB_7}
+
+# the command of a cycle: (ras_n, cas_n, we_n) with cs_n low
+_ACTIVE, _READ, _WRITE, _PRECHARGE = 0b011, 0b101, 0b100, 0b010
+_REFRESH, _MODE, _TERMINATE = 0b001, 0b000, 0b110
+_BURSTS = (1, 2, 4, 8)
+
+
+class SdramModel(wiring.Component):
+    """The part on its pins (module docstring).
+
+    Parameters
+    ----------
+    part :
+        the part (:data:`AS4C32M16SB_7`).
+    clock_mhz :
+        the clock the controller runs it at.
+    rows :
+        rows of storage simulated per bank (the part's by default).
+    """
+
+    def __init__(self, part: SdramPart = AS4C32M16SB_7, clock_mhz: float = 50.0, rows: int | None = None) -> None:
+        rows = part.rows if rows is None else rows
+        if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= part.rows:
+            raise ValueError(f"rows must be an integer from 1 to {part.rows}, not {rows!r}")
+        self.part, self.clock_mhz, self.rows = part, clock_mhz, rows
+        self.timing = part.timing(clock_mhz)
+        row_bits, col_bits = (part.rows - 1).bit_length(), (part.columns - 1).bit_length()
+        self.address_bits = max(row_bits, col_bits + 1, 11)
+        super().__init__({
+            "cke": In(1, init=1), "cs_n": In(1, init=1), "ras_n": In(1, init=1), "cas_n": In(1, init=1),
+            "we_n": In(1, init=1), "ba": In((part.banks - 1).bit_length()), "a": In(self.address_bits),
+            "dm": In(part.dq_bits // 8), "dq_o": In(part.dq_bits), "dq_oe": In(1), "dq_i": Out(part.dq_bits),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        part, t = self.part, self.timing
+        banks, cols = part.banks, part.columns
+        col_bits = (cols - 1).bit_length()
+        limit = max(t.t_ras_max, t.t_refi, t.t_rc, 64) + 1  # counters saturate past every rule
+
+        cycle = Signal(48)
+        m.d.sync += cycle.eq(cycle + 1)
+
+        def since(name: str) -> Signal:
+            """Cycles since an event (saturating; large at reset: no event yet)."""
+            s = Signal(range(limit + 1), name=name, init=limit)
+            m.d.sync += s.eq(Mux(s == limit, limit, s + 1))
+            return s
+
+        storage = Memory(shape=part.dq_bits, depth=banks * self.rows * cols, init=[])
+        m.submodules.storage = storage
+        rd = storage.read_port()
+        wr = storage.write_port(granularity=8)
+
+        active = [Signal(name=f"active{b}") for b in range(banks)]
+        open_row = [Signal(range(part.rows), name=f"row{b}") for b in range(banks)]
+        act = [since(f"since_act{b}") for b in range(banks)]
+        pre = [since(f"since_pre{b}") for b in range(banks)]
+        wrote = [since(f"since_write{b}") for b in range(banks)]
+        auto = [Signal(range(t.t_wr + 16), name=f"auto_pre{b}") for b in range(banks)]  # cycles to its precharge
+        act_any, refreshed, moded = since("since_act_any"), since("since_refresh"), since("since_mode")
+        mode_set = Signal()
+        cas_latency = Signal(range(4), init=3)
+        burst = Signal(range(9), init=1)
+        debt = Signal(range(-64, 64))
+        interval = Signal(range(t.t_refi + 1))
+
+        command = Signal(3)
+        m.d.comb += command.eq(Cat(self.we_n, self.cas_n, self.ras_n))
+        selected = ~self.cs_n
+        bank, a = self.ba, self.a
+        auto_flag = a[10]
+        stamp = Format("at cycle {}", cycle)
+
+        def check(condition: object, text: str, *args: object) -> None:
+            m.d.sync += Assert(condition, Format(f"SDRAM {part.name}: {text} ", *args) + stamp)
+
+        with m.If(mode_set):
+            with m.If(interval == t.t_refi - 1):
+                m.d.sync += [interval.eq(0), debt.eq(debt + 1)]
+            with m.Else():
+                m.d.sync += interval.eq(interval + 1)
+        check(debt <= MAX_POSTPONED_REFRESHES,
+              f"refresh: {MAX_POSTPONED_REFRESHES + 1} intervals of tREFI ({t.t_refi} cycles) passed without "
+              "their AUTO REFRESH (the rows lose their data)")
+        check(self.cke, "cke low: power down and self refresh are not modelled")
+
+        # bursts in flight: the column of the next beat, beats left, read or write
+        beat_col = Signal(col_bits)
+        beat_base = Signal(range(banks * self.rows * cols))
+        beats_left = Signal(range(9))
+        writing = Signal()
+        burst_mask = Signal(col_bits)  # the wrap of a sequential burst inside its block
+
+        def address(b: int, row: int | Value, col: int | Value) -> int | Value:
+            return (b * self.rows + row) * cols + col
+
+        # read data: the synchronous read port's data, delayed to the CAS latency
+        rd_valid = Signal()
+        delay = [Signal(part.dq_bits, name=f"read_delay{k}") for k in range(2)]
+        valid = [Signal(name=f"read_valid{k}") for k in range(2)]
+        m.d.sync += [delay[0].eq(rd.data), valid[0].eq(rd_valid), delay[1].eq(delay[0]), valid[1].eq(valid[0])]
+        m.d.comb += self.dq_i.eq(Mux(cas_latency == 2, Mux(valid[0], delay[0], 0), Mux(valid[1], delay[1], 0)))
+        m.d.sync += rd_valid.eq(0)
+
+        for b in range(banks):
+            with m.If((auto[b] == 1) & (act[b] >= t.t_ras)):  # the auto precharge, no sooner than tRAS allows
+                m.d.sync += [active[b].eq(0), pre[b].eq(1), auto[b].eq(0)]
+            with m.Elif(auto[b] > 1):
+                m.d.sync += auto[b].eq(auto[b] - 1)
+            with m.If(active[b]):
+                check(act[b] < t.t_ras_max, f"tRAS: bank {b} open for {{}} cycles, past tRAS max "
+                      f"({t.t_ras_max} cycles)", act[b])
+
+        # the burst in flight, beat after beat
+        masked = self.dm == (1 << len(self.dm)) - 1
+        with m.If(beats_left > 0):
+            m.d.comb += [rd.addr.eq(beat_base + beat_col)]
+            with m.If(writing):
+                check(self.dq_oe | masked, "write data with the data bus not driven")
+                m.d.comb += [wr.addr.eq(beat_base + beat_col), wr.data.eq(self.dq_o),
+                             wr.en.eq(Mux(self.dq_oe, ~self.dm, 0))]
+            with m.Else():
+                m.d.comb += rd.en.eq(1)
+                m.d.sync += rd_valid.eq(1)
+            m.d.sync += [beats_left.eq(beats_left - 1),
+                         beat_col.eq((beat_col & ~burst_mask) | ((beat_col + 1) & burst_mask))]
+
+        def for_bank(body: Callable[[int], None]) -> None:
+            for b in range(banks):
+                with m.If(bank == b):
+                    body(b)
+
+        with m.If(selected & (command != 0b111)):
+            check(moded >= t.t_mrd, f"tMRD: a command {{}} cycles after LOAD MODE REGISTER (needs {t.t_mrd})",
+                  moded)
+            for b in range(banks):
+                with m.If(((command == _ACTIVE) | (command == _READ) | (command == _WRITE)
+                           | ((command == _PRECHARGE) & ~auto_flag)) & (bank == b)):
+                    check(auto[b] == 0, "bank {} is in its auto precharge", b)
+
+        with m.If(selected):
+            with m.Switch(command):
+                with m.Case(_ACTIVE):
+                    check(mode_set, "ACTIVE before the mode register is loaded")
+                    check(a < self.rows, f"row {{}} beyond the {self.rows} rows simulated", a)
+                    check(refreshed >= t.t_rfc, f"tRFC: ACTIVE {{}} cycles after AUTO REFRESH (needs {t.t_rfc})",
+                          refreshed)
+                    check(act_any >= t.t_rrd, f"tRRD: ACTIVE {{}} cycles after an ACTIVE (needs {t.t_rrd})", act_any)
+
+                    def activate(b: int) -> None:
+                        check(~active[b], "ACTIVE to bank {} whose row {} is open", b, open_row[b])
+                        check(pre[b] >= t.t_rp, f"tRP: ACTIVE to bank {{}} {{}} cycles after its PRECHARGE "
+                              f"(needs {t.t_rp})", b, pre[b])
+                        check(act[b] >= t.t_rc, f"tRC: ACTIVE to bank {{}} {{}} cycles after its last ACTIVE "
+                              f"(needs {t.t_rc})", b, act[b])
+                        m.d.sync += [active[b].eq(1), open_row[b].eq(a), act[b].eq(1)]
+                    for_bank(activate)
+                    m.d.sync += act_any.eq(1)
+                with m.Case(_READ, _WRITE):
+                    check(mode_set, "READ or WRITE before the mode register is loaded")
+                    is_write = command == _WRITE
+
+                    def access(b: int) -> None:
+                        check(active[b], "READ or WRITE to bank {} with no open row", b)
+                        check(act[b] >= t.t_rcd, f"tRCD: READ or WRITE to bank {{}} {{}} cycles after its ACTIVE "
+                              f"(needs {t.t_rcd})", b, act[b])
+                        base = address(b, open_row[b], 0)
+                        col = a[:col_bits]
+                        m.d.comb += [rd.addr.eq(base + col)]
+                        with m.If(is_write):
+                            check(self.dq_oe | masked, "write data with the data bus not driven")
+                            m.d.comb += [wr.addr.eq(base + col), wr.data.eq(self.dq_o),
+                                         wr.en.eq(Mux(self.dq_oe, ~self.dm, 0))]
+                            m.d.sync += wrote[b].eq(Mux(burst == 1, 1, 0))
+                        with m.Else():
+                            m.d.comb += rd.en.eq(1)
+                            m.d.sync += rd_valid.eq(1)
+                        m.d.sync += [beat_base.eq(base), writing.eq(is_write), beats_left.eq(burst - 1),
+                                     beat_col.eq((col & ~burst_mask) | ((col + 1) & burst_mask))]
+                        with m.If(auto_flag):  # the precharge a PRECHARGE would start the soonest
+                            # without cutting the burst: read, BL cycles on; write, tWR after its last data
+                            m.d.sync += auto[b].eq(Mux(is_write, burst - 1 + t.t_wr, burst))
+                    for_bank(access)
+                with m.Case(_PRECHARGE):
+                    for b in range(banks):
+                        with m.If((auto_flag | (bank == b)) & active[b]):
+                            check(act[b] >= t.t_ras, f"tRAS: PRECHARGE of bank {{}} {{}} cycles after its ACTIVE "
+                                  f"(needs {t.t_ras})", b, act[b])
+                            check(wrote[b] >= t.t_wr, f"tWR: PRECHARGE of bank {{}} {{}} cycles after its last "
+                                  f"write data (needs {t.t_wr})", b, wrote[b])
+                            m.d.sync += [active[b].eq(0), pre[b].eq(1)]
+                with m.Case(_REFRESH):
+                    for b in range(banks):
+                        check(~active[b], f"AUTO REFRESH with bank {b} open")
+                        check(pre[b] >= t.t_rp, f"tRP: AUTO REFRESH {{}} cycles after bank {b}'s PRECHARGE "
+                              f"(needs {t.t_rp})", pre[b])
+                    check(refreshed >= t.t_rfc, f"tRFC: AUTO REFRESH {{}} cycles after the last (needs {t.t_rfc})",
+                          refreshed)
+                    m.d.sync += [refreshed.eq(1), debt.eq(Mux(debt > -MAX_POSTPONED_REFRESHES, debt - 1, debt))]
+                    with m.If(mode_set & (interval == t.t_refi - 1)):  # (and this interval's own)
+                        m.d.sync += debt.eq(debt)
+                with m.Case(_MODE):
+                    for b in range(banks):
+                        check(~active[b], f"LOAD MODE REGISTER with bank {b} open")
+                    latency, length = a[4:7], a[0:3]
+                    check((latency == 2) | (latency == 3), "CAS latency {} (the part has 2 and 3)", latency)
+                    check(latency >= t.min_cas_latency, f"CAS latency {{}} at {self.clock_mhz:g} MHz (needs "
+                          f"{t.min_cas_latency} above {1000.0 / part.t_ck_cl2_ns:.0f} MHz)", latency)
+                    check(length <= 3, "burst length code {} (modelled: 1, 2, 4 or 8)", length)
+                    check(~a[3], "an interleaved burst (not modelled)")
+                    check(~a[9], "single-write bursts (not modelled)")
+                    m.d.sync += [mode_set.eq(1), moded.eq(1), cas_latency.eq(latency),
+                                 burst.eq(1 << length[:2]), burst_mask.eq((1 << length[:2]) - 1)]
+                with m.Case(_TERMINATE):
+                    m.d.sync += beats_left.eq(0)
+        # the last beat of a write burst starts the write recovery
+        for b in range(banks):
+            with m.If((beats_left == 1) & writing & (beat_base >= address(b, 0, 0))
+                      & (beat_base < address(b + 1, 0, 0)) & ~(selected & ((command == _READ) | (command == _WRITE)))):
+                m.d.sync += wrote[b].eq(1)
+        return m
