@@ -74,7 +74,7 @@ class LinkTiming:
         writing the DRAM image (instructions, micro-ops, weights, inputs).
     control_bytes, control_s :
         START and the STATUS polls until FINISH (with the cycle counter read at each poll
-        where the image has it): the compute, seen from the host.
+        where the image has it and a progress hook shows it): the compute, seen from the host.
     readback_bytes, readback_s :
         reading the counters and the DRAM image back.
 

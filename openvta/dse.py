@@ -42,7 +42,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -365,14 +365,6 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     for p in others:
         p.pareto = []  # a front is this run's
     t0 = time.monotonic()
-    jobs = []
-    for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
-        head = f"[{i + 1}/{len(points)}] {point.name}"
-        _estimate(point, cfg, target, say, head)
-        if not build and point.status == "pending":
-            point.status = "not built"
-        jobs.append(_plan(point, cfg, target, out, builder, build, target_mhz, timeout_s, chosen, records,
-                          cycles_key, say, head))
 
     def record(index: int, result: dict[str, Any], say_lines: bool) -> None:
         point = points[index]
@@ -385,11 +377,19 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         _mark_front(points)
         _save(path, target.name, workload, points + others)
 
-    if executor == "serial":
-        for i, job in enumerate(jobs):
-            head = f"[{i + 1}/{len(points)}] {points[i].name}"
+    jobs = []
+    for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
+        head = f"[{i + 1}/{len(points)}] {point.name}"
+        _estimate(point, cfg, target, say, head)
+        if not build and point.status == "pending":
+            point.status = "not built"
+        job = _plan(point, cfg, target, out, builder, build, target_mhz, timeout_s, chosen, records, cycles_key,
+                    say, head)
+        if executor == "serial":  # here, each configuration's lines as they come
             record(i, run_point_job(job, _prefixed(say, head)), False)
-    else:
+        else:
+            jobs.append(job)
+    if executor != "serial":
         _run_parallel(jobs, executor, record, say)
     if any(p.latency_ms is not None for p in points):
         try:
@@ -451,7 +451,7 @@ def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder
     wanted = point.status != "does not fit" and not (point.cycles is not None and point.cycles_key == key)
     return PointJob(target.name, point.name, cfg.to_dict(), dict(point.options), str(folder.absolute()), run_builder,
                     target_mhz, timeout_s, tuple(layers) if wanted else None,
-                    None if records is None else str(records), key)
+                    None if records is None else str(Path(records).absolute()), key)
 
 
 def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -532,52 +532,79 @@ def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mh
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 
-#: What a future raises when the worker running its job was lost (the process died, the
-#: Dask scheduler gave the task up); such a job runs once more, in a fresh executor.
-_LOST = ("BrokenProcessPool", "KilledWorker", "CommClosedError", "CancelledError")
+#: What a Dask future raises when the worker running its job was lost (the scheduler
+#: gave the task up); a local pool's is ``BrokenExecutor``.  Such a job runs once more.
+_LOST = ("KilledWorker", "CommClosedError")
 
 
 def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                   record: Callable[[int, dict[str, Any], bool], None], say: Callable[[str], None]) -> None:
-    """Run the jobs with work left on ``executor``, recording each as it finishes; a job whose
-    worker is lost is retried once, then recorded as failed with the reason."""
+    """Run the jobs with work left on ``executor``, recording each as it finishes.  A job
+    whose worker is lost runs once more, alone in a fresh executor (so that a job that
+    kills its worker cannot take others with it twice), then is recorded as failed with
+    the reason.  An interruption cancels the jobs not started."""
     todo = [i for i, job in enumerate(jobs) if job.builder is not None or job.layers is not None]
     for i, job in enumerate(jobs):
         if i not in todo:
             record(i, {"lines": [], "cycles_key": job.cycles_key}, False)
-    start, finished, total = time.monotonic(), 0, len(todo)
-    for attempt in (1, 2):
-        if not todo:
-            return
-        lost: list[tuple[int, str]] = []
-        with open_executor(executor, timeout_s=DASK_TIMEOUT_S) as pool:
-            say(f"{len(todo)} job{'s' if len(todo) > 1 else ''} on {_label(executor)}"
-                + ("" if attempt == 1 else " (again: their worker was lost)"))
-            futures = {}
+    if not todo:
+        return
+    start, finished = time.monotonic(), 0
+    lost: list[int] = []
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        nonlocal finished
+        finished += 1
+        record(i, result, True)
+        say(f"{finished} of {len(todo)} jobs done ({time.monotonic() - start:.0f} s)")
+
+    with open_executor(executor, timeout_s=DASK_TIMEOUT_S) as pool:
+        say(f"{len(todo)} job{'s' if len(todo) > 1 else ''} on {_label(executor)}")
+        futures: dict[Future[dict[str, Any]], int] = {}
+        try:
             for i in todo:
                 try:
                     futures[pool.submit(run_point_job, jobs[i])] = i
-                except Exception as exc:  # a pool broken by a lost worker refuses new jobs
-                    lost.append((i, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+                except BrokenExecutor:  # a pool broken by a lost worker refuses new jobs
+                    lost.append(i)
             for future in as_completed(futures):
                 i = futures[future]
                 try:
                     result = future.result()
                 except BaseException as exc:
-                    name = type(exc).__name__
-                    if name not in _LOST:
+                    if not _lost(exc):
                         raise
-                    lost.append((i, f"{name}: {exc}".splitlines()[0] if str(exc) else name))
+                    lost.append(i)
                     continue
-                finished += 1
-                record(i, result, True)
-                say(f"{finished} of {total} jobs done ({time.monotonic() - start:.0f} s)")
-        todo = sorted(i for i, _ in lost)
-        if attempt == 2:
-            for i, reason in sorted(lost):
-                record(i, {"lines": [], "report": None, "error": ("build failed", f"its worker was lost "
-                                                                   f"twice ({reason})"),
-                           "cycles_key": jobs[i].cycles_key}, False)
+                done(i, result)
+        except BaseException:
+            for future in futures:  # (a local pool's shutdown then waits for the running ones only)
+                future.cancel()
+            raise
+    for i in sorted(lost):
+        say(f"{jobs[i].name}: its worker was lost; running it again")
+        with open_executor(executor, timeout_s=DASK_TIMEOUT_S) as pool:
+            try:
+                result = pool.submit(run_point_job, jobs[i]).result()
+            except BaseException as exc:
+                if not _lost(exc):
+                    raise
+                detail = str(exc).splitlines()[0] if str(exc) else ""
+                reason = f"its worker was lost twice ({type(exc).__name__}: {detail})"
+                failed: dict[str, Any] = {"lines": [], "cycles_key": jobs[i].cycles_key}
+                if jobs[i].builder is not None:  # (said by the record)
+                    failed["error"] = ("build failed", reason)
+                else:  # only its cycles were left to count: its build stays as it was
+                    failed["cycles_error"] = f"cycles: {reason}"
+                    failed["lines"] = [failed["cycles_error"]]
+                record(i, failed, True)
+                continue
+        done(i, result)
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the worker running a job was lost (not that the job failed)."""
+    return isinstance(exc, BrokenExecutor) or type(exc).__name__ in _LOST
 
 
 def _prefixed(say: Callable[[str], None], head: str) -> Callable[[str], None]:

@@ -70,7 +70,10 @@ def _observed(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
         low, high = float(value.min()), float(value.max())
         if not math.isfinite(low) or not math.isfinite(high):  # a mask of -inf: its finite values
             value = value[np.isfinite(value)]
-            low, high = (float(value.min()), float(value.max())) if value.size else (0.0, 0.0)
+            if not value.size:  # nothing finite in this sample: no range from it
+                ranges.setdefault(name, (0.0, 0.0))
+                return
+            low, high = float(value.min()), float(value.max())
         old = ranges.get(name, (low, high))
         ranges[name] = (min(old[0], low), max(old[1], high))
         square, count = sums.get(name, (0.0, 0))
@@ -79,7 +82,7 @@ def _observed(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]]
 
     for feed in feeds:
         execute(graph, feed, observe)
-    return ranges, {name: square / count for name, (square, count) in sums.items()}
+    return ranges, {name: square / count for name, (square, count) in sums.items() if count}
 
 
 def _positive_only(users: list[Node]) -> float | None:

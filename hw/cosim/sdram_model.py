@@ -19,7 +19,7 @@ cycle is the part's command of that cycle:
   burst length 1, 2, 4 or 8, sequential), BURST TERMINATE, NOP and deselect.
 - **Data**: a WRITE's data is on ``dq_o`` in its own cycle and the burst's next ones,
   bytes masked by ``dm``; a READ's beat ``k`` is on ``dq_i`` in the cycle CAS latency +
-  ``k`` cycles after the READ's.  A READ or WRITE ends the burst before it.
+  ``k`` cycles after the READ's.
 - **Checked** (each an ``Assert`` whose message names the rule, the bank and the
   cycles: pysim raises ``AssertionError``, a Verilator build with ``--assert`` stops):
   tRCD, tRP, tRAS (minimum and maximum), tRC, tRRD, tWR, tRFC, tMRD; a command to a bank
@@ -31,7 +31,9 @@ cycle is the part's command of that cycle:
   — the ninth interval that passes without its REFRESH is a violation.
 - **Not modelled**: the power-up wait and initialization order beyond the mode
   register, self refresh and power down (``cke`` must stay high), interleaved bursts,
-  full-page bursts, write-burst mode, and the data bus's turnaround.
+  full-page bursts, write-burst mode, the data bus's turnaround, and the CL − 1 beats a
+  read burst cut by a PRECHARGE or BURST TERMINATE still gives (they end at once).
+  A READ, WRITE, BURST TERMINATE or PRECHARGE of its bank ends the burst in flight.
 
 ``rows`` makes the storage smaller than the part's for quick simulations: a row at or
 past it is itself a violation (``row … beyond the … rows simulated``).
@@ -228,6 +230,7 @@ class SdramModel(wiring.Component):
         beat_col = Signal(col_bits)
         beat_base = Signal(range(banks * self.rows * cols))
         beats_left = Signal(range(9))
+        beat_bank = Signal(range(banks))
         writing = Signal()
         burst_mask = Signal(col_bits)  # the wrap of a sequential burst inside its block
 
@@ -248,17 +251,25 @@ class SdramModel(wiring.Component):
             with m.Elif(auto[b] > 1):
                 m.d.sync += auto[b].eq(auto[b] - 1)
             with m.If(active[b]):
-                check(act[b] < t.t_ras_max, f"tRAS: bank {b} open for {{}} cycles, past tRAS max "
+                check(act[b] <= t.t_ras_max, f"tRAS: bank {b} open for {{}} cycles, past tRAS max "
                       f"({t.t_ras_max} cycles)", act[b])
 
-        # the burst in flight, beat after beat
+        # the burst in flight, beat after beat, unless a READ, WRITE, PRECHARGE or BURST
+        # TERMINATE on the pins ends it
         masked = self.dm == (1 << len(self.dm)) - 1
-        with m.If(beats_left > 0):
+        ends = selected & ((command == _READ) | (command == _WRITE) | (command == _TERMINATE)
+                           | ((command == _PRECHARGE) & (auto_flag | (bank == beat_bank))))
+        with m.If((beats_left > 0) & ends):
+            m.d.sync += beats_left.eq(0)
+        with m.Elif(beats_left > 0):
             m.d.comb += [rd.addr.eq(beat_base + beat_col)]
             with m.If(writing):
                 check(self.dq_oe | masked, "write data with the data bus not driven")
                 m.d.comb += [wr.addr.eq(beat_base + beat_col), wr.data.eq(self.dq_o),
                              wr.en.eq(Mux(self.dq_oe, ~self.dm, 0))]
+                for b in range(banks):  # write recovery counts from the last data in
+                    with m.If(beat_bank == b):
+                        m.d.sync += wrote[b].eq(1)
             with m.Else():
                 m.d.comb += rd.en.eq(1)
                 m.d.sync += rd_valid.eq(1)
@@ -311,11 +322,12 @@ class SdramModel(wiring.Component):
                             check(self.dq_oe | masked, "write data with the data bus not driven")
                             m.d.comb += [wr.addr.eq(base + col), wr.data.eq(self.dq_o),
                                          wr.en.eq(Mux(self.dq_oe, ~self.dm, 0))]
-                            m.d.sync += wrote[b].eq(Mux(burst == 1, 1, 0))
+                            m.d.sync += [wrote[b].eq(1), rd_valid.eq(0)]
                         with m.Else():
                             m.d.comb += rd.en.eq(1)
                             m.d.sync += rd_valid.eq(1)
-                        m.d.sync += [beat_base.eq(base), writing.eq(is_write), beats_left.eq(burst - 1),
+                        m.d.sync += [beat_base.eq(base), beat_bank.eq(b), writing.eq(is_write),
+                                     beats_left.eq(burst - 1),
                                      beat_col.eq((col & ~burst_mask) | ((col + 1) & burst_mask))]
                         with m.If(auto_flag):  # the precharge a PRECHARGE would start the soonest
                             # without cutting the burst: read, BL cycles on; write, tWR after its last data
@@ -336,9 +348,12 @@ class SdramModel(wiring.Component):
                               f"(needs {t.t_rp})", pre[b])
                     check(refreshed >= t.t_rfc, f"tRFC: AUTO REFRESH {{}} cycles after the last (needs {t.t_rfc})",
                           refreshed)
-                    m.d.sync += [refreshed.eq(1), debt.eq(Mux(debt > -MAX_POSTPONED_REFRESHES, debt - 1, debt))]
-                    with m.If(mode_set & (interval == t.t_refi - 1)):  # (and this interval's own)
-                        m.d.sync += debt.eq(debt)
+                    m.d.sync += refreshed.eq(1)
+                    with m.If(mode_set):  # (refreshes of the initialization earn no credit)
+                        with m.If(interval == t.t_refi - 1):  # (and this interval's own)
+                            m.d.sync += debt.eq(debt)
+                        with m.Elif(debt > -MAX_POSTPONED_REFRESHES):
+                            m.d.sync += debt.eq(debt - 1)
                 with m.Case(_MODE):
                     for b in range(banks):
                         check(~active[b], f"LOAD MODE REGISTER with bank {b} open")
@@ -349,13 +364,8 @@ class SdramModel(wiring.Component):
                     check(length <= 3, "burst length code {} (modelled: 1, 2, 4 or 8)", length)
                     check(~a[3], "an interleaved burst (not modelled)")
                     check(~a[9], "single-write bursts (not modelled)")
+                    with m.If(~mode_set):  # the refresh intervals count from here
+                        m.d.sync += [debt.eq(0), interval.eq(0)]
                     m.d.sync += [mode_set.eq(1), moded.eq(1), cas_latency.eq(latency),
                                  burst.eq(1 << length[:2]), burst_mask.eq((1 << length[:2]) - 1)]
-                with m.Case(_TERMINATE):
-                    m.d.sync += beats_left.eq(0)
-        # the last beat of a write burst starts the write recovery
-        for b in range(banks):
-            with m.If((beats_left == 1) & writing & (beat_base >= address(b, 0, 0))
-                      & (beat_base < address(b + 1, 0, 0)) & ~(selected & ((command == _READ) | (command == _WRITE)))):
-                m.d.sync += wrote[b].eq(1)
         return m

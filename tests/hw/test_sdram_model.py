@@ -174,3 +174,37 @@ def test_a_legal_stream_keeps_every_value(accesses: list, cas_latency: int) -> N
     seen = run(commands)
     assert {c: v for c, v in seen.items() if c in expected} == expected
     assert set(seen) <= set(expected) | {c for c in seen if c not in expected and seen[c] == 0}
+
+
+def test_a_command_ends_the_burst_in_flight() -> None:
+    """A READ cuts a write burst (the bus released: no complaint, nothing more written), a
+    WRITE cuts a read burst (no beat of it after the WRITE), and write recovery counts
+    from the last data taken, not from the end the burst would have had."""
+    cut_write = [mode(2, 4), NOP, ("ACTIVE", 0, 1), NOP, ("WRITE", 0, 0, 0xA), ("NOP", 0, 0, 0xB),
+                 ("READ", 0, 2), NOP, NOP, NOP, NOP, ("READ", 0, 0)]
+    # columns 2 and 3 were never written (0 on the bus, not recorded)
+    assert run(cut_write) == {10: 0xA, 11: 0xB, 13: 0xA, 14: 0xB}
+    masked = ("NOP", 0, 0, None, 0b11)
+    cut_read = [mode(2, 4), NOP, ("ACTIVE", 0, 1), NOP, ("WRITE", 0, 0, 0xA), ("NOP", 0, 0, 0xB), ("NOP", 0, 0, 0xC),
+                ("NOP", 0, 0, 0xD), ("READ", 0, 0), ("WRITE", 0, 3, 0xE), masked, masked, masked, NOP,
+                ("READ", 0, 2)]
+    assert run(cut_read) == {10: 0xA, 16: 0xC, 17: 0xE, 18: 0xA, 19: 0xB}
+    part = dataclasses.replace(AS4C32M16SB_7, name="slow-writes", t_wr_ns=40)  # tWR 2 cycles at 50 MHz
+    recovery = [mode(2, 2), NOP, ("ACTIVE", 0, 1), ("ACTIVE", 1, 1), NOP, ("WRITE", 0, 0, 1), ("WRITE", 1, 0, 2),
+                ("PRECHARGE", 0, 0, 3)]
+    run(recovery, part)  # bank 0's only data at cycle 5, its PRECHARGE tWR later: legal
+
+
+def test_tras_max_is_legal_up_to_its_last_cycle() -> None:
+    part = dataclasses.replace(AS4C32M16SB_7, name="short-rows", t_ras_max_ns=1000)  # 50 cycles at 50 MHz
+    run([mode(), NOP, ("ACTIVE", 0, 1), *[NOP] * 49, ("PRECHARGE", 0, 0)], part)
+    with pytest.raises(AssertionError, match=r"tRAS: bank 0 open for 51 cycles, past tRAS max \(50 cycles\) "
+                                             r"at cycle 53"):
+        run([mode(), NOP, ("ACTIVE", 0, 1), *[NOP] * 50, ("PRECHARGE", 0, 0)], part)
+
+
+def test_refreshes_of_the_initialization_earn_no_credit() -> None:
+    t = AS4C32M16SB_7.timing(CLOCK)
+    init = [("REFRESH",), *[NOP] * t.t_rfc, ("REFRESH",), *[NOP] * t.t_rfc, mode()]
+    with pytest.raises(AssertionError, match=r"refresh: 9 intervals"):
+        run([*init, *[NOP] * ((MAX_POSTPONED_REFRESHES + 1) * t.t_refi + 2)])
