@@ -102,12 +102,22 @@ def same_on_both(program: Program) -> None:
     assert native.counters == cocotb.counters
 
 
+_MAKES = ("alu", "load", "gemm1", "gemm2")
+
+
+def _pairs() -> list[object]:
+    """tiny with every program; the narrow store with the two that store the most (its
+    loads and one-pass GEMM, about 75 s on the cocotb path) and ``small`` (its two builds,
+    about 80 s; it runs on the RTL in test_rtl and test_soc too) with OPENVTA_FULL_RTL=1,
+    outside make test's 20 minutes."""
+    narrow = _MAKES if FULL_RTL else ("alu", "gemm2")
+    cases = [(preset("tiny"), m) for m in _MAKES] + [(NARROW_STORE, m) for m in narrow]
+    cases += [(preset("small"), m) for m in _MAKES] * FULL_RTL
+    return [pytest.param(cfg, m, id=f"{m}-{cfg.name if cfg.name != 'custom' else describe(cfg)}") for cfg, m in cases]
+
+
 @pytest.mark.rtl
-# tiny and a narrow store; ``small`` (its two builds, about 80 s; it runs on the RTL in test_rtl and
-# test_soc too) with OPENVTA_FULL_RTL=1, outside make test's 20 minutes
-@pytest.mark.parametrize("cfg", [preset("tiny"), NARROW_STORE] + [preset("small")] * FULL_RTL,
-                         ids=lambda cfg: cfg.name if cfg.name != "custom" else describe(cfg))
-@pytest.mark.parametrize("make", ["alu", "load", "gemm1", "gemm2"])
+@pytest.mark.parametrize("cfg, make", _pairs())
 def test_native_and_cocotb_drams_give_the_same_result_and_counters(cfg: Config, make: str) -> None:
     program = {"alu": lambda: _alu_program(cfg), "load": lambda: _load_program(cfg),
                "gemm1": lambda: _gemm_program(cfg, 1), "gemm2": lambda: _gemm_program(cfg, 2)}[make]()
