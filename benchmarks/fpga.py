@@ -105,14 +105,6 @@ def dse_speed(out: Path, executor: str) -> None:
     """The named exploration serially, then on ``executor``: wall times and the tables."""
     from openvta.dse import format_table, run_dse
 
-    def figures(points: list) -> list:
-        rows = []
-        for p in points:
-            data = p.to_json()
-            data["build"] = {k: v for k, v in (data["build"] or {}).items() if k != "times_s"}
-            rows.append(data)
-        return rows
-
     walls, tables = {}, {}
     for label, where in (("serial", "serial"), ("parallel", executor)):
         start = time.monotonic()
@@ -121,7 +113,7 @@ def dse_speed(out: Path, executor: str) -> None:
         walls[label], tables[label] = time.monotonic() - start, points
         print(f"{label} ({where}): {walls[label]:.0f} s\n{format_table(points)}", flush=True)
     ratio = walls["parallel"] / walls["serial"]
-    same = figures(tables["parallel"]) == figures(tables["serial"])
+    same = [p.figures() for p in tables["parallel"]] == [p.figures() for p in tables["serial"]]
     print(f"openvta dse, 6 ULX3S configurations: serial {walls['serial']:.0f} s, {executor} "
           f"{walls['parallel']:.0f} s = {100 * ratio:.0f} % of serial (target <= 60 % "
           f"{'✔' if ratio <= 0.6 else '✘'}); same table: {same}")

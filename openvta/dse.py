@@ -58,7 +58,8 @@ from openvta.isa.counters import CounterSet
 from openvta.tune.executors import DASK_TIMEOUT_S, check_executor, open_executor
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
-           "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front", "run_dse", "plot_pareto"]
+           "JobResult", "PointJob", "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front",
+           "run_dse", "run_point_job", "plot_pareto"]
 
 DSE_FILE = "dse.json"
 PLOT_FILE = "pareto.png"
@@ -227,6 +228,13 @@ class DsePoint:
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def figures(self) -> dict[str, Any]:
+        """:meth:`to_json` without the tools' run times, which differ between any two runs
+        (to compare two explorations of the same configurations)."""
+        data = self.to_json()
+        data["build"] = None if self.build is None else {k: v for k, v in self.build.items() if k != "times_s"}
+        return data
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DsePoint:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
@@ -366,12 +374,11 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         p.pareto = []  # a front is this run's
     t0 = time.monotonic()
 
-    def record(index: int, result: dict[str, Any], say_lines: bool) -> None:
+    def record(index: int, result: JobResult) -> None:
         point = points[index]
         head = f"[{index + 1}/{len(points)}] {point.name}"
-        if say_lines:  # (a job run elsewhere: its lines when it is done)
-            for line in result["lines"]:
-                say(f"{head}: {line}")
+        for line in result.lines:  # (a job run elsewhere: its lines when it is done)
+            say(f"{head}: {line}")
         _apply(point, result, say, head)
         _finish(point)
         _mark_front(points)
@@ -386,7 +393,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         job = _plan(point, cfg, target, out, builder, build, target_mhz, timeout_s, chosen, records, cycles_key,
                     say, head)
         if executor == "serial":  # here, each configuration's lines as they come
-            record(i, run_point_job(job, _prefixed(say, head)), False)
+            record(i, run_point_job(job, _prefixed(say, head)))
         else:
             jobs.append(job)
     if executor != "serial":
@@ -442,7 +449,7 @@ def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder
             report = _routed_report(folder, cfg, point.options, target_mhz or target.target_mhz)
             if report is not None:
                 say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
-                _apply(point, {"report": report, "error": None}, say, head)
+                _apply(point, JobResult(key, report=report), say, head)
             else:
                 run_builder = builder
     timing = build_timing(cfg, point.options)
@@ -454,14 +461,29 @@ def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder
                     None if records is None else str(Path(records).absolute()), key)
 
 
-def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run ``job`` (here, or on an executor's worker): its build's ``report`` (the flow's
-    ``report.json``, or None) and ``error`` (``(status, reason)`` or None), its ``cycles``
-    (or None) and ``cycles_error``, and, without ``say``, the progress ``lines``."""
-    lines: list[str] = []
-    tell = say or lines.append
-    result: dict[str, Any] = {"lines": lines, "report": None, "error": None, "cycles": None,
-                              "cycles_error": None, "cycles_key": job.cycles_key}
+@dataclass
+class JobResult:
+    """What a :class:`PointJob` found, as plain values an executor can send back."""
+
+    #: the cycles' key (:attr:`DsePoint.cycles_key`) they were counted under
+    cycles_key: str
+    #: the build's ``report.json`` (None: no build, or none written)
+    report: dict[str, Any] | None = None
+    #: why the build stopped: ``(status, reason)``, status ``does not fit`` or ``build failed``
+    error: tuple[str, str] | None = None
+    #: cycles per layer (None: not counted)
+    cycles: dict[str, int] | None = None
+    #: why the cycles were not counted
+    cycles_error: str | None = None
+    #: the progress lines of a job run elsewhere
+    lines: list[str] = field(default_factory=list)
+
+
+def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> JobResult:
+    """Run ``job`` (here, or on an executor's worker); without ``say`` its progress lines
+    are kept in the result."""
+    result = JobResult(job.cycles_key)
+    tell = say or result.lines.append
     cfg = Config.from_dict(job.config)
     if job.builder is not None:
         folder = Path(job.folder)
@@ -473,12 +495,12 @@ def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> di
             job.builder(job.board, cfg, folder, preset_name=job.name, target_mhz=job.target_mhz,
                         timeout_s=job.timeout_s, progress=tell, **kwargs)
         except FitError as exc:
-            result["error"] = ("does not fit", f"synthesis: {exc}")
+            result.error = ("does not fit", f"synthesis: {exc}")
         except BitstreamError as exc:
-            result["error"] = ("build failed", str(exc))
+            result.error = ("build failed", str(exc))
         report_path = folder / REPORT_NAME
-        result["report"] = json.loads(report_path.read_text()) if report_path.exists() else None
-        if result["error"] is not None and result["error"][0] == "does not fit":
+        result.report = json.loads(report_path.read_text()) if report_path.exists() else None
+        if result.error is not None and result.error[0] == "does not fit":
             return result
     if job.layers is not None:
         cycles = {}
@@ -486,17 +508,17 @@ def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> di
             try:
                 cycles[layer] = _layer_cycles(cfg, layer, job.records, build_timing(cfg, job.options))
             except (ValueError, RuntimeError) as exc:
-                result["cycles_error"] = f"cycles: {layer}: {str(exc).splitlines()[0]}"
-                tell(result["cycles_error"])
+                result.cycles_error = f"cycles: {layer}: {str(exc).splitlines()[0]}"
+                tell(result.cycles_error)
                 return result
             tell(f"cycle model {n + 1}/{len(job.layers)} {layer}: {cycles[layer]:,} cycles")
-        result["cycles"] = cycles
+        result.cycles = cycles
     return result
 
 
-def _apply(point: DsePoint, result: dict[str, Any], say: Callable[[str], None], head: str) -> None:
+def _apply(point: DsePoint, result: JobResult, say: Callable[[str], None], head: str) -> None:
     """Record a job's results in ``point``."""
-    report, error = result.get("report"), result.get("error")
+    report, error = result.report, result.error
     if report is not None and "fmax_mhz" in report:  # routed, even if too slow for the clock
         point.build = {k: report.get(k) for k in ("status", "fmax_mhz", "resources", "synthesis",
                                                    "times_s", "target_mhz", "timing_met")}
@@ -506,13 +528,13 @@ def _apply(point: DsePoint, result: dict[str, Any], say: Callable[[str], None], 
         say(f"{head}: Fmax {point.fmax_mhz:.1f} MHz, "
             + ", ".join(f"{v} {k}" for k, v in point.resources.items()))
     elif error is not None:
-        point.status, point.error = tuple(error)
+        point.status, point.error = error
         point.build = {"status": error[0]} if report is None else {"status": report.get("status")}
         say(f"{head}: {error[0]}: {error[1]}")
-    if result.get("cycles_error"):
-        point.cycles, point.cycles_key, point.error = None, None, result["cycles_error"]
-    elif result.get("cycles") is not None:
-        point.cycles, point.cycles_key = result["cycles"], result["cycles_key"]
+    if result.cycles_error is not None:
+        point.cycles, point.cycles_key, point.error = None, None, result.cycles_error
+    elif result.cycles is not None:
+        point.cycles, point.cycles_key = result.cycles, result.cycles_key
 
 
 _ROUTED = ("ok", "too slow for the board clock")
@@ -538,7 +560,7 @@ _LOST = ("KilledWorker", "CommClosedError")
 
 
 def _run_parallel(jobs: list[PointJob], executor: str | Executor,
-                  record: Callable[[int, dict[str, Any], bool], None], say: Callable[[str], None]) -> None:
+                  record: Callable[[int, JobResult], None], say: Callable[[str], None]) -> None:
     """Run the jobs with work left on ``executor``, recording each as it finishes.  A job
     whose worker is lost runs once more, alone in a fresh executor (so that a job that
     kills its worker cannot take others with it twice), then is recorded as failed with
@@ -546,21 +568,21 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
     todo = [i for i, job in enumerate(jobs) if job.builder is not None or job.layers is not None]
     for i, job in enumerate(jobs):
         if i not in todo:
-            record(i, {"lines": [], "cycles_key": job.cycles_key}, False)
+            record(i, JobResult(job.cycles_key))
     if not todo:
         return
     start, finished = time.monotonic(), 0
     lost: list[int] = []
 
-    def done(i: int, result: dict[str, Any]) -> None:
+    def done(i: int, result: JobResult) -> None:
         nonlocal finished
         finished += 1
-        record(i, result, True)
+        record(i, result)
         say(f"{finished} of {len(todo)} jobs done ({time.monotonic() - start:.0f} s)")
 
     with open_executor(executor, timeout_s=DASK_TIMEOUT_S) as pool:
         say(f"{len(todo)} job{'s' if len(todo) > 1 else ''} on {_label(executor)}")
-        futures: dict[Future[dict[str, Any]], int] = {}
+        futures: dict[Future[JobResult], int] = {}
         try:
             for i in todo:
                 try:
@@ -591,13 +613,11 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                     raise
                 detail = str(exc).splitlines()[0] if str(exc) else ""
                 reason = f"its worker was lost twice ({type(exc).__name__}: {detail})"
-                failed: dict[str, Any] = {"lines": [], "cycles_key": jobs[i].cycles_key}
                 if jobs[i].builder is not None:  # (said by the record)
-                    failed["error"] = ("build failed", reason)
+                    record(i, JobResult(jobs[i].cycles_key, error=("build failed", reason)))
                 else:  # only its cycles were left to count: its build stays as it was
-                    failed["cycles_error"] = f"cycles: {reason}"
-                    failed["lines"] = [failed["cycles_error"]]
-                record(i, failed, True)
+                    record(i, JobResult(jobs[i].cycles_key, cycles_error=f"cycles: {reason}",
+                                        lines=[f"cycles: {reason}"]))
                 continue
         done(i, result)
 

@@ -431,13 +431,6 @@ LINK_TEST_CONFIGS = ["tiny:gemm_ii=2,LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LO
                      "tiny:gemm_ii=4,LOG_INP_BUFF_SIZE=9,LOG_WGT_BUFF_SIZE=11,LOG_ACC_BUFF_SIZE=11"]
 
 
-def _figures(point: dse.DsePoint) -> dict[str, Any]:
-    """A point without its tools' run times (which differ between any two runs)."""
-    data = point.to_json()
-    data["build"] = {k: v for k, v in (data["build"] or {}).items() if k != "times_s"}
-    return data
-
-
 @pytest.mark.xdist_group("yowasp")
 @pytest.mark.slow
 def test_two_link_test_images_through_a_dask_cluster_give_the_serial_table(tmp_path: Path, dask_address: str) -> None:
@@ -452,6 +445,6 @@ def test_two_link_test_images_through_a_dask_cluster_give_the_serial_table(tmp_p
     spread = run(tmp_path / "dask", executor=dask_address)
     assert [p.status for p in serial] == ["routed", "routed"] and all(p.fmax_mhz for p in serial)
     assert dse.format_table(spread) == dse.format_table(serial)
-    assert [_figures(p) for p in spread] == [_figures(p) for p in serial]
+    assert [p.figures() for p in spread] == [p.figures() for p in serial]
     assert (tmp_path / "dask" / "build_tiny-gemm_ii-2-INP_BUFF_SIZE-9-WGT_BUFF_SIZE-11-ACC_BUFF_SIZE-11"
             / REPORT_NAME).is_file()

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import OpError
 from openvta.isa import WIDE_RANGE
 
+from ..errors import OpError
 from ..ir import Attrs, DType, Op, TensorType
 from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, require_float
 from .elementwise import broadcast_shape

@@ -30,7 +30,6 @@ Postconditions: the same graph, every float activation typed with a per-tensor s
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -190,7 +189,6 @@ def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power:
     def loses(value: str) -> bool:
         quant = types[value].quant
         return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < wide_below
-
 
     bits = (16 if loses(node.inputs[0]) else 8, 16 if loses(node.outputs[0]) else 8)
     if bits == (8, 8):

@@ -71,7 +71,7 @@ def _wants_wide(b: Builder, value: str) -> tuple[bool, bool]:
     16-bit version (a product with a 16-bit input, a 16-bit residual sum) and whether any
     wants another."""
     wide, narrow = False, value in b.source.outputs
-    for reader in b.source.consumers().get(value, []):
+    for reader in b.readers.get(value, []):
         if reader.op in _MOVES:
             more = _wants_wide(b, reader.outputs[0])
             wide, narrow = wide or more[0], narrow or more[1]
@@ -276,7 +276,7 @@ def _wide_add(b: Builder, node: Node) -> bool:
 
 def _softmax_reads(b: Builder, value: str) -> bool:
     """Only Softmaxes read ``value``, directly or through more masks added to it."""
-    readers = b.source.consumers().get(value, [])
+    readers = b.readers.get(value, [])
     return value not in b.source.outputs and bool(readers) and all(
         r.op is Op.SOFTMAX or (r.op is Op.ADD and _softmax_reads(b, r.outputs[0])) for r in readers)
 
@@ -298,12 +298,9 @@ def _masked_scores(b: Builder, node: Node) -> bool:
         return False
     x = scores[0]
     mask = node.inputs[1 - node.inputs.index(x)]
-    if x in b.scores:
-        widened = b.scores[x]
-        quant = b.types[widened].quant
-        if quant is None:
-            return False
-        scale = quant.scale[0]
+    masked = _masked(b, x)
+    if masked is not None:
+        widened, scale = masked
     else:
         scale = b.scale(x)
         widened = b.requantize(f"{node.name}.in{node.inputs.index(x)}", x, b.as_int8(x), np.array([1.0]),
@@ -316,11 +313,19 @@ def _masked_scores(b: Builder, node: Node) -> bool:
                         {"scale": scale, "bits": 32}, QuantParams((scale,)))
     operands = (widened, mask_q) if node.inputs[0] == x else (mask_q, widened)
     total = b.emit(node.name, Op.ADD, operands, b.name(f"{out}.sum"), {}, QuantParams((scale,)))
-    if any(r.op is Op.ADD for r in b.source.consumers().get(out, [])):  # another mask comes
+    if any(r.op is Op.ADD for r in b.readers.get(out, [])):  # another mask comes
         total = b.emit(f"{node.name}.saturate", Op.CLIP, (total,), b.name(f"{out}.sat"),
                        {"min": SATURATED_RANGE[0], "max": SATURATED_RANGE[1]}, QuantParams((scale,)))
     b.scores[out] = total
     return True
+
+
+def _masked(b: Builder, value: str) -> tuple[str, float] | None:
+    """The int32 masked scores ``_masked_scores`` made of ``value``, and their scale; None if
+    it made none."""
+    made = b.scores.get(value)
+    quant = None if made is None else b.types[made].quant
+    return None if made is None or quant is None else (made, quant.scale[0])
 
 
 def _add(b: Builder, node: Node) -> bool:
@@ -405,11 +410,9 @@ def _softmax(b: Builder, node: Node) -> bool:
     kernel (``softmax_int``) in the output's scale; an int32 input's exp table runs until
     its entries round to 0."""
     x, out = node.inputs[0], node.outputs[0]
-    if x in b.scores:
-        source, quant = b.scores[x], b.types[b.scores[x]].quant
-        if quant is None:
-            return False
-        scale = quant.scale[0]
+    masked = _masked(b, x)
+    if masked is not None:
+        source, scale = masked
         # 2**15·exp(-d·s) < 1/2 from d = ln(2**16)/s on
         length = math.ceil(math.log(1 << (EXP_BITS + 1)) / scale) + 1
         if length > SOFTMAX_TABLE_MAX:

@@ -30,6 +30,7 @@ class Builder:
 
     def __init__(self, graph: Graph, mode: RequantMode) -> None:
         self.source, self.mode = graph, mode
+        self.readers = graph.consumers()  # the source graph's, worked out once
         self.nodes: list[Node] = []
         self.types = {name: graph.types[name] for name in graph.inputs}
         self.constants: dict[str, np.ndarray] = {}

@@ -142,7 +142,6 @@ PARTS = {AS4C32M16SB_7.name: AS4C32M16SB_7}
 # the command of a cycle: (ras_n, cas_n, we_n) with cs_n low
 _ACTIVE, _READ, _WRITE, _PRECHARGE = 0b011, 0b101, 0b100, 0b010
 _REFRESH, _MODE, _TERMINATE = 0b001, 0b000, 0b110
-_BURSTS = (1, 2, 4, 8)
 
 
 class SdramModel(wiring.Component):

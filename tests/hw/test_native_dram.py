@@ -106,10 +106,10 @@ _MAKES = ("alu", "load", "gemm1", "gemm2")
 
 
 def _pairs() -> list[object]:
-    """tiny with every program; the narrow store with the two that store the most (its
-    loads and one-pass GEMM, about 75 s on the cocotb path) and ``small`` (its two builds,
-    about 80 s; it runs on the RTL in test_rtl and test_soc too) with OPENVTA_FULL_RTL=1,
-    outside make test's 20 minutes."""
+    """tiny with every program, the narrow store with ``alu`` and ``gemm2``; with
+    OPENVTA_FULL_RTL=1, outside make test's 20 minutes, the narrow store's ``load`` and
+    ``gemm1`` too (about 75 s on the cocotb path) and ``small`` (its two builds, about 80 s;
+    it runs on the RTL in test_rtl and test_soc too)."""
     narrow = _MAKES if FULL_RTL else ("alu", "gemm2")
     cases = [(preset("tiny"), m) for m in _MAKES] + [(NARROW_STORE, m) for m in narrow]
     cases += [(preset("small"), m) for m in _MAKES] * FULL_RTL
