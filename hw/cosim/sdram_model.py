@@ -41,9 +41,7 @@ past it is itself a violation (``row … beyond the … rows simulated``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import Assert, Format, Value
@@ -51,97 +49,28 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramModel", "MAX_POSTPONED_REFRESHES"]
+from ..rtl.sdram import (AS4C32M16SB_7, CMD_ACTIVE, CMD_MODE, CMD_PRECHARGE, CMD_READ, CMD_REFRESH,
+                         CMD_TERMINATE, CMD_WRITE, PARTS, SdramPart, SdramTiming, sdram_pins)
+
+__all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramModel", "MAX_POSTPONED_REFRESHES",
+           "attach"]
 
 #: Refreshes that may be postponed before a missed one is a violation.
 MAX_POSTPONED_REFRESHES = 8
 
 
-@dataclass(frozen=True)
-class SdramTiming:
-    """A part's timings in clock cycles at one clock (each the minimum number of cycles
-    from one command to the next that it constrains; ``t_ras_max`` and ``t_refi`` the
-    maxima)."""
 
-    t_rcd: int
-    t_rp: int
-    t_ras: int
-    t_ras_max: int
-    t_rc: int
-    t_rrd: int
-    t_wr: int
-    t_rfc: int
-    t_mrd: int
-    t_refi: int
-    min_cas_latency: int
+_ACTIVE, _READ, _WRITE, _PRECHARGE = CMD_ACTIVE, CMD_READ, CMD_WRITE, CMD_PRECHARGE
+_REFRESH, _MODE, _TERMINATE = CMD_REFRESH, CMD_MODE, CMD_TERMINATE
 
 
-@dataclass(frozen=True)
-class SdramPart:
-    """An SDR SDRAM part: its geometry and its datasheet's A.C. minimums in nanoseconds."""
+class _Port:
+    """A storage port's signals: ``addr``, ``en`` (byte enables when writing), ``data``."""
 
-    name: str
-    banks: int
-    rows: int
-    columns: int
-    dq_bits: int
-    t_rcd_ns: float
-    t_rp_ns: float
-    t_ras_ns: float
-    t_ras_max_ns: float
-    t_rc_ns: float
-    t_rrd_ns: float
-    t_wr_ns: float
-    t_rfc_ns: float
-    t_mrd_ns: float
-    t_refi_ns: float
-    #: the shortest clock period with CAS latency 2 and with 3
-    t_ck_cl2_ns: float
-    t_ck_cl3_ns: float
-
-    @property
-    def words(self) -> int:
-        return self.banks * self.rows * self.columns
-
-    def timing(self, clock_mhz: float) -> SdramTiming:
-        """The timings in cycles at ``clock_mhz`` (the datasheet's rounding up).
-
-        Raises
-        ------
-        ValueError
-            for a clock faster than the part (its tCK with CAS latency 3).
-
-        Examples
-        --------
-        >>> AS4C32M16SB_7.timing(50.0).t_rcd, AS4C32M16SB_7.timing(50.0).t_refi
-        (2, 390)
-        """
-        if not isinstance(clock_mhz, (int, float)) or isinstance(clock_mhz, bool) or not clock_mhz > 0:
-            raise ValueError(f"the clock must be a positive number of MHz, not {clock_mhz!r}")
-        period = 1000.0 / clock_mhz
-        if period < self.t_ck_cl3_ns:
-            raise ValueError(f"{self.name} runs at most at {1000.0 / self.t_ck_cl3_ns:.1f} MHz, not {clock_mhz:g}")
-
-        def up(ns: float) -> int:
-            return max(1, math.ceil(ns / period - 1e-9))
-
-        return SdramTiming(up(self.t_rcd_ns), up(self.t_rp_ns), up(self.t_ras_ns), int(self.t_ras_max_ns // period),
-                           up(self.t_rc_ns), up(self.t_rrd_ns), up(self.t_wr_ns), up(self.t_rfc_ns),
-                           up(self.t_mrd_ns), int(self.t_refi_ns // period),
-                           2 if period >= self.t_ck_cl2_ns else 3)
-
-
-#: Alliance Memory AS4C32M16SB-7 (the ULX3S from revision 3.1), datasheet Table 16.
-AS4C32M16SB_7 = SdramPart("AS4C32M16SB-7", banks=4, rows=8192, columns=1024, dq_bits=16,
-                          t_rcd_ns=21, t_rp_ns=21, t_ras_ns=42, t_ras_max_ns=120_000, t_rc_ns=63, t_rrd_ns=14,
-                          t_wr_ns=14, t_rfc_ns=63, t_mrd_ns=14, t_refi_ns=64e6 / 8192,
-                          t_ck_cl2_ns=10, t_ck_cl3_ns=7)
-
-PARTS = {AS4C32M16SB_7.name: AS4C32M16SB_7}
-
-# the command of a cycle: (ras_n, cas_n, we_n) with cs_n low
-_ACTIVE, _READ, _WRITE, _PRECHARGE = 0b011, 0b101, 0b100, 0b010
-_REFRESH, _MODE, _TERMINATE = 0b001, 0b000, 0b110
+    def __init__(self, depth: int, bits: int, enables: int) -> None:
+        self.addr = Signal(range(depth))
+        self.data = Signal(bits)
+        self.en = Signal(enables)
 
 
 class SdramModel(wiring.Component):
@@ -155,17 +84,29 @@ class SdramModel(wiring.Component):
         the clock the controller runs it at.
     rows :
         rows of storage simulated per bank (the part's by default).
+    storage :
+        False leaves the storage out of the model, for a simulation to provide (a Verilog
+        array it loads and dumps): the model then has the port ``mem_addr``, ``mem_ren``,
+        ``mem_rdata`` (the word at the ``mem_addr`` of the previous cycle where ``mem_ren``
+        was high, as a block RAM's read port), ``mem_wdata`` and ``mem_wen`` (byte enables).
+
+    The storage's word ``(row · banks + bank) · columns + column`` holds that cell, which
+    is the byte address ``2 ×`` that word for :class:`~openvta.hw.rtl.sdram.SdramController`.
     """
 
-    def __init__(self, part: SdramPart = AS4C32M16SB_7, clock_mhz: float = 50.0, rows: int | None = None) -> None:
+    def __init__(self, part: SdramPart = AS4C32M16SB_7, clock_mhz: float = 50.0, rows: int | None = None,
+                 storage: bool = True) -> None:
         rows = part.rows if rows is None else rows
         if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= part.rows:
             raise ValueError(f"rows must be an integer from 1 to {part.rows}, not {rows!r}")
         self.part, self.clock_mhz, self.rows = part, clock_mhz, rows
         self.timing = part.timing(clock_mhz)
-        row_bits, col_bits = (part.rows - 1).bit_length(), (part.columns - 1).bit_length()
-        self.address_bits = max(row_bits, col_bits + 1, 11)
-        super().__init__({
+        self.address_bits = part.address_bits
+        self.storage = bool(storage)
+        external = {} if self.storage else {
+            "mem_addr": Out(range(part.banks * rows * part.columns)), "mem_ren": Out(1),
+            "mem_rdata": In(part.dq_bits), "mem_wdata": Out(part.dq_bits), "mem_wen": Out(part.dq_bits // 8)}
+        super().__init__({**external,
             "cke": In(1, init=1), "cs_n": In(1, init=1), "ras_n": In(1, init=1), "cas_n": In(1, init=1),
             "we_n": In(1, init=1), "ba": In((part.banks - 1).bit_length()), "a": In(self.address_bits),
             "dm": In(part.dq_bits // 8), "dq_o": In(part.dq_bits), "dq_oe": In(1), "dq_i": Out(part.dq_bits),
@@ -187,10 +128,17 @@ class SdramModel(wiring.Component):
             m.d.sync += s.eq(Mux(s == limit, limit, s + 1))
             return s
 
-        storage = Memory(shape=part.dq_bits, depth=banks * self.rows * cols, init=[])
-        m.submodules.storage = storage
-        rd = storage.read_port()
-        wr = storage.write_port(granularity=8)
+        depth = banks * self.rows * cols
+        rd, wr = _Port(depth, part.dq_bits, 1), _Port(depth, part.dq_bits, part.dq_bits // 8)
+        if self.storage:
+            storage = Memory(shape=part.dq_bits, depth=depth, init=[])
+            m.submodules.storage = storage
+            read, write = storage.read_port(), storage.write_port(granularity=8)
+            m.d.comb += [read.addr.eq(rd.addr), read.en.eq(rd.en), rd.data.eq(read.data),
+                         write.addr.eq(wr.addr), write.data.eq(wr.data), write.en.eq(wr.en)]
+        else:  # (the model sets both addresses alike whenever it writes)
+            m.d.comb += [self.mem_addr.eq(Mux(wr.en.any(), wr.addr, rd.addr)), self.mem_ren.eq(rd.en),
+                         rd.data.eq(self.mem_rdata), self.mem_wdata.eq(wr.data), self.mem_wen.eq(wr.en)]
 
         active = [Signal(name=f"active{b}") for b in range(banks)]
         open_row = [Signal(range(part.rows), name=f"row{b}") for b in range(banks)]
@@ -234,7 +182,7 @@ class SdramModel(wiring.Component):
         burst_mask = Signal(col_bits)  # the wrap of a sequential burst inside its block
 
         def address(b: int, row: int | Value, col: int | Value) -> int | Value:
-            return (b * self.rows + row) * cols + col
+            return (row * banks + b) * cols + col
 
         # read data: the synchronous read port's data, delayed to the CAS latency
         rd_valid = Signal()
@@ -368,3 +316,12 @@ class SdramModel(wiring.Component):
                     m.d.sync += [mode_set.eq(1), moded.eq(1), cas_latency.eq(latency),
                                  burst.eq(1 << length[:2]), burst_mask.eq((1 << length[:2]) - 1)]
         return m
+
+
+def attach(m: Module, controller: wiring.Component, model: SdramModel) -> None:
+    """Wire a controller's pins (:func:`~openvta.hw.rtl.sdram.sdram_pins`) to the model's."""
+    for name in sdram_pins(model.part):
+        if name == "dq_i":
+            m.d.comb += controller.dq_i.eq(model.dq_i)
+        else:
+            m.d.comb += getattr(model, name).eq(getattr(controller, name))
