@@ -7,7 +7,8 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
 * **memory**: one burst at a time per channel (read, write), shared by fetch, load,
   compute and store in arrival order (round-robin among the waiting masters).  A read
   burst of ``n`` beats holds the channel ``request_cycles + dram_read_latency_cycles
-  + n`` cycles; a write burst ``request_cycles + n + 1 + dram_write_latency_cycles``.
+  + n`` cycles; a write burst ``request_cycles + n + 1 + dram_write_latency_cycles``,
+  where ``n`` is the burst's beats times ``dram_beat_cycles``.
   Rows are split into bursts of at most ``max_burst_beats``, and at every 4 KiB
   boundary (AXI4); a burst of items narrower than a beat (elements, instructions)
   moves one item per cycle, so its ``n`` counts items, not beats;
@@ -70,6 +71,9 @@ class Timing:
     dram_read_latency_cycles: int = 1
     #: cycles between the last write beat and the write response, beyond one
     dram_write_latency_cycles: int = 1
+    #: cycles the memory takes for each beat of a burst (1: on-chip RAM; an SDR SDRAM
+    #: moves one 16-bit word a cycle, :func:`sdram_timing`)
+    dram_beat_cycles: int = 1
     #: beats per burst on either channel (AXI4 allows up to 256)
     max_burst_beats: int = 64
     #: cycles of a burst before its address is accepted (request, arbitration)
@@ -120,7 +124,7 @@ class Timing:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{f.name} must be a non-negative integer, not {value!r}")
-        for name in ("max_burst_beats", "gemm_ii_cycles", "alu_imm_ii_cycles", "alu_vec_ii_cycles",
+        for name in ("dram_beat_cycles", "max_burst_beats", "gemm_ii_cycles", "alu_imm_ii_cycles", "alu_vec_ii_cycles",
                      "alu_mul_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)!r}")

@@ -17,13 +17,15 @@ from amaranth.lib import wiring
 from openvta.isa import Config, RunReport
 from openvta.runtime.program import Program, Progress, Result
 
+from ..rtl.sdram import AS4C32M16SB_7
 from . import native_dram, runner
 
 __all__ = ["DEFAULT_TOP", "MEMORIES", "RtlBackend"]
 
 #: Where the DRAM of a run lives: inside the Verilated design, or cocotbext-axi's
 #: AxiRam in Python (every beat a Python call; it has idle and back-pressure generators).
-MEMORIES = ("native", "cocotb")
+#: The SDRAM controller of the ULX3S image on the model of its part, inside the design.
+MEMORIES = ("native", "cocotb", "sdram")
 
 #: Where the default top-level factory lives ("module:attribute"), imported on first use.
 DEFAULT_TOP = "openvta.hw.rtl.top:make_top"
@@ -105,8 +107,11 @@ class RtlBackend:
         ``"native"``: the DRAM is inside the Verilated design
         (:mod:`openvta.hw.cosim.native_dram`, with cocotbext-axi AxiRam's timing, so the same
         results and counters, cycles included, at several times the speed);
-        ``"cocotb"``: cocotbext-axi's AxiRam.  Default: native unless idle or
-        backpressure is asked for.  Each has its own Verilator build.
+        ``"cocotb"``: cocotbext-axi's AxiRam; ``"sdram"``: inside the design too, the ULX3S
+        image's SDRAM controller (:mod:`openvta.hw.rtl.sdram`, at its 50 MHz) on the model
+        of its part (:mod:`openvta.hw.cosim.sdram_model`), whose datasheet checks stop a run
+        that breaks one, with the rule's name; up to the part's 64 MiB.  Default: native
+        unless idle or backpressure is asked for.  Each has its own Verilator build.
     seed :
         seed of those stalls and of cocotb's random module.
     waves :
@@ -146,9 +151,9 @@ class RtlBackend:
         if memory not in MEMORIES:
             raise ValueError(f"memory must be one of {', '.join(map(repr, MEMORIES))}, "
                              f"not {memory!r}")
-        if memory == "native" and stalls:
-            raise ValueError("idle and backpressure need memory='cocotb' (cocotbext-axi's "
-                             "AxiRam has the pause generators), not 'native'")
+        if memory != "cocotb" and stalls:
+            raise ValueError(f"idle and backpressure need memory='cocotb' (cocotbext-axi's "
+                             f"AxiRam has the pause generators), not {memory!r}")
         self.memory = memory
         self.max_cycles = max_cycles
         self.idle, self.backpressure, self.seed = bool(idle), bool(backpressure), seed
@@ -167,7 +172,10 @@ class RtlBackend:
         ``hw/`` sources is found without elaborating again (elaborating ``default`` takes
         several seconds).
         """
-        dram_bytes = native_dram.dram_bytes_for(image_bytes) if self.memory == "native" else None
+        dram_bytes = native_dram.dram_bytes_for(image_bytes) if self.memory != "cocotb" else None
+        if self.memory == "sdram" and dram_bytes is not None and dram_bytes > AS4C32M16SB_7.size_bytes:
+            raise runner.RtlError(f"the program's DRAM image ({image_bytes} bytes) does not fit the "
+                                  f"SDRAM ({AS4C32M16SB_7.name}, {AS4C32M16SB_7.size_bytes} bytes)")
         key = (cfg, dram_bytes)
         if key not in self._builds:
             index = self._index(cfg, dram_bytes)
@@ -180,7 +188,8 @@ class RtlBackend:
             runner.check_top(top, cfg.bus_bytes * 8)
             verilog = runner.verilog_of(top)
             if dram_bytes is not None:
-                verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes)
+                sdram = native_dram.sdram_verilog(cfg.bus_bytes, dram_bytes) if self.memory == "sdram" else None
+                verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes, sdram)
             self._builds[key] = runner.build(verilog, self.build_root, progress=self.progress,
                                             dram_bytes=dram_bytes)
             if index is not None:
@@ -197,7 +206,8 @@ class RtlBackend:
         digest = hashlib.sha256(cfg.to_json().encode())
         digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
         if dram_bytes is not None:
-            digest.update(f"native {dram_bytes}".encode())
+            digest.update(f"native {dram_bytes}".encode() if self.memory == "native"
+                          else f"{self.memory} {dram_bytes}".encode())
         digest.update(runner._tool_versions().encode())
         for source in sorted(Path(__file__).parent.parent.rglob("*.py")):  # every room of hw/
             digest.update(source.read_bytes())

@@ -33,10 +33,12 @@ from ..rtl.csr import AXIL_MEMBERS
 from .dram_image import IMAGE_IN, IMAGE_OUT, read_image, write_image
 from ..rtl.memory import ADDR_WIDTH, axi_master_signature
 
-__all__ = ["NATIVE_TOP_NAME", "IMAGE_IN", "IMAGE_OUT", "MIN_DRAM_BYTES", "dram_bytes_for",
-           "native_verilog", "verilator_control", "write_image", "read_image"]
+__all__ = ["NATIVE_TOP_NAME", "SDRAM_NAME", "sdram_verilog", "IMAGE_IN", "IMAGE_OUT", "MIN_DRAM_BYTES",
+           "dram_bytes_for", "native_verilog", "verilator_control", "write_image", "read_image"]
 
 NATIVE_TOP_NAME = "openvta_top_mem"
+#: The module of the SDRAM controller and its part's model (:func:`sdram_verilog`).
+SDRAM_NAME = "openvta_sdram"
 #: The smallest simulated DRAM: one Verilator build serves every program up to this
 #: size (the array costs its size in host memory, zeroed at start, ~10 ms per 16 MiB).
 MIN_DRAM_BYTES = 1 << 24
@@ -59,12 +61,15 @@ def _ports(members: dict[str, wiring.Member], outward: wiring.Flow) -> list[str]
     return lines
 
 
-def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int) -> str:
+def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int, sdram: str | None = None) -> str:
     """``verilog`` (module ``openvta_top``) and the module :data:`NATIVE_TOP_NAME` around it.
 
     ``openvta_top_mem`` has ``clk``, ``rst`` and the ``s_axil_*`` ports of ``openvta_top``,
     the inputs ``image_bytes`` and ``dump`` and the reporting outputs (see the module
-    docstring); the ``m_axi_*`` master connects to ``dram_bytes`` of simulated DRAM.
+    docstring); the ``m_axi_*`` master connects to ``dram_bytes`` of simulated DRAM: an AXI
+    RAM with cocotbext-axi AxiRam's timing, or with ``sdram`` (the Verilog of module
+    :data:`SDRAM_NAME`, :func:`sdram_verilog`) the SDRAM controller on the model of its
+    part, whose storage is the same array of bus words.
     """
     if not isinstance(bus_bytes, int) or bus_bytes < 1 or bus_bytes & (bus_bytes - 1):
         raise ValueError(f"bus_bytes must be a power of two, not {bus_bytes!r}")
@@ -76,16 +81,33 @@ def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int) -> str:
     # (a range even on 1-bit wires: the RAM indexes m_axi_wstrb, one bit on an 8-bit bus)
     wires = [f"  wire [{Shape.cast(m.shape).width - 1}:0] {name};" for name, m in axi.items()]
     connections = ",\n".join(f"    .{name}({name})" for name in ["clk", *AXIL_MEMBERS, *axi])
-    ram = _RAM.format(bus_bytes=bus_bytes, shift=bus_bytes.bit_length() - 1,
-                      words_log2=(dram_bytes // bus_bytes).bit_length() - 1,
-                      len_width=Shape.cast(axi["m_axi_arlen"].shape).width,
-                      image_in=IMAGE_IN, image_out=IMAGE_OUT)
+    shift, words_log2 = bus_bytes.bit_length() - 1, (dram_bytes // bus_bytes).bit_length() - 1
+    ram = _STORAGE.format(bus_bytes=bus_bytes, shift=shift, words_log2=words_log2, image_in=IMAGE_IN,
+                          image_out=IMAGE_OUT) + _CHECKS.format(len_width=Shape.cast(axi["m_axi_arlen"].shape).width)
+    if sdram is None:
+        ram += _RAM.format(len_width=Shape.cast(axi["m_axi_arlen"].shape).width)
+    else:
+        if bus_bytes < 2:
+            raise ValueError(f"the SDRAM's bus is 16 bits: bus_bytes must be at least 2, not {bus_bytes}")
+        slave = ",\n".join(f"    .s_axi_{name[len('m_axi_'):]}({name})" for name in axi)
+        ram += _SDRAM.format(mem_bits=(dram_bytes // 2).bit_length() - 1, SDRAM_NAME=SDRAM_NAME,
+                             connections=slave + ",")
+        verilog = f"{verilog}\n{sdram}"
     header = "\n".join([f"module {NATIVE_TOP_NAME} (", "  input clk,", "  input rst,",
                         *_ports(AXIL_MEMBERS, wiring.Out),
                         _EXTRA_PORTS.format(strb=bus_bytes - 1)])
     return (f"{verilog}\n// The DRAM inside the simulated design: openvta.hw.cosim.native_dram.\n"
             f"{header}\n" + "\n".join(wires)
             + f"\n{_RESET}  openvta_top top (\n    .rst(rst_q),\n{connections}\n  );\n{ram}endmodule\n")
+
+
+def sdram_verilog(bus_bytes: int, dram_bytes: int) -> str:
+    """The Verilog of module :data:`SDRAM_NAME`: the SDRAM controller at the ULX3S image's
+    50 MHz on the model of its part (:class:`~openvta.hw.cosim.sdram_model.SdramSystem`)."""
+    from .runner import verilog_of
+    from .sdram_model import SdramSystem
+
+    return verilog_of(SdramSystem(bus_bytes, dram_bytes), name=SDRAM_NAME)
 
 
 _INPUTS = ["clk", "rst", "image_bytes", "dump"]
@@ -132,7 +154,8 @@ _RESET = """\
 """
 
 # {{ }} are literal braces (str.format).
-_RAM = """\
+# The image: an array of bus words, loaded at time 0 and dumped on ``dump``.
+_STORAGE = """\
   localparam BYTES = {bus_bytes};
   localparam SHIFT = {shift};
   localparam WORDS_LOG2 = {words_log2};
@@ -140,7 +163,10 @@ _RAM = """\
   assign dram_log2 = SHIFT + WORDS_LOG2;
   initial $readmemh("{image_in}", mem);
   always @(posedge clk) if (dump) $writememh("{image_out}", mem, 0, ((image_bytes + BYTES - 1) >> SHIFT) - 1);
+"""
 
+# What the harness checks on the AXI wires, whatever the memory behind them.
+_CHECKS = """\
   // one burst's checks at its address handshake: full-width INCR, inside 4 KiB, inside the DRAM
   function automatic bad_burst(input [31:0] addr, input [{len_width}-1:0] len, input [2:0] size,
                                input [1:0] burst);
@@ -151,6 +177,42 @@ _RAM = """\
     wild = (addr >> (SHIFT + WORDS_LOG2)) != 0;
   endfunction
 
+  wire check_ar = m_axi_arvalid && m_axi_arready;
+  wire check_aw = m_axi_awvalid && m_axi_awready;
+  wire check_w = m_axi_wvalid && m_axi_wready;
+  reg [31:0] w_addr;
+  wire w_stray = w_addr >= image_bytes ? m_axi_wstrb != 0
+                 : (m_axi_wstrb >> (image_bytes - w_addr)) != 0;
+  always @(posedge clk) begin
+    if (rst_q) begin
+      stray_writes <= 0; wild_accesses <= 0; bad_bursts <= 0;
+    end else begin
+      if (check_aw) w_addr <= m_axi_awaddr;
+      if (check_w) begin
+        w_addr <= w_addr + BYTES;
+        if (w_stray) begin
+          if (stray_writes == 0) begin
+            stray_addr <= w_addr;
+            stray_strb <= m_axi_wstrb;
+          end
+          stray_writes <= stray_writes + 1;
+        end
+      end
+      if ((check_ar && wild(m_axi_araddr)) || (check_aw && wild(m_axi_awaddr))) begin
+        if (wild_accesses == 0) wild_addr <= check_ar && wild(m_axi_araddr) ? m_axi_araddr : m_axi_awaddr;
+        wild_accesses <= wild_accesses + 1;
+      end
+      if ((check_ar && bad_burst(m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst))
+          || (check_aw && bad_burst(m_axi_awaddr, m_axi_awlen, m_axi_awsize, m_axi_awburst))) begin
+        if (bad_bursts == 0) bad_addr <= check_ar ? m_axi_araddr : m_axi_awaddr;
+        bad_bursts <= bad_bursts + 1;
+      end
+    end
+  end
+"""
+
+# The AXI slave RAM: cocotbext-axi AxiRam's timing (module docstring).
+_RAM = """\
   // read: ARREADY while idle; the memory's output register is the R channel's register
   reg [WORDS_LOG2-1:0] r_word;
   reg [{len_width}:0] r_left;
@@ -166,7 +228,6 @@ _RAM = """\
 
   // write: AWREADY while idle, WREADY after AW; the response waits one cycle in b_wait
   reg [WORDS_LOG2-1:0] w_word;
-  reg [31:0] w_addr;
   reg w_active, b_wait, b_valid;
   assign m_axi_awready = !w_active && !b_wait && !b_valid;
   assign m_axi_wready = w_active;
@@ -177,14 +238,11 @@ _RAM = """\
   wire ar = m_axi_arvalid && m_axi_arready;
   wire aw = m_axi_awvalid && m_axi_awready;
   wire w = m_axi_wvalid && m_axi_wready;
-  wire w_stray = w_addr >= image_bytes ? m_axi_wstrb != 0
-                 : (m_axi_wstrb >> (image_bytes - w_addr)) != 0;
   integer lane;
 
   always @(posedge clk) begin
     if (rst_q) begin
       r_valid <= 0; r_last <= 0; r_left <= 0; w_active <= 0; b_wait <= 0; b_valid <= 0;
-      stray_writes <= 0; wild_accesses <= 0; bad_bursts <= 0;
     end else begin
       if (r_advance) begin
         r_valid <= r_left != 0;
@@ -201,24 +259,15 @@ _RAM = """\
       end
       if (aw) begin
         w_word <= m_axi_awaddr[SHIFT +: WORDS_LOG2];
-        w_addr <= m_axi_awaddr;
         w_active <= 1;
       end
       if (w) begin
         for (lane = 0; lane < BYTES; lane = lane + 1)
           if (m_axi_wstrb[lane]) mem[w_word][lane*8 +: 8] <= m_axi_wdata[lane*8 +: 8];
         w_word <= w_word + 1;
-        w_addr <= w_addr + BYTES;
         if (m_axi_wlast) begin
           w_active <= 0;
           b_wait <= 1;
-        end
-        if (w_stray) begin
-          if (stray_writes == 0) begin
-            stray_addr <= w_addr;
-            stray_strb <= m_axi_wstrb;
-          end
-          stray_writes <= stray_writes + 1;
         end
       end
       if (b_wait) begin
@@ -226,15 +275,34 @@ _RAM = """\
         b_valid <= 1;
       end
       if (b_valid && m_axi_bready) b_valid <= 0;
-      if ((ar && wild(m_axi_araddr)) || (aw && wild(m_axi_awaddr))) begin
-        if (wild_accesses == 0) wild_addr <= ar && wild(m_axi_araddr) ? m_axi_araddr : m_axi_awaddr;
-        wild_accesses <= wild_accesses + 1;
-      end
-      if ((ar && bad_burst(m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst))
-          || (aw && bad_burst(m_axi_awaddr, m_axi_awlen, m_axi_awsize, m_axi_awburst))) begin
-        if (bad_bursts == 0) bad_addr <= ar ? m_axi_araddr : m_axi_awaddr;
-        bad_bursts <= bad_bursts + 1;
-      end
     end
+  end
+"""
+
+# The SDRAM controller on the model of its part (openvta_sdram, SdramSystem), whose
+# storage is the image's array: its 16-bit words are lanes of the bus words.
+_SDRAM = """\
+  wire [{mem_bits}-1:0] mem_addr;
+  wire mem_ren;
+  wire [15:0] mem_wdata;
+  wire [1:0] mem_wen;
+  reg [15:0] mem_rdata;
+  {SDRAM_NAME} sdram (
+    .clk(clk),
+    .rst(rst_q),
+{connections}
+    .mem_addr(mem_addr),
+    .mem_ren(mem_ren),
+    .mem_rdata(mem_rdata),
+    .mem_wdata(mem_wdata),
+    .mem_wen(mem_wen)
+  );
+  localparam LANE_BITS = SHIFT - 1;
+  wire [WORDS_LOG2-1:0] mem_word = mem_addr[{mem_bits}-1:LANE_BITS];
+  wire [31:0] mem_lane = LANE_BITS == 0 ? 0 : mem_addr & ((1 << LANE_BITS) - 1);
+  always @(posedge clk) begin
+    if (mem_ren) mem_rdata <= mem[mem_word][mem_lane*16 +: 16];
+    if (mem_wen[0]) mem[mem_word][mem_lane*16 +: 8] <= mem_wdata[7:0];
+    if (mem_wen[1]) mem[mem_word][mem_lane*16+8 +: 8] <= mem_wdata[15:8];
   end
 """

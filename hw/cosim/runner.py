@@ -36,6 +36,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,9 @@ CYCLES = "cycles"
 PROGRESS_FILE = "progress.txt"
 #: Seconds between two looks at the progress file while a run simulates.
 _PROGRESS_POLL_S = 0.1
-BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
+#: ``--assert``: a design's assertions stop the simulation (the SDRAM model's datasheet
+#: checks, with the rule's name: :func:`_failed_assertion`).
+BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT", "--assert"]
 _LOG_TAIL_LINES = 30
 
 
@@ -263,7 +266,7 @@ def build(verilog: str, build_root: Path | None = None, *,
     root = Path(build_root) if build_root is not None else default_build_root()
     # (the keys of builds made before the native DRAM stand)
     native = "" if dram_bytes is None else f"\0{NATIVE_TOP_NAME}\0{dram_bytes}\0{verilator_control()}\0x0\0O2"
-    key = hashlib.sha256(f"{verilog}\0traced\0{_tool_versions()}{native}".encode()).hexdigest()
+    key = hashlib.sha256(f"{verilog}\0traced\0{_tool_versions()}{native}\0{' '.join(BUILD_ARGS)}".encode()).hexdigest()
     build_dir = root / key[:24]
     if (build_dir / BUILD_MARKER).is_file():
         return build_dir
@@ -314,7 +317,8 @@ def _build(verilog: str, build_dir: Path, progress: Progress | None,
     with toolchain_environ():
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
-                         build_args=BUILD_ARGS, waves=True, log_file=log)
+                         build_args=BUILD_ARGS,
+                         waves=True, log_file=log)
         except (RuntimeError, SystemExit) as exc:
             raise RtlError(f"Verilator build of {source} failed ({exc}); log {log}:\n"
                            f"{_tail(log)}") from None
@@ -565,10 +569,29 @@ def _simulate(build_dir: Path, run_dir: Path, seed: int, waves: bool) -> None:
         raise RtlError(f"{_failure_message(run_dir, results, log)}\n(run directory {run_dir})")
 
 
+#: Verilator's line for a failed assertion: its message, then ``[time] %Error: file:line:
+#: Assertion failed in instance``.
+_ASSERTION = re.compile(r"^(?:.*\s{2,})?(?P<message>\S.*?)\[\d+\] %Error: \S+ Assertion failed in (?P<where>[\w.$]+)")
+
+
+def _failed_assertion(log: Path) -> str:
+    """The first failed assertion of the design in ``log``, as one line, or ''."""
+    if not log.is_file():
+        return ""
+    for line in log.read_text(errors="replace").splitlines():
+        found = _ASSERTION.match(line)
+        if found:
+            return f"{found['message'].strip()} (an assertion of {found['where']} failed; the simulation stopped)"
+    return ""
+
+
 def _failure_message(run_dir: Path, results: Path, log: Path) -> str:
     error = run_dir / "error.txt"
     if error.is_file():
         return error.read_text()
+    assertion = _failed_assertion(log)
+    if assertion:
+        return assertion
     tree = ElementTree.parse(results)
     found = "; ".join(f"{f.get('type', 'failure')}: {f.get('message', '')}"
                       for tag in ("failure", "error") for f in tree.iter(tag)) or "no message"

@@ -53,7 +53,11 @@ from ..rtl.sdram import (AS4C32M16SB_7, CMD_ACTIVE, CMD_MODE, CMD_PRECHARGE, CMD
                          CMD_TERMINATE, CMD_WRITE, PARTS, SdramPart, SdramTiming, sdram_pins)
 
 __all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramModel", "MAX_POSTPONED_REFRESHES",
-           "attach"]
+           "attach", "SdramSystem", "SIM_INIT_US"]
+
+#: The power-up wait of the controller in a simulation (the part's model does not check
+#: the datasheet's 200 µs, which would add 10,000 cycles to the first access of a run).
+SIM_INIT_US = 2.0
 
 #: Refreshes that may be postponed before a missed one is a violation.
 MAX_POSTPONED_REFRESHES = 8
@@ -325,3 +329,38 @@ def attach(m: Module, controller: wiring.Component, model: SdramModel) -> None:
             m.d.comb += controller.dq_i.eq(model.dq_i)
         else:
             m.d.comb += getattr(model, name).eq(getattr(controller, name))
+
+
+class SdramSystem(wiring.Component):
+    """The controller on the model of its part, the storage left out (``mem_*``, see
+    :class:`SdramModel`): what a Verilated design puts behind the accelerator's AXI master.
+
+    Members: the controller's ``s_axi_*`` slave and the model's ``mem_*`` port.
+    """
+
+    def __init__(self, bus_bytes: int, dram_bytes: int, part: SdramPart = AS4C32M16SB_7,
+                 clock_mhz: float = 50.0) -> None:
+        from ..rtl.axi_ram import axi_slave_members
+        from ..rtl.sdram import SdramController
+
+        row_bytes = part.banks * part.columns * part.dq_bits // 8
+        if not isinstance(dram_bytes, int) or dram_bytes % row_bytes or not row_bytes <= dram_bytes <= part.size_bytes:
+            raise ValueError(f"dram_bytes must be a multiple of {row_bytes} up to {part.size_bytes} "
+                             f"({part.name}), not {dram_bytes!r}")
+        self.controller = SdramController(part, clock_mhz, bus_bytes, init_us=SIM_INIT_US)
+        self.model = SdramModel(part, clock_mhz, rows=dram_bytes // row_bytes, storage=False)
+        members = {name: member for name, member in self.model.signature.members.items()
+                   if name.startswith("mem_")}
+        super().__init__({**axi_slave_members(bus_bytes * 8), **members})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.controller, m.submodules.model = self.controller, self.model
+        attach(m, self.controller, self.model)
+        for name, member in self.signature.members.items():
+            inner = self.controller if name.startswith("s_axi_") else self.model
+            if member.flow == In:
+                m.d.comb += getattr(inner, name).eq(getattr(self, name))
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(inner, name))
+        return m

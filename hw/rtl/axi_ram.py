@@ -32,13 +32,17 @@ def check_mem_bytes(mem_bytes: object) -> int:
 
 
 def byte_port_signature(addr_width: int) -> wiring.Signature:
-    """The byte port, seen from its user (the bridge): address, write, read data.
+    """The byte port, seen from its user (the bridge): address, write, read, ``ready``.
 
-    ``r_data`` is the byte at the ``addr`` of the previous cycle; ``w_en`` stores
-    ``w_data`` at ``addr`` at the end of the cycle.
+    In a cycle where ``ready`` is high, ``w_en`` stores ``w_data`` at ``addr`` (at the end
+    of the cycle), and with ``r_en``, ``r_data`` is from the next cycle on the byte at
+    ``addr``, for as long as ``addr`` and ``r_en`` stay.  A write or read in a cycle where
+    ``ready`` is low waits: the user holds it.  :class:`AxiRam` is always ready, and its
+    ``r_data`` is the byte at the ``addr`` of the previous cycle; a memory behind a
+    controller (:class:`~openvta.hw.rtl.host_port.ByteToAxi`) is not.
     """
     return wiring.Signature({"addr": Out(addr_width), "w_en": Out(1), "w_data": Out(8),
-                             "r_data": In(8)})
+                             "r_en": Out(1), "r_data": In(8), "ready": In(1)})
 
 
 def axi_slave_members(bus_bits: int) -> dict[str, wiring.Member]:
@@ -150,7 +154,7 @@ class AxiRam(wiring.Component):
 
     def _byte_port(self, m: Module, write: WritePort, read: ReadPort) -> None:
         low = self._bus_bytes.bit_length() - 1
-        m.d.comb += read.addr.eq(self.byte.addr[low:])
+        m.d.comb += [read.addr.eq(self.byte.addr[low:]), self.byte.ready.eq(1)]
         if low:  # the byte's lane in the word
             lane = self.byte.addr[:low]
             lane_read = Signal.like(lane)

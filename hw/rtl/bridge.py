@@ -64,7 +64,8 @@ class Bridge(wiring.Component):
     tx : Out(stream.Signature(8))
         reply bytes (to :class:`~openvta.hw.rtl.uart.UartTx`).
     mem : Out(byte_port_signature(log2(mem_bytes)))
-        the memory's byte port (read data one cycle after the address).
+        the memory's byte port (read data one cycle after a ready address; a write or a
+        read waits while the memory is not ready).
     start, insn_addr, insn_count, done, busy, counters :
         the core's control interface, as :class:`~openvta.hw.rtl.csr.ControlRegisters`
         drives and reads it: ``start`` is a one-cycle pulse, the done bit of
@@ -74,7 +75,8 @@ class Bridge(wiring.Component):
     error : Out(1)
         one-cycle pulse when a reply with a non-zero status is sent.
 
-    Latency: WRITE_MEM takes two cycles per byte after the checksum; the other
+    Latency: WRITE_MEM takes two cycles per byte after the checksum (more while the
+    memory is not ready); the other
     commands start their reply one or two cycles after it.  The link, not the bridge,
     sets the throughput.
     """
@@ -164,13 +166,14 @@ class Bridge(wiring.Component):
                 self._evaluate(m, cmd, addr, length, word, total, corrupt, status)
             with m.State("WRITE_MEM"):  # the buffer's read port has one cycle of latency
                 m.next = "WRITE_MEM_BYTE"
-            with m.State("WRITE_MEM_BYTE"):
+            with m.State("WRITE_MEM_BYTE"):  # held until the memory is ready
                 m.d.comb += [self.mem.w_en.eq(1), self.mem.w_data.eq(buf_r.data)]
-                m.d.sync += count.eq(count + 1)
-                m.next = "WRITE_MEM"
-                with m.If(count == length - 1):
-                    m.d.sync += count.eq(0)
-                    m.next = "REPLY_SYNC"
+                with m.If(self.mem.ready):
+                    m.d.sync += count.eq(count + 1)
+                    m.next = "WRITE_MEM"
+                    with m.If(count == length - 1):
+                        m.d.sync += count.eq(0)
+                        m.next = "REPLY_SYNC"
             with m.State("EXECUTE"):
                 self._execute(m, cmd, addr, word, done_latched)
                 m.next = "REPLY_SYNC"
@@ -280,10 +283,12 @@ class Bridge(wiring.Component):
                 m.d.sync += [total.eq(total + word[:8]), word.eq(word >> 8), count.eq(count + 1)]
                 with m.If(count == length - 1):
                     m.next = "REPLY_CHECKSUM"
-        with m.State("REPLY_MEM_WAIT"):  # the byte port's read data follows its address
-            m.next = "REPLY_MEM"
+        with m.State("REPLY_MEM_WAIT"):  # the byte port's read data follows a ready address
+            m.d.comb += self.mem.r_en.eq(1)
+            with m.If(self.mem.ready):
+                m.next = "REPLY_MEM"
         with m.State("REPLY_MEM"):
-            m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(self.mem.r_data)]
+            m.d.comb += [self.mem.r_en.eq(1), self.tx.valid.eq(1), self.tx.payload.eq(self.mem.r_data)]
             with m.If(self.tx.ready):
                 m.d.sync += [total.eq(total + self.mem.r_data), count.eq(count + 1)]
                 m.next = "REPLY_MEM_WAIT"

@@ -29,8 +29,8 @@ How it runs the part:
   with room for it, so ``RREADY`` back-pressure never loses data.  A write waits for
   the data bus to be free of read data in flight.
 - **The pins** are registered (the command, address, data out and its enable, the mask),
-  and so is the data in: a READ's word reaches the read FIFO CAS latency + 2 cycles after
-  the command was decided.
+  and so is the data in: a READ's word reaches the read FIFO ``capture_cycles`` + 1
+  cycles after the command was decided (CAS latency + 2 on the simulation's model).
 
 The AXI4 slave follows :class:`~openvta.hw.rtl.axi_ram.AxiRam`'s contract (INCR bursts of
 full beats; ``AxSIZE``/``AxBURST`` not looked at; IDs echoed as 0; responses OKAY).
@@ -176,6 +176,12 @@ class SdramController(wiring.Component):
         for simulations).
     read_beats : int
         the read FIFO's depth in AXI beats (at least 2).
+    capture_cycles : int, optional
+        cycles from a READ on the pins to the clock edge that takes its word into the input
+        register: CAS latency + 1 (the default) where the part samples on the
+        controller's edges (the simulation's model), CAS latency on a board that gives
+        the part an inverted clock (:class:`~openvta.hw.fpga.bitstream.SocOnBoard`),
+        whose data arrive half a cycle sooner.
 
     Members
     -------
@@ -196,7 +202,7 @@ class SdramController(wiring.Component):
 
     @refusing
     def __init__(self, part: SdramPart = AS4C32M16SB_7, clock_mhz: float = 50.0, bus_bytes: int = 8, *,
-                 init_us: float = 200.0, read_beats: int = 4) -> None:
+                 init_us: float = 200.0, read_beats: int = 4, capture_cycles: int | None = None) -> None:
         if not isinstance(part, SdramPart):
             raise TypeError(f"part must be an SdramPart, not {part!r}")
         self.timing = part.timing(clock_mhz)
@@ -209,6 +215,12 @@ class SdramController(wiring.Component):
             raise ValueError(f"init_us must be a non-negative number, not {init_us!r}")
         if not isinstance(read_beats, int) or isinstance(read_beats, bool) or read_beats < 2:
             raise ValueError(f"read_beats must be an integer of at least 2, not {read_beats!r}")
+        cl = self.timing.min_cas_latency
+        capture_cycles = cl + 1 if capture_cycles is None else capture_cycles
+        if (not isinstance(capture_cycles, int) or isinstance(capture_cycles, bool)
+                or not cl <= capture_cycles <= cl + 1):
+            raise ValueError(f"capture_cycles must be the CAS latency {cl} or {cl + 1}, not {capture_cycles!r}")
+        self.capture_cycles = capture_cycles
         self.part, self.clock_mhz, self.bus_bytes = part, float(clock_mhz), bus_bytes
         self.init_cycles = math.ceil(init_us * clock_mhz)
         self.read_beats = read_beats
@@ -286,8 +298,9 @@ class SdramController(wiring.Component):
                 with m.If(can_activate):
                     activate()
 
-        # read data: (valid, the beat's last word, the burst's last beat), CL + 2 cycles on
-        pipe = [Signal(3, name=f"read_pipe{i}") for i in range(cl + 2)]
+        # read data: (valid, the beat's last word, the burst's last beat), from the decision
+        # through the pin register to the input register
+        pipe = [Signal(3, name=f"read_pipe{i}") for i in range(self.capture_cycles + 1)]
         issue = Signal(3)
         m.d.sync += pipe[0].eq(issue)
         m.d.sync += [pipe[i].eq(pipe[i - 1]) for i in range(1, len(pipe))]

@@ -62,10 +62,14 @@ class Channel:
     overhead_cycles :
         cycles a burst holds the channel besides its beats (request, arbitration, latency,
         and for writes the response).
+    beat_cycles :
+        cycles the memory takes per beat: a burst's data holds the channel for its
+        ``cycles`` (:class:`~.costs.Bursts`) or its beats times this, whichever is longer.
     """
 
-    def __init__(self, env: simpy.Environment, overhead_cycles: int, bus_bytes: int) -> None:
+    def __init__(self, env: simpy.Environment, overhead_cycles: int, bus_bytes: int, beat_cycles: int = 1) -> None:
         self.env = env
+        self.beat_cycles = beat_cycles
         self.overhead_cycles = overhead_cycles
         self.bus_bytes = bus_bytes
         self.port = simpy.Resource(env, capacity=1)
@@ -107,6 +111,7 @@ class Channel:
             if bursts is None:
                 continue
             for count, beats, cycles in bursts.runs:
+                cycles = max(cycles, beats * self.beat_cycles)
                 self.beats += count * beats
                 step = overhead + cycles
                 while count:
@@ -152,6 +157,7 @@ class Channel:
         """Move ``bursts``; waiting for the channel and the overhead are memory wait."""
         env = self.env
         for count, beats, cycles in bursts.runs:
+            cycles = max(cycles, beats * self.beat_cycles)
             for _ in range(count):
                 asked = int(env.now)
                 with self.port.request() as grant:

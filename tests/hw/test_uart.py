@@ -188,7 +188,7 @@ class BridgeBench:
     """The bridge with a dict as memory; frames in as bytes, replies out as bytes."""
 
     def __init__(self, *, gap: int = 1, tx_stall: int = 0, can_start: bool = True,
-                 counters: CounterSet = CounterSet.ALL) -> None:
+                 counters: CounterSet = CounterSet.ALL, mem_wait: int = 0) -> None:
         # "all" with three counters at slots 0..2; the other sets with their own counters
         self.values = COUNTERS if counters is CounterSet.ALL else COUNTERS[:len(counters.counters)]
         self.dut = Bridge(MEM_BYTES, len(self.values), TIMEOUT, can_start=can_start,
@@ -197,16 +197,25 @@ class BridgeBench:
         self.starts: list[tuple[int, int]] = []
         self.errors = 0
         self.gap, self.tx_stall = gap, tx_stall
+        self.mem_wait = mem_wait  # the memory is ready one cycle in mem_wait + 1
         self.done = self.busy = 0
 
     async def memory_port(self, ctx: Any) -> None:
         port = self.dut.mem
+        cycle, ready, ready_addr = 0, 1, None
+        ctx.set(port.ready, ready)
         async for _clk, _rst, addr, w_en, w_data, start, ia, ic, error in ctx.tick().sample(
                 port.addr, port.w_en, port.w_data, self.dut.start, self.dut.insn_addr,
                 self.dut.insn_count, self.dut.error):
-            ctx.set(port.r_data, self.memory[addr])
-            if w_en:
-                self.memory[addr] = w_data
+            if ready:
+                ready_addr = addr
+                if w_en:
+                    self.memory[addr] = w_data
+            # the byte of a ready address, junk before it is ready
+            ctx.set(port.r_data, self.memory[addr] if addr == ready_addr else 0xEE)
+            cycle += 1
+            ready = int(cycle % (self.mem_wait + 1) == 0)
+            ctx.set(port.ready, ready)
             if start:
                 self.starts.append((ia, ic))
             self.errors += error
@@ -226,7 +235,8 @@ class BridgeBench:
 
     async def receive(self, ctx: Any, payload_bytes: int) -> bytes:
         out = bytearray()
-        bound = 4 * (payload_bytes + 3) * (self.tx_stall + 1) + 2 * bp.MAX_PAYLOAD + TIMEOUT + 50
+        bound = ((4 * (payload_bytes + 3) * (self.tx_stall + 1) + 2 * bp.MAX_PAYLOAD) * (self.mem_wait + 1)
+                 + TIMEOUT + 50)
         for _ in range(bound):
             stalled = self.tx_stall and len(out) % 2
             ctx.set(self.dut.tx.ready, 0)
@@ -261,10 +271,11 @@ def decode(replies: list[bytes], payloads: list[int]) -> list[bp.Reply]:
     return [bp.decode_reply(r, n) for r, n in zip(replies, payloads)]
 
 
-@pytest.mark.parametrize("gap, tx_stall", [(0, 0), (1, 0), (3, 5)])
+@pytest.mark.parametrize("gap, tx_stall, mem_wait", [(0, 0, 0), (1, 0, 0), (3, 5, 0), (0, 0, 3)])
 @pytest.mark.parametrize("addr, size", [(0, 1), (5, 4), (100, 17), (MEM_BYTES - 256, 256)])
-def test_write_then_read_memory(addr: int, size: int, gap: int, tx_stall: int) -> None:
-    bench = BridgeBench(gap=gap, tx_stall=tx_stall)
+def test_write_then_read_memory(addr: int, size: int, gap: int, tx_stall: int, mem_wait: int) -> None:
+    """... and with a memory that is ready one cycle in four (``mem_wait``: the SDRAM's)."""
+    bench = BridgeBench(gap=gap, tx_stall=tx_stall, mem_wait=mem_wait)
     data = bytes((i * 31 + 5) & 0xFF for i in range(size))
     before = dict(bench.memory)
     replies = bench.exchange((bp.encode_request(Command.WRITE_MEM, addr, payload=data), 0),
