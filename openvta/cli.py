@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-cycles", type=_positive_int,
                      help="cycle and rtl back ends: stop past this many cycles")
     run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
+    run.add_argument("--memory", choices=("on-chip", "sdram"), default="on-chip",
+                     help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default) or "
+                          "the ULX3S's SDR SDRAM behind the SoC's controller (the cycle model's "
+                          "sdram_timing; on rtl, the controller on the model of its part)")
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
     run.add_argument("--baud", type=_positive_int, default=115200,
                      help="board back end: serial speed (default 115200)")
@@ -116,6 +120,12 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("-o", "--output", help="build directory (default build/BOARD-PRESET)")
     bit.add_argument("--mem-kib", type=_positive_int, help="on-chip DRAM of the SoC in KiB (a power "
                      "of two; default 4 on icebreaker, 64 on ulx3s-85f)")
+    bit.add_argument("--sdram", action="store_true",
+                     help="the SoC's DRAM on the board's SDR SDRAM instead of on-chip block RAM: "
+                          "ulx3s-85f's AS4C32M16SB-7, 64 MiB, enough for whole models (the controller "
+                          "of openvta.hw.rtl.sdram; run its programs on the cycle model with "
+                          "--memory sdram). Without it, --mem-kib of block RAM, which holds one "
+                          "small layer")
     bit.add_argument("--baud", type=_positive_int, default=115200,
                      help="UART speed of the host bridge (default 115200)")
     bit.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz "
@@ -171,6 +181,15 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend not in ("cycle", "rtl"):
             raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
+    if args.memory == "sdram":
+        if args.backend == "cycle":
+            from openvta.isa import sdram_timing
+
+            options["timing"] = sdram_timing(program.config)
+        elif args.backend == "rtl":
+            options["memory"] = "sdram"
+        else:
+            raise ProgramError("--memory sdram needs --backend cycle or rtl")
     if args.waves:
         if args.backend != "rtl":
             raise ProgramError("--waves needs --backend rtl")
@@ -358,6 +377,10 @@ def _bitstream(args: argparse.Namespace) -> int:
 
     out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024
+    if args.sdram and mem is not None:
+        raise ProgramError("--mem-kib sizes the on-chip DRAM; with --sdram the DRAM is the board's SDRAM")
+    if args.sdram and not BOARDS[args.board].sdram:
+        raise ProgramError(f"{args.board} has no SDRAM: build it without --sdram (on-chip DRAM, --mem-kib)")
     with ProgressDisplay(f"bitstream for {args.board}", enabled=False if args.quiet else None,
                          delay_s=0) as show:
         def say(line: str) -> None:
@@ -371,7 +394,8 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
                                  lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
-                                                args.mul_cycles, args.uop_stage), seed=args.seed)
+                                                args.mul_cycles, args.uop_stage), seed=args.seed,
+                                 sdram=args.sdram)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

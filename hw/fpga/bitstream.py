@@ -70,13 +70,16 @@ class SocOnBoard(Elaboratable):
 
     def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
                  accelerator: bool = True, counters: str | CounterSet = "all",
-                 lean: LeanBuild | None = None) -> None:
+                 lean: LeanBuild | None = None, sdram: str = "") -> None:
+        from ..rtl.sdram import PARTS
         from ..rtl.soc import Soc
 
-        self.soc = Soc(cfg, mem_bytes, divisor=round(clock_hz / baud),
+        part = PARTS[sdram] if sdram else None
+        # the part's clock is the SoC's inverted: its words come half a cycle sooner
+        self.soc = Soc(cfg, part.size_bytes if part else mem_bytes, divisor=round(clock_hz / baud),
                        timing=(lean or LeanBuild()).timing(timing_for(cfg)),
-                       accelerator=accelerator,
-                       counters=counters)
+                       accelerator=accelerator, counters=counters, sdram=part, clock_mhz=clock_hz / 1e6,
+                       capture_cycles=part.timing(clock_hz / 1e6).min_cas_latency if part else None)
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
@@ -92,7 +95,26 @@ class SocOnBoard(Elaboratable):
                 break
             m.submodules[f"led_{k}"] = led = io.Buffer("o", pin)
             m.d.comb += led.o.eq(soc.leds[k])
+        if soc.sdram is not None:
+            self._sdram_pins(m, platform, soc)
         return m
+
+    @staticmethod
+    def _sdram_pins(m: Module, platform: Any, soc: Any) -> None:
+        """The SDRAM's pins: its clock the SoC's inverted (a DDR output), the rest plain
+        buffers of the controller's registered pins (amaranth-boards' active-low ones
+        inverted by their resource)."""
+        pins = platform.request("sdram", 0, dir="-")
+        m.submodules.sdram_clk = clk = io.DDRBuffer("o", pins.clk)
+        m.d.comb += [clk.o[0].eq(0), clk.o[1].eq(1)]
+        outputs = {"clk_en": soc.sdram_cke, "cs": ~soc.sdram_cs_n, "we": ~soc.sdram_we_n,
+                   "ras": ~soc.sdram_ras_n, "cas": ~soc.sdram_cas_n, "ba": soc.sdram_ba, "a": soc.sdram_a,
+                   "dqm": soc.sdram_dm}
+        for name, value in outputs.items():
+            m.submodules[f"sdram_{name}"] = buffer = io.Buffer("o", getattr(pins, name))
+            m.d.comb += buffer.o.eq(value)
+        m.submodules.sdram_dq = dq = io.Buffer("io", pins.dq)
+        m.d.comb += [dq.o.eq(soc.sdram_dq_o), dq.oe.eq(soc.sdram_dq_oe), soc.sdram_dq_i.eq(dq.i)]
 
 
 Resources = dict[str, dict[str, int]]  # resource -> {"used": n, "available": n}
@@ -123,6 +145,7 @@ class BitstreamReport:
     counters: str = "all"  # the counters built: "all", "cycles" or "none" (link-test: "none")
     lean: dict[str, int] = field(default_factory=lambda: LeanBuild().to_dict())  # LeanBuild's
     seed: int = 1  # nextpnr's --seed
+    sdram: str = ""  # the SDRAM part holding the DRAM ("": on-chip block RAM)
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -150,7 +173,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
                     counters: str = "all", lean: LeanBuild | None = None, seed: int = 1,
-                    progress: Callable[[str], None] | None = None) -> BitstreamReport:
+                    progress: Callable[[str], None] | None = None, sdram: bool = False) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
     Parameters
@@ -187,6 +210,12 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         nextpnr's placement seed (its result moves by a few percent with it).
     progress : callable, optional
         receives each progress line; by default they are printed.
+    sdram : bool
+        the SoC's DRAM is the board's SDR SDRAM (:attr:`~.boards.Board.sdram`, the
+        controller of :mod:`openvta.hw.rtl.sdram` at the board's clock) instead of
+        on-chip RAM: the whole part (64 MiB on the ULX3S) holds the models, and
+        ``mem_bytes`` must be left out.  Its programs run on the cycle model with
+        :func:`openvta.isa.sdram_timing`.
 
     Raises
     ------
@@ -205,26 +234,35 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     lean = LeanBuild() if lean is None or link_test else lean
     if not link_test:
         LeanBuild.of(cfg, lean.timing(timing_for(cfg)))  # the folds must divide the tile
+    if sdram:
+        if not target.sdram:
+            raise ValueError(f"{target.name} has no SDRAM: build it with on-chip DRAM (without sdram)")
+        if mem_bytes is not None:
+            raise ValueError("mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole SDRAM part")
     mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s, seed)
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
-    what = _pre_check(target, cfg, mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
+    # (with the SDRAM, no block RAM holds the DRAM: the fit counts the buffers alone)
+    what = _pre_check(target, cfg, 0 if sdram else mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # 2. elaboration: the build plan's sources and tool commands
-    say(f"[{_clock(t0)}] elaborating the SoC ({mem_bytes // 1024} KiB on-chip DRAM, "
+    dram = f"{target.sdram} SDRAM" if sdram else f"{mem_bytes // 1024} KiB on-chip DRAM"
+    say(f"[{_clock(t0)}] elaborating the SoC ({dram}, "
         f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz, counters {built.label}"
         + (f", {lean.label}" if lean.label else "") + ")")
-    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built, lean).extract(str(out))
+    _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built, lean,
+          target.sdram if sdram else "").extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report = BitstreamReport(
         board=target.name, part=target.part,
         config="link-test" if link_test else (preset_name or cfg.name),
-        config_keys=None if link_test else cfg.to_dict(), mem_bytes=mem_bytes, baud=baud,
+        config_keys=None if link_test else cfg.to_dict(),
+        mem_bytes=_sdram_part(target).size_bytes if sdram else mem_bytes, baud=baud,
         clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label,
-        lean=lean.to_dict(), seed=seed)
+        lean=lean.to_dict(), seed=seed, sdram=target.sdram if sdram else "")
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -319,11 +357,17 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def _sdram_part(target: Board) -> Any:
+    from ..rtl.sdram import PARTS
+
+    return PARTS[target.sdram]
+
+
 def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool,
           target_mhz: float, counters: CounterSet = CounterSet.ALL,
-          lean: LeanBuild | None = None) -> Any:
+          lean: LeanBuild | None = None, sdram: str = "") -> Any:
     platform = _constrained(target.platform(), target_mhz)
-    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean)
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram)
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 

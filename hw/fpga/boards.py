@@ -48,6 +48,8 @@ class Board:
     default_mem_bytes: int  # on-chip DRAM of the SoC
     nextpnr_opts: tuple[str, ...] = ()
     synth_opts: str = ""
+    #: the board's SDR SDRAM part (:data:`openvta.hw.rtl.sdram.PARTS`), or "" for none
+    sdram: str = ""
 
     def platform(self) -> Any:
         """A fresh amaranth-boards platform object for this board."""
@@ -80,7 +82,7 @@ BOARDS: dict[str, Board] = {
         capacity={"logic": 83640, "dsp": 156, "bram": 208},
         cells={"logic": ("LUT4",), "dsp": ("MULT18X18D",), "bram": ("DP16KD",),
                "ff": ("TRELLIS_FF",), "carry": ("CCU2C",), "lutram": ("TRELLIS_DPR16X4",)},
-        bram_bits=18432, default_mem_bytes=65536,
+        bram_bits=18432, default_mem_bytes=65536, sdram="AS4C32M16SB-7",
         # router2 with nextpnr's electrostatic placer: `small` routes in minutes (the
         # default heap placer left router2 with hundreds of congested wires after 45 min)
         nextpnr_opts=("--router", "router2", "--placer", "static"),

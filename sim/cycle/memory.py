@@ -65,14 +65,19 @@ class Channel:
     beat_cycles :
         cycles the memory takes per beat: a burst's data holds the channel for its
         ``cycles`` (:class:`~.costs.Bursts`) or its beats times this, whichever is longer.
+    shares :
+        a channel whose port this one shares (a memory that serves one burst at a time,
+        read or write: the SDRAM controller).
     """
 
-    def __init__(self, env: simpy.Environment, overhead_cycles: int, bus_bytes: int, beat_cycles: int = 1) -> None:
+    def __init__(self, env: simpy.Environment, overhead_cycles: int, bus_bytes: int, beat_cycles: int = 1,
+                 shares: Channel | None = None) -> None:
         self.env = env
         self.beat_cycles = beat_cycles
         self.overhead_cycles = overhead_cycles
         self.bus_bytes = bus_bytes
-        self.port = simpy.Resource(env, capacity=1)
+        # one burst at a time on both directions: the other channel's port
+        self.port: simpy.Resource = simpy.Resource(env, capacity=1) if shares is None else shares.port
         self._holder = object()  # the fast path's user of the channel (:meth:`_hold`)
         self.beats = 0
 

@@ -133,7 +133,7 @@ class CycleModel:
         t = self.timing
         self.read = Channel(env, t.request_cycles + t.dram_read_latency_cycles, cfg.bus_bytes, t.dram_beat_cycles)
         self.write = Channel(env, t.request_cycles + 1 + t.dram_write_latency_cycles, cfg.bus_bytes,
-                             t.dram_beat_cycles)
+                             t.dram_beat_cycles, shares=self.read if t.dram_channels == 1 else None)
         self.commands = {m: simpy.Store(env, capacity=cfg.CMD_QUEUE_DEPTH) for m in Module}
         self.tokens = {q: simpy.Store(env, capacity=cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
         self.stats = {unit: ModuleStats() for unit in Unit}

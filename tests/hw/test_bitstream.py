@@ -200,6 +200,30 @@ def test_command_line_passes_the_lean_build(monkeypatch: pytest.MonkeyPatch,
     assert "argument --acc-ports: invalid choice: 3" in capsys.readouterr().err
 
 
+def test_the_sdram_option_reaches_the_build_and_is_refused_where_it_means_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
+        seen.update(kwargs)
+        return BitstreamReport("ulx3s-85f", "p", "small", {}, 1 << 26, 115200, 25.0, 50.0, sdram="AS4C32M16SB-7")
+
+    monkeypatch.setattr(bitstream, "build_bitstream", fake)
+    assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet", "--sdram"]) == 0
+    assert seen["sdram"] is True and seen["mem_bytes"] is None
+    capsys.readouterr()
+    assert main(["bitstream", "--board", "ulx3s-85f", "--sdram", "--mem-kib", "64"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: --mem-kib sizes the on-chip DRAM; with --sdram the DRAM "
+                                       "is the board's SDRAM\n")
+    assert main(["bitstream", "--board", "icebreaker", "--sdram"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: icebreaker has no SDRAM: build it without --sdram "
+                                       "(on-chip DRAM, --mem-kib)\n")
+    with pytest.raises(ValueError, match="^mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole "
+                                         "SDRAM part$"):
+        build_bitstream("ulx3s-85f", preset("small"), tmp_path / "b", sdram=True, mem_bytes=65536)
+    assert not (tmp_path / "b").exists()
+
+
 def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bitstream", "--board", "icebreaker", "--counters", "few"])
@@ -216,6 +240,7 @@ def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[s
     ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
     ({"counters": "few"}, r"^counters must be one of 'all', 'cycles', 'none', not 'few'$"),
     ({"seed": 0}, r"^seed must be a positive integer, not 0$"),
+    ({"sdram": True}, r"^icebreaker has no SDRAM: build it with on-chip DRAM \(without sdram\)$"),
     ({"lean": LeanBuild(gemm_ii=3), "link_test": False},
      r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive integer dividing BLOCK_OUT "
      r"\(4\), not 3$"),

@@ -26,6 +26,7 @@ from openvta.hw.fpga import bridge_protocol as bp
 from openvta.hw.fpga.backend import BoardBackend, BoardError
 from openvta.hw.fpga.bridge_protocol import Command, ProtocolError, Status
 from openvta.hw.rtl.compute import LeanBuild
+from openvta.hw.rtl.sdram import AS4C32M16SB_7
 from openvta.isa import (
     COUNTER_BASE,
     EVENT_COUNTERS,
@@ -337,6 +338,11 @@ REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
     ({"mem_bytes": 4096.0}, TypeError, r"mem_bytes must be an integer, not 4096.0"),
     ({"divisor": 2}, ValueError, r"UART divisor must be at least 4 clock cycles per bit, not 2"),
     ({"counters": "few"}, ValueError, r"counters must be one of 'all', 'cycles', 'none', not 'few'"),
+    ({"sdram": "AS4C32M16SB-7"}, TypeError, r"sdram must be an SdramPart, not 'AS4C32M16SB-7'"),
+    ({"sdram": AS4C32M16SB_7}, ValueError,
+     r"mem_bytes must be the SDRAM's size, 67108864 \(AS4C32M16SB-7\), not 4096"),
+    ({"sdram": AS4C32M16SB_7, "mem_bytes": 1 << 26}, ValueError,
+     r"an SoC with SDRAM needs its clock_mhz \(the SDRAM's timings in cycles\)"),
 ])
 def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> None:
     pytest.importorskip("amaranth")

@@ -364,3 +364,18 @@ def test_board_back_end_needs_a_port(gemm_file: Any, capsys: pytest.CaptureFixtu
                                        "board's serial port)\n")
     assert main(["run", str(path), "--port", "/dev/null"]) == 1
     assert capsys.readouterr().err == "openvta: error: --port needs --backend board\n"
+
+
+def test_run_on_the_sdram_memory(gemm_file: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--memory sdram`` runs the cycle model with the board's SDRAM timing (slower than
+    on-chip RAM, the same counters otherwise), and is refused where it means nothing."""
+    path, _, _, _ = gemm_file
+    assert main(["run", str(path), "--backend", "cycle"]) == 0
+    on_chip = _counter_lines(capsys.readouterr().out)
+    assert main(["run", str(path), "--backend", "cycle", "--memory", "sdram"]) == 0
+    sdram = _counter_lines(capsys.readouterr().out)
+    assert sdram["cycles"] > on_chip["cycles"]
+    assert {k: v for k, v in sdram.items() if "cycles" not in k and not k.endswith("_wait")} == \
+        {k: v for k, v in on_chip.items() if "cycles" not in k and not k.endswith("_wait")}
+    assert main(["run", str(path), "--memory", "sdram"]) == 1
+    assert capsys.readouterr().err == "openvta: error: --memory sdram needs --backend cycle or rtl\n"
