@@ -107,7 +107,7 @@ class ByteToAxi(wiring.Component):
 class AxiJoin(wiring.Component):
     """Two AXI4 masters (``m0_axi_*``, ``m1_axi_*``) on one slave (``m_axi_*``): each
     direction is granted to one master for a whole burst (the read from its AR to its
-    last R beat, the write from its AW to its response), ``m0`` first when both wait.
+    last R beat, the write from its AW to its response), in turn when both wait.
 
     Parameters
     ----------
@@ -131,8 +131,8 @@ class AxiJoin(wiring.Component):
                                         (_WRITE_PREFIXES, "awvalid", self.m_axi_bvalid & self.m_axi_bready)):
             busy, owner = Signal(), Signal()
             wants = [getattr(self, f"m{k}_axi_{request}") for k in (0, 1)]
-            with m.If(~busy & (wants[0] | wants[1])):
-                m.d.sync += [busy.eq(1), owner.eq(~wants[0])]
+            with m.If(~busy & (wants[0] | wants[1])):  # both waiting: the one not granted last
+                m.d.sync += [busy.eq(1), owner.eq(Mux(wants[0] & wants[1], ~owner, wants[1]))]
             with m.If(busy & done):
                 m.d.sync += busy.eq(0)
             for name, member in axi_master_signature(self._bus_bits).items():
