@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test notebooks bench bench-fpga bitstream-ecp5 bitstream-ice40 lint typecheck clean
+.PHONY: demo test notebooks bench bench-fpga bitstream-ecp5 bitstream-ecp5-sdram bitstream-ice40 lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ bench: $(STAMP)
 bitstream-ecp5: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
 		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 -o build/ulx3s-85f-small
+
+# The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM
+# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC").
+bitstream-ecp5-sdram: $(STAMP)
+	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
+		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 --sdram -o build/ulx3s-85f-small-sdram
 
 # The ICEBreaker (iCE40 UP5K) link-test image (no accelerator preset fits the UP5K).
 bitstream-ice40: $(STAMP)
