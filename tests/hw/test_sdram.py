@@ -29,48 +29,37 @@ def system(bus_bytes: int, read_beats: int = 4) -> tuple[Module, SdramController
     return m, ctrl
 
 
+async def handshake(ctx: SimulatorContext, valid: object, ready: object) -> int:
+    """Raise ``valid`` until the cycle where ``ready`` is high too; returns the cycles taken."""
+    cycles = 1
+    ctx.set(valid, 1)
+    while not ctx.get(ready):
+        await ctx.tick()
+        cycles += 1
+    await ctx.tick()
+    ctx.set(valid, 0)
+    return cycles
+
+
 async def write_burst(ctx: SimulatorContext, c: SdramController, addr: int, beats: list[int],
                       strobes: list[int]) -> int:
     """One write burst; returns the cycles from AWVALID to the response."""
-    start = 0
     ctx.set(c.s_axi_awaddr, addr)
     ctx.set(c.s_axi_awlen, len(beats) - 1)
-    ctx.set(c.s_axi_awvalid, 1)
-    while not ctx.get(c.s_axi_awready):
-        await ctx.tick()
-        start += 1
-    await ctx.tick()
-    ctx.set(c.s_axi_awvalid, 0)
-    cycles = start + 1
+    cycles = await handshake(ctx, c.s_axi_awvalid, c.s_axi_awready)
     for i, (data, strb) in enumerate(zip(beats, strobes)):
         ctx.set(c.s_axi_wdata, data)
         ctx.set(c.s_axi_wstrb, strb)
         ctx.set(c.s_axi_wlast, i == len(beats) - 1)
-        ctx.set(c.s_axi_wvalid, 1)
-        while not ctx.get(c.s_axi_wready):
-            await ctx.tick()
-            cycles += 1
-        await ctx.tick()
-        cycles += 1
-    ctx.set(c.s_axi_wvalid, 0)
-    ctx.set(c.s_axi_bready, 1)
-    while not ctx.get(c.s_axi_bvalid):
-        await ctx.tick()
-        cycles += 1
-    await ctx.tick()
-    ctx.set(c.s_axi_bready, 0)
-    return cycles
+        cycles += await handshake(ctx, c.s_axi_wvalid, c.s_axi_wready)
+    return cycles + await handshake(ctx, c.s_axi_bready, c.s_axi_bvalid)
 
 
 async def read_burst(ctx: SimulatorContext, c: SdramController, addr: int, beats: int,
                      stall: random.Random | None = None) -> list[int]:
     ctx.set(c.s_axi_araddr, addr)
     ctx.set(c.s_axi_arlen, beats - 1)
-    ctx.set(c.s_axi_arvalid, 1)
-    while not ctx.get(c.s_axi_arready):
-        await ctx.tick()
-    await ctx.tick()
-    ctx.set(c.s_axi_arvalid, 0)
+    await handshake(ctx, c.s_axi_arvalid, c.s_axi_arready)
     got = []
     while len(got) < beats:
         ready = stall is None or stall.random() < 0.3
