@@ -7,6 +7,8 @@ datasheet's A.C. table (Table 16, speed grade -7), in nanoseconds: tRC 63, tRFC 
 tRCD 21, tRP 21, tRRD 14, tMRD 14, tRAS 42 (at most 120 µs), tWR 14; tCK at least 10 ns
 with CAS latency 2 and 7 ns with 3; 8192 refreshes every 64 ms (tREFI 7.8 µs).  A
 timing in clocks is the datasheet's note 1: the time over the clock period, rounded up.
+The part's description (:class:`~openvta.hw.rtl.sdram.SdramPart`) lives with the
+controller, :mod:`openvta.hw.rtl.sdram`, which takes its timings from the same place.
 
 The pins are those of a controller's PHY (LiteDRAM's ``GENSDRPHY`` pads): ``cs_n``,
 ``ras_n``, ``cas_n``, ``we_n``, ``ba``, ``a``, ``dm`` and the data bus split into

@@ -23,9 +23,9 @@ __all__ = ["ByteToAxi", "AxiJoin"]
 
 #: AXI4 signals by channel: the read channels (AR, R) and the write channels (AW, W, B).
 _READ_PREFIXES, _WRITE_PREFIXES = ("ar", "r"), ("aw", "w", "b")
-#: The handshake signals of each channel: valid from the source, ready from the sink.
-_VALIDS = {"arvalid", "rvalid", "awvalid", "wvalid", "bvalid"}
-_READIES = {"arready", "rready", "awready", "wready", "bready"}
+#: The handshake signals of each channel (valid from the source, ready from the sink):
+#: a master not granted the channel sees and drives them low.
+_HANDSHAKES = {f"{channel}{signal}" for channel in ("ar", "r", "aw", "w", "b") for signal in ("valid", "ready")}
 
 
 class ByteToAxi(wiring.Component):
@@ -141,7 +141,7 @@ class AxiJoin(wiring.Component):
                     continue
                 ours = [getattr(self, f"m{k}_axi_{channel}") for k in (0, 1)]
                 theirs = getattr(self, name)
-                handshake = channel in _VALIDS or channel in _READIES
+                handshake = channel in _HANDSHAKES
                 if member.flow == Out:  # master to slave
                     chosen = Mux(owner, ours[1], ours[0])
                     m.d.comb += theirs.eq(chosen & busy if handshake else chosen)
