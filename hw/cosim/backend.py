@@ -19,6 +19,7 @@ from openvta.runtime.program import Program, Progress, Result
 
 from ..rtl.sdram import AS4C32M16SB_7
 from . import native_dram, runner
+from .sdram_model import SdramSystem
 
 __all__ = ["DEFAULT_TOP", "MEMORIES", "RtlBackend"]
 
@@ -188,7 +189,8 @@ class RtlBackend:
             runner.check_top(top, cfg.bus_bytes * 8)
             verilog = runner.verilog_of(top)
             if dram_bytes is not None:
-                sdram = native_dram.sdram_verilog(cfg.bus_bytes, dram_bytes) if self.memory == "sdram" else None
+                sdram = (runner.verilog_of(SdramSystem(cfg.bus_bytes, dram_bytes), name=native_dram.SDRAM_NAME)
+                         if self.memory == "sdram" else None)
                 verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes, sdram)
             self._builds[key] = runner.build(verilog, self.build_root, progress=self.progress,
                                             dram_bytes=dram_bytes)

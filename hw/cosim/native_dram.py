@@ -33,11 +33,11 @@ from ..rtl.csr import AXIL_MEMBERS
 from .dram_image import IMAGE_IN, IMAGE_OUT, read_image, write_image
 from ..rtl.memory import ADDR_WIDTH, axi_master_signature
 
-__all__ = ["NATIVE_TOP_NAME", "SDRAM_NAME", "sdram_verilog", "IMAGE_IN", "IMAGE_OUT", "MIN_DRAM_BYTES",
+__all__ = ["NATIVE_TOP_NAME", "SDRAM_NAME", "IMAGE_IN", "IMAGE_OUT", "MIN_DRAM_BYTES",
            "dram_bytes_for", "native_verilog", "verilator_control", "write_image", "read_image"]
 
 NATIVE_TOP_NAME = "openvta_top_mem"
-#: The module of the SDRAM controller and its part's model (:func:`sdram_verilog`).
+#: The module of the SDRAM controller and its part's model (``SdramSystem``).
 SDRAM_NAME = "openvta_sdram"
 #: The smallest simulated DRAM: one Verilator build serves every program up to this
 #: size (the array costs its size in host memory, zeroed at start, ~10 ms per 16 MiB).
@@ -68,8 +68,8 @@ def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int, sdram: str | N
     the inputs ``image_bytes`` and ``dump`` and the reporting outputs (see the module
     docstring); the ``m_axi_*`` master connects to ``dram_bytes`` of simulated DRAM: an AXI
     RAM with cocotbext-axi AxiRam's timing, or with ``sdram`` (the Verilog of module
-    :data:`SDRAM_NAME`, :func:`sdram_verilog`) the SDRAM controller on the model of its
-    part, whose storage is the same array of bus words.
+    :data:`SDRAM_NAME`: :class:`~openvta.hw.cosim.sdram_model.SdramSystem`) the SDRAM
+    controller on the model of its part, whose storage is the same array of bus words.
     """
     if not isinstance(bus_bytes, int) or bus_bytes < 1 or bus_bytes & (bus_bytes - 1):
         raise ValueError(f"bus_bytes must be a power of two, not {bus_bytes!r}")
@@ -99,15 +99,6 @@ def native_verilog(verilog: str, bus_bytes: int, dram_bytes: int, sdram: str | N
     return (f"{verilog}\n// The DRAM inside the simulated design: openvta.hw.cosim.native_dram.\n"
             f"{header}\n" + "\n".join(wires)
             + f"\n{_RESET}  openvta_top top (\n    .rst(rst_q),\n{connections}\n  );\n{ram}endmodule\n")
-
-
-def sdram_verilog(bus_bytes: int, dram_bytes: int) -> str:
-    """The Verilog of module :data:`SDRAM_NAME`: the SDRAM controller at the ULX3S image's
-    50 MHz on the model of its part (:class:`~openvta.hw.cosim.sdram_model.SdramSystem`)."""
-    from .runner import verilog_of
-    from .sdram_model import SdramSystem
-
-    return verilog_of(SdramSystem(bus_bytes, dram_bytes), name=SDRAM_NAME)
 
 
 _INPUTS = ["clk", "rst", "image_bytes", "dump"]
