@@ -30,10 +30,11 @@ About 25 + 13 minutes on a 2-core machine; keep it otherwise idle.
 
     .venv/bin/python benchmarks/fpga.py --dse-speed build/dse-speed [--dse-executor local:2]
 
-``--sdram OUT`` prints the SDRAM's figures (issue [5/5]): the controller alone on the ECP5
+``--sdram OUT`` prints the SDRAM's figures (issue 24): the controller alone on the ECP5
 (LUTs, Fmax), ResNet-18's layers on the Verilated design with the SDRAM against the cycle
-model's board timing (``openvta.isa.sdram_timing``), and the whole ResNet-18 on it (about
-N minutes); the image with the SDRAM is ``--presets`` with ``sdram`` (``make bitstream-ecp5-sdram``).
+model's SDRAM timing (``openvta.isa.sdram_timing``), and the whole ResNet-18 on it (about 9
+minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
+(``openvta bitstream --sdram``).
 
     .venv/bin/python benchmarks/fpga.py --sdram build/sdram [--sdram-config small]
 

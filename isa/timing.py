@@ -181,10 +181,11 @@ SDRAM_WORD_BYTES = 2
 #: The SDRAM controller's (``hw/rtl/sdram.py``, at 50 MHz on the AS4C32M16SB-7's timings)
 #: latencies as the cycle model charges them: calibrated on ResNet-18's eleven layers on
 #: ``small`` with one and two virtual threads against the Verilated design
-#: (``RtlBackend(memory="sdram")``; benchmarks/fpga.py ``--sdram``): the opening of rows,
-#: CAS latency, the pin and input registers, the read FIFO and the refreshes in between.
+#: (``RtlBackend(memory="sdram")``; benchmarks/fpga.py ``--sdram``) at 50 MHz, the image's
+#: Fmax target: the opening of rows, CAS latency, the pin and input registers, the read
+#: FIFO and the refreshes in between.
 SDRAM_READ_LATENCY_CYCLES = 8
-SDRAM_WRITE_LATENCY_CYCLES = 4
+SDRAM_WRITE_LATENCY_CYCLES = 2
 
 
 def sdram_timing(cfg: Config, base: Timing | None = None) -> Timing:

@@ -109,7 +109,8 @@ class RtlBackend:
         (:mod:`openvta.hw.cosim.native_dram`, with cocotbext-axi AxiRam's timing, so the same
         results and counters, cycles included, at several times the speed);
         ``"cocotb"``: cocotbext-axi's AxiRam; ``"sdram"``: inside the design too, the ULX3S
-        image's SDRAM controller (:mod:`openvta.hw.rtl.sdram`, at its 50 MHz) on the model
+        image's SDRAM controller (:mod:`openvta.hw.rtl.sdram`, at 50 MHz, the image's Fmax target;
+        the board image runs it at the board's clock) on the model
         of its part (:mod:`openvta.hw.cosim.sdram_model`), whose datasheet checks stop a run
         that breaks one, with the rule's name; up to the part's 64 MiB.  Default: native
         unless idle or backpressure is asked for.  Each has its own Verilator build.

@@ -106,8 +106,9 @@ class ByteToAxi(wiring.Component):
 
 class AxiJoin(wiring.Component):
     """Two AXI4 masters (``m0_axi_*``, ``m1_axi_*``) on one slave (``m_axi_*``): each
-    direction is granted to one master for a whole burst (the read from its AR to its
-    last R beat, the write from its AW to its response), in turn when both wait.
+    direction is granted to one master for one burst (the read from its AR to its last R
+    beat, the write from its AW to its response; a second address of the same master
+    waits for the next grant), in turn when both wait.
 
     Parameters
     ----------
@@ -129,12 +130,14 @@ class AxiJoin(wiring.Component):
         for prefixes, request, done in ((_READ_PREFIXES, "arvalid", self.m_axi_rvalid & self.m_axi_rready
                                          & self.m_axi_rlast),
                                         (_WRITE_PREFIXES, "awvalid", self.m_axi_bvalid & self.m_axi_bready)):
-            busy, owner = Signal(), Signal()
+            busy, owner, addressed = Signal(), Signal(), Signal()
             wants = [getattr(self, f"m{k}_axi_{request}") for k in (0, 1)]
             with m.If(~busy & (wants[0] | wants[1])):  # both waiting: the one not granted last
                 m.d.sync += [busy.eq(1), owner.eq(Mux(wants[0] & wants[1], ~owner, wants[1]))]
+            with m.If(getattr(self, f"m_axi_{request}") & getattr(self, f"m_axi_{request[:2]}ready")):
+                m.d.sync += addressed.eq(1)  # a grant is one burst: its address passes once
             with m.If(busy & done):
-                m.d.sync += busy.eq(0)
+                m.d.sync += [busy.eq(0), addressed.eq(0)]
             for name, member in axi_master_signature(self._bus_bits).items():
                 channel = name[len("m_axi_"):]
                 if not channel.startswith(prefixes):
@@ -142,10 +145,12 @@ class AxiJoin(wiring.Component):
                 ours = [getattr(self, f"m{k}_axi_{channel}") for k in (0, 1)]
                 theirs = getattr(self, name)
                 handshake = channel in _HANDSHAKES
+                # the address channel's handshake is open once per grant
+                open_ = busy & ~addressed if channel in (request, request[:2] + "ready") else busy
                 if member.flow == Out:  # master to slave
                     chosen = Mux(owner, ours[1], ours[0])
-                    m.d.comb += theirs.eq(chosen & busy if handshake else chosen)
+                    m.d.comb += theirs.eq(chosen & open_ if handshake else chosen)
                 else:  # slave to master
                     for k in (0, 1):
-                        m.d.comb += ours[k].eq(theirs & busy & (owner == k) if handshake else theirs)
+                        m.d.comb += ours[k].eq(theirs & open_ & (owner == k) if handshake else theirs)
         return m

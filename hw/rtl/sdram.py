@@ -22,8 +22,10 @@ How it runs the part:
   open row (a ``bus_bytes``-byte AXI beat in ``bus_bytes / 2`` cycles) and a row miss
   costs PRECHARGE, ACTIVE and tRCD in the middle of a burst, nothing more.
 - **Refresh**: one owed every tREFI from the mode register's load on; owed refreshes are
-  made between AXI bursts (PRECHARGE ALL, AUTO REFRESH), so a burst is never cut and at
-  most a burst's length is postponed (the part allows eight tREFI).
+  made between AXI bursts (PRECHARGE ALL, AUTO REFRESH), so a streaming burst is never
+  cut.  A burst that a master holds up (``RREADY`` or ``WVALID`` low) until
+  :data:`URGENT_REFRESHES` are owed is interrupted at its next beat for one, then goes
+  on: the part allows eight tREFI postponed, and no stall can take more.
 - **One burst at a time**, reads and writes taking turns when both wait.  Read data comes
   back through a FIFO of ``read_beats`` beats, and a beat's first READ is only issued
   with room for it, so ``RREADY`` back-pressure never loses data.  A write waits for
@@ -50,10 +52,12 @@ from .axi_ram import axi_slave_members
 from .memory import BEATS_SHAPE
 from .params import refusing
 
-__all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramController", "sdram_pins",
+__all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramController", "sdram_pins", "URGENT_REFRESHES",
            "CMD_ACTIVE", "CMD_READ", "CMD_WRITE", "CMD_PRECHARGE", "CMD_REFRESH", "CMD_MODE",
            "CMD_TERMINATE", "CMD_NOP"]
 
+#: Owed refreshes that interrupt a burst at its next beat (module docstring).
+URGENT_REFRESHES = 4
 #: An SDR SDRAM command: ``(ras_n, cas_n, we_n)`` with ``cs_n`` low.
 CMD_ACTIVE, CMD_READ, CMD_WRITE, CMD_PRECHARGE = 0b011, 0b101, 0b100, 0b010
 CMD_REFRESH, CMD_MODE, CMD_TERMINATE, CMD_NOP = 0b001, 0b000, 0b110, 0b111
@@ -330,7 +334,9 @@ class SdramController(wiring.Component):
         refi = Signal(range(t.t_refi))
         due = Signal()
         refreshed = Signal()
-        m.d.sync += owed.eq(owed + due - refreshed)
+        m.d.sync += owed.eq(Mux(owed == 15, owed, owed + due) - refreshed)  # (saturates: never reached)
+        urgent = (word_in_beat == 0) & (owed >= URGENT_REFRESHES)
+        resume = Signal(2)  # the burst a refresh interrupted: 1 a read, 2 a write
         wait = Signal(range(max(self.init_cycles, 2) + 1), init=self.init_cycles)
         inits = Signal(range(3))
 
@@ -381,11 +387,18 @@ class SdramController(wiring.Component):
                         precharge_all()
                 with m.Elif(all_precharged & (since_ref >= t.t_rfc) & (since_mode >= t.t_mrd)):
                     m.d.comb += [cmd.eq(CMD_REFRESH), refreshed.eq(1)]
-                    m.d.sync += since_ref.eq(1)
+                    m.d.sync += [since_ref.eq(1), resume.eq(0)]
                     m.next = "IDLE"
+                    with m.If(resume == 1):
+                        m.next = "READ"
+                    with m.Elif(resume == 2):
+                        m.next = "WRITE"
             with m.State("READ"):
                 room = (word_in_beat != 0) | (reserved < self.read_beats)
-                with m.If(column_ok & room):
+                with m.If(urgent):
+                    m.d.sync += resume.eq(1)
+                    m.next = "REFRESH"
+                with m.Elif(column_ok & room):
                     m.d.comb += [cmd.eq(CMD_READ), cmd_ba.eq(bank), cmd_a.eq(col),
                                  issue.eq(Cat(1, last_word, beats_left == 1))]
                     m.d.sync += [word.eq(word + 1), word_in_beat.eq(word_in_beat + 1)]
@@ -397,8 +410,11 @@ class SdramController(wiring.Component):
                 with m.Else():
                     open_row_for_word()
             with m.State("WRITE"):
-                writes = w_full & column_ok & ~reads_in_flight
+                writes = w_full & column_ok & ~reads_in_flight & ~urgent
                 beat_done = writes & last_word
+                with m.If(urgent):
+                    m.d.sync += resume.eq(2)
+                    m.next = "REFRESH"
                 m.d.comb += self.s_axi_wready.eq(~w_full | (beat_done & ~w_last))
                 with m.If(self.s_axi_wvalid & self.s_axi_wready):
                     m.d.sync += [w_data.eq(self.s_axi_wdata), w_strb.eq(self.s_axi_wstrb),

@@ -167,6 +167,8 @@ class CycleModel:
         """Fetch reads a burst into its prefetch buffer, then waits until it is all routed."""
         env, stats, timing = self.env, self.stats[Unit.FETCH], self.timing
         beats_per_insn = max(1, INSN_BYTES // self.cfg.bus_bytes)
+        # one instruction a cycle (a beat of several) or its beats, each dram_beat_cycles long
+        cycles_per_insn = max(beats_per_insn, -(-INSN_BYTES * timing.dram_beat_cycles // self.cfg.bus_bytes))
         index = 0
         for chunk in fetch_bursts(self.machine.program.insn_addr, len(self.machine.insns), self.cfg,
                                   timing):
@@ -178,8 +180,8 @@ class CycleModel:
                 yield env.timeout(self.read.overhead_cycles)
                 stats.wait_memory += int(env.now) - asked
                 for _ in range(chunk):
-                    yield env.timeout(beats_per_insn)
-                    stats.busy += beats_per_insn
+                    yield env.timeout(cycles_per_insn)
+                    stats.busy += cycles_per_insn
                     if self._until is None or self.prefetch.get_queue:
                         self.prefetch.put((index, int(env.now)))
                     else:  # the put's event would find nobody to serve: spare it

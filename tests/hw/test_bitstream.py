@@ -143,7 +143,7 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
         "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
         "counters": "all", "lean": {"gemm_ii": 1, "alu_ii": 1, "acc_ports": 2, "mul_cycles": 1,
-                                    "uop_stage": 0}, "seed": 1,
+                                    "uop_stage": 0}, "seed": 1, "sdram": "",
         "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
@@ -268,7 +268,7 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
-                             "target_mhz", "counters", "lean", "seed", "times_s", "status", "synthesis_cells",
+                             "target_mhz", "counters", "lean", "seed", "sdram", "times_s", "status", "synthesis_cells",
                              "synthesis",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None

@@ -200,7 +200,7 @@ def test_stalls_need_the_cocotb_dram(dummy_native: Path, stall: str) -> None:
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
-    ({"memory": "python"}, r"^memory must be one of 'native', 'cocotb', not 'python'$"),
+    ({"memory": "python"}, r"^memory must be one of 'native', 'cocotb', 'sdram', not 'python'$"),
     ({"memory": "native", "idle": True},
      r"^idle and backpressure need memory='cocotb' \(cocotbext-axi's AxiRam has the pause "
      r"generators\), not 'native'$"),
