@@ -209,8 +209,7 @@ class RtlBackend:
         digest = hashlib.sha256(cfg.to_json().encode())
         digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
         if dram_bytes is not None:
-            digest.update(f"native {dram_bytes}".encode() if self.memory == "native"
-                          else f"{self.memory} {dram_bytes}".encode())
+            digest.update(f"{self.memory} {dram_bytes}".encode())
         digest.update(runner._tool_versions().encode())
         for source in sorted(Path(__file__).parent.parent.rglob("*.py")):  # every room of hw/
             digest.update(source.read_bytes())

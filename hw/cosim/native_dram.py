@@ -168,9 +168,9 @@ _CHECKS = """\
     wild = (addr >> (SHIFT + WORDS_LOG2)) != 0;
   endfunction
 
-  wire check_ar = m_axi_arvalid && m_axi_arready;
-  wire check_aw = m_axi_awvalid && m_axi_awready;
-  wire check_w = m_axi_wvalid && m_axi_wready;
+  wire ar = m_axi_arvalid && m_axi_arready;
+  wire aw = m_axi_awvalid && m_axi_awready;
+  wire w = m_axi_wvalid && m_axi_wready;
   reg [31:0] w_addr;
   wire w_stray = w_addr >= image_bytes ? m_axi_wstrb != 0
                  : (m_axi_wstrb >> (image_bytes - w_addr)) != 0;
@@ -178,8 +178,8 @@ _CHECKS = """\
     if (rst_q) begin
       stray_writes <= 0; wild_accesses <= 0; bad_bursts <= 0;
     end else begin
-      if (check_aw) w_addr <= m_axi_awaddr;
-      if (check_w) begin
+      if (aw) w_addr <= m_axi_awaddr;
+      if (w) begin
         w_addr <= w_addr + BYTES;
         if (w_stray) begin
           if (stray_writes == 0) begin
@@ -189,20 +189,21 @@ _CHECKS = """\
           stray_writes <= stray_writes + 1;
         end
       end
-      if ((check_ar && wild(m_axi_araddr)) || (check_aw && wild(m_axi_awaddr))) begin
-        if (wild_accesses == 0) wild_addr <= check_ar && wild(m_axi_araddr) ? m_axi_araddr : m_axi_awaddr;
+      if ((ar && wild(m_axi_araddr)) || (aw && wild(m_axi_awaddr))) begin
+        if (wild_accesses == 0) wild_addr <= ar && wild(m_axi_araddr) ? m_axi_araddr : m_axi_awaddr;
         wild_accesses <= wild_accesses + 1;
       end
-      if ((check_ar && bad_burst(m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst))
-          || (check_aw && bad_burst(m_axi_awaddr, m_axi_awlen, m_axi_awsize, m_axi_awburst))) begin
-        if (bad_bursts == 0) bad_addr <= check_ar ? m_axi_araddr : m_axi_awaddr;
+      if ((ar && bad_burst(m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst))
+          || (aw && bad_burst(m_axi_awaddr, m_axi_awlen, m_axi_awsize, m_axi_awburst))) begin
+        if (bad_bursts == 0) bad_addr <= ar ? m_axi_araddr : m_axi_awaddr;
         bad_bursts <= bad_bursts + 1;
       end
     end
   end
 """
 
-# The AXI slave RAM: cocotbext-axi AxiRam's timing (module docstring).
+# The AXI slave RAM: cocotbext-axi AxiRam's timing (module docstring); the handshakes
+# ``ar``, ``aw`` and ``w`` are _CHECKS'.
 _RAM = """\
   // read: ARREADY while idle; the memory's output register is the R channel's register
   reg [WORDS_LOG2-1:0] r_word;
@@ -226,9 +227,6 @@ _RAM = """\
   assign m_axi_bid = 0;
   assign m_axi_bresp = 0;
 
-  wire ar = m_axi_arvalid && m_axi_arready;
-  wire aw = m_axi_awvalid && m_axi_awready;
-  wire w = m_axi_wvalid && m_axi_wready;
   integer lane;
 
   always @(posedge clk) begin

@@ -53,6 +53,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..rtl.sdram import (AS4C32M16SB_7, CMD_ACTIVE, CMD_MODE, CMD_PRECHARGE, CMD_READ, CMD_REFRESH,
                          CMD_TERMINATE, CMD_WRITE, PARTS, SdramPart, SdramTiming, sdram_pins)
+from ..rtl.params import refusing
 
 __all__ = ["SdramPart", "SdramTiming", "AS4C32M16SB_7", "PARTS", "SdramModel", "MAX_POSTPONED_REFRESHES",
            "attach", "SdramSystem", "SIM_INIT_US"]
@@ -324,13 +325,12 @@ class SdramModel(wiring.Component):
         return m
 
 
-def attach(m: Module, controller: wiring.Component, model: SdramModel) -> None:
-    """Wire a controller's pins (:func:`~openvta.hw.rtl.sdram.sdram_pins`) to the model's."""
-    for name in sdram_pins(model.part):
-        if name == "dq_i":
-            m.d.comb += controller.dq_i.eq(model.dq_i)
-        else:
-            m.d.comb += getattr(model, name).eq(getattr(controller, name))
+def attach(m: Module, controller: wiring.Component, model: SdramModel, prefix: str = "") -> None:
+    """Wire a controller's pins (:func:`~openvta.hw.rtl.sdram.sdram_pins`, each name after
+    ``prefix``: ``"sdram_"`` for the SoC's) to the model's."""
+    for name, member in sdram_pins(model.part).items():
+        pin = getattr(controller, prefix + name)
+        m.d.comb += getattr(model, name).eq(pin) if member.flow == Out else pin.eq(getattr(model, name))
 
 
 class SdramSystem(wiring.Component):
@@ -340,6 +340,7 @@ class SdramSystem(wiring.Component):
     Members: the controller's ``s_axi_*`` slave and the model's ``mem_*`` port.
     """
 
+    @refusing
     def __init__(self, bus_bytes: int, dram_bytes: int, part: SdramPart = AS4C32M16SB_7,
                  clock_mhz: float = 50.0) -> None:
         from ..rtl.axi_ram import axi_slave_members

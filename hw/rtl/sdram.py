@@ -48,6 +48,8 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from openvta.isa.timing import SDRAM_WORD_BYTES
+
 from .axi_ram import axi_slave_members
 from .memory import BEATS_SHAPE
 from .params import refusing
@@ -148,7 +150,8 @@ class SdramPart:
 
 
 #: Alliance Memory AS4C32M16SB-7 (the ULX3S from revision 3.1), datasheet Table 16.
-AS4C32M16SB_7 = SdramPart("AS4C32M16SB-7", banks=4, rows=8192, columns=1024, dq_bits=16,
+#: (Its data bus is the cycle model's SDRAM word, ``openvta.isa.SDRAM_WORD_BYTES``.)
+AS4C32M16SB_7 = SdramPart("AS4C32M16SB-7", banks=4, rows=8192, columns=1024, dq_bits=8 * SDRAM_WORD_BYTES,
                           t_rcd_ns=21, t_rp_ns=21, t_ras_ns=42, t_ras_max_ns=120_000, t_rc_ns=63, t_rrd_ns=14,
                           t_wr_ns=14, t_rfc_ns=63, t_mrd_ns=14, t_refi_ns=64e6 / 8192,
                           t_ck_cl2_ns=10, t_ck_cl3_ns=7)
@@ -242,6 +245,7 @@ class SdramController(wiring.Component):
         col_bits, bank_bits = (part.columns - 1).bit_length(), (banks - 1).bit_length()
         row_bits = (part.rows - 1).bit_length()
         word_bits = col_bits + bank_bits + row_bits
+        byte_bits = (dq // 8).bit_length() - 1  # a byte address's bits below its word
         cl = t.min_cas_latency
         limit = max(t.t_rc, t.t_ras, t.t_rfc, t.t_rp, t.t_rcd, t.t_rrd, t.t_wr, t.t_mrd) + 1
 
@@ -373,12 +377,12 @@ class SdramController(wiring.Component):
                     m.next = "REFRESH"
                 with m.Elif(self.s_axi_arvalid & ~(self.s_axi_awvalid & ~self.s_axi_bvalid & prefer_write)):
                     m.d.comb += self.s_axi_arready.eq(1)
-                    m.d.sync += [word.eq(self.s_axi_araddr[dq.bit_length() - 4:]), word_in_beat.eq(0),
+                    m.d.sync += [word.eq(self.s_axi_araddr[byte_bits:]), word_in_beat.eq(0),
                                  beats_left.eq(self.s_axi_arlen + 1), prefer_write.eq(1)]
                     m.next = "READ"
                 with m.Elif(self.s_axi_awvalid & ~self.s_axi_bvalid):
                     m.d.comb += self.s_axi_awready.eq(1)
-                    m.d.sync += [word.eq(self.s_axi_awaddr[dq.bit_length() - 4:]), word_in_beat.eq(0),
+                    m.d.sync += [word.eq(self.s_axi_awaddr[byte_bits:]), word_in_beat.eq(0),
                                  prefer_write.eq(0)]
                     m.next = "WRITE"
             with m.State("REFRESH"):

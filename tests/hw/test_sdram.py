@@ -6,6 +6,7 @@ spells and long bursts, read back-pressure."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 from amaranth import Module
@@ -13,8 +14,10 @@ from amaranth.sim import Simulator, SimulatorContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openvta.hw.cosim.sdram_model import SdramModel, attach
+from openvta.hw.cosim.sdram_model import SdramModel, SdramSystem, attach
+from openvta.hw.rtl.host_port import AxiJoin, ByteToAxi
 from openvta.hw.rtl.sdram import AS4C32M16SB_7, SdramController
+from openvta.isa import ConfigError, Timing
 
 CLOCK = 50.0
 ROWS = 4  # rows simulated per bank: 32 KiB
@@ -244,8 +247,6 @@ def test_two_masters_share_the_controller_burst_by_burst() -> None:
     """AxiJoin (the SoC's core and bridge on the SDRAM's one port): two masters writing and
     reading their own regions at once, through the controller on the part's model, each
     reading back what it wrote."""
-    from openvta.hw.rtl.host_port import AxiJoin
-
     bus_bytes = 8
     m = Module()
     m.submodules.ctrl = ctrl = SdramController(AS4C32M16SB_7, CLOCK, bus_bytes, init_us=1.0)
@@ -310,3 +311,26 @@ def test_a_master_that_stalls_a_burst_cannot_starve_the_refresh() -> None:
         assert got == beats
 
     simulate(bus_bytes, bench)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: Timing(dram_channels=3), ConfigError, r"^dram_channels must be 1 or 2, not 3$"),
+    (lambda: Timing(dram_beat_cycles=0), ConfigError, r"^dram_beat_cycles must be at least 1, not 0$"),
+    (lambda: ByteToAxi(40, 64), ValueError, r"^addr_width must be an integer from 10 to 32, not 40$"),
+    (lambda: SdramSystem(8, 1000), ValueError,
+     r"^dram_bytes must be a multiple of 8192 up to 67108864 \(AS4C32M16SB-7\), not 1000$"),
+])
+def test_refused_memory_options(call: Callable[[], object], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_an_image_larger_than_the_sdram_is_refused_before_any_build(tmp_path: object) -> None:
+    from openvta.hw.cosim.backend import RtlBackend
+    from openvta.hw.cosim.runner import RtlError
+    from openvta.isa import preset
+
+    backend = RtlBackend(memory="sdram", build_root=str(tmp_path))
+    with pytest.raises(RtlError, match=r"^the program's DRAM image \(100000000 bytes\) does not fit the SDRAM "
+                                       r"\(AS4C32M16SB-7, 67108864 bytes\)$"):
+        backend.build_dir(preset("tiny"), 100_000_000)

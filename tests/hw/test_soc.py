@@ -374,8 +374,8 @@ def soc_with_sdram(cfg: Config, counters: str, timing: Any) -> Any:
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
-    from openvta.hw.cosim.sdram_model import SdramModel
-    from openvta.hw.rtl.sdram import AS4C32M16SB_7, sdram_pins
+    from openvta.hw.cosim.sdram_model import SdramModel, attach
+    from openvta.hw.rtl.sdram import AS4C32M16SB_7
     from openvta.hw.rtl.soc import Soc
 
     class SocWithSdram(wiring.Component):
@@ -389,9 +389,7 @@ def soc_with_sdram(cfg: Config, counters: str, timing: Any) -> Any:
             m = Module()
             m.submodules.soc, m.submodules.part = soc, part = self.soc, self.part
             m.d.comb += [soc.uart_rx.eq(self.uart_rx), self.uart_tx.eq(soc.uart_tx), self.leds.eq(soc.leds)]
-            for name, member in sdram_pins(AS4C32M16SB_7).items():
-                pin = getattr(soc, f"sdram_{name}")
-                m.d.comb += getattr(part, name).eq(pin) if member.flow == Out else pin.eq(part.dq_i)
+            attach(m, soc, part, prefix="sdram_")
             return m
 
     return SocWithSdram()
