@@ -44,6 +44,7 @@ from openvta.isa.counters import CounterSet, counter_set
 
 from ..rtl.axi_ram import check_mem_bytes
 from ..rtl.compute import LeanBuild
+from ..rtl.fanout import KEEP_REPLICAS
 from ..rtl.uart import check_divisor
 from .boards import Board, FitError, board, check_fit, check_synthesis
 
@@ -369,6 +370,7 @@ def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bo
     platform = _constrained(target.platform(), target_mhz)
     top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram)
     return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
+                          script_after_read=KEEP_REPLICAS,
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 
 

@@ -15,6 +15,9 @@ in stage 2 are brought up to date with the writes made since (forwarding: in sta
 for the ALU, from its own registered results; in stage 5 for the GEMM), so an
 execution that reads the tile an earlier one writes always sees the new value:
 back-to-back accumulation into one tile needs no stall (docs/ISA.md: no hazard rule).
+Which write a tile takes is decided a cycle ahead and registered once per lane, as are
+the ALU's controls (:mod:`.fanout`): each copy drives one lane's multiplexers, so no
+register drives a whole tile's (the FPGA clock: docs/FPGA_NOTES.md).
 LOAD ACC and ACC_8BIT write the accumulator only; GEMM with ``reset_reg`` writes zeros
 to the accumulator only.
 
@@ -53,6 +56,7 @@ from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
 
 from .buffers import read_port, write_port
 from .dma import READ_FIELDS, DmaReader
+from .fanout import replicas
 from .fields import Decoded, uop_fields
 from .loadstore import dma_fields
 from .memory import mem_port
@@ -92,6 +96,7 @@ class _Operands:
     s2_dst: Signal
     s2_src: Signal
     s2_first: Signal
+    s2_part: Signal
     valid: Signal  # stage 3
     dst: Signal  # the tile read on the first read port (src on a load_b pass)
     src: Signal
@@ -170,7 +175,7 @@ class ComputeUnit(Stage):
             MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
         }
         self.gemm = GemmCore(cfg, registered=True, fold=lean.gemm_ii)
-        self.alu = AluLanes(cfg, fold=lean.alu_ii, mul_stage=lean.mul_cycles == 2)
+        self.alu = AluLanes(cfg, fold=lean.alu_ii, mul_stage=lean.mul_cycles == 2, ahead=True)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -345,7 +350,7 @@ class ComputeUnit(Stage):
                      a3.eq(self.acc_ra.data), inp3.eq(self.inp_r.data), wgt3.eq(wgt)]
         if self.lean.acc_ports == 2:
             m.d.sync += b3.eq(self.acc_rb.data)
-        return _Operands(s2_valid, s2_dst, s2_src, s2_first, s3_valid, s3_dst, s3_src,
+        return _Operands(s2_valid, s2_dst, s2_src, s2_first, s2_part, s3_valid, s3_dst, s3_src,
                          s3_part, s3_load_b, s3_silent, a3, b3, inp3, wgt3)
 
     def _execute(self, m: Module, d: Decoded, ops: _Operands) -> _Executed:
@@ -369,26 +374,28 @@ class ComputeUnit(Stage):
         acc_w = self.acc_w
         addr_bits = len(written[0][1])
         upcoming = ((writes, ops.dst[:addr_bits]), (acc_w.en, acc_w.addr))
-        a_sel = _selects_ahead(m, "a", upcoming, ops.s2_dst[:addr_bits])
+        lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
+        a_sel = _selects_ahead(m, "a", upcoming, ops.s2_dst[:addr_bits], lanes)
         m.d.comb += [alu.op.eq(d.alu("alu_opcode")), alu.use_imm.eq(d.alu("use_imm")),
                      alu.imm.eq(d.alu("imm")),
-                     alu.a.eq(Mux(a_sel[0], alu_q, Mux(a_sel[1], written[0][2], ops.acc_a)))]
+                     alu.a.eq(_lanewise(a_sel, (alu_q, written[0][2], ops.acc_a)))]
         if self.lean.acc_ports == 2:
-            b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits])
-            m.d.comb += alu.b.eq(Mux(b_sel[0], alu_q, Mux(b_sel[1], written[0][2], ops.acc_b)))
+            b_sel = _selects_ahead(m, "b", upcoming, ops.s2_src[:addr_bits], lanes)
+            m.d.comb += alu.b.eq(_lanewise(b_sel, (alu_q, written[0][2], ops.acc_b)))
         else:  # the tile the load_b pass read, brought up to date like a
             held = Signal(len(ops.acc_a), name="held_b")
             with m.If(ops.valid & ops.load_b):
                 m.d.sync += held.eq(alu.a)
             m.d.comb += alu.b.eq(held)
-        if self.lean.alu_ii > 1:
-            m.d.comb += alu.part.eq(ops.part)
+        if self.lean.alu_ii > 1:  # (the ALU registers its controls: given a cycle ahead)
+            m.d.comb += alu.part.eq(ops.s2_part)
         if self.lean.gemm_ii > 1:
             m.d.comb += gemm.part.eq(s4_part)
         # (the same a cycle ahead for the GEMM: the writes of this cycle and the last)
-        g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits])
+        g_sel = _selects_ahead(m, "g", ((acc_w.en, acc_w.addr), written[0][:2]), ops.dst[:addr_bits],
+                               lanes)
         m.d.comb += [gemm.inp.eq(ops.inp), gemm.wgt.eq(ops.wgt),
-                     gemm.acc_in.eq(Mux(g_sel[0], written[0][2], Mux(g_sel[1], written[1][2], a4))),
+                     gemm.acc_in.eq(_lanewise(g_sel, (written[0][2], written[1][2], a4))),
                      gemm.reset.eq(d.gemm("reset_reg"))]
         return _Executed(s4_valid, s4_dst, alu_q, alu_out_q)
 
@@ -520,12 +527,20 @@ class LeanBuild:
                    stages[0] - PIPELINE_CYCLES)
 
 
-def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value) -> list[Signal]:
+def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value, lanes: int) -> list[list[Signal]]:
     """Registered ``en & (waddr == addr)`` for each (en, waddr) of ``writes``: next
-    cycle, whether the micro-op reading ``addr`` now must take that write's data."""
-    sels = []
-    for age, (en, waddr) in enumerate(writes):
-        sel = Signal(name=f"{name}_sel{age}")
-        m.d.sync += sel.eq(en & (waddr == addr))
-        sels.append(sel)
-    return sels
+    cycle, whether the micro-op reading ``addr`` now must take that write's data; one
+    copy per lane of the tile it selects (:mod:`.fanout`)."""
+    return [replicas(m, f"{name}_sel{age}", en & (waddr == addr), lanes)
+            for age, (en, waddr) in enumerate(writes)]
+
+
+def _lanewise(sels: list[list[Signal]], tiles: tuple[Value, Value, Value]) -> Value:
+    """Lane by lane: ``tiles[0]`` where the first select's copy for the lane is set, else
+    ``tiles[1]`` where the second's is, else ``tiles[2]``."""
+    lanes = len(sels[0])
+    bits = len(tiles[0]) // lanes
+    first, second, rest = tiles
+    return Cat(*(Mux(sels[0][k], first.word_select(k, bits),
+                     Mux(sels[1][k], second.word_select(k, bits), rest.word_select(k, bits)))
+                 for k in range(lanes)))

@@ -25,6 +25,7 @@ from amaranth.utils import ceil_log2
 
 from openvta.isa import SHR_AMOUNT_WIDTH, AluOp, Config, Format, layouts_of
 
+from .fanout import replicas
 from .params import refusing
 
 __all__ = ["GemmCore", "AluLanes", "check_fold", "widen_lanes"]
@@ -118,13 +119,16 @@ class AluLanes(wiring.Component):
     are registered, and a MUL's ``acc_out`` is the sum of those of the cycle before
     (the low 32 bits of ``a·b`` need three: ``a_lo·b_lo``, ``a_hi·b_lo``, ``a_lo·b_hi``).
     Only the operations in ``ops`` are built (a drain stage's set, ``DRAIN_OPS``); any
-    other ``op`` gives zeros.
+    other ``op`` gives zeros.  With ``ahead``, ``op``, ``use_imm``, ``imm`` and ``part``
+    are given a cycle before the operands they apply to, and registered once per lane
+    built (:mod:`.fanout`: each copy drives one lane's logic, not all of it).
     """
 
     @refusing
     def __init__(self, cfg: Config, fold: int = 1, mul_stage: bool = False,
-                 ops: frozenset[AluOp] = frozenset(AluOp)) -> None:
+                 ops: frozenset[AluOp] = frozenset(AluOp), ahead: bool = False) -> None:
         self.cfg, self.mul_stage, self.ops = cfg, bool(mul_stage), frozenset(ops)
+        self.ahead = bool(ahead)
         n = cfg.BATCH * cfg.BLOCK_OUT
         self.fold = check_fold(fold, n, "the ALU's fold", "BATCH·BLOCK_OUT")
         layout = layouts_of(cfg)[Format.ALU]
@@ -148,16 +152,19 @@ class AluLanes(wiring.Component):
         shift_bits = SHR_AMOUNT_WIDTH
         lanes = []
 
+        controls = self._controls(m, width)
+
         def lane_of(tile: Value, w: int) -> Value:
             """Lane ``w`` of the lanes built: lane ``part·width + w`` of ``tile``."""
             if self.fold == 1:
                 return tile.word_select(w, bits).as_signed()
             lanes = Cat(*(tile.word_select(p * width + w, bits) for p in range(self.fold)))
-            return lanes.word_select(self.part, bits).as_signed()
+            return lanes.word_select(controls[w]["part"], bits).as_signed()
 
         for w in range(width):
+            op, use_imm, imm = controls[w]["op"], controls[w]["use_imm"], controls[w]["imm"]
             a = lane_of(self.a, w)
-            b = Mux(self.use_imm, self.imm, lane_of(self.b, w))
+            b = Mux(use_imm, imm, lane_of(self.b, w))
             shamt = Signal(signed(shift_bits), name=f"shamt_{w}")
             m.d.comb += shamt.eq(b[:shift_bits])
             result = Signal(signed(bits), name=f"alu_{w}")
@@ -165,7 +172,7 @@ class AluLanes(wiring.Component):
             product = None
             if AluOp.MUL in self.ops:
                 product = _split_product(m, w, a, b, bits) if self.mul_stage else a * b
-            with m.Switch(self.op):
+            with m.Switch(op):
                 if AluOp.MIN in self.ops:
                     with m.Case(AluOp.MIN):
                         m.d.comb += result.eq(Mux(a < b, a, b))
@@ -191,13 +198,25 @@ class AluLanes(wiring.Component):
             kept = []
             for w in range(n):
                 lane = Signal(signed(bits), name=f"lane_{w}")
-                m.d.comb += lane.eq(Mux(self.part == w // width, lanes[w % width],
+                m.d.comb += lane.eq(Mux(controls[w % width]["part"] == w // width, lanes[w % width],
                                         self.a.word_select(w, bits)))
                 kept.append(lane)
             lanes = kept
         m.d.comb += [self.acc_out.eq(Cat(*lanes)),
                      self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m
+
+
+    def _controls(self, m: Module, width: int) -> list[dict[str, Value]]:
+        """For each lane built, the control inputs it computes with: the ports, or with
+        ``ahead`` its own registered copy of them."""
+        ports: dict[str, Value] = {"op": self.op, "use_imm": self.use_imm, "imm": self.imm}
+        if self.fold > 1:
+            ports["part"] = self.part
+        if not self.ahead:
+            return [ports] * width
+        copies = {name: replicas(m, f"alu_{name}", port, width) for name, port in ports.items()}
+        return [{name: copies[name][w] for name in ports} for w in range(width)]
 
 
 def _split_product(m: Module, w: int, a: Value, b: Value, bits: int) -> Value:

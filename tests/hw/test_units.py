@@ -169,6 +169,44 @@ def test_alu_lanes_match_functional_simulator(name: str, op: AluOp) -> None:
     assert len(checked) == len(pairs) // n + len(imms)
 
 
+@pytest.mark.parametrize("fold", [1, 2])
+def test_alu_lanes_ahead_compute_with_the_controls_of_the_cycle_before(fold: int) -> None:
+    """With ``ahead`` (the compute unit's ALU), each lane registers its own copy of ``op``,
+    ``use_imm``, ``imm`` and ``part``: the result is that of the controls given a cycle
+    before the operands, whatever the ports hold now."""
+    cfg = preset("tiny")
+    dut = AluLanes(cfg, fold=fold, ahead=True)
+    n, rng = cfg.BATCH * cfg.BLOCK_OUT, np.random.default_rng(fold)
+    checked = []
+
+    async def bench(ctx: Any) -> None:
+        for trial in range(40):
+            op, use_imm = AluOp(trial % len(AluOp)), trial % 3 == 0
+            imm = int(rng.choice(SHIFTS if op == AluOp.SHR else INT16_EDGES))
+            part = int(rng.integers(fold))
+            controls = [(dut.op, int(op)), (dut.use_imm, int(use_imm)), (dut.imm, imm)]
+            if fold > 1:
+                controls.append((dut.part, part))
+            for port, value in controls:
+                ctx.set(port, value)
+            await ctx.tick()
+            for port, _ in controls:  # the ports change: the lanes keep their copies
+                ctx.set(port, 0)
+            a = rng.choice(INT32_EDGES, n).astype(np.int64)
+            b = rng.choice(SHIFTS if op == AluOp.SHR else INT32_EDGES, n).astype(np.int64)
+            ctx.set(dut.a, pack(a, 32))
+            ctx.set(dut.b, pack(b, 32))
+            expected = alu_lanes(op, a, np.int64(imm) if use_imm else b)
+            lanes = slice(part * n // fold, (part + 1) * n // fold)
+            want = a.copy()
+            want[lanes] = expected[lanes]
+            assert unpack(ctx.get(dut.acc_out), 32, n) == want.tolist(), (op, use_imm, part)
+            checked.append(trial)
+
+    _simulate(dut, bench)
+    assert len(checked) == 40
+
+
 # -- DrainLanes with a stage's operation set (DRAIN_OPS) ----------------------------------
 
 @pytest.mark.parametrize("ops", ["RSHR+SHR", "ADD", "CLIP+MIN+MAX", "MUL", "MIN+MAX+ADD+SHR+MUL+RSHR+CLIP"])
