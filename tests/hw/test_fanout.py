@@ -13,8 +13,12 @@ from amaranth.back import rtlil
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from openvta.hw.fpga.bitstream import _tool_path
-from openvta.hw.rtl.fanout import KEEP_REPLICAS, replicas
+from openvta.hw.fpga.bitstream import TOP_NAME, _plan, _tool_path
+from openvta.hw.fpga.boards import board
+from openvta.hw.rtl.compute import LeanBuild
+from openvta.hw.rtl.fanout import KEEP_REPLICAS, REPLICA_ATTR, replicas
+from openvta.isa import preset
+from openvta.isa.counters import counter_set
 
 #: tests that run the YoWASP tools share one xdist worker (tests/hw/test_bitstream.py)
 YOWASP = pytest.mark.xdist_group("yowasp")
@@ -75,3 +79,23 @@ def test_yosys_keeps_the_copies_only_when_told(tmp_path: Path) -> None:
     (tmp_path / "merged").mkdir()
     assert _flip_flops(tmp_path / "kept", KEEP_REPLICAS) == outputs + COPIES
     assert _flip_flops(tmp_path / "merged", "opt_clean") == outputs + 1
+
+
+@YOWASP
+def test_the_bitstream_build_keeps_every_copy_of_the_accelerator(tmp_path: Path) -> None:
+    """The build's script marks the flip-flop of every copy in the real SoC (lean `tiny`
+    on the ULX3S): one kept ``$dff`` per replica wire, none missed (a copy Amaranth
+    emitted as another cell type would be)."""
+    lean = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
+    _plan(board("ulx3s-85f"), preset("tiny"), 4096, 115200, True, 50.0, counter_set("none"),
+          lean).extract(tmp_path)
+    assert KEEP_REPLICAS in (tmp_path / f"{TOP_NAME}.ys").read_text()
+    script = f"read_rtlil {TOP_NAME}.il; {KEEP_REPLICAS}; proc; write_json marked.json"
+    subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=600)
+    modules = json.loads((tmp_path / "marked.json").read_text())["modules"].values()
+    wires = sum(len(net["bits"]) for mod in modules for net in mod["netnames"].values()
+                if REPLICA_ATTR in net["attributes"])
+    kept = sum(int(cell["parameters"]["WIDTH"], 2) for mod in modules for cell in mod["cells"].values()
+               if cell["type"] == "$dff" and "keep" in cell["attributes"])
+    assert wires > 0 and kept == wires
