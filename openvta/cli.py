@@ -150,7 +150,8 @@ def _bitstream_parser(sub: Any) -> None:
                      help="1: register the micro-op read before its indices are added, a sixth "
                      "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
     bit.add_argument("--seed", type=_positive_int, default=1,
-                     help="nextpnr's placement seed (Fmax moves by a few percent with it; default 1)")
+                     help="nextpnr's placement seed (Fmax moves by a few percent with it, and a "
+                     "crowded design may route with one seed and not another; default 1)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
