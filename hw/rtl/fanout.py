@@ -20,8 +20,11 @@ __all__ = ["KEEP_REPLICAS", "REPLICA_ATTR", "replicas"]
 
 #: The wire attribute of every copy.
 REPLICA_ATTR = "openvta_replica"
-#: Yosys commands: the ``$dff`` cells driving a replica wire are kept (not merged).
-KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1:+$dff[Q] a:{REPLICA_ATTR} %d"
+#: The flip-flop cells Yosys may read from Amaranth's RTLIL (``$dff`` in a domain with a
+#: synchronous reset, ``$adff`` with an asynchronous one) or make of them before synthesis.
+_FLIP_FLOPS = "$dff,$adff,$dffe,$adffe,$sdff,$sdffe,$sdffce,$aldff,$aldffe"
+#: Yosys commands: the flip-flop cells driving a replica wire are kept (not merged).
+KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1:+{_FLIP_FLOPS}[Q] a:{REPLICA_ATTR} %d"
 
 
 def replicas(m: Module, name: str, value: Value, copies: int) -> list[Signal]:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, ClockDomain, Module, Mux, Signal
 from amaranth.back import rtlil
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -40,10 +40,14 @@ class _Lanes(wiring.Component):
         return m
 
 
-def _flip_flops(tmp_path: Path, before_synth: str) -> int:
+def _flip_flops(tmp_path: Path, before_synth: str, async_reset: bool) -> int:
     """The flip-flops ``synth_ecp5`` leaves of :class:`_Lanes`, with ``before_synth``
     run after reading it."""
-    (tmp_path / "lanes.il").write_text(rtlil.convert(_Lanes(), name="top"))
+    top, lanes = Module(), _Lanes()
+    top.domains.sync = sync = ClockDomain(async_reset=async_reset)
+    top.submodules.lanes = lanes
+    ports = [lanes.sel, lanes.a, lanes.b, lanes.o, sync.clk, sync.rst]
+    (tmp_path / "lanes.il").write_text(rtlil.convert(top, name="top", ports=ports))
     script = f"read_rtlil lanes.il; {before_synth}; synth_ecp5 -top top; tee -q -o stat.json stat -json"
     subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, check=True,
                    capture_output=True, timeout=600)
@@ -73,19 +77,21 @@ def test_replicas_hold_the_same_value() -> None:
 
 
 @YOWASP
-def test_yosys_keeps_the_copies_only_when_told(tmp_path: Path) -> None:
+@pytest.mark.parametrize("async_reset", [False, True], ids=["sync-reset", "async-reset"])
+def test_yosys_keeps_the_copies_only_when_told(tmp_path: Path, async_reset: bool) -> None:
+    """Amaranth makes the copies ``$dff`` cells, ``$adff`` in a domain with an
+    asynchronous reset: either way the command keeps them."""
     outputs = 8 * COPIES
     (tmp_path / "kept").mkdir()
     (tmp_path / "merged").mkdir()
-    assert _flip_flops(tmp_path / "kept", KEEP_REPLICAS) == outputs + COPIES
-    assert _flip_flops(tmp_path / "merged", "opt_clean") == outputs + 1
+    assert _flip_flops(tmp_path / "kept", KEEP_REPLICAS, async_reset) == outputs + COPIES
+    assert _flip_flops(tmp_path / "merged", "opt_clean", async_reset) == outputs + 1
 
 
 @YOWASP
 def test_the_bitstream_build_keeps_every_copy_of_the_accelerator(tmp_path: Path) -> None:
     """The build's script marks the flip-flop of every copy in the real SoC (lean `tiny`
-    on the ULX3S): one kept ``$dff`` per replica wire, none missed (a copy Amaranth
-    emitted as another cell type would be)."""
+    on the ULX3S): one kept ``$dff`` per replica wire, none missed."""
     lean = LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
     _plan(board("ulx3s-85f"), preset("tiny"), 4096, 115200, True, 50.0, counter_set("none"),
           lean).extract(tmp_path)
