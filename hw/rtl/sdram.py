@@ -334,11 +334,12 @@ class SdramController(wiring.Component):
         last_word = word_in_beat == k - 1
         w_data, w_strb, w_last, w_full = Signal(k * dq), Signal(k * dq // 8), Signal(), Signal()
         prefer_write = Signal()
-        owed = Signal(range(16))
+        most_owed = 15  # owed saturates there (never reached: a burst yields at URGENT_REFRESHES)
+        owed = Signal(range(most_owed + 1))
         refi = Signal(range(t.t_refi))
         due = Signal()
         refreshed = Signal()
-        m.d.sync += owed.eq(Mux(owed == 15, owed, owed + due) - refreshed)  # (saturates: never reached)
+        m.d.sync += owed.eq(Mux(owed == most_owed, owed, owed + due) - refreshed)
         urgent = (word_in_beat == 0) & (owed >= URGENT_REFRESHES)
         resume = Signal(2)  # the burst a refresh interrupted: 1 a read, 2 a write
         wait = Signal(range(max(self.init_cycles, 2) + 1), init=self.init_cycles)

@@ -206,7 +206,6 @@ class AluLanes(wiring.Component):
                      self.out.eq(Cat(*(lane[:cfg.OUT_WIDTH] for lane in lanes)))]
         return m
 
-
     def _controls(self, m: Module, width: int) -> list[dict[str, Value]]:
         """For each lane built, the control inputs it computes with: the ports, or with
         ``ahead`` its own registered copy of them."""
