@@ -12,7 +12,7 @@
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test] [--counters all|cycles|none]
                       [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
-                      [--uop-stage 0|1] [--seed N]
+                      [--uop-stage 0|1] [--shared-dma] [--seed N]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -149,6 +149,9 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--uop-stage", type=int, default=0, choices=(0, 1),
                      help="1: register the micro-op read before its indices are added, a sixth "
                      "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
+    bit.add_argument("--shared-dma", action="store_true",
+                     help="lean build: one DMA reader per module, of the width each LOAD "
+                     "chooses, instead of one per buffer: less logic, the same cycles")
     bit.add_argument("--seed", type=_positive_int, default=1,
                      help="nextpnr's placement seed (Fmax moves by a few percent with it, and a "
                      "crowded design may route with one seed and not another; default 1)")
@@ -395,7 +398,8 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
                                  lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
-                                                args.mul_cycles, args.uop_stage), seed=args.seed,
+                                                args.mul_cycles, args.uop_stage, int(args.shared_dma)),
+                                 seed=args.seed,
                                  sdram=args.sdram)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,

@@ -109,7 +109,8 @@ class DseError(ValueError):
 #: fields of :class:`~openvta.hw.rtl.compute.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
 #: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports;
 #: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
-#: micro-op read registered before its indices are added).
+#: micro-op read registered before its indices are added; ``shared_dma=1``: one DMA reader
+#: per module, the same cycles).
 _FOLDS = tuple(str(1 << k) for k in range(7))
 BUILD_OPTIONS: dict[str, tuple[str, ...]] = {
     "counters": tuple(c.label for c in CounterSet), "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
@@ -550,7 +551,8 @@ def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mh
     counters = BUILD_OPTIONS["counters"][0]
     same = (report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
             and report.get("counters", counters) == options.get("counters", counters)
-            and report.get("lean", LeanBuild().to_dict()) == lean_build(options).to_dict())
+            # (a report older than a lean option has that option's default)
+            and {**LeanBuild().to_dict(), **report.get("lean", {})} == lean_build(options).to_dict())
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 

@@ -80,7 +80,8 @@ class SocOnBoard(Elaboratable):
         self.soc = Soc(cfg, part.size_bytes if part else mem_bytes, divisor=round(clock_hz / baud),
                        timing=(lean or LeanBuild()).timing(timing_for(cfg)),
                        accelerator=accelerator, counters=counters, sdram=part, clock_mhz=clock_hz / 1e6,
-                       capture_cycles=part.timing(clock_hz / 1e6).min_cas_latency if part else None)
+                       capture_cycles=part.timing(clock_hz / 1e6).min_cas_latency if part else None,
+                       shared_dma=bool((lean or LeanBuild()).shared_dma))
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()

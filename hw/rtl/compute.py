@@ -55,10 +55,9 @@ from openvta.isa import Module as Unit
 from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
 
 from .buffers import read_port, write_port
-from .dma import READ_FIELDS, DmaReader
+from .dma import DmaReaders
 from .fanout import replicas
 from .fields import Decoded, uop_fields
-from .loadstore import dma_fields
 from .memory import mem_port
 from .params import refusing
 from .stage import Stage
@@ -72,7 +71,6 @@ _INDICES = ("dst", "src", "wgt")
 #: five stages' fill and drain (one more with the micro-op stage).
 PIPELINE_CYCLES = 5
 #: The buffers compute loads with LOAD, in the order of their burst ports.
-_LOADED = (MemoryType.UOP, MemoryType.ACC, MemoryType.ACC_8BIT)
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,9 @@ class ComputeUnit(Stage):
     inp_r, wgt_r : read ports of the inp and wgt buffers
     out_w : write port of the out buffer
     uop_mem, acc_mem, acc_8bit_mem : Out(mem_port(bus_bits))
-        the burst ports of the three DMA readers (LOAD UOP, ACC, ACC_8BIT).
+        the burst ports of the three DMA readers (LOAD UOP, ACC, ACC_8BIT); with
+        ``shared_dma``, one reader of their widths and its port ``dma_mem``
+        (:class:`~.dma.DmaReaders`).
     clear : In(1)
         the start of a run: clears ``finished``.
     finished : Out(1)
@@ -154,7 +154,7 @@ class ComputeUnit(Stage):
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, timing: Timing) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, timing: Timing, shared_dma: bool = False) -> None:
         self.lean = lean = LeanBuild.of(cfg, timing)
         members: dict[str, wiring.Member] = {
             "uop_w": write_port(cfg, "uop"), "uop_r": read_port(cfg, "uop"),
@@ -166,29 +166,20 @@ class ComputeUnit(Stage):
         }
         if lean.acc_ports == 2:
             members["acc_rb"] = read_port(cfg, "acc")
-        members.update({f"{mt.name.lower()}_mem": Out(mem_port(bus_bits)) for mt in _LOADED})
+        self.readers = DmaReaders({MemoryType.UOP: UOP_WIDTH, MemoryType.ACC: cfg.acc_elem_bytes * 8,
+                                   MemoryType.ACC_8BIT: cfg.out_elem_bytes * 8}, bus_bits,
+                                  timing.max_burst_beats, shared_dma)
+        members.update(self.readers.members())
         super().__init__(Unit.COMPUTE, cfg, bus_bits, members)
-        max_burst = timing.max_burst_beats
-        self.dmas = {
-            MemoryType.UOP: DmaReader(UOP_WIDTH, bus_bits, max_burst),
-            MemoryType.ACC: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
-            MemoryType.ACC_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
-        }
         self.gemm = GemmCore(cfg, registered=True, fold=lean.gemm_ii)
         self.alu = AluLanes(cfg, fold=lean.alu_ii, mul_stage=lean.mul_cycles == 2, ahead=True)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        for mt, dma in self.dmas.items():
-            m.submodules[f"dma_{mt.name.lower()}"] = dma
-            wiring.connect(m, wiring.flipped(getattr(self, f"{mt.name.lower()}_mem")), dma.mem)
+        m.d.comb += self.waiting_memory.eq(self.readers.elaborate_into(m, self))
         m.submodules.gemm, m.submodules.alu = self.gemm, self.alu
-        m.d.comb += self.waiting_memory.eq(self.dmas[MemoryType.UOP].waiting
-                                           | self.dmas[MemoryType.ACC].waiting
-                                           | self.dmas[MemoryType.ACC_8BIT].waiting)
-        uop = self.dmas[MemoryType.UOP]
-        m.d.comb += [self.uop_w.en.eq(uop.wr_en), self.uop_w.addr.eq(uop.wr_addr),
-                     self.uop_w.data.eq(uop.wr_data)]
+        uop_en, uop_addr, uop_data = self.readers.write(MemoryType.UOP, Decoded(self.status.insn, self.cfg))
+        m.d.comb += [self.uop_w.en.eq(uop_en), self.uop_w.addr.eq(uop_addr), self.uop_w.data.eq(uop_data)]
         with m.If(self.clear):
             m.d.sync += self.finished.eq(0)
         loop_start = Signal()
@@ -197,12 +188,7 @@ class ComputeUnit(Stage):
         def execute(m: Module, insn: Decoded, first: Value) -> Value:
             op = insn.opcode
             sync = (op == Opcode.LOAD) & (insn.mem("x_size") == 0)
-            done = first & sync
-            for mt, dma in self.dmas.items():
-                dma_fields(m, dma, insn, READ_FIELDS)
-                m.d.comb += dma.start.eq(first & ~sync & (op == Opcode.LOAD)
-                                         & (insn.mem("memory_type") == mt))
-                done = done | dma.done
+            done = (first & sync) | self.readers.start(m, insn, first & ~sync & (op == Opcode.LOAD))
             with m.If(first & (op == Opcode.FINISH)):
                 m.d.sync += self.finished.eq(1)
             m.d.comb += loop_start.eq(first & ((op == Opcode.GEMM) | (op == Opcode.ALU)))
@@ -414,16 +400,18 @@ class ComputeUnit(Stage):
     def _acc_writes(self, m: Module, is_alu: Value, executed: _Executed) -> None:
         """Stage 5, and the accumulator loads: the acc (and out) buffer writes."""
         acc_w, out_w = self.acc_w, self.out_w
-        acc_dma, acc8_dma = self.dmas[MemoryType.ACC], self.dmas[MemoryType.ACC_8BIT]
+        insn = Decoded(self.status.insn, self.cfg)
+        (acc_en, acc_addr, acc_data), (acc8_en, acc8_addr, acc8_data) = (
+            self.readers.write(mt, insn) for mt in (MemoryType.ACC, MemoryType.ACC_8BIT))
         lanes = self.cfg.BATCH * self.cfg.BLOCK_OUT
         # ACC_8BIT: every int8 lane sign-extended to an int32 accumulator lane
-        widened = widen_lanes(acc8_dma.wr_data, lanes, self.cfg)
+        widened = widen_lanes(acc8_data, lanes, self.cfg)
         result = Mux(is_alu, executed.alu_acc, self.gemm.acc_out)
         low8 = Mux(is_alu, executed.alu_out, self.gemm.out)
-        with m.If(acc_dma.wr_en):
-            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc_dma.wr_addr), acc_w.data.eq(acc_dma.wr_data)]
-        with m.Elif(acc8_dma.wr_en):
-            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc8_dma.wr_addr), acc_w.data.eq(widened)]
+        with m.If(acc_en):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc_addr), acc_w.data.eq(acc_data)]
+        with m.Elif(acc8_en):
+            m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(acc8_addr), acc_w.data.eq(widened)]
         with m.Elif(executed.valid):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(executed.dst), acc_w.data.eq(result)]
             # a GEMM with reset_reg leaves the out buffer alone (docs/ISA.md decision)
@@ -458,11 +446,15 @@ class LeanBuild:
     #: 1: the micro-op read from the uop buffer is registered (a sixth pipeline stage,
     #: one cycle more per GEMM and ALU instruction)
     uop_stage: int = 0
+    #: 1: one DMA reader per module, of the width each LOAD chooses, instead of one per
+    #: buffer (:class:`~.dma.DmaReaders`): the same cycles, so not in the timing
+    #: (:meth:`of` gives 0); the core's build option
+    shared_dma: int = 0
 
     #: The values of the options that have few, the full build's first (the folds
     #: ``gemm_ii`` and ``alu_ii`` take any positive integer dividing their tile).
     CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {"acc_ports": (2, 1), "mul_cycles": (1, 2),
-                                                     "uop_stage": (0, 1)}
+                                                     "uop_stage": (0, 1), "shared_dma": (0, 1)}
 
     def __post_init__(self) -> None:
         for name in ("gemm_ii", "alu_ii"):

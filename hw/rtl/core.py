@@ -4,7 +4,8 @@ Buffers (one element per word, docs/ISA.md §1): inp, wgt, acc (two read ports t
 for its write port), out, uop.  Command queues: three FIFOs of ``CMD_QUEUE_DEPTH``
 instructions.  Token queues: four counters of ``DEP_QUEUE_DEPTH``.  Memory: seven
 burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 readers;
-store's writer) arbitrated onto the ``m_axi_*`` AXI4 master.
+store's writer) arbitrated onto the ``m_axi_*`` AXI4 master; with ``shared_dma``, four
+(one reader per module: :class:`~.dma.DmaReaders`).
 
 Machine v2 (``cfg.has_drain``) adds the epi buffer (one write and one read port, the
 store module's), a read port of the acc buffer for the store module's drain unit
@@ -72,6 +73,10 @@ class Core(wiring.Component):
         ``"all"`` (default), ``"cycles"`` or ``"none"``: the counters built; the
         ``counters`` port carries them in ``HW_COUNTERS`` order
         (``counter_set.counters``).
+    shared_dma :
+        one DMA reader per module for all its LOADs, of the width each chooses
+        (:class:`~.dma.DmaReaders`), instead of one per buffer: less logic and fewer
+        arbiter masters, the same cycles (:attr:`LeanBuild.shared_dma`).
 
     Raises
     ------
@@ -82,9 +87,9 @@ class Core(wiring.Component):
 
     @refusing
     def __init__(self, cfg: Config, timing: Timing | None = None,
-                 counters: str | CounterSet = "all") -> None:
+                 counters: str | CounterSet = "all", shared_dma: bool = False) -> None:
         self.counter_set = counter_set(counters)
-        self.cfg = cfg
+        self.cfg, self.shared_dma = cfg, bool(shared_dma)
         self.timing = timing or timing_for(cfg)
         LeanBuild.of(cfg, self.timing)  # a lean build the compute unit cannot be is refused here
         self.bus_bits = cfg.bus_bytes * 8
@@ -135,7 +140,7 @@ class Core(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg, burst = self.cfg, self.timing.max_burst_beats
-        compute = ComputeUnit(cfg, self.bus_bits, self.timing)
+        compute = ComputeUnit(cfg, self.bus_bits, self.timing, self.shared_dma)
         ports = self._memories(m, compute.lean.acc_ports)
         fifos = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) for _ in range(3)]
         for name, fifo in zip(("load", "compute", "store"), fifos):
@@ -144,9 +149,9 @@ class Core(wiring.Component):
         for q, counter in tokens.items():
             m.submodules[f"tokens_{q.name.lower()}"] = counter
         m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst)
-        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst)
+        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, self.shared_dma)
         m.submodules.compute = compute
-        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst)
+        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma)
         for unit, fifo in zip((load, compute, store), fifos):
             wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
@@ -159,10 +164,10 @@ class Core(wiring.Component):
                 wiring.connect(m, getattr(unit, name), ports[name])
         if cfg.has_drain:
             self._cleared_tiles(m, ports, compute, store)
-        masters = [fetch.mem, load.inp_mem, load.wgt_mem, compute.uop_mem, compute.acc_mem,
-                   compute.acc_8bit_mem, store.out_mem]
+        masters = [fetch.mem, *(getattr(load, n) for n in load.readers.port_names()),
+                   *(getattr(compute, n) for n in compute.readers.port_names()), store.out_mem]
         if cfg.has_drain:
-            masters += [store.epi_mem, store.epi_8bit_mem]
+            masters += [getattr(store, n) for n in store.readers.port_names()]
         m.submodules.arbiter = arbiter = AxiArbiter(len(masters), self.bus_bits)
         for i, port in enumerate(masters):
             wiring.connect(m, port, arbiter.masters[i])

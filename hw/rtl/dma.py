@@ -11,24 +11,35 @@ of elements narrower than a beat may start and end inside a beat: the reader ski
 bytes outside the row, the writer leaves them alone with AXI write strobes.  Either
 way one element moves per cycle, so such a burst holds the bus one cycle per element.
 
+A reader may also take elements of several widths (``DmaReader((32, 128), …)``), one
+chosen per instruction by its ``sel`` input: a module whose LOADs fill buffers of
+different widths then needs one engine instead of one per buffer
+(:class:`DmaReaders`).  A module runs one instruction at a time, so the shared engine
+moves the same beats in the same cycles as the separate ones would.
+
 The field widths are the memory instruction's (:data:`openvta.isa.encoding.MEM_FIELDS`).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal, Value
+from collections.abc import Sequence
+from typing import Any
+
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from openvta.isa import MemoryType
 from openvta.isa.config import SRAM_BASE_WIDTH
 from openvta.isa.encoding import MEM_FIELDS
 from openvta.isa.timing import AXI_MAX_BURST_BEATS
 
 from .memory import ADDR_WIDTH, BEATS_SHAPE, mem_port
 from .memory import burst_beats as next_burst
+from .fields import Decoded
 from .params import check_bus_bits, refusing
 
-__all__ = ["DmaReader", "DmaWriter", "READ_FIELDS", "WRITE_FIELDS"]
+__all__ = ["DmaReader", "DmaReaders", "DmaWriter", "READ_FIELDS", "WRITE_FIELDS", "dma_fields"]
 
 #: The memory instruction's fields a DMA engine takes, with their widths.
 _FIELDS = {name: width for name, width, _ in MEM_FIELDS if name != "memory_type"}
@@ -38,7 +49,8 @@ WRITE_FIELDS = tuple(name for name in _FIELDS if "pad" not in name)
 
 
 def _check(elem_bits: int, bus_bits: int, max_burst: int) -> None:
-    if not isinstance(elem_bits, int) or elem_bits < 8 or elem_bits & (elem_bits - 1):
+    if not isinstance(elem_bits, int) or isinstance(elem_bits, bool) or elem_bits < 8 \
+            or elem_bits & (elem_bits - 1):
         raise ValueError(f"DMA element width must be a power of two of at least 8 bits, "
                          f"not {elem_bits!r}")
     check_bus_bits(bus_bits, "DMA bus width")
@@ -55,26 +67,54 @@ def _row_beats_shape(elem_bits: int, bus_bits: int) -> range:
 
 
 class _Dma(wiring.Component):
-    """What both engines share: parameters, geometry, the first beat of a row."""
+    """What both engines share: parameters, geometry, the first beat of a row.
+
+    ``widths`` are the element widths the engine takes, in bits; with more than one, the
+    ``sel`` input (``range(len(self.widths))``) names the current one, ``self.widths``
+    being the distinct widths in increasing order.  ``elem_bits``, ``beats_per_elem``
+    and ``elems_per_beat`` are the widest's, the widest's and the narrowest's: the
+    registers' sizes.
+    """
 
     @refusing
-    def __init__(self, elem_bits: int, bus_bits: int, max_burst: int,
+    def __init__(self, widths: tuple[int, ...], bus_bits: int, max_burst: int,
                  members: dict[str, wiring.Member]) -> None:
-        _check(elem_bits, bus_bits, max_burst)
-        self.elem_bits, self.bus_bits, self.max_burst = elem_bits, bus_bits, max_burst
-        self.e_bytes, self.b_bytes = elem_bits // 8, bus_bits // 8
-        self.beats_per_elem = max(1, elem_bits // bus_bits)
-        self.elems_per_beat = max(1, bus_bits // elem_bits)
+        if not widths:
+            raise ValueError("a DMA engine needs at least one element width")
+        for elem_bits in widths:
+            _check(elem_bits, bus_bits, max_burst)
+        self.widths = tuple(sorted(set(widths)))
+        self.elem_bits, self.bus_bits, self.max_burst = self.widths[-1], bus_bits, max_burst
+        self.e_bytes, self.b_bytes = self.elem_bits // 8, bus_bits // 8
+        self.beats_per_elem = max(1, self.elem_bits // bus_bits)
+        self.elems_per_beat = max(1, bus_bits // self.widths[0])
         members.update({"start": In(1), "busy": Out(1), "done": Out(1), "waiting": Out(1),
                          "mem": Out(mem_port(bus_bits))})
+        if len(self.widths) > 1:
+            members["sel"] = In(range(len(self.widths)))
         super().__init__(members)
+
+    def _pick(self, values: Sequence[Any]) -> Any:
+        """``values[i]`` for the selected width ``widths[i]``: a Python value when all agree."""
+        if len(self.widths) == 1 or all(isinstance(v, int) and v == values[0] for v in values):
+            return values[0]
+        result = values[-1]
+        for i in reversed(range(len(values) - 1)):
+            result = Mux(self.sel == i, values[i], result)
+        return result
 
     def _row_start(self, row_elem: Signal, x_size: Value) -> tuple[Value, Value | int, Value]:
         """(aligned burst address, first slot, beats) of a row of ``x_size`` elements at
         DRAM element ``row_elem``."""
-        log_e, log_b = self.e_bytes.bit_length() - 1, self.b_bytes.bit_length() - 1
+        starts = [self._row_start_of(elem_bits, row_elem, x_size) for elem_bits in self.widths]
+        addr, first_slot, beats = (self._pick([start[k] for start in starts]) for k in range(3))
+        return addr, first_slot, beats
+
+    def _row_start_of(self, elem_bits: int, row_elem: Signal, x_size: Value) -> tuple[Value, Value | int, Value]:
+        e_bytes = elem_bits // 8
+        log_e, log_b = e_bytes.bit_length() - 1, self.b_bytes.bit_length() - 1
         byte_addr = (row_elem << log_e)[:ADDR_WIDTH]
-        if self.elems_per_beat == 1:  # elements are whole beats, so rows are beat-aligned
+        if elem_bits >= self.bus_bits:  # elements are whole beats, so rows are beat-aligned
             return byte_addr, 0, (x_size << log_e) >> log_b
         first_slot = byte_addr[log_e:log_b]
         beats = (((first_slot + x_size) << log_e) + self.b_bytes - 1) >> log_b
@@ -84,16 +124,24 @@ class _Dma(wiring.Component):
 class DmaReader(_Dma):
     """LOAD data movement into a buffer write port (``wr_*``).
 
+    ``elem_bits`` is one element width, or several (a sequence): then ``sel`` chooses
+    the width of each LOAD (``widths[sel]``, the distinct widths in increasing order),
+    held from ``start`` to ``done``, and an element narrower than ``wr_data`` is written
+    in its low bits.
+
     The write port is registered: an element is written the cycle after it arrives, so
     the buffer's write data does not hang off the bus handshake and the arbiter (on the
     ECP5 that was `small`'s critical path).  ``done`` still pulses after the last write.
     """
 
-    def __init__(self, elem_bits: int, bus_bits: int, max_burst: int) -> None:
+    @refusing
+    def __init__(self, elem_bits: int | Sequence[int], bus_bits: int, max_burst: int) -> None:
+        widths = tuple(elem_bits) if isinstance(elem_bits, (tuple, list)) else (elem_bits,)
         members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in READ_FIELDS}
+        widest = max((w for w in widths if isinstance(w, int)), default=8)
         members.update({"wr_en": Out(1), "wr_addr": Out(SRAM_BASE_WIDTH),
-                        "wr_data": Out(elem_bits)})
-        super().__init__(elem_bits, bus_bits, max_burst, members)
+                        "wr_data": Out(widest)})
+        super().__init__(widths, bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -105,7 +153,8 @@ class DmaReader(_Dma):
         zeros = Signal(range(width_max + 1))  # zero elements left to write in the current run
         data_left = Signal(_FIELDS["x_size"])  # data elements left in the current row
         row_elem = Signal(_FIELDS["dram_base"])  # DRAM element address of the current data row
-        beats_left = Signal(_row_beats_shape(self.elem_bits, self.bus_bits))  # not yet requested
+        beats_left = Signal(range(max(_row_beats_shape(w, self.bus_bits).stop  # not yet requested
+                                      for w in self.widths)))
         burst_addr = Signal(ADDR_WIDTH)
         slot = Signal(range(self.elems_per_beat + 1))
         part = Signal(range(self.beats_per_elem + 1))
@@ -167,29 +216,54 @@ class DmaReader(_Dma):
 
     def _receive(self, m: Module, data_left: Signal, sram: Signal, slot: Signal, part: Signal,
                  shift: Signal, wr_en: Signal, wr_data: Signal) -> None:
-        beat = self.mem.rdata.payload.data
-        if self.elems_per_beat > 1:
-            # several elements per beat: write them one per cycle, then take the next beat
-            last_slot = (slot == self.elems_per_beat - 1) | (data_left == 1)
-            with m.If(self.mem.rdata.valid):
-                with m.If(data_left != 0):
-                    m.d.comb += [wr_en.eq(1), wr_data.eq(beat.word_select(slot, self.elem_bits))]
-                    m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1), slot.eq(slot + 1)]
-                m.d.comb += self.mem.rdata.ready.eq(last_slot | (data_left == 0))
-                with m.If(self.mem.rdata.ready):
-                    m.d.sync += slot.eq(0)
+        """The DATA state's buffer writes: several elements per beat for the widths
+        narrower than a beat, one element per beat or per several for the others."""
+        narrow = [elem_bits < self.bus_bits for elem_bits in self.widths]
+        if all(narrow):
+            self._receive_narrow(m, data_left, sram, slot, wr_en, wr_data)
+        elif not any(narrow):
+            self._receive_wide(m, data_left, sram, part, shift, wr_en, wr_data)
         else:
-            m.d.comb += self.mem.rdata.ready.eq(1)
-            element = Cat(shift[self.bus_bits:], beat) if self.beats_per_elem > 1 else beat
-            with m.If(self.mem.rdata.valid):
-                m.d.sync += shift.eq(element)
-                with m.If(part == self.beats_per_elem - 1):
-                    m.d.sync += part.eq(0)
-                    with m.If(data_left != 0):
-                        m.d.comb += [wr_en.eq(1), wr_data.eq(element)]
-                        m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1)]
-                with m.Else():
-                    m.d.sync += part.eq(part + 1)
+            with m.If(self._pick([int(n) for n in narrow])):
+                self._receive_narrow(m, data_left, sram, slot, wr_en, wr_data)
+            with m.Else():
+                self._receive_wide(m, data_left, sram, part, shift, wr_en, wr_data)
+
+    def _receive_narrow(self, m: Module, data_left: Signal, sram: Signal, slot: Signal,
+                        wr_en: Signal, wr_data: Signal) -> None:
+        # several elements per beat: write them one per cycle, then take the next beat
+        beat = self.mem.rdata.payload.data
+        per_beat = self._pick([max(1, self.bus_bits // w) for w in self.widths])
+        element = self._pick([beat.word_select(slot, w) if w < self.bus_bits else beat
+                              for w in self.widths])
+        last_slot = (slot == per_beat - 1) | (data_left == 1)
+        with m.If(self.mem.rdata.valid):
+            with m.If(data_left != 0):
+                m.d.comb += [wr_en.eq(1), wr_data.eq(element)]
+                m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1), slot.eq(slot + 1)]
+            m.d.comb += self.mem.rdata.ready.eq(last_slot | (data_left == 0))
+            with m.If(self.mem.rdata.ready):
+                m.d.sync += slot.eq(0)
+
+    def _receive_wide(self, m: Module, data_left: Signal, sram: Signal, part: Signal,
+                      shift: Signal, wr_en: Signal, wr_data: Signal) -> None:
+        # an element is one beat or several: write it when its last beat arrives
+        beat = self.mem.rdata.payload.data
+        m.d.comb += self.mem.rdata.ready.eq(1)
+        element = Cat(shift[self.bus_bits:], beat) if self.beats_per_elem > 1 else beat
+        per_elem = self._pick([max(1, w // self.bus_bits) for w in self.widths])
+        # a narrower element's beats are the last ones shifted in: the element's top bits
+        last = self._pick([element if w >= len(element) else element[len(element) - w:]
+                           for w in self.widths])
+        with m.If(self.mem.rdata.valid):
+            m.d.sync += shift.eq(element)
+            with m.If(part == per_elem - 1):
+                m.d.sync += part.eq(0)
+                with m.If(data_left != 0):
+                    m.d.comb += [wr_en.eq(1), wr_data.eq(last)]
+                    m.d.sync += [data_left.eq(data_left - 1), sram.eq(sram + 1)]
+            with m.Else():
+                m.d.sync += part.eq(part + 1)
 
 
 class DmaWriter(_Dma):
@@ -208,14 +282,16 @@ class DmaWriter(_Dma):
     ``rd_valid`` held high gives the same beats as a writer built without ``stream``.
     """
 
+    @refusing
     def __init__(self, elem_bits: int, bus_bits: int, max_burst: int, stream: bool = False) -> None:
+        _check(elem_bits, bus_bits, max_burst)
         members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in WRITE_FIELDS}
         members.update({"rd_en": Out(1), "rd_addr": Out(SRAM_BASE_WIDTH),
                         "rd_data": In(elem_bits)})
         self.stream = bool(stream)
         if self.stream:
             members.update({"rd_valid": In(1), "rd_next": Out(1)})
-        super().__init__(elem_bits, bus_bits, max_burst, members)
+        super().__init__((elem_bits,), bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -325,3 +401,85 @@ class DmaWriter(_Dma):
             with m.Else():
                 m.d.comb += self.waiting.eq(1)
         return sent
+
+
+def dma_fields(m: Module, dma: _Dma, insn: Decoded, names: tuple[str, ...]) -> None:
+    """Drive a DMA engine's field inputs from the latched instruction."""
+    for name in names:
+        m.d.comb += getattr(dma, name).eq(insn.mem(name))
+
+
+class DmaReaders:
+    """A module's LOAD engines, by memory type: one :class:`DmaReader` each, or with
+    ``shared`` one reader of all their widths, its width chosen by the LOAD's memory type.
+
+    A module runs one instruction at a time, so the shared reader moves the same beats in
+    the same cycles as the separate ones: it saves the engines (and the arbiter's
+    masters) without a cycle.  The module declares :meth:`members` (its burst ports:
+    ``<type>_mem`` each, or one ``dma_mem``), calls :meth:`elaborate_into` once and
+    :meth:`start` in its ``execute``, and writes each type's buffer from :meth:`write`.
+    """
+
+    def __init__(self, widths: dict[MemoryType, int], bus_bits: int, max_burst: int,
+                 shared: bool = False) -> None:
+        self.widths = dict(widths)
+        self.shared = bool(shared) and len(widths) > 1
+        if self.shared:
+            engine = DmaReader(tuple(widths.values()), bus_bits, max_burst)
+            self.engines = {"dma_reader": engine}
+            self._of = dict.fromkeys(widths, engine)
+            self._ports = ["dma_mem"]
+        else:
+            self.engines = {f"dma_{mt.name.lower()}": DmaReader(w, bus_bits, max_burst)
+                            for mt, w in widths.items()}
+            self._of = {mt: self.engines[f"dma_{mt.name.lower()}"] for mt in widths}
+            self._ports = [f"{mt.name.lower()}_mem" for mt in widths]
+        self.bus_bits = bus_bits
+
+    def port_names(self) -> list[str]:
+        """The burst ports' member names, in the arbiter's order."""
+        return list(self._ports)
+
+    def members(self) -> dict[str, wiring.Member]:
+        return {name: Out(mem_port(self.bus_bits)) for name in self.port_names()}
+
+    def elaborate_into(self, m: Module, unit: wiring.Component) -> Value:
+        """Add the engines to ``m`` on ``unit``'s burst ports; returns "waiting for memory"."""
+        waiting: Value = Const(0)
+        for (name, engine), port in zip(self.engines.items(), self.port_names()):
+            m.submodules[name] = engine
+            wiring.connect(m, wiring.flipped(getattr(unit, port)), engine.mem)
+            waiting = waiting | engine.waiting
+        return waiting
+
+    def start(self, m: Module, insn: Decoded, go: Value) -> Value:
+        """Start the LOAD ``insn`` where ``go`` is high (on its first cycle, a LOAD of one
+        of these memory types with elements to move); returns its done signal."""
+        mt = insn.mem("memory_type")
+        done: Value = Const(0)
+        for engine in self.engines.values():
+            dma_fields(m, engine, insn, READ_FIELDS)
+            mine = [t for t, e in self._of.items() if e is engine]
+            m.d.comb += engine.start.eq(go & _any_of(mt, mine))
+            if len(engine.widths) > 1:
+                sel: Value = Const(0)
+                for t in mine:
+                    sel = Mux(mt == t, engine.widths.index(self.widths[t]), sel)
+                m.d.comb += engine.sel.eq(sel)
+            done = done | engine.done
+        return done
+
+    def write(self, mt: MemoryType, insn: Decoded) -> tuple[Value, Value, Value]:
+        """(enable, address, data) of ``mt``'s buffer writes; ``insn`` is the module's
+        instruction register (a shared reader's writes are its memory type's)."""
+        engine, width = self._of[mt], self.widths[mt]
+        data = engine.wr_data if len(engine.wr_data) == width else engine.wr_data[:width]
+        enable = engine.wr_en & (insn.mem("memory_type") == mt) if self.shared else engine.wr_en
+        return enable, engine.wr_addr, data
+
+
+def _any_of(value: Value, choices: list[MemoryType]) -> Value:
+    result: Value = value == choices[0]
+    for choice in choices[1:]:
+        result = (value == choice) | result
+    return result

@@ -1,11 +1,12 @@
 """The load and store modules.
 
-Load runs LOAD INP and LOAD WGT with one DMA reader per buffer; store runs STORE with
-one DMA writer from the out buffer.  On machine v2 (``cfg.has_drain``) the store module
-also runs LOAD EPI and EPI_8BIT into the epi buffer (two DMA readers, as compute's ACC
-and ACC_8BIT loads: padding zeros, int8 lanes sign-extended), and STORE ACC through the
-drain unit (:class:`~.drain.DrainUnit`), whose stream of int8 tiles its DMA writer
-sends instead of the out buffer's.  A LOAD or STORE with ``x_size = 0`` moves nothing
+Load runs LOAD INP and LOAD WGT with one DMA reader per buffer (or, with
+``shared_dma``, one reader of both widths: :class:`~.dma.DmaReaders`); store runs STORE
+with one DMA writer from the out buffer.  On machine v2 (``cfg.has_drain``) the store
+module also runs LOAD EPI and EPI_8BIT into the epi buffer (two DMA readers, or one
+shared, as compute's ACC and ACC_8BIT loads: padding zeros, int8 lanes sign-extended),
+and STORE ACC through the drain unit (:class:`~.drain.DrainUnit`), whose stream of int8
+tiles its DMA writer sends instead of the out buffer's.  A LOAD or STORE with ``x_size = 0`` moves nothing
 and completes in its first cycle (its tokens still act).  Latency: an instruction
 starts executing two cycles after it leaves the command queue when its tokens are
 there (IDLE, POP), and retires the cycle after its DMA engine is done (PUSH); the
@@ -22,7 +23,7 @@ from openvta.isa import Config, MemoryType, Opcode
 from openvta.isa import Module as Unit
 
 from .buffers import read_port, write_port
-from .dma import READ_FIELDS, WRITE_FIELDS, DmaReader, DmaWriter
+from .dma import WRITE_FIELDS, DmaReaders, DmaWriter, dma_fields
 from .drain import DrainUnit
 from .fields import Decoded
 from .memory import mem_port
@@ -30,13 +31,7 @@ from .params import refusing
 from .stage import Stage
 from .units import widen_lanes
 
-__all__ = ["LoadUnit", "StoreUnit", "dma_fields"]
-
-
-def dma_fields(m: Module, dma: DmaReader | DmaWriter, insn: Decoded, names: tuple[str, ...]) -> None:
-    """Drive a DMA engine's field inputs from the latched instruction."""
-    for name in names:
-        m.d.comb += getattr(dma, name).eq(insn.mem(name))
+__all__ = ["LoadUnit", "StoreUnit"]
 
 
 class LoadUnit(Stage):
@@ -47,41 +42,31 @@ class LoadUnit(Stage):
     inp_w, wgt_w : :func:`~.buffers.write_port`
         the buffers' write ports.
     inp_mem, wgt_mem : Out(mem_port(bus_bits))
-        the two DMA readers' burst ports.
+        the two DMA readers' burst ports; with ``shared_dma``, one reader of both widths
+        and its port ``dma_mem`` (:class:`~.dma.DmaReaders`).
 
     and those of :class:`~.stage.Stage`.
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False) -> None:
+        self.readers = DmaReaders({MemoryType.INP: cfg.inp_elem_bytes * 8,
+                                   MemoryType.WGT: cfg.wgt_elem_bytes * 8}, bus_bits, max_burst, shared_dma)
         super().__init__(Unit.LOAD, cfg, bus_bits, {
-            "inp_w": write_port(cfg, "inp"), "wgt_w": write_port(cfg, "wgt"),
-            "inp_mem": Out(mem_port(bus_bits)), "wgt_mem": Out(mem_port(bus_bits)),
+            "inp_w": write_port(cfg, "inp"), "wgt_w": write_port(cfg, "wgt"), **self.readers.members(),
         })
-        self.dmas = {
-            MemoryType.INP: DmaReader(cfg.inp_elem_bytes * 8, bus_bits, max_burst),
-            MemoryType.WGT: DmaReader(cfg.wgt_elem_bytes * 8, bus_bits, max_burst),
-        }
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        for mt, dma in self.dmas.items():
-            m.submodules[f"dma_{mt.name.lower()}"] = dma
-        for port, mem, dma in ((self.inp_w, self.inp_mem, self.dmas[MemoryType.INP]),
-                               (self.wgt_w, self.wgt_mem, self.dmas[MemoryType.WGT])):
-            m.d.comb += [port.en.eq(dma.wr_en), port.addr.eq(dma.wr_addr), port.data.eq(dma.wr_data)]
-            wiring.connect(m, wiring.flipped(mem), dma.mem)
-        m.d.comb += self.waiting_memory.eq(self.dmas[MemoryType.INP].waiting
-                                           | self.dmas[MemoryType.WGT].waiting)
+        m.d.comb += self.waiting_memory.eq(self.readers.elaborate_into(m, self))
+        insn = Decoded(self.status.insn, self.cfg)
+        for port, mt in ((self.inp_w, MemoryType.INP), (self.wgt_w, MemoryType.WGT)):
+            en, addr, data = self.readers.write(mt, insn)
+            m.d.comb += [port.en.eq(en), port.addr.eq(addr), port.data.eq(data)]
 
         def execute(m: Module, insn: Decoded, first: Value) -> Value:
             sync = insn.mem("x_size") == 0
-            done = first & sync
-            for mt, dma in self.dmas.items():
-                dma_fields(m, dma, insn, READ_FIELDS)
-                m.d.comb += dma.start.eq(first & ~sync & (insn.mem("memory_type") == mt))
-                done = done | dma.done
-            return done
+            return (first & sync) | self.readers.start(m, insn, first & ~sync)
 
         self.instruction_cycle(m, execute)
         return m
@@ -105,7 +90,8 @@ class StoreUnit(Stage):
         the drain's read port of the acc buffer (not transparent) and its second write
         port, which zeroes the drained tiles (:mod:`.drain`).
     epi_mem, epi_8bit_mem : Out(mem_port(bus_bits))
-        the burst ports of the EPI and EPI_8BIT DMA readers.
+        the burst ports of the EPI and EPI_8BIT DMA readers (``dma_mem`` with
+        ``shared_dma``: one reader of both).
 
     and those of :class:`~.stage.Stage`.  A STORE ACC starts its drain and its DMA
     writer together; the writer's beats wait for the drain's tiles, so a drain takes as
@@ -114,20 +100,19 @@ class StoreUnit(Stage):
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False) -> None:
         members: dict[str, wiring.Member] = {"out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits))}
         if cfg.has_drain:
+            self.readers = DmaReaders({MemoryType.EPI: cfg.acc_elem_bytes * 8,
+                                       MemoryType.EPI_8BIT: cfg.out_elem_bytes * 8}, bus_bits, max_burst,
+                                      shared_dma)
             members.update({"epi_w": write_port(cfg, "epi"), "epi_r": read_port(cfg, "epi"),
                             "acc_d": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"),
-                            "epi_mem": Out(mem_port(bus_bits)), "epi_8bit_mem": Out(mem_port(bus_bits))})
+                            **self.readers.members()})
         super().__init__(Unit.STORE, cfg, bus_bits, members)
         self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=cfg.has_drain)
         if cfg.has_drain:
             self.drain = DrainUnit(cfg)
-            self.epi_dmas = {
-                MemoryType.EPI: DmaReader(cfg.acc_elem_bytes * 8, bus_bits, max_burst),
-                MemoryType.EPI_8BIT: DmaReader(cfg.out_elem_bytes * 8, bus_bits, max_burst),
-            }
 
     def elaborate(self, platform: object) -> Module:
         if self.cfg.has_drain:
@@ -154,35 +139,30 @@ class StoreUnit(Stage):
         cfg = self.cfg
         m.submodules.dma = dma = self.dma
         m.submodules.drain = drain = self.drain
-        for mt, reader in self.epi_dmas.items():
-            m.submodules[f"dma_{mt.name.lower()}"] = reader
-            wiring.connect(m, wiring.flipped(getattr(self, f"{mt.name.lower()}_mem")), reader.mem)
+        readers_waiting = self.readers.elaborate_into(m, self)
         wiring.connect(m, wiring.flipped(self.out_mem), dma.mem)
         wiring.connect(m, wiring.flipped(self.acc_d), drain.acc_r)
         wiring.connect(m, wiring.flipped(self.acc_z), drain.acc_z)
         wiring.connect(m, wiring.flipped(self.epi_r), drain.epi_r)
-        epi, epi8 = self.epi_dmas[MemoryType.EPI], self.epi_dmas[MemoryType.EPI_8BIT]
-        with m.If(epi.wr_en):
-            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi.wr_addr), self.epi_w.data.eq(epi.wr_data)]
-        with m.Elif(epi8.wr_en):
-            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi8.wr_addr),
-                         self.epi_w.data.eq(widen_lanes(epi8.wr_data, cfg.BATCH * cfg.BLOCK_OUT, cfg))]
         insn = Decoded(self.status.insn, cfg)
+        (epi_en, epi_addr, epi_data), (epi8_en, epi8_addr, epi8_data) = (
+            self.readers.write(mt, insn) for mt in (MemoryType.EPI, MemoryType.EPI_8BIT))
+        with m.If(epi_en):
+            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi_addr), self.epi_w.data.eq(epi_data)]
+        with m.Elif(epi8_en):
+            m.d.comb += [self.epi_w.en.eq(1), self.epi_w.addr.eq(epi8_addr),
+                         self.epi_w.data.eq(widen_lanes(epi8_data, cfg.BATCH * cfg.BLOCK_OUT, cfg))]
         drains = (insn.opcode == Opcode.STORE) & (insn.mem("memory_type") == MemoryType.ACC)
         rp = self.out_r
         m.d.comb += [rp.en.eq(dma.rd_en), rp.addr.eq(dma.rd_addr),
                      dma.rd_data.eq(Mux(drains, drain.out_data, rp.data)),
                      dma.rd_valid.eq(~drains | drain.out_valid), drain.out_next.eq(drains & dma.rd_next),
-                     self.waiting_memory.eq(dma.waiting | epi.waiting | epi8.waiting)]
+                     self.waiting_memory.eq(dma.waiting | readers_waiting)]
 
         def execute(m: Module, insn: Decoded, first: Value) -> Value:
             sync = insn.mem("x_size") == 0
             load = insn.opcode == Opcode.LOAD
-            done = (first & sync) | dma.done
-            for mt, reader in self.epi_dmas.items():
-                dma_fields(m, reader, insn, READ_FIELDS)
-                m.d.comb += reader.start.eq(first & ~sync & load & (insn.mem("memory_type") == mt))
-                done = done | reader.done
+            done = (first & sync) | dma.done | self.readers.start(m, insn, first & ~sync & load)
             dma_fields(m, dma, insn, WRITE_FIELDS)
             m.d.comb += [dma.start.eq(first & ~sync & ~load), drain.start.eq(first & ~sync & drains),
                          drain.sram_base.eq(insn.mem("sram_base")), drain.y_size.eq(insn.mem("y_size")),

@@ -78,6 +78,8 @@ class Soc(wiring.Component):
         the SDRAM controller's read capture (:class:`~openvta.hw.rtl.sdram.SdramController`).
     sdram_init_us : float
         the SDRAM's power-up wait (the datasheet's 200 µs; shorter only in simulations).
+    shared_dma :
+        the core's build option (:class:`~.core.Core`): one DMA reader per module.
 
     Members
     -------
@@ -106,13 +108,13 @@ class Soc(wiring.Component):
                  timing: Timing | None = None, accelerator: bool = True,
                  counters: str | CounterSet = "all", sdram: SdramPart | None = None,
                  clock_mhz: float | None = None, capture_cycles: int | None = None,
-                 sdram_init_us: float = 200.0) -> None:
+                 sdram_init_us: float = 200.0, shared_dma: bool = False) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be an openvta.isa.Config, not {cfg!r}")
         self._cfg = cfg
         self._mem_bytes = check_mem_bytes(mem_bytes)
         self._divisor = check_divisor(divisor)
-        self._timing = timing
+        self._timing, self._shared_dma = timing, bool(shared_dma)
         self._accelerator = bool(accelerator)
         self._counters = counter_set(counters) if self._accelerator else CounterSet.NONE
         self._sdram: SdramController | None = None
@@ -175,7 +177,7 @@ class Soc(wiring.Component):
                                               counters=self._counters)
         busy, done = Signal(), Signal()
         if self._accelerator:
-            m.submodules.core = core = Core(self._cfg, self._timing, self._counters)
+            m.submodules.core = core = Core(self._cfg, self._timing, self._counters, self._shared_dma)
             if self._sdram is None:
                 _connect_axi(m, core, "m_axi_", slave, "s_axi_", bus_bits)
             else:  # the core and the bridge on the controller's one port

@@ -25,22 +25,22 @@ __all__ = ["Top", "make_top"]
 class Top(wiring.Component):
     """The accelerator as a system component: AXI4 master for memory, AXI4-Lite for control.
 
-    ``counters`` (``"all"``, ``"cycles"`` or ``"none"``) is :class:`~.core.Core`'s build
-    option; ``REG_COUNTERS`` reports it.
+    ``counters`` (``"all"``, ``"cycles"`` or ``"none"``) and ``shared_dma`` are
+    :class:`~.core.Core`'s build options; ``REG_COUNTERS`` reports the counters.
     """
 
     @refusing
     def __init__(self, cfg: Config, timing: Timing | None = None,
-                 counters: str | CounterSet = "all") -> None:
+                 counters: str | CounterSet = "all", shared_dma: bool = False) -> None:
         self.counter_set = counter_set(counters)
-        self.cfg, self.timing = cfg, timing
+        self.cfg, self.timing, self.shared_dma = cfg, timing, bool(shared_dma)
         members = dict(axi_master_signature(cfg.bus_bytes * 8))
         members.update(CSR_SIGNATURE_MEMBERS)
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.core = core = Core(self.cfg, self.timing, self.counter_set)
+        m.submodules.core = core = Core(self.cfg, self.timing, self.counter_set, self.shared_dma)
         m.submodules.csr = csr = ControlRegisters(len(self.counter_set.counters), self.counter_set)
         for part, names in ((core, axi_master_signature(self.cfg.bus_bytes * 8)),
                             (csr, CSR_SIGNATURE_MEMBERS)):

@@ -15,11 +15,11 @@ from openvta.runtime import Program
 
 
 def simulate_core(program: Program, max_cycles: int = 20000, counters: str = "all",
-                  timing: Timing | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """(final DRAM, counters) of ``program`` on the RTL core built with ``counters`` and
-    ``timing`` (only the counters it has are returned)."""
+                  timing: Timing | None = None, shared_dma: bool = False) -> tuple[np.ndarray, dict[str, int]]:
+    """(final DRAM, counters) of ``program`` on the RTL core built with ``counters``,
+    ``timing`` and ``shared_dma`` (only the counters it has are returned)."""
     cfg = program.config
-    dut = Core(cfg, timing, counters=counters)
+    dut = Core(cfg, timing, counters=counters, shared_dma=shared_dma)
     bus_bytes = cfg.bus_bytes
     memory = bytearray(program.dram.tobytes()) + bytearray(4096)
     out: dict[str, object] = {}

@@ -244,6 +244,27 @@ def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
     check()
 
 
+@pytest.mark.parametrize("cfg", [preset("tiny"), preset("small"), NARROW_STORE, *SAMPLE[:3]], ids=describe)
+def test_shared_dma_readers_take_the_same_cycles(cfg: Config) -> None:
+    """One DMA reader per module (``shared_dma``) on random programs: the functional
+    simulator's DRAM, and every counter the same as the build with a reader per buffer,
+    cycles included (the option is not in the timing: the cycle model charges both
+    alike).  Machine v2's store module: tests/hw/test_drain_rtl.py."""
+
+    @settings(max_examples=3, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        program = data.draw(random_programs(cfg, max_ops=8))
+        shared_dram, shared = simulate_core(program, max_cycles=60000, shared_dma=True)
+        separate_dram, separate = simulate_core(program, max_cycles=60000)
+        np.testing.assert_array_equal(shared_dram, run(program).dram)
+        np.testing.assert_array_equal(shared_dram, separate_dram)
+        assert shared == separate
+
+    check()
+
+
 @REJECTED
 @pytest.mark.parametrize("changes,message", [
     ({"gemm_ii_cycles": 3}, r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive "

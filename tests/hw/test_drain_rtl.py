@@ -11,13 +11,16 @@ with padding and EPI_8BIT, descriptors side by side (stride 2) at indices above 
 descriptors of no stage and of every stage, strided DRAM rows, STORE OUT and STORE ACC
 of the same tiles, and drains of tiles a drain zeroed (with and without an ALU write
 between them).  Every program's final DRAM and event counters must equal the functional
-simulator's, and its cycle count the cycle model's within 2 %.
+simulator's, and its cycle count the cycle model's within 2 %.  With one shared EPI
+reader (``shared_dma``, in Amaranth's simulator) every counter must equal the two
+readers' build's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from amaranth_harness import simulate_core
 from config_sample import FULL_RTL
 from rtl_check import check_on_rtl, rtl_backend
 
@@ -27,6 +30,7 @@ from openvta.isa import (AluOp, Config, DrainOp, DrainStage, MemInsn, MemoryType
                          drain_fill_cycles, encode_header, parse_drain_ops, preset, timing_for)
 from openvta.isa.arith import clip_word
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop
+from openvta.sim.functional import run
 
 pytestmark = pytest.mark.rtl
 
@@ -224,6 +228,20 @@ def test_drain_programs_on_the_rtl(make: str) -> None:
 def test_drained_tiles_narrower_than_a_bus_beat(make: str) -> None:
     """Two drained tiles per beat: the writer gathers them as they come out of the drain."""
     check(PROGRAMS[make](NARROW_DRAIN))
+
+
+@pytest.mark.parametrize("make", ["residual", "all_ops"])
+def test_one_shared_epi_reader_takes_the_same_cycles(make: str) -> None:
+    """``shared_dma``: the store module's EPI and EPI_8BIT loads on one reader (the
+    residual program has both, 32-bit residuals and 128-bit descriptor words; on
+    NARROW_DRAIN's 64-bit bus one narrower and one wider than a beat) — the functional
+    simulator's DRAM, and every counter, cycles included, as with two readers."""
+    program = PROGRAMS[make](NARROW_DRAIN)
+    shared_dram, shared = simulate_core(program, max_cycles=60000, shared_dma=True)
+    separate_dram, separate = simulate_core(program, max_cycles=60000)
+    np.testing.assert_array_equal(shared_dram, run(program).dram)
+    np.testing.assert_array_equal(shared_dram, separate_dram)
+    assert shared == separate
 
 
 def test_a_drain_costs_a_store_and_the_pipeline() -> None:

@@ -306,22 +306,28 @@ def _element_rows(dram: bytes, e_bytes: int, y: int, x: int, stride: int, base: 
 
 
 def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: int,
-                stall: bool, seed: int) -> None:
+                stall: bool, seed: int, widths: tuple[int, ...] = ()) -> list[tuple[int, int]]:
+    """Run one LOAD of ``geometry``'s elements on a reader (of ``widths``, when given,
+    ``sel`` choosing the element's) and check its buffer writes; returns them as
+    (cycle, address)."""
     e_bits, bus_bits, max_burst = geometry
     e_bytes, bus_bytes = e_bits // 8, bus_bits // 8
     rng = random.Random(seed)
-    dut = DmaReader(e_bits, bus_bits, max_burst)
+    dut = DmaReader(widths or e_bits, bus_bits, max_burst)
     y, x, stride, base = (fields[k] for k in ("y_size", "x_size", "x_stride", "dram_base"))
     dram_bytes = (base + max(y, 1) * stride + x + 1) * e_bytes + 2 * bus_bytes
     dram = bytes(rng.getrandbits(8) for _ in range(dram_bytes))
     sentinel = np.frombuffer(bytes(rng.getrandbits(8) for _ in range(depth * e_bytes)), np.uint8)
     buffer = sentinel.reshape(depth, e_bytes).copy()
     writes: list[int] = []
+    timed: list[tuple[int, int]] = []
     mem = dut.mem
 
     async def bench(ctx: Any) -> None:
         for name, value in fields.items():
             ctx.set(getattr(dut, name), value)
+        if widths:
+            ctx.set(dut.sel, dut.widths.index(e_bits))
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -338,7 +344,9 @@ def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: i
             if ctx.get(dut.wr_en):
                 assert done_at is None, "a buffer write after done"
                 addr, data = ctx.get(dut.wr_addr), ctx.get(dut.wr_data)
+                assert data >> e_bits == 0, "a narrower element is written in the low bits"
                 writes.append(addr)
+                timed.append((cycle, addr))
                 buffer[addr % depth] = np.frombuffer(data.to_bytes(e_bytes, "little"), np.uint8)
             if ctx.get(dut.done):
                 assert done_at is None, "done pulsed twice"
@@ -370,6 +378,7 @@ def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: i
     expected[sram : sram + len(region)] = region
     assert writes == list(range(sram, sram + len(region))), "writes out of order or out of region"
     np.testing.assert_array_equal(buffer, expected)
+    return timed
 
 
 def _load_fields(size: tuple[int, ...], pads: tuple[int, ...], sram: int) -> dict[str, int]:
@@ -404,6 +413,29 @@ def test_dma_reader_sizes_under_backpressure(geometry: tuple[int, int, int],
 def test_dma_reader_all_pads_15() -> None:
     fields = _load_fields((1, 1, 1, 1), (15, 15, 15, 15), sram=2)
     _run_reader((32, 64, 4), fields, depth=2 + 31 * 31 + 2, stall=False, seed=15)
+
+
+# A reader of several widths (a module's LOADs, :class:`DmaReaders`): elements narrower
+# than a beat and wider in one engine, narrower than the widest in the low bits.
+SHARED_WIDTHS = [((32, 128), 32), ((32, 128), 64), ((16, 32, 128), 32), ((8, 64), 16), ((32, 512), 64)]
+
+
+@pytest.mark.parametrize("widths,bus_bits", SHARED_WIDTHS, ids=lambda v: "-".join(map(str, v))
+                         if isinstance(v, tuple) else f"bus{v}")
+@pytest.mark.parametrize("size", SIZES[1:4], ids=lambda s: "y{}x{}s{}b{}".format(*s))
+def test_a_shared_reader_writes_what_and_when_a_reader_of_one_width_does(
+        widths: tuple[int, ...], bus_bits: int, size: tuple[int, ...]) -> None:
+    """Each width, chosen by ``sel``, under random stalls: the same buffer contents, and
+    every write in the same cycle as on a reader built for that width alone."""
+    pads = (1, 0, 2, 1)
+    fields = _load_fields(size, pads, sram=2)
+    area = (pads[0] + size[0] + pads[1]) * (pads[2] + size[1] + pads[3])
+    for e_bits in widths:
+        geometry = (e_bits, bus_bits, 3)
+        alone = _run_reader(geometry, fields, depth=2 + area + 3, stall=True, seed=e_bits + size[1])
+        shared = _run_reader(geometry, fields, depth=2 + area + 3, stall=True, seed=e_bits + size[1],
+                             widths=widths)
+        assert shared == alone
 
 
 # -- DmaWriter -----------------------------------------------------------------------------
@@ -719,6 +751,11 @@ def test_arbiter_grants_writes_round_robin(count: int, requests: dict[int, int])
     (lambda: DmaWriter(32, 2048, 4),
      r"^DMA bus width must be a power of two between 8 and 1024 bits, not 2048$"),
     (lambda: DmaReader(32, 32, 0), r"^DMA burst length must be 1\.\.256 beats, not 0$"),
+    (lambda: DmaReader((), 32, 4), r"^a DMA engine needs at least one element width$"),
+    (lambda: DmaReader((32, 24), 32, 4),
+     r"^DMA element width must be a power of two of at least 8 bits, not 24$"),
+    (lambda: DmaWriter((32, 128), 32, 4),  # type: ignore[arg-type]
+     r"^DMA element width must be a power of two of at least 8 bits, not \(32, 128\)$"),
     (lambda: DmaWriter(32, 32, 257), r"^DMA burst length must be 1\.\.256 beats, not 257$"),
     (lambda: AxiArbiter(0, 32), r"^arbiter master count must be at least 1, not 0$"),
     (lambda: AxiArbiter(2, 48),
