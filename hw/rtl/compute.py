@@ -58,7 +58,6 @@ from .buffers import read_port, write_port
 from .dma import DmaReaders
 from .fanout import replicas
 from .fields import Decoded, uop_fields
-from .memory import mem_port
 from .params import refusing
 from .stage import Stage
 from .units import AluLanes, GemmCore, check_fold, widen_lanes
