@@ -16,8 +16,12 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
   bus while a command queue is full), and reads the next burst once the buffer is
   empty; the router moves one instruction per cycle, ``prefetch_latency_cycles`` after
   its last beat, into its module's command queue, where the module sees it
-  ``queue_latency_cycles`` later;
-* every instruction costs ``issue_cycles`` in its module (take it, pop, start, push);
+  ``queue_latency_cycles`` later.  With ``insn_move_cycles`` = k above 1 (a build whose
+  prefetch buffer and command queues hold an instruction as k narrower words), each
+  instruction takes k cycles to enter the prefetch buffer (or its beats, if more), the
+  router moves one every k cycles, and its module takes k cycles to take it;
+* every instruction costs ``issue_cycles`` in its module (take it, pop, start, push),
+  and ``insn_move_cycles − 1`` more to take its words;
 * **LOAD** adds per data row ``dma_row_cycles`` + its bursts + one cycle per padding
   element of the row, per padding row ``dma_pad_row_cycles`` + one cycle per element,
   and ``dma_done_cycles`` at the end (padding is written to the buffer, not read);
@@ -47,15 +51,19 @@ from typing import Any
 from dataclasses import dataclass
 
 from .config import Config, ConfigError
+from .widths import INSN_WIDTH
 
 __all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for", "sdram_timing", "SDRAM_WORD_BYTES",
-           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES"]
+           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES"]
 
 #: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
 #: them there), in bytes.
 AXI_BOUNDARY = 4096
 #: The longest AXI4 INCR burst, in beats.
 AXI_MAX_BURST_BEATS = 256
+#: ``insn_move_cycles``' values: an instruction in 1, 2, 4 or 8 words (of 128 to 16 bits;
+#: the router needs an instruction's module, opcode and memory type, in its first word).
+INSN_MOVE_CHOICES = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,10 @@ class Timing:
     queue_latency_cycles: int = 1
     #: cycles a module spends per instruction: take it, pop tokens, start, push tokens
     issue_cycles: int = 4
+    #: cycles to move one instruction into the prefetch buffer, through the router and
+    #: into its module: 1 (whole instructions), or 2, 4, 8 (in as many words of 128 / k
+    #: bits: block RAM entries that narrow, 16 bits and one block per queue on the iCE40)
+    insn_move_cycles: int = 1
     #: cycles of a LOAD per data row besides its bursts and padding
     dma_row_cycles: int = 3
     #: cycles of a LOAD per padding row besides one per element
@@ -132,6 +144,11 @@ class Timing:
                      "alu_mul_cycles"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)!r}")
+        if self.insn_move_cycles not in INSN_MOVE_CHOICES:
+            raise ConfigError(f"insn_move_cycles must be {', '.join(map(str, INSN_MOVE_CHOICES[:-1]))} "
+                              f"or {INSN_MOVE_CHOICES[-1]} (instructions moved in words of "
+                              f"{', '.join(str(INSN_WIDTH // k) for k in INSN_MOVE_CHOICES)} bits), "
+                              f"not {self.insn_move_cycles!r}")
         if self.dram_channels not in (1, 2):
             raise ConfigError(f"dram_channels must be 1 or 2, not {self.dram_channels!r}")
         if self.max_burst_beats > AXI_MAX_BURST_BEATS:

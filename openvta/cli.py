@@ -12,7 +12,7 @@
     openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
                       [--link-test] [--counters all|cycles|none]
                       [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
-                      [--uop-stage 0|1] [--shared-dma] [--seed N]
+                      [--uop-stage 0|1] [--shared-dma] [--insn-words 1|2|4|8] [--seed N]
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
@@ -41,6 +41,7 @@ import numpy as np
 from openvta.hw.fpga.boards import BOARDS
 from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.isa.counters import CounterSet
+from openvta.isa.timing import INSN_MOVE_CHOICES
 from openvta.runtime import BackendError, Device, ProgramError, RunReport, backends, load_program, load_result
 
 from .dse_cli import add_dse_parser, run_dse_command
@@ -152,6 +153,10 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--shared-dma", action="store_true",
                      help="lean build: one DMA reader per module, of the width each LOAD "
                      "chooses, instead of one per buffer: less logic, the same cycles")
+    bit.add_argument("--insn-words", type=int, default=1, choices=INSN_MOVE_CHOICES,
+                     help="lean build: instructions held in fetch's buffer and the command queues "
+                     "as N words (8: 16-bit block RAM entries, one block per queue on the iCE40); "
+                     "each then takes N cycles to route and N to take (default 1)")
     bit.add_argument("--seed", type=_positive_int, default=1,
                      help="nextpnr's placement seed (Fmax moves by a few percent with it, and a "
                      "crowded design may route with one seed and not another; default 1)")
@@ -398,7 +403,8 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
                                  lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
-                                                args.mul_cycles, args.uop_stage, int(args.shared_dma)),
+                                                args.mul_cycles, args.uop_stage, int(args.shared_dma),
+                                                args.insn_words),
                                  seed=args.seed,
                                  sdram=args.sdram)
     res = report.resources or {}

@@ -53,6 +53,7 @@ from amaranth.utils import ceil_log2
 from openvta.isa import AluOp, Config, Format, MemoryType, Opcode, Timing, layouts_of
 from openvta.isa import Module as Unit
 from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
+from openvta.isa.timing import INSN_MOVE_CHOICES
 
 from .buffers import read_port, write_port
 from .dma import DmaReaders
@@ -169,7 +170,7 @@ class ComputeUnit(Stage):
                                    MemoryType.ACC_8BIT: cfg.out_elem_bytes * 8}, bus_bits,
                                   timing.max_burst_beats, shared_dma)
         members.update(self.readers.members())
-        super().__init__(Unit.COMPUTE, cfg, bus_bits, members)
+        super().__init__(Unit.COMPUTE, cfg, bus_bits, members, timing.insn_move_cycles)
         self.gemm = GemmCore(cfg, registered=True, fold=lean.gemm_ii)
         self.alu = AluLanes(cfg, fold=lean.alu_ii, mul_stage=lean.mul_cycles == 2, ahead=True)
 
@@ -449,11 +450,16 @@ class LeanBuild:
     #: buffer (:class:`~.dma.DmaReaders`): the same cycles, so not in the timing
     #: (:meth:`of` gives 0); the core's build option
     shared_dma: int = 0
+    #: instructions held in the prefetch buffer and the command queues as this many
+    #: words (``Timing.insn_move_cycles``: 8 gives 16-bit entries, one iCE40 block RAM
+    #: per queue; each instruction then takes 8 cycles to route and to take)
+    insn_words: int = 1
 
     #: The values of the options that have few, the full build's first (the folds
     #: ``gemm_ii`` and ``alu_ii`` take any positive integer dividing their tile).
     CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {"acc_ports": (2, 1), "mul_cycles": (1, 2),
-                                                     "uop_stage": (0, 1), "shared_dma": (0, 1)}
+                                                     "uop_stage": (0, 1), "shared_dma": (0, 1),
+                                                     "insn_words": INSN_MOVE_CHOICES}
 
     def __post_init__(self) -> None:
         for name in ("gemm_ii", "alu_ii"):
@@ -482,7 +488,8 @@ class LeanBuild:
                             alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1),
                             alu_mul_cycles=self.mul_cycles,
                             gemm_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
-                            alu_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage)
+                            alu_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
+                            insn_move_cycles=self.insn_words)
 
     @classmethod
     def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
@@ -515,7 +522,7 @@ class LeanBuild:
                              f"{PIPELINE_CYCLES}, or both {PIPELINE_CYCLES + 1} (the micro-op "
                              f"register stage), not {stages[0]} and {stages[1]}")
         return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles,
-                   stages[0] - PIPELINE_CYCLES)
+                   stages[0] - PIPELINE_CYCLES, insn_words=timing.insn_move_cycles)
 
 
 def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value, lanes: int) -> list[list[Signal]]:

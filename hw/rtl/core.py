@@ -47,7 +47,7 @@ from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH, CounterSet, counter_s
 
 from .buffers import buffer_geometry
 from .compute import ComputeUnit, LeanBuild
-from .fetch import INSN_BITS, Fetch, TokenCounter
+from .fetch import INSN_BITS, CommandQueue, Fetch, TokenCounter
 from .fields import Decoded
 from .loadstore import LoadUnit, StoreUnit
 from .memory import AxiArbiter, axi_master_signature
@@ -142,18 +142,20 @@ class Core(wiring.Component):
         cfg, burst = self.cfg, self.timing.max_burst_beats
         compute = ComputeUnit(cfg, self.bus_bits, self.timing, self.shared_dma)
         ports = self._memories(m, compute.lean.acc_ports)
-        fifos = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) for _ in range(3)]
+        words = self.timing.insn_move_cycles
+        fifos: list[Any] = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) if words == 1
+                            else CommandQueue(cfg.CMD_QUEUE_DEPTH, words) for _ in range(3)]
         for name, fifo in zip(("load", "compute", "store"), fifos):
             m.submodules[f"{name}_queue"] = fifo
         tokens = {q: TokenCounter(cfg.DEP_QUEUE_DEPTH) for q in TokenQueue}
         for q, counter in tokens.items():
             m.submodules[f"tokens_{q.name.lower()}"] = counter
-        m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst)
-        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, self.shared_dma)
+        m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst, words)
+        m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, self.shared_dma, words)
         m.submodules.compute = compute
-        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma)
+        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma, words)
         for unit, fifo in zip((load, compute, store), fifos):
-            wiring.connect(m, fifo.r_stream, unit.cmd)
+            wiring.connect(m, fifo.r_stream if words == 1 else fifo.r, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
             _connect_tokens(m, unit, tokens)
         masked = ("acc_ra", "acc_rb", "acc_d") if cfg.has_drain else ()  # through the cleared bits

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
@@ -20,14 +20,64 @@ from openvta.isa import INSN_BYTES, LOAD_MODULE_TYPES, STORE_MODULE_TYPES, Confi
 from openvta.isa import Module as Unit
 from openvta.isa import layouts_of
 from openvta.isa.counters import REG_WIDTH
+from openvta.isa.timing import INSN_MOVE_CHOICES
 
 from .memory import ADDR_WIDTH, mem_port
 from .memory import burst_beats as next_burst
 from .params import check_bus_bits, refusing
 
-__all__ = ["Fetch", "TokenCounter"]
+__all__ = ["CommandQueue", "Fetch", "TokenCounter", "check_insn_words"]
 
 INSN_BITS = INSN_BYTES * 8
+
+
+def check_insn_words(words: object) -> int:
+    """``words`` if an instruction may move in that many words (``Timing.insn_move_cycles``)."""
+    if not isinstance(words, int) or isinstance(words, bool) or words not in INSN_MOVE_CHOICES:
+        raise ValueError(f"instructions move in {', '.join(map(str, INSN_MOVE_CHOICES[:-1]))} or "
+                         f"{INSN_MOVE_CHOICES[-1]} words (insn_move_cycles), not {words!r}")
+    return words
+
+
+class CommandQueue(wiring.Component):
+    """A module's command queue of ``depth`` instructions, each held as ``words`` words of
+    ``INSN_BITS // words`` bits (``insn_move_cycles``; one block RAM on the iCE40 at 16 bits).
+
+    The writer pushes an instruction's words on consecutive cycles, its first only when
+    ``w_rdy`` (room for a whole instruction); ``r`` gives the words in order.  An
+    instruction counts against ``depth`` from its first word written to its first word
+    read, as a whole instruction does in a FIFO of instructions: the storage holds one
+    instruction more, the one being read.
+    """
+
+    @refusing
+    def __init__(self, depth: int, words: int) -> None:
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"command queue depth must be at least 1, not {depth!r}")
+        self.depth, self.words = depth, check_insn_words(words)
+        self.word_bits = INSN_BITS // self.words
+        super().__init__({"w_data": In(self.word_bits), "w_en": In(1), "w_rdy": Out(1),
+                          "r": Out(stream.Signature(self.word_bits))})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.words = fifo = SyncFIFOBuffered(width=self.word_bits, depth=(self.depth + 1) * self.words)
+        count = Signal(range(self.depth + 1))  # instructions begun and not yet being read
+        w_pos, r_pos = Signal(range(self.words)), Signal(range(self.words))
+        read = self.r.ready & fifo.r_rdy
+        begun = self.w_en & (w_pos == 0)
+        taken = read & (r_pos == 0)
+        m.d.comb += [fifo.w_data.eq(self.w_data), fifo.w_en.eq(self.w_en), self.w_rdy.eq(count != self.depth),
+                     self.r.valid.eq(fifo.r_rdy), self.r.payload.eq(fifo.r_data), fifo.r_en.eq(self.r.ready)]
+        with m.If(self.w_en):
+            m.d.sync += w_pos.eq(w_pos + 1)
+        with m.If(read):
+            m.d.sync += r_pos.eq(r_pos + 1)
+        with m.If(begun & ~taken):
+            m.d.sync += count.eq(count + 1)
+        with m.Elif(taken & ~begun):
+            m.d.sync += count.eq(count - 1)
+        return m
 
 
 class TokenCounter(wiring.Component):
@@ -76,9 +126,10 @@ class Fetch(wiring.Component):
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, words: int = 1) -> None:
         check_bus_bits(bus_bits, "fetch bus width")
-        self.cfg, self.bus_bits = cfg, bus_bits
+        self.cfg, self.bus_bits, self.words = cfg, bus_bits, check_insn_words(words)
+        self.word_bits = INSN_BITS // self.words
         self.beats_per_insn = max(1, INSN_BITS // bus_bits)
         self.insns_per_beat = max(1, bus_bits // INSN_BITS)
         self.max_burst = max(self.beats_per_insn, max_burst // self.beats_per_insn * self.beats_per_insn)
@@ -87,7 +138,7 @@ class Fetch(wiring.Component):
             "start": In(1), "insn_addr": In(ADDR_WIDTH), "insn_count": In(REG_WIDTH),
             "busy": Out(1),
             "fetched": Out(1), "waiting_memory": Out(1), "waiting_queue": Out(1),
-            "queue_data": Out(INSN_BITS), "queue_en": Out(len(Unit)), "queue_ready": In(len(Unit)),
+            "queue_data": Out(self.word_bits), "queue_en": Out(len(Unit)), "queue_ready": In(len(Unit)),
             "mem": Out(mem_port(bus_bits)),
         })
 
@@ -107,7 +158,13 @@ class Fetch(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bpi, bus = self.beats_per_insn, self.bus_bits
-        m.submodules.prefetch = prefetch = SyncFIFOBuffered(width=INSN_BITS, depth=self.insns_per_burst)
+        words, log_words = self.words, self.words.bit_length() - 1
+        # (with words: room for one instruction more, the rest of the one being routed
+        # when the next burst is asked for)
+        m.submodules.prefetch = prefetch = SyncFIFOBuffered(
+            width=self.word_bits, depth=self.insns_per_burst * words + (words if words > 1 else 0))
+        # with words: the instructions in the prefetch FIFO the router has not begun
+        unstarted = Signal(range(self.insns_per_burst + 1), name="unstarted")
         addr = Signal(ADDR_WIDTH)
         left = Signal(REG_WIDTH)  # instructions not yet requested
         routing = Signal(REG_WIDTH)  # instructions not yet routed
@@ -115,7 +172,9 @@ class Fetch(wiring.Component):
         log_bpi = bpi.bit_length() - 1
         # several instructions per beat: the one to take next, and how many this burst has
         slot = Signal(range(k), name="slot") if k > 1 else Const(0, 1)
-        take = Signal(range(self.insns_per_burst + 1), name="take") if k > 1 else Const(0, 1)
+        # words of this burst left to write (with several instructions per beat, or words)
+        take = Signal(range(self.insns_per_burst * words + 1), name="take") if k > 1 or words > 1 else Const(0, 1)
+        w_slot = Signal(range(max(1, bus // self.word_bits)), name="w_slot")  # the word in the beat
         m.d.comb += self.busy.eq(routing != 0)
         with m.FSM():
             with m.State("IDLE"):
@@ -135,21 +194,30 @@ class Fetch(wiring.Component):
                 avail = ((beats >> log_bpi) << log_k) - slot
                 with m.If(left == 0):
                     m.next = "IDLE"
-                with m.Elif(~prefetch.r_rdy & (prefetch.level == 0)):  # the last burst is routed
+                with m.Elif(~prefetch.r_rdy & (prefetch.level == 0) if words == 1
+                            else unstarted == 0):  # the last burst is routed (its last one begun)
                     m.d.comb += [self.mem.rreq.valid.eq(1), self.mem.rreq.payload.addr.eq(addr),
                                  self.mem.rreq.payload.beats.eq(beats), self.waiting_memory.eq(1)]
                     with m.If(self.mem.rreq.ready):
                         m.d.sync += [addr.eq(addr + beats * (bus // 8)),
                                      left.eq(Mux(left < avail, 0, left - avail))]
-                        if k > 1:
-                            m.d.sync += take.eq(Mux(left < avail, left, avail))
+                        if k > 1 or words > 1:
+                            m.d.sync += take.eq(Mux(left < avail, left, avail) << log_words)
+                        if words > 1 and k > 1:  # the first burst's first word; then slot is 0
+                            m.d.sync += [w_slot.eq(slot << log_words), slot.eq(0)]
                         m.next = "DATA"
             with m.State("DATA"):
                 m.d.comb += self.waiting_memory.eq(~self.mem.rdata.valid)
-                self._receive(m, prefetch, slot, take)
+                if words > 1:
+                    self._receive_words(m, prefetch, w_slot, take)
+                else:
+                    self._receive(m, prefetch, slot, take)
                 with m.If(self.mem.rdata.valid & self.mem.rdata.ready & self.mem.rdata.payload.last):
                     m.next = "REQ"
-        self._route(m, prefetch, routing)
+        if words > 1:
+            self._route_words(m, prefetch, routing, unstarted)
+        else:
+            self._route(m, prefetch, routing)
         return m
 
     def _receive(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any) -> None:
@@ -186,6 +254,67 @@ class Fetch(wiring.Component):
             m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(target, 1).eq(1),
                          self.fetched.eq(1)]
             m.d.sync += routing.eq(routing - 1)
+
+
+    def _receive_words(self, m: Module, prefetch: SyncFIFOBuffered, w_slot: Signal, take: Signal) -> None:
+        """The DATA state with ``words`` > 1: the beats' words into the prefetch FIFO, one a
+        cycle (several per beat, or a word over several beats)."""
+        rdata, w = self.mem.rdata.payload.data, self.word_bits
+        if self.bus_bits < w:  # a word spans beats: gather them
+            per_word = w // self.bus_bits
+            part = Signal(range(per_word + 1))
+            shift = Signal(w)
+            word = Cat(shift[self.bus_bits:], rdata)
+            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata.ready.eq(1)]
+            with m.If(self.mem.rdata.valid):
+                m.d.sync += [shift.eq(word), part.eq(Mux(part == per_word - 1, 0, part + 1))]
+                m.d.comb += prefetch.w_en.eq(part == per_word - 1)
+            return
+        per_beat = self.bus_bits // w
+        last = (w_slot == per_beat - 1) | (take <= 1)
+        m.d.comb += [prefetch.w_data.eq(rdata.word_select(w_slot, w) if per_beat > 1 else rdata),
+                     self.mem.rdata.ready.eq(last)]
+        with m.If(self.mem.rdata.valid):
+            with m.If(take != 0):
+                m.d.comb += prefetch.w_en.eq(1)
+                m.d.sync += [take.eq(take - 1), w_slot.eq(w_slot + 1)]
+            with m.If(last):
+                m.d.sync += w_slot.eq(0)
+
+    def _route_words(self, m: Module, prefetch: SyncFIFOBuffered, routing: Signal, unstarted: Signal) -> None:
+        """The router with ``words`` > 1: an instruction once all its words are in the
+        prefetch FIFO (``prefetch_latency_cycles`` after its last, as a whole one), its
+        module from its first word, then one word a cycle into that module's queue."""
+        words = self.words
+        written = Signal(range(words))  # words of the instruction being written
+        complete = Signal()  # its last word was written last cycle
+        ready_insns = Signal(range(self.insns_per_burst + 1))  # whole instructions not yet routed
+        sent = Signal(range(words))  # words of the instruction being routed already sent
+        target = Signal(range(len(Unit)))
+        first = Signal()  # the router begins an instruction
+        with m.If(prefetch.w_en):
+            m.d.sync += written.eq(written + 1)
+        arriving = prefetch.w_en & (written == 0)
+        with m.If(arriving & ~first):
+            m.d.sync += unstarted.eq(unstarted + 1)
+        with m.Elif(first & ~arriving):
+            m.d.sync += unstarted.eq(unstarted - 1)
+        m.d.sync += complete.eq(prefetch.w_en & (written == words - 1))
+        m.d.comb += self.queue_data.eq(prefetch.r_data)
+        head = self._target(Cat(prefetch.r_data, Const(0, INSN_BITS - self.word_bits)))
+        can_start = (sent == 0) & (ready_insns != 0) & prefetch.r_rdy
+        ready = self.queue_ready.bit_select(head, 1)
+        m.d.comb += [first.eq(can_start & ready), self.waiting_queue.eq(can_start & ~ready)]
+        with m.If(complete & ~first):
+            m.d.sync += ready_insns.eq(ready_insns + 1)
+        with m.Elif(first & ~complete):
+            m.d.sync += ready_insns.eq(ready_insns - 1)
+        with m.If(first):
+            m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(head, 1).eq(1), self.fetched.eq(1)]
+            m.d.sync += [routing.eq(routing - 1), target.eq(head), sent.eq(1)]
+        with m.Elif(sent != 0):  # the rest of the instruction, all in the FIFO
+            m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(target, 1).eq(1)]
+            m.d.sync += sent.eq(sent + 1)
 
 
 def _any(terms: Iterable[Value]) -> Value:

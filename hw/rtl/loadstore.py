@@ -49,12 +49,13 @@ class LoadUnit(Stage):
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False,
+                 insn_words: int = 1) -> None:
         self.readers = DmaReaders({MemoryType.INP: cfg.inp_elem_bytes * 8,
                                    MemoryType.WGT: cfg.wgt_elem_bytes * 8}, bus_bits, max_burst, shared_dma)
         super().__init__(Unit.LOAD, cfg, bus_bits, {
             "inp_w": write_port(cfg, "inp"), "wgt_w": write_port(cfg, "wgt"), **self.readers.members(),
-        })
+        }, insn_words)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -100,7 +101,8 @@ class StoreUnit(Stage):
     """
 
     @refusing
-    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False) -> None:
+    def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False,
+                 insn_words: int = 1) -> None:
         members: dict[str, wiring.Member] = {"out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits))}
         if cfg.has_drain:
             self.readers = DmaReaders({MemoryType.EPI: cfg.acc_elem_bytes * 8,
@@ -109,7 +111,7 @@ class StoreUnit(Stage):
             members.update({"epi_w": write_port(cfg, "epi"), "epi_r": read_port(cfg, "epi"),
                             "acc_d": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"),
                             **self.readers.members()})
-        super().__init__(Unit.STORE, cfg, bus_bits, members)
+        super().__init__(Unit.STORE, cfg, bus_bits, members, insn_words)
         self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=cfg.has_drain)
         if cfg.has_drain:
             self.drain = DrainUnit(cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from amaranth import Const, Module, Signal, Value
+from amaranth import Cat, Const, Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,7 +20,7 @@ from openvta.isa import Config, TokenQueue
 from openvta.isa import Module as Unit
 from openvta.isa.instructions import POP_FLAGS, PUSH_FLAGS
 
-from .fetch import INSN_BITS
+from .fetch import INSN_BITS, check_insn_words
 from .fields import Decoded
 from .params import check_bus_bits
 
@@ -65,8 +65,9 @@ class Stage(wiring.Component):
 
     Members
     -------
-    cmd : In(stream.Signature(INSN_BITS))
-        the module's command queue.
+    cmd : In(stream.Signature(INSN_BITS // insn_words))
+        the module's command queue: whole instructions, or each in ``insn_words`` words
+        (``Timing.insn_move_cycles``, :class:`~.fetch.CommandQueue`), taken one a cycle.
     remaining : In(1)
         high while fetch may still route instructions here (for ``wait_queue``).
     status : Out(STATUS)
@@ -78,13 +79,15 @@ class Stage(wiring.Component):
         :class:`~openvta.isa.TokenQueue` in lower case (e.g. ``load_to_compute``).
     """
 
-    def __init__(self, unit: Unit, cfg: Config, bus_bits: int, members: dict[str, wiring.Member]) -> None:
+    def __init__(self, unit: Unit, cfg: Config, bus_bits: int, members: dict[str, wiring.Member],
+                 insn_words: int = 1) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be a Config, not {cfg!r}")
         check_bus_bits(bus_bits, f"{unit.name.lower()} bus width")
         self.unit, self.cfg, self.bus_bits = unit, cfg, bus_bits
+        self.insn_words = check_insn_words(insn_words)
         pops, pushes = token_queues(unit)
-        members.update({"cmd": In(stream.Signature(INSN_BITS)), "remaining": In(1),
+        members.update({"cmd": In(stream.Signature(INSN_BITS // self.insn_words)), "remaining": In(1),
                         "status": Out(STATUS), "waiting_memory": Out(1)})
         members.update({q.name.lower(): Out(TOKEN_POP) for q in pops})
         members.update({q.name.lower(): Out(TOKEN_PUSH) for q in pushes})
@@ -98,12 +101,12 @@ class Stage(wiring.Component):
     def instruction_cycle(self, m: Module, execute: Callable[[Module, Decoded, Value], Value]) -> None:
         """:func:`instruction_cycle` on this module's ports."""
         instruction_cycle(m, self.cfg, self.unit, self.cmd, self.tokens(), self.status, execute,
-                          self.remaining)
+                          self.remaining, self.insn_words)
 
 
 def instruction_cycle(
     m: Module, cfg: Config, unit: Unit, cmd: Any, tokens: dict[TokenQueue, Any], status: Any,
-    execute: Callable[[Module, Decoded, Value], Value], remaining: Value,
+    execute: Callable[[Module, Decoded, Value], Value], remaining: Value, words: int = 1,
 ) -> None:
     """Build the instruction FSM around ``execute(m, insn, first) -> done``.
 
@@ -111,7 +114,9 @@ def instruction_cycle(
     instructions), ``tokens`` the ends of the token queues (:data:`TOKEN_POP`,
     :data:`TOKEN_PUSH`) and ``status`` a :data:`STATUS` interface.  ``first`` is high on
     the first EXEC cycle (start the work then); ``remaining`` is high while fetch may
-    still route instructions here (for the wait_queue status).
+    still route instructions here (for the wait_queue status).  With ``words`` > 1 the
+    queue gives each instruction in that many words, taken one a cycle (the first in IDLE,
+    the others in TAKE) into the instruction register, lowest word first.
     """
     insn = Decoded(status.insn, cfg)
     pops = [(insn.flag(f), _queue(unit, f, True)) for f in POP_FLAGS]
@@ -119,13 +124,28 @@ def instruction_cycle(
     can_pop = _all([~flag | ~tokens[q].empty for flag, q in pops if q is not None])
     can_push = _all([~flag | ~tokens[q].full for flag, q in pushes if q is not None])
     first = Signal(name=f"{unit.name.lower()}_first")
+    # words of the instruction taken (with ``words`` > 1)
+    taken = Signal(range(words), name=f"{unit.name.lower()}_taken") if words > 1 else Const(0)
     with m.FSM(name=f"{unit.name.lower()}_insn"):
         with m.State("IDLE"):
             m.d.comb += [cmd.ready.eq(1), status.wait_queue.eq(~cmd.valid & remaining),
                          status.issue.eq(cmd.valid)]
             with m.If(cmd.valid):
-                m.d.sync += status.insn.eq(cmd.payload)
-                m.next = "POP"
+                if words == 1:
+                    m.d.sync += status.insn.eq(cmd.payload)
+                    m.next = "POP"
+                else:
+                    m.d.sync += [status.insn.eq(Cat(status.insn[len(cmd.payload):], cmd.payload)),
+                                 taken.eq(1)]
+                    m.next = "TAKE"
+        if words > 1:
+            with m.State("TAKE"):  # the instruction's other words, one a cycle
+                m.d.comb += [cmd.ready.eq(1), status.issue.eq(cmd.valid)]
+                with m.If(cmd.valid):
+                    m.d.sync += [status.insn.eq(Cat(status.insn[len(cmd.payload):], cmd.payload)),
+                                 taken.eq(taken + 1)]
+                    with m.If(taken == words - 1):
+                        m.next = "POP"
         with m.State("POP"):
             m.d.comb += [status.wait_token.eq(~can_pop), status.issue.eq(can_pop)]
             with m.If(can_pop):

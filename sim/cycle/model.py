@@ -167,8 +167,10 @@ class CycleModel:
         """Fetch reads a burst into its prefetch buffer, then waits until it is all routed."""
         env, stats, timing = self.env, self.stats[Unit.FETCH], self.timing
         beats_per_insn = max(1, INSN_BYTES // self.cfg.bus_bytes)
-        # one instruction a cycle (a beat of several) or its beats, each dram_beat_cycles long
-        cycles_per_insn = max(beats_per_insn, -(-INSN_BYTES * timing.dram_beat_cycles // self.cfg.bus_bytes))
+        # one instruction a cycle (a beat of several) or its beats, each dram_beat_cycles long,
+        # or its words (insn_move_cycles), one a cycle, if more
+        cycles_per_insn = max(beats_per_insn, -(-INSN_BYTES * timing.dram_beat_cycles // self.cfg.bus_bytes),
+                              timing.insn_move_cycles)
         index = 0
         for chunk in fetch_bursts(self.machine.program.insn_addr, len(self.machine.insns), self.cfg,
                                   timing):
@@ -199,7 +201,7 @@ class CycleModel:
         """The router: one instruction per cycle from the prefetch buffer to its queue."""
         env, stats, until, queue = self.env, self.stats[Unit.FETCH], self._until, self.env._queue
         prefetch, commands, module_of = self.prefetch, self.commands, self.machine.module
-        latency = self.timing.prefetch_latency_cycles
+        latency, words = self.timing.prefetch_latency_cycles, self.timing.insn_move_cycles
         while True:
             # (:meth:`_get` and :meth:`_put` written out: this loop runs per instruction)
             if (prefetch.items and not prefetch.put_queue and not prefetch.get_queue
@@ -208,7 +210,7 @@ class CycleModel:
             else:
                 index, arrived = yield prefetch.get()
             now = int(env.now)
-            ready = max(arrived + latency, self._last_route + 1)
+            ready = max(arrived + latency, self._last_route + words)
             if ready > now:
                 yield env.timeout(ready - now)
                 now = ready
@@ -232,6 +234,7 @@ class CycleModel:
         name = Unit(module.name.lower())
         stats = self.stats[name]
         commands, tokens, latency = self.commands[module], self.tokens, self.timing.queue_latency_cycles
+        take = self.timing.insn_move_cycles  # the take cycles: one per word of the instruction
         pops_of, pushes_of, insns = machine.pops, machine.pushes, machine.insns
         events = env._queue  # (read directly, as in :meth:`_quiet`)
         while True:
@@ -251,19 +254,19 @@ class CycleModel:
             if until is None:
                 if visible > now:
                     yield env.timeout(visible - now)
-                yield env.timeout(1)
-                now = t = visible + 1
+                yield env.timeout(take)
+                now = t = visible + take
             else:
                 limit = until()
                 if visible >= limit and visible > now:
                     yield env.timeout(visible - now)
                     now, limit = visible, until()
-                t = visible + 1
+                t = visible + take
                 if t >= limit:
                     yield env.timeout(t - now)
                     now = t
             stats.wait_queue += visible - asked
-            stats.busy += 1
+            stats.busy += take
             pops = pops_of[index]
             if pops:
                 if t > now:  # (the pops look at the queues now)
@@ -282,7 +285,7 @@ class CycleModel:
                                                           token.producer_insn, t, index))
             else:
                 machine.begin(module, index)
-            start = t - 1  # the slice starts with the take cycle, after the pops
+            start = t - take  # the slice starts with the take cycles, after the pops
             self.status[name] = (index, "executing", None)
             yield from self._spend(module, index, stats, t)
             insn = insns[index]

@@ -143,7 +143,8 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
         "board": "ulx3s-85f", "part": "LFE5U-85F", "config": "small", "config_keys": {"BATCH": 1},
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
         "counters": "all", "lean": {"gemm_ii": 1, "alu_ii": 1, "acc_ports": 2, "mul_cycles": 1,
-                                    "uop_stage": 0, "shared_dma": 0}, "seed": 1, "sdram": "",
+                                    "uop_stage": 0, "shared_dma": 0, "insn_words": 1}, "seed": 1,
+        "sdram": "",
         "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
@@ -189,8 +190,9 @@ def test_command_line_passes_the_lean_build(monkeypatch: pytest.MonkeyPatch,
     assert seen["lean"] == LeanBuild()
     assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet",
                  "--gemm-ii", "2", "--alu-ii", "4", "--acc-ports", "1", "--mul-cycles", "2",
-                 "--uop-stage", "1", "--shared-dma"]) == 0
-    assert seen["lean"] == LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1, shared_dma=1)
+                 "--uop-stage", "1", "--shared-dma", "--insn-words", "8"]) == 0
+    assert seen["lean"] == LeanBuild(gemm_ii=2, alu_ii=4, acc_ports=1, mul_cycles=2, uop_stage=1, shared_dma=1,
+                                     insn_words=8)
     assert seen["seed"] == 1
     assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet", "--seed", "2"]) == 0
     assert seen["seed"] == 2

@@ -189,9 +189,11 @@ def test_results_are_forwarded_to_the_next_two_executions(name: str) -> None:
 
 
 #: Lean builds: the GEMM core folded over 2 cycles; one accumulator read port; the
-#: ALU's MUL in two cycles; the micro-op stage; everything at once, folded over 4 cycles.
+#: ALU's MUL in two cycles; the micro-op stage; instructions in 2 and in 8 words;
+#: everything at once, folded over 4 cycles, with one DMA reader per module.
 LEAN = [LeanBuild(gemm_ii=2), LeanBuild(acc_ports=1), LeanBuild(mul_cycles=2),
-        LeanBuild(uop_stage=1), LeanBuild(4, 4, 1, 2, 1)]
+        LeanBuild(uop_stage=1), LeanBuild(insn_words=2), LeanBuild(insn_words=8),
+        LeanBuild(4, 4, 1, 2, 1, 1, 8)]
 
 
 def _lean(cfg: Config, lean: LeanBuild) -> Timing:
@@ -240,6 +242,24 @@ def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
     @given(st.data())
     def check(data: st.DataObject) -> None:
         assert_core_matches_functional(data.draw(random_programs(cfg)), _lean(cfg, lean_build))
+
+    check()
+
+
+@pytest.mark.parametrize("cfg", [NARROW_STORE, *SAMPLE], ids=describe)
+def test_random_programs_with_instructions_in_words(cfg: Config) -> None:
+    """``insn_move_cycles`` of 2, 4 or 8: the prefetch buffer and the command queues hold
+    an instruction as that many words — words of a beat, or beats of a word, several
+    instructions a beat, queues of two instructions (full, so the router waits for room
+    by whole instructions)."""
+
+    @settings(max_examples=3, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        words = data.draw(st.sampled_from([2, 4, 8]))
+        program = data.draw(random_programs(cfg, max_ops=8))
+        assert_core_matches_functional(program, timing_for(cfg).replace(insn_move_cycles=words))
 
     check()
 
@@ -293,6 +313,8 @@ def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], messa
     ({"acc_ports": 3}, r"^acc_ports must be 1 or 2, not 3$"),
     ({"mul_cycles": 0}, r"^mul_cycles must be 1 or 2, not 0$"),
     ({"uop_stage": 2}, r"^uop_stage must be 0 or 1, not 2$"),
+    ({"shared_dma": 2}, r"^shared_dma must be 0 or 1, not 2$"),
+    ({"insn_words": 16}, r"^insn_words must be 1 or 2 or 4 or 8, not 16$"),
 ])
 def test_lean_build_options_are_checked(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):

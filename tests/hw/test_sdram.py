@@ -316,6 +316,8 @@ def test_a_master_that_stalls_a_burst_cannot_starve_the_refresh() -> None:
 @pytest.mark.parametrize("call, error, message", [
     (lambda: Timing(dram_channels=3), ConfigError, r"^dram_channels must be 1 or 2, not 3$"),
     (lambda: Timing(dram_beat_cycles=0), ConfigError, r"^dram_beat_cycles must be at least 1, not 0$"),
+    (lambda: Timing(insn_move_cycles=16), ConfigError,
+     r"^insn_move_cycles must be 1, 2, 4 or 8 \(instructions moved in words of 128, 64, 32, 16 bits\), not 16$"),
     (lambda: ByteToAxi(40, 64), ValueError, r"^addr_width must be an integer from 10 to 32, not 40$"),
     (lambda: SdramSystem(8, 1000), ValueError,
      r"^dram_bytes must be a multiple of 8192 up to 67108864 \(AS4C32M16SB-7\), not 1000$"),

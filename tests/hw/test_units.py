@@ -22,7 +22,7 @@ amaranth = pytest.importorskip("amaranth")
 from amaranth.sim import Simulator  # noqa: E402
 
 from openvta.hw.rtl.dma import DmaReader, DmaWriter  # noqa: E402
-from openvta.hw.rtl.fetch import Fetch, TokenCounter  # noqa: E402
+from openvta.hw.rtl.fetch import CommandQueue, Fetch, TokenCounter  # noqa: E402
 from openvta.hw.rtl.memory import AxiArbiter  # noqa: E402
 from openvta.hw.rtl.drain import DrainLanes  # noqa: E402
 from openvta.hw.rtl.units import AluLanes, GemmCore  # noqa: E402
@@ -762,6 +762,10 @@ def test_arbiter_grants_writes_round_robin(count: int, requests: dict[int, int])
      r"^AXI data width must be a power of two between 8 and 1024 bits, not 48$"),
     (lambda: Fetch(preset("tiny"), 24, 4),
      r"^fetch bus width must be a power of two between 8 and 1024 bits, not 24$"),
+    (lambda: Fetch(preset("tiny"), 32, 4, words=16),
+     r"^instructions move in 1, 2, 4 or 8 words \(insn_move_cycles\), not 16$"),
+    (lambda: CommandQueue(0, 8), r"^command queue depth must be at least 1, not 0$"),
+    (lambda: CommandQueue(4, 3), r"^instructions move in 1, 2, 4 or 8 words \(insn_move_cycles\), not 3$"),
     (lambda: GemmCore(preset("tiny"), fold=3),
      r"^the GEMM core's fold must be a positive integer dividing BLOCK_OUT \(4\), not 3$"),
     (lambda: AluLanes(preset("tiny"), fold=0),

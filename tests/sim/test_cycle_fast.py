@@ -24,6 +24,7 @@ import openvta
 from openvta.blocked_gemm import build_blocked_gemm
 from openvta.compiler.workloads import RESNET18, random_inputs
 from openvta.isa import PRESETS, Config, MemoryType, Module, Timing, preset, timing_for
+from openvta.isa.timing import INSN_MOVE_CHOICES
 from openvta.runtime import Device, Program, ProgramBuilder
 from openvta.sim.cycle import CycleModel
 from openvta.sim.cycle.trace import chrome_trace
@@ -73,6 +74,7 @@ def timings(draw: st.DrawFn) -> Timing:
         max_burst_beats=draw(st.sampled_from([1, 2, 3, 8, 16, 64, 256])),
         request_cycles=draw(small), prefetch_latency_cycles=draw(small),
         queue_latency_cycles=draw(small), issue_cycles=draw(st.integers(1, 6)),
+        insn_move_cycles=draw(st.sampled_from(INSN_MOVE_CHOICES)),
         dma_row_cycles=draw(small), dma_pad_row_cycles=draw(small),
         dma_done_cycles=draw(small), store_row_cycles=draw(small),
         pad_cycles_per_elem=draw(st.integers(0, 2)),
