@@ -38,6 +38,15 @@ minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
 
     .venv/bin/python benchmarks/fpga.py --sdram build/sdram [--sdram-config small]
 
+``--up5k OUT`` prints each UP5K build option's synthesis figures (issue 24): the lean
+``tiny`` (GEMM core and ALU folded over 4, one accumulator read port, no counters), then
+with one DMA reader per module (``shared_dma``), with instructions in 16-bit words
+(``insn_words=8``), and with both; LUT4, flip-flops, SB_MAC16 and SB_RAM40_4K against
+the part's 5 280, 8 and 30.  The DRAM is the smallest, 1 KiB (4 blocks: it belongs in
+the SPRAM); about two minutes.
+
+    .venv/bin/python benchmarks/fpga.py --up5k build/up5k
+
 An ECP5-85F build of ``small`` takes about 7 minutes and 1.5 GB (the lean one above
 routes at 50.2 MHz with seed 2, 49.7 with seed 1; docs/FPGA_NOTES.md); pass
 ``--boards icebreaker`` for the quick half.
@@ -54,6 +63,15 @@ from pathlib import Path
 from openvta.dse import DseError, lean_build, parse_spec
 from openvta.hw.fpga.bitstream import BitstreamReport, build_bitstream
 from openvta.hw.fpga.boards import BOARDS, FitError
+from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import preset
+
+#: The UP5K's lean ``tiny`` and the build options that shrink it, in turn and together.
+UP5K_LEAN = {"gemm_ii": 4, "alu_ii": 4, "acc_ports": 1}
+UP5K_OPTIONS = {"lean": {}, "shared_dma": {"shared_dma": 1}, "insn_words=8": {"insn_words": 8},
+                "shared_dma, insn_words=8": {"shared_dma": 1, "insn_words": 8}}
+#: The UP5K's logic cells, DSP blocks and block RAMs.
+UP5K_CAPACITY = {"lut": 5280, "dsp": 8, "bram": 30}
 
 
 def _row(board: str, name: str, report: BitstreamReport | None, error: str, seconds: float) -> str:
@@ -216,6 +234,34 @@ def sdram_resnet18(config: str, size: int) -> None:
           f"({cycles / rtl - 1:+.2%}; target within 5 %); {time.perf_counter() - start:.0f} s wall")
 
 
+def up5k_options(out: Path) -> None:
+    """Each UP5K build option's synthesis figures (the image does not fit yet, so place
+    and route never starts: the figures are Yosys's)."""
+    rows = []
+    for name, options in UP5K_OPTIONS.items():
+        folder = out / name.replace(", ", "+").replace("=", "")
+        print(f"== {name}", flush=True)
+        start = time.perf_counter()
+        status = "fits after synthesis"
+        try:
+            build_bitstream("icebreaker", preset("tiny"), folder, preset_name="tiny", mem_bytes=1024,
+                            counters="none", lean=LeanBuild(**UP5K_LEAN, **options))
+        except FitError as exc:
+            status = "does not fit"
+            print(f"   {str(exc).split(': ', 1)[1]}", flush=True)
+        cells = json.loads((folder / "report.json").read_text()).get("synthesis_cells", {})
+        lut, dsp, bram = cells.get("SB_LUT4", 0), cells.get("SB_MAC16", 0), cells.get("SB_RAM40_4K", 0)
+        ff = sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
+        rows.append(f"| {name} | {lut} / {UP5K_CAPACITY['lut']} | {ff} | {dsp} / {UP5K_CAPACITY['dsp']} | "
+                    f"{bram} / {UP5K_CAPACITY['bram']} | {status} | {time.perf_counter() - start:.0f} s |")
+    print(f"\nlean tiny on the iCE40 UP5K ({', '.join(f'{k}={v}' for k, v in UP5K_LEAN.items())}, "
+          "counters none, 1 KiB on-chip DRAM)")
+    print("| options | LUT4 | FF | SB_MAC16 | SB_RAM40_4K | status | time |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boards", default="icebreaker,ulx3s-85f")
@@ -230,7 +276,11 @@ def main() -> None:
                         "ResNet-18's layers and the whole network on the Verilated SDRAM")
     parser.add_argument("--sdram-config", default="small", help="the preset of --sdram's runs (default small)")
     parser.add_argument("--sdram-size", type=int, default=224, help="--sdram's ResNet-18 input size (default 224)")
+    parser.add_argument("--up5k", metavar="OUT", help="each UP5K build option's synthesis figures")
     args = parser.parse_args()
+    if args.up5k:
+        up5k_options(Path(args.up5k))
+        return
     if args.sdram:
         sdram_controller(Path(args.sdram), args.seed)
         sdram_layers(args.sdram_config)
