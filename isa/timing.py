@@ -54,7 +54,7 @@ from .config import Config, ConfigError
 from .widths import INSN_WIDTH
 
 __all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for", "sdram_timing", "SDRAM_WORD_BYTES",
-           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES"]
+           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES", "spram_timing"]
 
 #: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
 #: them there), in bytes.
@@ -218,3 +218,15 @@ def sdram_timing(cfg: Config, base: Timing | None = None) -> Timing:
     return (base or timing_for(cfg)).replace(
         dram_beat_cycles=max(1, cfg.bus_bytes // SDRAM_WORD_BYTES), dram_channels=1,
         dram_read_latency_cycles=SDRAM_READ_LATENCY_CYCLES, dram_write_latency_cycles=SDRAM_WRITE_LATENCY_CYCLES)
+
+
+def spram_timing(cfg: Config, base: Timing | None = None) -> Timing:
+    """``base`` (default :func:`timing_for` ``cfg``) with the DRAM in a single-port
+    on-chip RAM (the UP5K's SPRAM, ``openvta bitstream --spram``): the two-port RAM's
+    latencies, one burst at a time in either direction.
+
+    >>> from openvta.isa import preset
+    >>> spram_timing(preset("tiny")).dram_channels
+    1
+    """
+    return (base or timing_for(cfg)).replace(dram_channels=1)

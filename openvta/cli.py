@@ -80,10 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-cycles", type=_positive_int,
                      help="cycle and rtl back ends: stop past this many cycles")
     run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
-    run.add_argument("--memory", choices=("on-chip", "sdram"), default="on-chip",
-                     help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default) or "
+    run.add_argument("--memory", choices=("on-chip", "sdram", "spram"), default="on-chip",
+                     help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default), "
                           "the ULX3S's SDR SDRAM behind the SoC's controller (the cycle model's "
-                          "sdram_timing; on rtl, the controller on the model of its part)")
+                          "sdram_timing; on rtl, the controller on the model of its part), or "
+                          "(cycle back end) the UP5K image's single-port SPRAM (spram_timing)")
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
     run.add_argument("--baud", type=_positive_int, default=115200,
                      help="board back end: serial speed (default 115200)")
@@ -127,6 +128,11 @@ def _bitstream_parser(sub: Any) -> None:
                           "of openvta.hw.rtl.sdram; run its programs on the cycle model with "
                           "--memory sdram). Without it, --mem-kib of block RAM, which holds one "
                           "small layer")
+    bit.add_argument("--spram", action="store_true",
+                     help="the SoC's DRAM single-ported in the part's SPRAM instead of block RAM, "
+                          "which it leaves to the accelerator: icebreaker's UP5K, up to 128 KiB "
+                          "(--mem-kib, default 128; run its programs on the cycle model with "
+                          "--memory spram)")
     bit.add_argument("--baud", type=_positive_int, default=115200,
                      help="UART speed of the host bridge (default 115200)")
     bit.add_argument("--freq", type=float, help="Fmax target for nextpnr in MHz "
@@ -190,6 +196,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend not in ("cycle", "rtl"):
             raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
+    if args.memory == "spram":
+        if args.backend != "cycle":
+            raise ProgramError("--memory spram needs --backend cycle")
+        from openvta.isa import spram_timing
+
+        options["timing"] = spram_timing(program.config)
     if args.memory == "sdram":
         if args.backend == "cycle":
             from openvta.isa import sdram_timing
@@ -390,6 +402,10 @@ def _bitstream(args: argparse.Namespace) -> int:
         raise ProgramError("--mem-kib sizes the on-chip DRAM; with --sdram the DRAM is the board's SDRAM")
     if args.sdram and not BOARDS[args.board].sdram:
         raise ProgramError(f"{args.board} has no SDRAM: build it without --sdram (on-chip DRAM, --mem-kib)")
+    if args.spram and args.sdram:
+        raise ProgramError("--spram and --sdram both choose the DRAM: take one")
+    if args.spram and not BOARDS[args.board].spram_bytes:
+        raise ProgramError(f"{args.board}'s {BOARDS[args.board].part} has no SPRAM: build it without --spram")
     with ProgressDisplay(f"bitstream for {args.board}", enabled=False if args.quiet else None,
                          delay_s=0) as show:
         def say(line: str) -> None:
@@ -406,7 +422,7 @@ def _bitstream(args: argparse.Namespace) -> int:
                                                 args.mul_cycles, args.uop_stage, int(args.shared_dma),
                                                 args.insn_words),
                                  seed=args.seed,
-                                 sdram=args.sdram)
+                                 sdram=args.sdram, spram=args.spram)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))

@@ -44,6 +44,7 @@ from openvta.isa.counters import CounterSet, counter_set
 
 from ..rtl.axi_ram import check_mem_bytes
 from ..rtl.compute import LeanBuild
+from ..rtl.axi_ram import SPRAM_NO_INIT
 from ..rtl.fanout import KEEP_REPLICAS
 from ..rtl.uart import check_divisor
 from .boards import Board, FitError, board, check_fit, check_synthesis
@@ -71,7 +72,7 @@ class SocOnBoard(Elaboratable):
 
     def __init__(self, cfg: Config, mem_bytes: int, clock_hz: float, baud: int,
                  accelerator: bool = True, counters: str | CounterSet = "all",
-                 lean: LeanBuild | None = None, sdram: str = "") -> None:
+                 lean: LeanBuild | None = None, sdram: str = "", spram: bool = False) -> None:
         from ..rtl.sdram import PARTS
         from ..rtl.soc import Soc
 
@@ -81,7 +82,7 @@ class SocOnBoard(Elaboratable):
                        timing=(lean or LeanBuild()).timing(timing_for(cfg)),
                        accelerator=accelerator, counters=counters, sdram=part, clock_mhz=clock_hz / 1e6,
                        capture_cycles=part.timing(clock_hz / 1e6).min_cas_latency if part else None,
-                       shared_dma=bool((lean or LeanBuild()).shared_dma))
+                       shared_dma=bool((lean or LeanBuild()).shared_dma), spram=spram)
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
@@ -148,6 +149,7 @@ class BitstreamReport:
     lean: dict[str, int] = field(default_factory=lambda: LeanBuild().to_dict())  # LeanBuild's
     seed: int = 1  # nextpnr's --seed
     sdram: str = ""  # the SDRAM part holding the DRAM ("": on-chip block RAM)
+    spram: bool = False  # the on-chip DRAM single-ported, in the UP5K's SPRAM
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -163,7 +165,8 @@ class BitstreamReport:
         the measured ones that are known, in this order."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.default is MISSING and f.default_factory is MISSING
-                or f.name in ("lean", "seed", "times_s", "status") or getattr(self, f.name) is not None}
+                or f.name in ("lean", "seed", "times_s", "status", "spram")
+                or getattr(self, f.name) is not None}
 
     def write(self, out_dir: Path) -> None:
         """Write ``report.json`` into ``out_dir``."""
@@ -175,7 +178,8 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
                     baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
                     timeout_s: float = 7200.0, link_test: bool = False,
                     counters: str = "all", lean: LeanBuild | None = None, seed: int = 1,
-                    progress: Callable[[str], None] | None = None, sdram: bool = False) -> BitstreamReport:
+                    progress: Callable[[str], None] | None = None, sdram: bool = False,
+                    spram: bool = False) -> BitstreamReport:
     """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
 
     Parameters
@@ -218,6 +222,11 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         on-chip RAM: the whole part (64 MiB on the ULX3S) holds the models, and
         ``mem_bytes`` must be left out.  Its programs run on the cycle model with
         :func:`openvta.isa.sdram_timing`.
+    spram : bool
+        the on-chip DRAM single-ported, in the part's SPRAM (:attr:`~.boards.Board.spram_bytes`:
+        the UP5K's 128 KiB, the default ``mem_bytes`` then) instead of block RAM, which it
+        leaves to the accelerator.  Its programs run on the cycle model with
+        :func:`openvta.isa.spram_timing`.
 
     Raises
     ------
@@ -241,22 +250,33 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
             raise ValueError(f"{target.name} has no SDRAM: build it with on-chip DRAM (without sdram)")
         if mem_bytes is not None:
             raise ValueError("mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole SDRAM part")
-    mem_bytes = check_mem_bytes(target.default_mem_bytes if mem_bytes is None else mem_bytes)
+        if spram:
+            raise ValueError("the DRAM is the SDRAM (sdram) or the part's SPRAM (spram), not both")
+    if spram and not target.spram_bytes:
+        raise ValueError(f"{target.name}'s {target.part} has no SPRAM: build it with block RAM (without spram)")
+    if mem_bytes is None:
+        mem_bytes = target.spram_bytes if spram else target.default_mem_bytes
+    mem_bytes = check_mem_bytes(mem_bytes)
+    if spram and mem_bytes > target.spram_bytes:
+        raise ValueError(f"mem_bytes must be at most the {target.part}'s {target.spram_bytes // 1024} KiB of "
+                         f"SPRAM, not {mem_bytes}")
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s, seed)
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
     # (with the SDRAM, no block RAM holds the DRAM: the fit counts the buffers alone)
-    what = _pre_check(target, cfg, 0 if sdram else mem_bytes, preset_name, link_test, say, t0, lean.gemm_ii)
+    what = _pre_check(target, cfg, 0 if sdram or spram else mem_bytes, preset_name, link_test, say, t0,
+                      lean.gemm_ii)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # 2. elaboration: the build plan's sources and tool commands
-    dram = f"{target.sdram} SDRAM" if sdram else f"{mem_bytes // 1024} KiB on-chip DRAM"
+    dram = (f"{target.sdram} SDRAM" if sdram else f"{mem_bytes // 1024} KiB on-chip DRAM"
+            + (" in SPRAM" if spram else ""))
     say(f"[{_clock(t0)}] elaborating the SoC ({dram}, "
         f"UART {baud} baud at {target.clock_hz / 1e6:g} MHz, counters {built.label}"
         + (f", {lean.label}" if lean.label else "") + ")")
     _plan(target, cfg, mem_bytes, baud, not link_test, target_mhz, built, lean,
-          target.sdram if sdram else "").extract(str(out))
+          target.sdram if sdram else "", spram).extract(str(out))
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report = BitstreamReport(
         board=target.name, part=target.part,
@@ -264,7 +284,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         config_keys=None if link_test else cfg.to_dict(),
         mem_bytes=_sdram_part(target).size_bytes if sdram else mem_bytes, baud=baud,
         clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label,
-        lean=lean.to_dict(), seed=seed, sdram=target.sdram if sdram else "")
+        lean=lean.to_dict(), seed=seed, sdram=target.sdram if sdram else "", spram=spram)
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -367,11 +387,12 @@ def _sdram_part(target: Board) -> Any:
 
 def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bool,
           target_mhz: float, counters: CounterSet = CounterSet.ALL,
-          lean: LeanBuild | None = None, sdram: str = "") -> Any:
+          lean: LeanBuild | None = None, sdram: str = "", spram: bool = False) -> Any:
     platform = _constrained(target.platform(), target_mhz)
-    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram)
-    return platform.build(top, name=TOP_NAME, do_build=False, synth_opts=target.synth_opts,
-                          script_after_read=KEEP_REPLICAS,
+    top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram, spram)
+    return platform.build(top, name=TOP_NAME, do_build=False,
+                          synth_opts=target.synth_opts + (" -spram" if spram else ""),
+                          script_after_read=KEEP_REPLICAS + ("\n" + SPRAM_NO_INIT if spram else ""),
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 
 

@@ -50,6 +50,8 @@ class Board:
     synth_opts: str = ""
     #: the board's SDR SDRAM part (:data:`openvta.hw.rtl.sdram.PARTS`), or "" for none
     sdram: str = ""
+    #: bytes of single-port RAM on the part (the UP5K's SPRAM), 0 for none
+    spram_bytes: int = 0
 
     def platform(self) -> Any:
         """A fresh amaranth-boards platform object for this board."""
@@ -73,7 +75,7 @@ BOARDS: dict[str, Board] = {
                "ff": ("SB_DFF", "SB_DFFE", "SB_DFFSR", "SB_DFFR", "SB_DFFS", "SB_DFFESR",
                       "SB_DFFER", "SB_DFFES", "SB_DFFSS", "SB_DFFESS"),
                "carry": ("SB_CARRY",)},
-        bram_bits=4096, default_mem_bytes=4096, synth_opts="-dsp",
+        bram_bits=4096, default_mem_bytes=4096, synth_opts="-dsp", spram_bytes=131072,
     ),
     "ulx3s-85f": Board(
         name="ulx3s-85f", part="ECP5 LFE5U-85F", family="ecp5",

@@ -3,7 +3,10 @@
 The SoC's "DRAM": one :class:`amaranth.lib.memory.Memory` of ``mem_bytes / bus_bytes``
 words of ``bus_bytes`` bytes, with one write port (byte enables) shared by the AXI
 write channel and the byte port, and two read ports (AXI, byte port), so it maps onto
-two copies of a simple dual-port block RAM.
+two copies of a simple dual-port block RAM.  With ``single_port``, one address for
+every access (a burst in either direction at a time, the byte port between bursts), so
+that it maps onto a single-port RAM: the iCE40 UP5K's SPRAM (Yosys's ``synth_ice40
+-spram``), leaving the block RAM to the accelerator.
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ from amaranth.lib.wiring import In, Out
 from .memory import BEATS_SHAPE, axi_master_signature
 from .params import refusing
 
-__all__ = ["AxiRam", "axi_slave_members", "byte_port_signature", "check_mem_bytes"]
+__all__ = ["AxiRam", "SPRAM_MEMORY", "SPRAM_NO_INIT", "axi_slave_members", "byte_port_signature",
+           "check_mem_bytes"]
 
 MIN_MEM_BYTES = 1024
+#: The name of a single-port AxiRam's memory in the netlist.
+SPRAM_MEMORY = "openvta_spram"
+#: The Yosys command, after reading the design, that lets the single-port memory map
+#: onto the UP5K's SPRAM: an SPRAM has no initial contents, so the memory's (all zeros:
+#: a board's DRAM holds whatever the host writes) are dropped.  (The port's reads are
+#: also gated off in a write's cycle, visibly to Yosys, as an SPRAM's output keeps its
+#: word then.)
+SPRAM_NO_INIT = f"delete t:$meminit_v2 r:MEMID=*{SPRAM_MEMORY}* %i"
 
 
 def check_mem_bytes(mem_bytes: object) -> int:
@@ -77,18 +89,26 @@ class AxiRam(wiring.Component):
     byte : In(byte_port_signature(log2(mem_bytes)))
         The bridge's port.  Its writes take the shared write port: ``WREADY`` is low
         in a cycle with ``byte.w_en``.  Its reads have their own port.
+
+    With ``single_port``, one burst at a time in either direction (``ARREADY`` and
+    ``AWREADY`` only while neither channel has a burst in flight, a read first when both
+    ask), with the timing above otherwise; the byte port is ``ready`` only then too (and
+    no burst starts in a cycle where it writes).  The cycle model's timing of this memory
+    is its timing with ``dram_channels = 1`` (:func:`openvta.isa.spram_timing`).
     """
 
     @refusing
-    def __init__(self, mem_bytes: int, bus_bytes: int) -> None:
+    def __init__(self, mem_bytes: int, bus_bytes: int, single_port: bool = False) -> None:
         self._mem_bytes = check_mem_bytes(mem_bytes)
         if not isinstance(bus_bytes, int) or isinstance(bus_bytes, bool) \
                 or not 1 <= bus_bytes <= 128 or bus_bytes & (bus_bytes - 1):
             raise ValueError(f"bus_bytes must be a power of two between 1 and 128, "
                              f"not {bus_bytes!r}")
-        self._bus_bytes = bus_bytes
+        self._bus_bytes, self.single_port = bus_bytes, bool(single_port)
         super().__init__({**axi_slave_members(bus_bytes * 8),
                           "byte": In(byte_port_signature(self.addr_width))})
+        #: the memory (``memory.data[k]``: word ``k``, for simulations that load it directly)
+        self.memory = Memory(shape=bus_bytes * 8, depth=self._mem_bytes // bus_bytes, init=[])
 
     @property
     def mem_bytes(self) -> int:
@@ -104,15 +124,76 @@ class AxiRam(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        depth = self._mem_bytes // self._bus_bytes
-        m.submodules.mem = mem = Memory(shape=self._bus_bytes * 8, depth=depth, init=[])
+        mem = self.memory
+        # (the single-port memory's name is how the bitstream build finds it: SPRAM_MEMORY)
+        m.submodules[SPRAM_MEMORY if self.single_port else "mem"] = mem
         write = mem.write_port(granularity=8)
+        if self.single_port:
+            read = mem.read_port()
+            self._single_port(m, read, write)
+            return m
         axi_read = mem.read_port()
         byte_read = mem.read_port()
         self._read(m, axi_read)
         self._write(m, write)
         self._byte_port(m, write, byte_read)
         return m
+
+    def _single_port(self, m: Module, read: ReadPort, write: WritePort) -> None:
+        """Both channels and the byte port on one address (a single-port RAM)."""
+        depth = self._mem_bytes // self._bus_bytes
+        r_word, w_word = Signal(range(depth)), Signal(range(depth))
+        left = Signal(BEATS_SHAPE)  # beats still to read
+        writing = Signal()  # a write burst's data phase, to its response
+        reading = (left != 0) | self.s_axi_rvalid
+        idle = ~reading & ~writing & ~self.s_axi_bvalid
+        advance = ~self.s_axi_rvalid | self.s_axi_rready
+        low = self._bus_bytes.bit_length() - 1
+        addr = Signal(range(depth))
+        read_en = Signal()  # (the port reads only in a cycle without a write, visibly so for
+        # Yosys: an SPRAM's output keeps its word in a write's cycle)
+        m.d.comb += [read.en.eq(read_en & ~write.en.any()),
+                     read.addr.eq(addr), write.addr.eq(addr), self.s_axi_rdata.eq(read.data),
+                     self.s_axi_rid.eq(0), self.s_axi_rresp.eq(0), self.s_axi_bid.eq(0),
+                     self.s_axi_bresp.eq(0),
+                     self.s_axi_arready.eq(idle & ~self.byte.w_en),
+                     self.s_axi_awready.eq(idle & ~self.byte.w_en & ~self.s_axi_arvalid),
+                     self.s_axi_wready.eq(writing)]
+        with m.If(writing):
+            m.d.comb += addr.eq(w_word)
+        with m.Elif(reading):
+            m.d.comb += [addr.eq(r_word), read_en.eq(advance)]
+        with m.Else():  # between bursts: the byte port
+            m.d.comb += [addr.eq(self.byte.addr[low:]), read_en.eq(1), self.byte.ready.eq(1)]
+        # the read channel (as the two-port RAM's: the port's output is the R data register)
+        with m.If(reading & advance):
+            m.d.sync += [self.s_axi_rvalid.eq(left != 0), self.s_axi_rlast.eq(left == 1)]
+            with m.If(left != 0):
+                m.d.sync += [r_word.eq(r_word + 1), left.eq(left - 1)]
+        with m.If(self.s_axi_arvalid & self.s_axi_arready):
+            m.d.sync += [r_word.eq(self._word(self.s_axi_araddr)), left.eq(self.s_axi_arlen + 1)]
+        # the write channel
+        with m.If(self.s_axi_awvalid & self.s_axi_awready):
+            m.d.sync += [w_word.eq(self._word(self.s_axi_awaddr)), writing.eq(1)]
+        with m.If(self.s_axi_wvalid & self.s_axi_wready):
+            m.d.comb += [write.data.eq(self.s_axi_wdata), write.en.eq(self.s_axi_wstrb)]
+            m.d.sync += w_word.eq(w_word + 1)
+            with m.If(self.s_axi_wlast):
+                m.d.sync += [writing.eq(0), self.s_axi_bvalid.eq(1)]
+        with m.If(self.s_axi_bvalid & self.s_axi_bready):
+            m.d.sync += self.s_axi_bvalid.eq(0)
+        # the byte port, between bursts
+        if low:
+            lane = self.byte.addr[:low]
+            lane_read = Signal.like(lane)
+            m.d.sync += lane_read.eq(lane)
+            m.d.comb += self.byte.r_data.eq(read.data.word_select(lane_read, 8))
+        else:
+            lane = Const(0, 1)
+            m.d.comb += self.byte.r_data.eq(read.data)
+        with m.If(idle & self.byte.w_en):
+            m.d.comb += [write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
+                         write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]
 
     def _word(self, addr: Value) -> Value:
         """Word index of a byte address, wrapped to the memory."""

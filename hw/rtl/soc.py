@@ -80,6 +80,10 @@ class Soc(wiring.Component):
         the SDRAM's power-up wait (the datasheet's 200 µs; shorter only in simulations).
     shared_dma :
         the core's build option (:class:`~.core.Core`): one DMA reader per module.
+    spram :
+        the on-chip DRAM single-ported (:class:`~.axi_ram.AxiRam` ``single_port``), so
+        that it maps onto the iCE40 UP5K's SPRAM; the cycle model's timing is then
+        :func:`openvta.isa.spram_timing`.
 
     Members
     -------
@@ -108,13 +112,15 @@ class Soc(wiring.Component):
                  timing: Timing | None = None, accelerator: bool = True,
                  counters: str | CounterSet = "all", sdram: SdramPart | None = None,
                  clock_mhz: float | None = None, capture_cycles: int | None = None,
-                 sdram_init_us: float = 200.0, shared_dma: bool = False) -> None:
+                 sdram_init_us: float = 200.0, shared_dma: bool = False, spram: bool = False) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be an openvta.isa.Config, not {cfg!r}")
         self._cfg = cfg
         self._mem_bytes = check_mem_bytes(mem_bytes)
         self._divisor = check_divisor(divisor)
-        self._timing, self._shared_dma = timing, bool(shared_dma)
+        self._timing, self._shared_dma, self._spram = timing, bool(shared_dma), bool(spram)
+        if self._spram and sdram is not None:
+            raise ValueError("the DRAM is the SDRAM or the single-port on-chip RAM (spram), not both")
         self._accelerator = bool(accelerator)
         self._counters = counter_set(counters) if self._accelerator else CounterSet.NONE
         self._sdram: SdramController | None = None
@@ -158,7 +164,7 @@ class Soc(wiring.Component):
         m = Module()
         bus_bits = self._cfg.bus_bytes * 8
         if self._sdram is None:
-            m.submodules.ram = ram = AxiRam(self._mem_bytes, self._cfg.bus_bytes)
+            m.submodules.ram = ram = AxiRam(self._mem_bytes, self._cfg.bus_bytes, single_port=self._spram)
             slave, byte_port = ram, ram.byte
         else:
             m.submodules.sdram = slave = self._sdram

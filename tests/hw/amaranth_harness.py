@@ -80,3 +80,65 @@ def simulate_core(program: Program, max_cycles: int = 20000, counters: str = "al
     sim.run()
     dram = np.frombuffer(bytes(memory[: len(program.dram)]), dtype=np.uint8).copy()
     return dram, out["counters"]  # type: ignore[return-value]
+
+
+def simulate_core_on_ram(program: Program, timing: Timing | None = None, single_port: bool = False,
+                         max_cycles: int = 60000, shared_dma: bool = False) -> tuple[np.ndarray, dict[str, int]]:
+    """(final DRAM, counters) of ``program`` on the RTL core with the SoC's on-chip RAM
+    (:class:`~openvta.hw.rtl.axi_ram.AxiRam`, two ports or ``single_port``: the UP5K's
+    SPRAM) as its DRAM, loaded directly before the start."""
+    from amaranth import Module
+    from amaranth.lib import wiring
+
+    from openvta.hw.rtl.axi_ram import AxiRam
+    from openvta.hw.rtl.memory import axi_master_signature
+
+    cfg = program.config
+    bus_bytes = cfg.bus_bytes
+    size = 1024
+    while size < len(program.dram) + 4096:
+        size *= 2
+    core = Core(cfg, timing, shared_dma=shared_dma)
+    ram = AxiRam(size, bus_bytes, single_port=single_port)
+
+    class Both(wiring.Component):
+        def __init__(self) -> None:
+            super().__init__({})
+
+        def elaborate(self, platform: object) -> Module:
+            m = Module()
+            m.submodules.core, m.submodules.ram = core, ram
+            for name, member in axi_master_signature(bus_bytes * 8).items():
+                ours, theirs = getattr(core, name), getattr(ram, "s_axi_" + name.removeprefix("m_axi_"))
+                m.d.comb += (theirs.eq(ours) if member.flow == wiring.Out else ours.eq(theirs))
+            return m
+
+    image = bytes(program.dram.tobytes()) + bytes(size - len(program.dram))
+    out: dict[str, object] = {}
+
+    async def testbench(ctx) -> None:  # type: ignore[no-untyped-def]
+        for k in range(size // bus_bytes):
+            word = int.from_bytes(image[k * bus_bytes:(k + 1) * bus_bytes], "little")
+            if word:
+                ctx.set(ram.memory.data[k], word)
+        ctx.set(core.insn_addr, program.insn_addr)
+        ctx.set(core.insn_count, program.insn_count)
+        ctx.set(core.start, 1)
+        await ctx.tick()
+        ctx.set(core.start, 0)
+        for _ in range(max_cycles):
+            if ctx.get(core.done):
+                break
+            await ctx.tick()
+        else:
+            raise AssertionError(f"the core did not finish within {max_cycles} cycles")
+        out["counters"] = {c.value: ctx.get(core.counters[k]) for k, c in enumerate(core.counter_set.counters)}
+        out["dram"] = b"".join(ctx.get(ram.memory.data[k]).to_bytes(bus_bytes, "little")
+                               for k in range(-(-len(program.dram) // bus_bytes)))
+
+    sim = Simulator(Both())
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    dram = np.frombuffer(out["dram"][: len(program.dram)], dtype=np.uint8).copy()  # type: ignore[index]
+    return dram, out["counters"]  # type: ignore[return-value]

@@ -144,7 +144,7 @@ def test_the_report_leaves_out_what_no_step_measured(tmp_path: Path) -> None:
         "mem_bytes": 1 << 20, "baud": 115200, "clock_mhz": 25.0, "target_mhz": 50.0,
         "counters": "all", "lean": {"gemm_ii": 1, "alu_ii": 1, "acc_ports": 2, "mul_cycles": 1,
                                     "uop_stage": 0, "shared_dma": 0, "insn_words": 1}, "seed": 1,
-        "sdram": "",
+        "sdram": "", "spram": False,
         "times_s": {"synthesis": 1.5}, "status": "does not fit",
         "synthesis_cells": {"MULT18X18D": 200}}
     assert BitstreamReport("icebreaker", "p", "link-test", None, 1024, 9600, 12.0, 24.0).to_dict()[
@@ -220,6 +220,11 @@ def test_the_sdram_option_reaches_the_build_and_is_refused_where_it_means_nothin
     assert main(["bitstream", "--board", "icebreaker", "--sdram"]) == 1
     assert capsys.readouterr().err == ("openvta: error: icebreaker has no SDRAM: build it without --sdram "
                                        "(on-chip DRAM, --mem-kib)\n")
+    assert main(["bitstream", "--board", "ulx3s-85f", "--spram", "--sdram"]) == 1
+    assert capsys.readouterr().err == "openvta: error: --spram and --sdram both choose the DRAM: take one\n"
+    assert main(["bitstream", "--board", "ulx3s-85f", "--spram"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: ulx3s-85f's ECP5 LFE5U-85F has no SPRAM: build it "
+                                       "without --spram\n")
     with pytest.raises(ValueError, match="^mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole "
                                          "SDRAM part$"):
         build_bitstream("ulx3s-85f", preset("small"), tmp_path / "b", sdram=True, mem_bytes=65536)

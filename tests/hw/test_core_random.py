@@ -21,7 +21,7 @@ pytest.importorskip("amaranth")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from amaranth_harness import simulate_core  # noqa: E402
+from amaranth_harness import simulate_core, simulate_core_on_ram  # noqa: E402
 from config_sample import NARROW_STORE, SAMPLE, describe  # noqa: E402
 from programs import random_programs  # noqa: E402
 
@@ -42,6 +42,7 @@ from openvta.isa import (  # noqa: E402
     Timing,
     Uop,
     preset,
+    spram_timing,
     timing_for,
 )
 from openvta.runtime import Program, ProgramBuilder, UopKernel, UopLoop  # noqa: E402
@@ -242,6 +243,38 @@ def test_random_programs_on_lean_builds(lean_build: LeanBuild) -> None:
     @given(st.data())
     def check(data: st.DataObject) -> None:
         assert_core_matches_functional(data.draw(random_programs(cfg)), _lean(cfg, lean_build))
+
+    check()
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+def test_a_core_on_single_port_ram_costs_what_spram_timing_charges(name: str) -> None:
+    """The SoC's on-chip DRAM single-ported (the UP5K's SPRAM: one burst at a time): the
+    functional simulator's DRAM, and the model's error with :func:`spram_timing` within a
+    point of its error with the default timing on the two-port RAM."""
+    cfg = preset(name)
+    for program in (_forwarding_program(cfg), _blocked_gemm(cfg)):
+        error = {}
+        for single, timing in ((False, timing_for(cfg)), (True, spram_timing(cfg))):
+            dram, counters = simulate_core_on_ram(program, timing_for(cfg), single_port=single)
+            np.testing.assert_array_equal(dram, run(program).dram)
+            error[single] = simulate_cycles(program, timing).counters["cycles"] / counters["cycles"] - 1
+        assert abs(error[True]) <= abs(error[False]) + 0.01, error
+
+
+def test_random_programs_on_the_up5k_build() -> None:
+    """The UP5K's design: lean ``tiny`` folded over 4, one DMA reader per module,
+    instructions in 16-bit words, its DRAM single-ported."""
+    cfg = preset("tiny")
+    lean = LeanBuild(gemm_ii=4, alu_ii=4, acc_ports=1, shared_dma=1, insn_words=8)
+
+    @settings(max_examples=4, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        program = data.draw(random_programs(cfg, max_ops=8))
+        dram, _ = simulate_core_on_ram(program, _lean(cfg, lean), single_port=True, shared_dma=True)
+        np.testing.assert_array_equal(dram, run(program).dram)
 
     check()
 

