@@ -41,9 +41,10 @@ minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
 ``--up5k OUT`` prints each UP5K build option's synthesis figures (issue 24): the lean
 ``tiny`` (GEMM core and ALU folded over 4, one accumulator read port, no counters), then
 with one DMA reader per module (``shared_dma``), with instructions in 16-bit words
-(``insn_words=8``), and with both; LUT4, flip-flops, SB_MAC16 and SB_RAM40_4K against
-the part's 5 280, 8 and 30.  The DRAM is the smallest, 1 KiB (4 blocks: it belongs in
-the SPRAM); about two minutes.
+(``insn_words=8``), with both, and with both and the DRAM in the SPRAM (``--spram``,
+128 KiB); LUT4, flip-flops, SB_MAC16, SB_RAM40_4K and SB_SPRAM256KA against the part's
+5 280, 8, 30 and 4.  Without the SPRAM the DRAM is the smallest, 1 KiB of block RAM;
+about three minutes.
 
     .venv/bin/python benchmarks/fpga.py --up5k build/up5k
 
@@ -69,9 +70,10 @@ from openvta.isa import preset
 #: The UP5K's lean ``tiny`` and the build options that shrink it, in turn and together.
 UP5K_LEAN = {"gemm_ii": 4, "alu_ii": 4, "acc_ports": 1}
 UP5K_OPTIONS = {"lean": {}, "shared_dma": {"shared_dma": 1}, "insn_words=8": {"insn_words": 8},
-                "shared_dma, insn_words=8": {"shared_dma": 1, "insn_words": 8}}
+                "shared_dma, insn_words=8": {"shared_dma": 1, "insn_words": 8},
+                "shared_dma, insn_words=8, spram": {"shared_dma": 1, "insn_words": 8, "spram": 1}}
 #: The UP5K's logic cells, DSP blocks and block RAMs.
-UP5K_CAPACITY = {"lut": 5280, "dsp": 8, "bram": 30}
+UP5K_CAPACITY = {"lut": 5280, "dsp": 8, "bram": 30, "spram": 4}
 
 
 def _row(board: str, name: str, report: BitstreamReport | None, error: str, seconds: float) -> str:
@@ -243,21 +245,26 @@ def up5k_options(out: Path) -> None:
         print(f"== {name}", flush=True)
         start = time.perf_counter()
         status = "fits after synthesis"
+        lean = {k: v for k, v in options.items() if k != "spram"}
+        spram = bool(options.get("spram"))
         try:
-            build_bitstream("icebreaker", preset("tiny"), folder, preset_name="tiny", mem_bytes=1024,
-                            counters="none", lean=LeanBuild(**UP5K_LEAN, **options))
+            build_bitstream("icebreaker", preset("tiny"), folder, preset_name="tiny",
+                            mem_bytes=None if spram else 1024, counters="none",
+                            lean=LeanBuild(**UP5K_LEAN, **lean), spram=spram)
         except FitError as exc:
             status = "does not fit"
             print(f"   {str(exc).split(': ', 1)[1]}", flush=True)
         cells = json.loads((folder / "report.json").read_text()).get("synthesis_cells", {})
         lut, dsp, bram = cells.get("SB_LUT4", 0), cells.get("SB_MAC16", 0), cells.get("SB_RAM40_4K", 0)
+        sprams = cells.get("SB_SPRAM256KA", 0)
         ff = sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
         rows.append(f"| {name} | {lut} / {UP5K_CAPACITY['lut']} | {ff} | {dsp} / {UP5K_CAPACITY['dsp']} | "
-                    f"{bram} / {UP5K_CAPACITY['bram']} | {status} | {time.perf_counter() - start:.0f} s |")
+                    f"{bram} / {UP5K_CAPACITY['bram']} | {sprams} / {UP5K_CAPACITY['spram']} | {status} | "
+                    f"{time.perf_counter() - start:.0f} s |")
     print(f"\nlean tiny on the iCE40 UP5K ({', '.join(f'{k}={v}' for k, v in UP5K_LEAN.items())}, "
-          "counters none, 1 KiB on-chip DRAM)")
-    print("| options | LUT4 | FF | SB_MAC16 | SB_RAM40_4K | status | time |")
-    print("|---|---|---|---|---|---|---|")
+          "counters none, 1 KiB of block RAM as DRAM, or 128 KiB of SPRAM)")
+    print("| options | LUT4 | FF | SB_MAC16 | SB_RAM40_4K | SB_SPRAM256KA | status | time |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
 

@@ -110,7 +110,7 @@ class DseError(ValueError):
 #: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports;
 #: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
 #: micro-op read registered before its indices are added; ``shared_dma=1``: one DMA reader
-#: per module, the same cycles).
+#: per module, the same cycles; ``insn_words=8``: instructions in 16-bit queue entries).
 _FOLDS = tuple(str(1 << k) for k in range(7))
 BUILD_OPTIONS: dict[str, tuple[str, ...]] = {
     "counters": tuple(c.label for c in CounterSet), "gemm_ii": _FOLDS, "alu_ii": _FOLDS,

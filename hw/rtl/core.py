@@ -68,7 +68,9 @@ class Core(wiring.Component):
         its ``max_burst_beats`` sets the longest AXI burst (default: the preset's), and its
         ``gemm_ii_cycles``, ``alu_imm_ii_cycles`` and ``alu_vec_ii_cycles`` the lean
         build of the compute unit (:class:`~.compute.LeanBuild`: the GEMM core and the ALU
-        folded over that many cycles, one accumulator read port).
+        folded over that many cycles, one accumulator read port), and its
+        ``insn_move_cycles`` the words of an instruction in the prefetch buffer and the
+        command queues (:class:`~.fetch.CommandQueue`).
     counters : str or CounterSet
         ``"all"`` (default), ``"cycles"`` or ``"none"``: the counters built; the
         ``counters`` port carries them in ``HW_COUNTERS`` order

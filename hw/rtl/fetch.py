@@ -234,8 +234,16 @@ class Fetch(wiring.Component):
                 m.d.comb += prefetch.w_en.eq(complete)
             return
         # several instructions per beat: one per cycle, then the next beat
-        last = (slot == k - 1) | (take <= 1)
-        m.d.comb += [prefetch.w_data.eq(rdata.word_select(slot, INSN_BITS)),
+        self._items_of_beats(m, prefetch, slot, take, INSN_BITS, k)
+
+    def _items_of_beats(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any,
+                        bits: int, per_beat: int) -> None:
+        """Beats of ``per_beat`` items of ``bits`` (instructions or words) into the prefetch
+        FIFO, one item a cycle; ``take`` counts the burst's items left, ``slot`` the next
+        one's place in its beat."""
+        rdata = self.mem.rdata.payload.data
+        last = (slot == per_beat - 1) | (take <= 1)
+        m.d.comb += [prefetch.w_data.eq(rdata.word_select(slot, bits) if per_beat > 1 else rdata),
                      self.mem.rdata.ready.eq(last)]
         with m.If(self.mem.rdata.valid):
             with m.If(take != 0):
@@ -270,16 +278,7 @@ class Fetch(wiring.Component):
                 m.d.sync += [shift.eq(word), part.eq(Mux(part == per_word - 1, 0, part + 1))]
                 m.d.comb += prefetch.w_en.eq(part == per_word - 1)
             return
-        per_beat = self.bus_bits // w
-        last = (w_slot == per_beat - 1) | (take <= 1)
-        m.d.comb += [prefetch.w_data.eq(rdata.word_select(w_slot, w) if per_beat > 1 else rdata),
-                     self.mem.rdata.ready.eq(last)]
-        with m.If(self.mem.rdata.valid):
-            with m.If(take != 0):
-                m.d.comb += prefetch.w_en.eq(1)
-                m.d.sync += [take.eq(take - 1), w_slot.eq(w_slot + 1)]
-            with m.If(last):
-                m.d.sync += w_slot.eq(0)
+        self._items_of_beats(m, prefetch, w_slot, take, w, self.bus_bits // w)
 
     def _route_words(self, m: Module, prefetch: SyncFIFOBuffered, routing: Signal, unstarted: Signal) -> None:
         """The router with ``words`` > 1: an instruction once all its words are in the
