@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default), "
                           "the ULX3S's SDR SDRAM behind the SoC's controller (the cycle model's "
                           "sdram_timing; on rtl, the controller on the model of its part), or "
-                          "(cycle back end) the UP5K image's single-port SPRAM (spram_timing)")
+                          "(cycle back end) the UP5K image's single-port SPRAM (spram_timing; of the "
+                          "full build: a lean image's is spram_timing(cfg, LeanBuild(...).timing(...)))")
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
     run.add_argument("--baud", type=_positive_int, default=115200,
                      help="board back end: serial speed (default 115200)")
@@ -158,7 +159,7 @@ def _bitstream_parser(sub: Any) -> None:
                      "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
     bit.add_argument("--shared-dma", action="store_true",
                      help="lean build: one DMA reader per module, of the width each LOAD "
-                     "chooses, instead of one per buffer: less logic, the same cycles")
+                     "chooses, instead of one per buffer: less logic, the same transfers")
     bit.add_argument("--insn-words", type=int, default=1, choices=INSN_MOVE_CHOICES,
                      help="lean build: instructions held in fetch's buffer and the command queues "
                      "as N words (8: 16-bit block RAM entries, one block per queue on the iCE40); "

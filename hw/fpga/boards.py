@@ -28,6 +28,10 @@ class FitError(ValueError):
     """A configuration cannot fit the board's FPGA."""
 
 
+#: One iCE40 SPRAM block (SB_SPRAM256KA): 16K words of 16 bits.
+SPRAM_WORDS, SPRAM_BITS = 16384, 16
+
+
 @dataclass(frozen=True)
 class Board:
     """One board: its part, clock, capacities and Yosys/nextpnr cell names.
@@ -52,6 +56,13 @@ class Board:
     sdram: str = ""
     #: bytes of single-port RAM on the part (the UP5K's SPRAM), 0 for none
     spram_bytes: int = 0
+
+    def sprams_for(self, mem_bytes: int, bus_bits: int) -> int:
+        """The single-port RAM blocks (:data:`SPRAM_WORDS` words of :data:`SPRAM_BITS`
+        bits) a DRAM of ``mem_bytes`` on a ``bus_bits`` bus takes: side by side for the
+        bus, in rows for the depth."""
+        words = mem_bytes // (bus_bits // 8)
+        return -(-bus_bits // SPRAM_BITS) * -(-words // SPRAM_WORDS)
 
     def platform(self) -> Any:
         """A fresh amaranth-boards platform object for this board."""

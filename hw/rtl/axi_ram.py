@@ -11,7 +11,7 @@ that it maps onto a single-port RAM: the iCE40 UP5K's SPRAM (Yosys's ``synth_ice
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Signal, Value
+from amaranth import Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
@@ -49,9 +49,10 @@ def byte_port_signature(addr_width: int) -> wiring.Signature:
     In a cycle where ``ready`` is high, ``w_en`` stores ``w_data`` at ``addr`` (at the end
     of the cycle), and with ``r_en``, ``r_data`` is from the next cycle on the byte at
     ``addr``, for as long as ``addr`` and ``r_en`` stay.  A write or read in a cycle where
-    ``ready`` is low waits: the user holds it.  :class:`AxiRam` is always ready, and its
-    ``r_data`` is the byte at the ``addr`` of the previous cycle; a memory behind a
-    controller (:class:`~openvta.hw.rtl.host_port.ByteToAxi`) is not.
+    ``ready`` is low waits: the user holds it.  :class:`AxiRam` with two ports is always
+    ready, and its ``r_data`` is the byte at the ``addr`` of the previous cycle; a single-
+    port one is ready between bursts, a memory behind a controller
+    (:class:`~openvta.hw.rtl.host_port.ByteToAxi`) when it has served the access.
     """
     return wiring.Signature({"addr": Out(addr_width), "w_en": Out(1), "w_data": Out(8),
                              "r_en": Out(1), "r_data": In(8), "ready": In(1)})
@@ -92,8 +93,10 @@ class AxiRam(wiring.Component):
 
     With ``single_port``, one burst at a time in either direction (``ARREADY`` and
     ``AWREADY`` only while neither channel has a burst in flight, a read first when both
-    ask), with the timing above otherwise; the byte port is ``ready`` only then too (and
-    no burst starts in a cycle where it writes).  The cycle model's timing of this memory
+    ask), with the timing above otherwise; the byte port is ``ready`` only then too (no
+    burst starts in a cycle where it writes; WREADY does not wait for it), and its read
+    byte is kept from the cycle after the read, so a burst that starts while the bridge
+    holds a read does not change it.  The cycle model's timing of this memory
     is its timing with ``dram_channels = 1`` (:func:`openvta.isa.spram_timing`).
     """
 
@@ -107,8 +110,9 @@ class AxiRam(wiring.Component):
         self._bus_bytes, self.single_port = bus_bytes, bool(single_port)
         super().__init__({**axi_slave_members(bus_bytes * 8),
                           "byte": In(byte_port_signature(self.addr_width))})
-        #: the memory (``memory.data[k]``: word ``k``, for simulations that load it directly)
-        self.memory = Memory(shape=bus_bytes * 8, depth=self._mem_bytes // bus_bytes, init=[])
+        #: the memory, once elaborated (``memory.data[k]``: word ``k``, for simulations that
+        #: load it directly)
+        self.memory: Memory | None = None
 
     @property
     def mem_bytes(self) -> int:
@@ -124,7 +128,8 @@ class AxiRam(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        mem = self.memory
+        self.memory = mem = Memory(shape=self._bus_bytes * 8, depth=self._mem_bytes // self._bus_bytes,
+                                   init=[])
         # (the single-port memory's name is how the bitstream build finds it: SPRAM_MEMORY)
         m.submodules[SPRAM_MEMORY if self.single_port else "mem"] = mem
         write = mem.write_port(granularity=8)
@@ -182,15 +187,22 @@ class AxiRam(wiring.Component):
                 m.d.sync += [writing.eq(0), self.s_axi_bvalid.eq(1)]
         with m.If(self.s_axi_bvalid & self.s_axi_bready):
             m.d.sync += self.s_axi_bvalid.eq(0)
-        # the byte port, between bursts
+        # the byte port, between bursts; its byte is kept once read, so that a burst
+        # starting while the bridge still holds the read does not change it
+        fresh = Signal()  # the port read for the byte port last cycle
+        held = Signal(8)
+        m.d.sync += fresh.eq(idle & ~self.byte.w_en)
         if low:
             lane = self.byte.addr[:low]
             lane_read = Signal.like(lane)
             m.d.sync += lane_read.eq(lane)
-            m.d.comb += self.byte.r_data.eq(read.data.word_select(lane_read, 8))
+            byte = read.data.word_select(lane_read, 8)
         else:
             lane = Const(0, 1)
-            m.d.comb += self.byte.r_data.eq(read.data)
+            byte = read.data
+        m.d.comb += self.byte.r_data.eq(Mux(fresh, byte, held))
+        with m.If(fresh):
+            m.d.sync += held.eq(byte)
         with m.If(idle & self.byte.w_en):
             m.d.comb += [write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
                          write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]

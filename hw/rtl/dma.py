@@ -15,7 +15,7 @@ A reader may also take elements of several widths (``DmaReader((32, 128), …)``
 chosen per instruction by its ``sel`` input: a module whose LOADs fill buffers of
 different widths then needs one engine instead of one per buffer
 (:class:`DmaReaders`).  A module runs one instruction at a time, so the shared engine
-moves the same beats in the same cycles as the separate ones would.
+moves the same beats as the separate ones would.
 
 The field widths are the memory instruction's (:data:`openvta.isa.encoding.MEM_FIELDS`).
 """
@@ -413,11 +413,13 @@ class DmaReaders:
     """A module's LOAD engines, by memory type: one :class:`DmaReader` each, or with
     ``shared`` one reader of all their widths, its width chosen by the LOAD's memory type.
 
-    A module runs one instruction at a time, so the shared reader moves the same beats in
-    the same cycles as the separate ones: it saves the engines (and the arbiter's
-    masters) without a cycle.  The module declares :meth:`members` (its burst ports:
-    ``<type>_mem`` each, or one ``dma_mem``), calls :meth:`elaborate_into` once and
-    :meth:`start` in its ``execute``, and writes each type's buffer from :meth:`write`.
+    A module runs one instruction at a time, so the shared reader moves the same beats as
+    the separate ones: it saves the engines (and the arbiter's masters).  The cycles are
+    the same too, but for a tie at the arbiter: its round-robin goes by module then, as
+    the cycle model's does, rather than by buffer (docs/DECISIONS.md).  The module
+    declares :meth:`members` (its burst ports: ``<type>_mem`` each, or one ``dma_mem``),
+    calls :meth:`elaborate_into` once and :meth:`start` in its ``execute``, and writes
+    each type's buffer from :meth:`write`.
     """
 
     def __init__(self, widths: dict[MemoryType, int], bus_bits: int, max_burst: int,

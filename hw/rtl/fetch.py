@@ -117,10 +117,16 @@ class Fetch(wiring.Component):
     holds several, written into the prefetch FIFO one per cycle; the first beat then
     starts at the beat that holds ``insn_addr``.
 
+    With ``words`` > 1 (``Timing.insn_move_cycles``) the FIFOs hold an instruction as
+    that many words: fetch writes one word a cycle, the router moves one word a cycle
+    once all of an instruction's are in, and the next burst is asked for once the router
+    has begun the last instruction (the FIFO holds one instruction more for the rest).
+
     Members
     -------
     queue_data, queue_en :
-        the instruction and, per module (load, compute, store), its FIFO write enable.
+        the instruction (or word) and, per module (load, compute, store), its FIFO write
+        enable.
     queue_ready :
         per module, whether its FIFO has room.
     """
@@ -202,7 +208,8 @@ class Fetch(wiring.Component):
                         m.d.sync += [addr.eq(addr + beats * (bus // 8)),
                                      left.eq(Mux(left < avail, 0, left - avail))]
                         if k > 1 or words > 1:
-                            m.d.sync += take.eq(Mux(left < avail, left, avail) << log_words)
+                            taken = Mux(left < avail, left, avail)
+                            m.d.sync += take.eq(taken << log_words if words > 1 else taken)
                         if words > 1 and k > 1:  # the first burst's first word; then slot is 0
                             m.d.sync += [w_slot.eq(slot << log_words), slot.eq(0)]
                         m.next = "DATA"

@@ -6,10 +6,11 @@ with one DMA writer from the out buffer.  On machine v2 (``cfg.has_drain``) the 
 module also runs LOAD EPI and EPI_8BIT into the epi buffer (two DMA readers, or one
 shared, as compute's ACC and ACC_8BIT loads: padding zeros, int8 lanes sign-extended),
 and STORE ACC through the drain unit (:class:`~.drain.DrainUnit`), whose stream of int8
-tiles its DMA writer sends instead of the out buffer's.  A LOAD or STORE with ``x_size = 0`` moves nothing
-and completes in its first cycle (its tokens still act).  Latency: an instruction
-starts executing two cycles after it leaves the command queue when its tokens are
-there (IDLE, POP), and retires the cycle after its DMA engine is done (PUSH); the
+tiles its DMA writer sends instead of the out buffer's.  A LOAD or STORE with
+``x_size = 0`` moves nothing and completes in its first cycle (its tokens still act).
+Latency: an instruction starts executing two cycles after it leaves the command queue
+when its tokens are there (IDLE, POP; with instructions in k words, k + 1 cycles:
+:mod:`.stage`'s TAKE), and retires the cycle after its DMA engine is done (PUSH); the
 engines move one element per cycle (:mod:`.dma`).
 """
 

@@ -117,6 +117,7 @@ def simulate_core_on_ram(program: Program, timing: Timing | None = None, single_
     out: dict[str, object] = {}
 
     async def testbench(ctx) -> None:  # type: ignore[no-untyped-def]
+        assert ram.memory is not None  # (elaborated)
         for k in range(size // bus_bytes):
             word = int.from_bytes(image[k * bus_bytes:(k + 1) * bus_bytes], "little")
             if word:

@@ -275,7 +275,8 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
-                             "target_mhz", "counters", "lean", "seed", "sdram", "times_s", "status", "synthesis_cells",
+                             "target_mhz", "counters", "lean", "seed", "sdram", "spram", "times_s", "status",
+                             "synthesis_cells",
                              "synthesis",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None

@@ -54,10 +54,11 @@ EXAMPLES = {"tiny": 12, "small": 6}
 REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 
 
-def assert_core_matches_functional(program: Program, timing: Timing | None = None) -> np.ndarray:
-    """Run ``program`` on the RTL (built for ``timing``) and the functional simulator;
-    returns the final DRAM."""
-    dram, counters = simulate_core(program, timing=timing, max_cycles=60000)
+def assert_core_matches_functional(program: Program, timing: Timing | None = None,
+                                   shared_dma: bool = False) -> np.ndarray:
+    """Run ``program`` on the RTL (built for ``timing``, with ``shared_dma``) and the
+    functional simulator; returns the final DRAM."""
+    dram, counters = simulate_core(program, timing=timing, max_cycles=60000, shared_dma=shared_dma)
     expected = run(program)
     np.testing.assert_array_equal(dram, expected.dram)
     got = {c.value: counters[c.value] for c in EVENT_COUNTERS}
@@ -220,16 +221,18 @@ def test_lean_builds_compute_the_same_and_cost_what_the_model_charges(
     compute, the model's error on the lean build is within a point of its error on the
     full build."""
     cfg = preset(name)
-    lean = _lean(cfg, lean_build)
+    lean, shared = _lean(cfg, lean_build), bool(lean_build.shared_dma)
     for program in (_forwarding_program(cfg), _blocked_gemm(cfg)):
-        assert_core_matches_functional(program, lean)
+        assert_core_matches_functional(program, lean, shared)
     program = _forwarding_program(cfg)
-    rtl = {t: simulate_core(program, timing=t)[1]["cycles"] for t in (timing_for(cfg), lean)}
+    built = {timing_for(cfg): False, lean: shared}  # (the shared readers: not in the timing)
+    rtl = {t: simulate_core(program, timing=t, shared_dma=s)[1]["cycles"] for t, s in built.items()}
     model = {t: simulate_cycles(program, t).counters["cycles"] for t in rtl}
     assert rtl[lean] - rtl[timing_for(cfg)] == model[lean] - model[timing_for(cfg)] > 0
     program = _blocked_gemm(cfg)
     error = {t: simulate_cycles(program, t).counters["cycles"]
-             / simulate_core(program, max_cycles=60000, timing=t)[1]["cycles"] - 1 for t in rtl}
+             / simulate_core(program, max_cycles=60000, timing=t, shared_dma=s)[1]["cycles"] - 1
+             for t, s in built.items()}
     assert abs(error[lean]) <= abs(error[timing_for(cfg)]) + 0.01, error
 
 

@@ -15,6 +15,7 @@ import pytest
 from amaranth.back import rtlil
 
 from openvta.hw.fpga.bitstream import _tool_path, build_bitstream
+from openvta.hw.fpga.boards import board
 from openvta.hw.rtl.axi_ram import SPRAM_NO_INIT, AxiRam
 from openvta.isa import preset
 
@@ -59,3 +60,18 @@ def test_spram_options_are_checked(tmp_path: Path, board_name: str, kwargs: dict
     with pytest.raises(ValueError, match=message):
         build_bitstream(board_name, preset("tiny"), tmp_path / "b", **kwargs)
     assert not (tmp_path / "b").exists()  # nothing was built
+
+
+def test_a_dram_shaped_for_more_sprams_than_the_part_has_is_refused(tmp_path: Path) -> None:
+    """128 KiB on an 8-bit bus is 128K words deep: eight 16K-word SPRAMs of four; a 128-bit
+    bus is eight side by side at any depth."""
+    narrow = preset("tiny").replace(LOG_BUS_WIDTH=3)
+    with pytest.raises(ValueError, match=r"^a DRAM of 128 KiB on a 8-bit bus takes 8 SPRAMs of 16K 16-bit "
+                                         r"words, and the iCE40 UP5K has 4: choose a smaller mem_bytes or a "
+                                         r"narrower bus$"):
+        build_bitstream("icebreaker", narrow, tmp_path / "b", spram=True)
+    wide = preset("tiny").replace(LOG_BUS_WIDTH=7)
+    with pytest.raises(ValueError, match=r"^a DRAM of 16 KiB on a 128-bit bus takes 8 SPRAMs"):
+        build_bitstream("icebreaker", wide, tmp_path / "b", spram=True, mem_bytes=16384)
+    assert not (tmp_path / "b").exists()
+    assert board("icebreaker").sprams_for(131072, 32) == 4 and board("icebreaker").sprams_for(65536, 64) == 4

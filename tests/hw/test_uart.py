@@ -507,6 +507,7 @@ def test_a_single_port_ram_serves_one_burst_at_a_time() -> None:
                 ctx.set(ram.s_axi_arvalid, 0)
             if aw:
                 ctx.set(ram.s_axi_awvalid, 0)
+        assert ram.memory is not None
         for k, value in ((4, 0xA0A0A0A0), (5, 0xA0A0A0A1), (6, 0x63626160)):
             assert ctx.get(ram.memory.data[k]) == value
 
@@ -515,6 +516,39 @@ def test_a_single_port_ram_serves_one_burst_at_a_time() -> None:
     assert names == ["ar", "r03020100", "r13121110", "r23222120", "r33323130", "aw", "w", "w", "b"], events
     cycle = dict((name, c) for name, c in events)
     assert cycle["r03020100"] == cycle["ar"] + 2  # as the two-port RAM: a cycle after the address
+
+
+def test_a_single_port_ram_keeps_the_byte_read_while_a_burst_runs() -> None:
+    """The bridge may hold a read for many cycles (waiting for its UART): a burst that
+    starts meanwhile takes the one port, and the byte read must not change."""
+    m = Module()
+    m.submodules.ram = ram = AxiRam(1024, 4, single_port=True)
+    seen: list[int] = []
+
+    async def bench(ctx: Any) -> None:
+        for addr, byte in ((8, 0x5A), (64, 0x11), (65, 0x22), (66, 0x33), (67, 0x44)):
+            ctx.set(ram.byte.addr, addr)
+            ctx.set(ram.byte.w_data, byte)
+            ctx.set(ram.byte.w_en, 1)
+            await ctx.tick()
+        ctx.set(ram.byte.w_en, 0)
+        ctx.set(ram.byte.addr, 8)
+        ctx.set(ram.byte.r_en, 1)
+        await ctx.tick()
+        ctx.set(ram.s_axi_araddr, 64)
+        ctx.set(ram.s_axi_arlen, 0)
+        ctx.set(ram.s_axi_arvalid, 1)
+        ctx.set(ram.s_axi_rready, 1)
+        for _ in range(6):  # the burst runs; the byte port holds its read
+            seen.append(ctx.get(ram.byte.r_data))
+            if ctx.get(ram.s_axi_arready):
+                await ctx.tick()
+                ctx.set(ram.s_axi_arvalid, 0)
+            else:
+                await ctx.tick()
+        assert seen == [0x5A] * 6
+
+    run(m, bench)
 
 
 @REJECTED
