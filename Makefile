@@ -30,7 +30,7 @@ bitstream-ecp5: $(STAMP)
 		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 -o build/ulx3s-85f-small
 
 # The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM
-# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC"): 53.6 MHz with nextpnr's seed 6
+# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC"): 52.2 MHz with nextpnr's seed 6
 # asked for 56 MHz, about 6 minutes (other seeds: docs/FPGA_NOTES.md).
 bitstream-ecp5-sdram: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \

@@ -260,11 +260,11 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     if spram and mem_bytes > target.spram_bytes:
         raise ValueError(f"mem_bytes must be at most the {target.part}'s {target.spram_bytes // 1024} KiB of "
                          f"SPRAM, not {mem_bytes}")
-    if spram and target.sprams_for(mem_bytes, cfg.bus_bytes * 8) > target.sprams_for(target.spram_bytes, 32):
-        raise ValueError(f"a DRAM of {mem_bytes // 1024} KiB on a {cfg.bus_bytes * 8}-bit bus takes "
-                         f"{target.sprams_for(mem_bytes, cfg.bus_bytes * 8)} SPRAMs of 16K 16-bit words, and the "
-                         f"{target.part} has {target.sprams_for(target.spram_bytes, 32)}: choose a smaller mem_bytes "
-                         f"or a narrower bus")
+    blocks = target.sprams_for(mem_bytes, cfg.bus_bytes * 8) if spram else 0
+    if blocks > target.spram_blocks:
+        raise ValueError(f"a DRAM of {mem_bytes // 1024} KiB on a {cfg.bus_bytes * 8}-bit bus takes {blocks} "
+                         f"SPRAMs of 16K 16-bit words, and the {target.part} has {target.spram_blocks}: choose a "
+                         f"smaller mem_bytes or a narrower bus")
     target_mhz = target.target_mhz if target_mhz is None else target_mhz
     _check_options(target, baud, target_mhz, timeout_s, seed)
     say, t0 = progress or _say, time.monotonic()

@@ -57,6 +57,11 @@ class Board:
     #: bytes of single-port RAM on the part (the UP5K's SPRAM), 0 for none
     spram_bytes: int = 0
 
+    @property
+    def spram_blocks(self) -> int:
+        """The part's single-port RAM blocks."""
+        return self.spram_bytes * 8 // (SPRAM_WORDS * SPRAM_BITS)
+
     def sprams_for(self, mem_bytes: int, bus_bits: int) -> int:
         """The single-port RAM blocks (:data:`SPRAM_WORDS` words of :data:`SPRAM_BITS`
         bits) a DRAM of ``mem_bytes`` on a ``bus_bits`` bus takes: side by side for the

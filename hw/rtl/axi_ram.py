@@ -139,87 +139,61 @@ class AxiRam(wiring.Component):
             return m
         axi_read = mem.read_port()
         byte_read = mem.read_port()
-        self._read(m, axi_read)
-        self._write(m, write)
+        word, _, advance = self._read(m, axi_read.data)
+        m.d.comb += [axi_read.addr.eq(word), axi_read.en.eq(advance)]
+        self._write(m, write, Signal(name="active"))
         self._byte_port(m, write, byte_read)
         return m
 
     def _single_port(self, m: Module, read: ReadPort, write: WritePort) -> None:
         """Both channels and the byte port on one address (a single-port RAM)."""
         depth = self._mem_bytes // self._bus_bytes
-        r_word, w_word = Signal(range(depth)), Signal(range(depth))
-        left = Signal(BEATS_SHAPE)  # beats still to read
-        writing = Signal()  # a write burst's data phase, to its response
+        writing = Signal()  # a write burst's data phase
+        # a channel may start a burst only while the other has none and the byte port
+        # does not write; a read first
+        r_word, left, advance = self._read(m, read.data, allowed=~writing & ~self.s_axi_bvalid & ~self.byte.w_en)
         reading = (left != 0) | self.s_axi_rvalid
+        w_word = self._write(m, write, writing, allowed=~reading & ~self.byte.w_en & ~self.s_axi_arvalid)
         idle = ~reading & ~writing & ~self.s_axi_bvalid
-        advance = ~self.s_axi_rvalid | self.s_axi_rready
-        low = self._bus_bytes.bit_length() - 1
         addr = Signal(range(depth))
         read_en = Signal()  # (the port reads only in a cycle without a write, visibly so for
         # Yosys: an SPRAM's output keeps its word in a write's cycle)
-        m.d.comb += [read.en.eq(read_en & ~write.en.any()),
-                     read.addr.eq(addr), write.addr.eq(addr), self.s_axi_rdata.eq(read.data),
-                     self.s_axi_rid.eq(0), self.s_axi_rresp.eq(0), self.s_axi_bid.eq(0),
-                     self.s_axi_bresp.eq(0),
-                     self.s_axi_arready.eq(idle & ~self.byte.w_en),
-                     self.s_axi_awready.eq(idle & ~self.byte.w_en & ~self.s_axi_arvalid),
-                     self.s_axi_wready.eq(writing)]
+        m.d.comb += [read.en.eq(read_en & ~write.en.any()), read.addr.eq(addr), write.addr.eq(addr)]
+        low = self._bus_bytes.bit_length() - 1
         with m.If(writing):
             m.d.comb += addr.eq(w_word)
         with m.Elif(reading):
             m.d.comb += [addr.eq(r_word), read_en.eq(advance)]
         with m.Else():  # between bursts: the byte port
             m.d.comb += [addr.eq(self.byte.addr[low:]), read_en.eq(1), self.byte.ready.eq(1)]
-        # the read channel (as the two-port RAM's: the port's output is the R data register)
-        with m.If(reading & advance):
-            m.d.sync += [self.s_axi_rvalid.eq(left != 0), self.s_axi_rlast.eq(left == 1)]
-            with m.If(left != 0):
-                m.d.sync += [r_word.eq(r_word + 1), left.eq(left - 1)]
-        with m.If(self.s_axi_arvalid & self.s_axi_arready):
-            m.d.sync += [r_word.eq(self._word(self.s_axi_araddr)), left.eq(self.s_axi_arlen + 1)]
-        # the write channel
-        with m.If(self.s_axi_awvalid & self.s_axi_awready):
-            m.d.sync += [w_word.eq(self._word(self.s_axi_awaddr)), writing.eq(1)]
-        with m.If(self.s_axi_wvalid & self.s_axi_wready):
-            m.d.comb += [write.data.eq(self.s_axi_wdata), write.en.eq(self.s_axi_wstrb)]
-            m.d.sync += w_word.eq(w_word + 1)
-            with m.If(self.s_axi_wlast):
-                m.d.sync += [writing.eq(0), self.s_axi_bvalid.eq(1)]
-        with m.If(self.s_axi_bvalid & self.s_axi_bready):
-            m.d.sync += self.s_axi_bvalid.eq(0)
-        # the byte port, between bursts; its byte is kept once read, so that a burst
-        # starting while the bridge still holds the read does not change it
+        # the byte port's byte is kept once read, so that a burst starting while the bridge
+        # still holds the read does not change it
         fresh = Signal()  # the port read for the byte port last cycle
         held = Signal(8)
         m.d.sync += fresh.eq(idle & ~self.byte.w_en)
-        if low:
-            lane = self.byte.addr[:low]
-            lane_read = Signal.like(lane)
-            m.d.sync += lane_read.eq(lane)
-            byte = read.data.word_select(lane_read, 8)
-        else:
-            lane = Const(0, 1)
-            byte = read.data
+        lane, byte = self._byte_lane(m, read.data)
         m.d.comb += self.byte.r_data.eq(Mux(fresh, byte, held))
         with m.If(fresh):
             m.d.sync += held.eq(byte)
         with m.If(idle & self.byte.w_en):
-            m.d.comb += [write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
-                         write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]
+            self._byte_write(m, write, lane)
 
     def _word(self, addr: Value) -> Value:
         """Word index of a byte address, wrapped to the memory."""
         low = self._bus_bytes.bit_length() - 1
         return addr[low:self.addr_width]
 
-    def _read(self, m: Module, port: ReadPort) -> None:
+    def _read(self, m: Module, data: Value, allowed: Value | None = None) -> tuple[Signal, Signal, Value]:
+        """The R channel on a read port's ``data``, ``ARREADY`` also under ``allowed``;
+        returns (the word to read, the beats left, whether to read it: the caller drives
+        the port's address and enable)."""
         word = Signal(range(self._mem_bytes // self._bus_bytes))
         left = Signal(BEATS_SHAPE)  # beats still to read from the memory
         # The memory's output register is the R channel's data register: the port
         # reads the next beat whenever the current one is not stalled.
         advance = ~self.s_axi_rvalid | self.s_axi_rready
-        m.d.comb += [port.addr.eq(word), port.en.eq(advance), self.s_axi_rdata.eq(port.data),
-                     self.s_axi_arready.eq((left == 0) & ~self.s_axi_rvalid),
+        ready = (left == 0) & ~self.s_axi_rvalid
+        m.d.comb += [self.s_axi_rdata.eq(data), self.s_axi_arready.eq(ready if allowed is None else ready & allowed),
                      self.s_axi_rid.eq(0), self.s_axi_rresp.eq(0)]
         with m.If(advance):
             m.d.sync += [self.s_axi_rvalid.eq(left != 0), self.s_axi_rlast.eq(left == 1)]
@@ -227,36 +201,52 @@ class AxiRam(wiring.Component):
                 m.d.sync += [word.eq(word + 1), left.eq(left - 1)]
         with m.If(self.s_axi_arvalid & self.s_axi_arready):
             m.d.sync += [word.eq(self._word(self.s_axi_araddr)), left.eq(self.s_axi_arlen + 1)]
+        return word, left, advance
 
-    def _write(self, m: Module, port: WritePort) -> None:
+    def _write(self, m: Module, port: WritePort, active: Signal, allowed: Value | None = None) -> Signal:
+        """The AW, W and B channels on ``port`` (its address too, with two ports),
+        ``AWREADY`` also under ``allowed``; ``active`` is high in a burst's data phase.
+        Returns the word the next beat writes."""
         word = Signal(range(self._mem_bytes // self._bus_bytes))
-        active = Signal()
-        m.d.comb += [self.s_axi_awready.eq(~active & ~self.s_axi_bvalid),
-                     self.s_axi_wready.eq(active & ~self.byte.w_en),
+        ready = ~active & ~self.s_axi_bvalid
+        m.d.comb += [self.s_axi_awready.eq(ready if allowed is None else ready & allowed),
+                     # (two ports: a byte written by the bridge takes the write port)
+                     self.s_axi_wready.eq(active if self.single_port else active & ~self.byte.w_en),
                      self.s_axi_bid.eq(0), self.s_axi_bresp.eq(0)]
         with m.If(self.s_axi_awvalid & self.s_axi_awready):
             m.d.sync += [word.eq(self._word(self.s_axi_awaddr)), active.eq(1)]
         with m.If(self.s_axi_wvalid & self.s_axi_wready):
-            m.d.comb += [port.addr.eq(word), port.data.eq(self.s_axi_wdata),
-                         port.en.eq(self.s_axi_wstrb)]
+            if not self.single_port:  # (one port: one address for every access, the caller's)
+                m.d.comb += port.addr.eq(word)
+            m.d.comb += [port.data.eq(self.s_axi_wdata), port.en.eq(self.s_axi_wstrb)]
             m.d.sync += word.eq(word + 1)
             with m.If(self.s_axi_wlast):
                 m.d.sync += [active.eq(0), self.s_axi_bvalid.eq(1)]
         with m.If(self.s_axi_bvalid & self.s_axi_bready):
             m.d.sync += self.s_axi_bvalid.eq(0)
+        return word
+
+    def _byte_lane(self, m: Module, data: Value) -> tuple[Value, Value]:
+        """(the byte port's lane in a word now, the byte of ``data`` at its lane of the
+        cycle before: a read port's output)."""
+        low = self._bus_bytes.bit_length() - 1
+        if not low:  # a byte-wide bus: the word is the byte
+            return Const(0, 1), data
+        lane = self.byte.addr[:low]
+        lane_read = Signal.like(lane)
+        m.d.sync += lane_read.eq(lane)
+        return lane, data.word_select(lane_read, 8)
+
+    def _byte_write(self, m: Module, write: WritePort, lane: Value) -> None:
+        """Write the byte port's byte into its lane (the address is the caller's)."""
+        m.d.comb += [write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
+                     write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]
 
     def _byte_port(self, m: Module, write: WritePort, read: ReadPort) -> None:
         low = self._bus_bytes.bit_length() - 1
         m.d.comb += [read.addr.eq(self.byte.addr[low:]), self.byte.ready.eq(1)]
-        if low:  # the byte's lane in the word
-            lane = self.byte.addr[:low]
-            lane_read = Signal.like(lane)
-            m.d.sync += lane_read.eq(lane)
-            m.d.comb += self.byte.r_data.eq(read.data.word_select(lane_read, 8))
-        else:  # a byte-wide bus: the word is the byte
-            lane = Const(0, 1)
-            m.d.comb += self.byte.r_data.eq(read.data)
+        lane, byte = self._byte_lane(m, read.data)
+        m.d.comb += self.byte.r_data.eq(byte)
         with m.If(self.byte.w_en):
-            m.d.comb += [write.addr.eq(self.byte.addr[low:]),
-                         write.data.eq(self.byte.w_data.replicate(self._bus_bytes)),
-                         write.en.eq((Const(1, self._bus_bytes) << lane)[:self._bus_bytes])]
+            m.d.comb += write.addr.eq(self.byte.addr[low:])
+            self._byte_write(m, write, lane)

@@ -157,7 +157,7 @@ class Core(wiring.Component):
         m.submodules.compute = compute
         m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma, words)
         for unit, fifo in zip((load, compute, store), fifos):
-            wiring.connect(m, fifo.r_stream if words == 1 else fifo.r, unit.cmd)
+            wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
             _connect_tokens(m, unit, tokens)
         masked = ("acc_ra", "acc_rb", "acc_d") if cfg.has_drain else ()  # through the cleared bits

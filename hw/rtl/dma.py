@@ -59,6 +59,17 @@ def _check(elem_bits: int, bus_bits: int, max_burst: int) -> None:
                          f"not {max_burst!r}")
 
 
+def _widths(elem_bits: int | Sequence[int], bus_bits: int, max_burst: int) -> tuple[int, ...]:
+    """The distinct element widths of ``elem_bits`` (one, or a sequence), checked, in
+    increasing order."""
+    widths = tuple(elem_bits) if isinstance(elem_bits, (tuple, list)) else (elem_bits,)
+    if not widths:
+        raise ValueError("a DMA engine needs at least one element width")
+    for width in widths:
+        _check(width, bus_bits, max_burst)
+    return tuple(sorted(set(widths)))
+
+
 def _row_beats_shape(elem_bits: int, bus_bits: int) -> range:
     """Beats of the longest row (``x_size`` elements, starting anywhere in a beat)."""
     elems_per_beat = max(1, bus_bits // elem_bits)
@@ -69,9 +80,9 @@ def _row_beats_shape(elem_bits: int, bus_bits: int) -> range:
 class _Dma(wiring.Component):
     """What both engines share: parameters, geometry, the first beat of a row.
 
-    ``widths`` are the element widths the engine takes, in bits; with more than one, the
-    ``sel`` input (``range(len(self.widths))``) names the current one, ``self.widths``
-    being the distinct widths in increasing order.  ``elem_bits``, ``beats_per_elem``
+    ``widths`` are the element widths the engine takes, in bits (checked, distinct, in
+    increasing order: :func:`_widths`); with more than one, the ``sel`` input
+    (``range(len(self.widths))``) names the current one.  ``elem_bits``, ``beats_per_elem``
     and ``elems_per_beat`` are the widest's, the widest's and the narrowest's: the
     registers' sizes.
     """
@@ -79,11 +90,7 @@ class _Dma(wiring.Component):
     @refusing
     def __init__(self, widths: tuple[int, ...], bus_bits: int, max_burst: int,
                  members: dict[str, wiring.Member]) -> None:
-        if not widths:
-            raise ValueError("a DMA engine needs at least one element width")
-        for elem_bits in widths:
-            _check(elem_bits, bus_bits, max_burst)
-        self.widths = tuple(sorted(set(widths)))
+        self.widths = widths
         self.elem_bits, self.bus_bits, self.max_burst = self.widths[-1], bus_bits, max_burst
         self.e_bytes, self.b_bytes = self.elem_bits // 8, bus_bits // 8
         self.beats_per_elem = max(1, self.elem_bits // bus_bits)
@@ -136,11 +143,10 @@ class DmaReader(_Dma):
 
     @refusing
     def __init__(self, elem_bits: int | Sequence[int], bus_bits: int, max_burst: int) -> None:
-        widths = tuple(elem_bits) if isinstance(elem_bits, (tuple, list)) else (elem_bits,)
+        widths = _widths(elem_bits, bus_bits, max_burst)
         members: dict[str, wiring.Member] = {name: In(_FIELDS[name]) for name in READ_FIELDS}
-        widest = max((w for w in widths if isinstance(w, int)), default=8)
         members.update({"wr_en": Out(1), "wr_addr": Out(SRAM_BASE_WIDTH),
-                        "wr_data": Out(widest)})
+                        "wr_data": Out(widths[-1])})
         super().__init__(widths, bus_bits, max_burst, members)
 
     def elaborate(self, platform: object) -> Module:
@@ -462,7 +468,7 @@ class DmaReaders:
         for engine in self.engines.values():
             dma_fields(m, engine, insn, READ_FIELDS)
             mine = [t for t, e in self._of.items() if e is engine]
-            m.d.comb += engine.start.eq(go & _any_of(mt, mine))
+            m.d.comb += engine.start.eq(go & Cat(*(mt == t for t in mine)).any())
             if len(engine.widths) > 1:
                 sel: Value = Const(0)
                 for t in mine:
@@ -478,10 +484,3 @@ class DmaReaders:
         data = engine.wr_data if len(engine.wr_data) == width else engine.wr_data[:width]
         enable = engine.wr_en & (insn.mem("memory_type") == mt) if self.shared else engine.wr_en
         return enable, engine.wr_addr, data
-
-
-def _any_of(value: Value, choices: list[MemoryType]) -> Value:
-    result: Value = value == choices[0]
-    for choice in choices[1:]:
-        result = (value == choice) | result
-    return result

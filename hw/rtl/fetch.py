@@ -31,6 +31,14 @@ __all__ = ["CommandQueue", "Fetch", "TokenCounter", "check_insn_words"]
 INSN_BITS = INSN_BYTES * 8
 
 
+def _up_down(m: Module, counter: Signal, up: Value, down: Value) -> None:
+    """``counter`` one up in a cycle with ``up``, one down with ``down`` (both: unchanged)."""
+    with m.If(up & ~down):
+        m.d.sync += counter.eq(counter + 1)
+    with m.Elif(down & ~up):
+        m.d.sync += counter.eq(counter - 1)
+
+
 def check_insn_words(words: object) -> int:
     """``words`` if an instruction may move in that many words (``Timing.insn_move_cycles``)."""
     if not isinstance(words, int) or isinstance(words, bool) or words not in INSN_MOVE_CHOICES:
@@ -44,7 +52,8 @@ class CommandQueue(wiring.Component):
     ``INSN_BITS // words`` bits (``insn_move_cycles``; one block RAM on the iCE40 at 16 bits).
 
     The writer pushes an instruction's words on consecutive cycles, its first only when
-    ``w_rdy`` (room for a whole instruction); ``r`` gives the words in order.  An
+    ``w_rdy`` (room for a whole instruction); ``r_stream`` gives the words in order (the
+    members of :class:`~amaranth.lib.fifo.SyncFIFOBuffered` that the core uses).  An
     instruction counts against ``depth`` from its first word written to its first word
     read, as a whole instruction does in a FIFO of instructions: the storage holds one
     instruction more, the one being read.
@@ -57,26 +66,24 @@ class CommandQueue(wiring.Component):
         self.depth, self.words = depth, check_insn_words(words)
         self.word_bits = INSN_BITS // self.words
         super().__init__({"w_data": In(self.word_bits), "w_en": In(1), "w_rdy": Out(1),
-                          "r": Out(stream.Signature(self.word_bits))})
+                          "r_stream": Out(stream.Signature(self.word_bits))})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.words = fifo = SyncFIFOBuffered(width=self.word_bits, depth=(self.depth + 1) * self.words)
         count = Signal(range(self.depth + 1))  # instructions begun and not yet being read
         w_pos, r_pos = Signal(range(self.words)), Signal(range(self.words))
-        read = self.r.ready & fifo.r_rdy
+        read = self.r_stream.ready & fifo.r_rdy
         begun = self.w_en & (w_pos == 0)
         taken = read & (r_pos == 0)
         m.d.comb += [fifo.w_data.eq(self.w_data), fifo.w_en.eq(self.w_en), self.w_rdy.eq(count != self.depth),
-                     self.r.valid.eq(fifo.r_rdy), self.r.payload.eq(fifo.r_data), fifo.r_en.eq(self.r.ready)]
+                     self.r_stream.valid.eq(fifo.r_rdy), self.r_stream.payload.eq(fifo.r_data),
+                     fifo.r_en.eq(self.r_stream.ready)]
         with m.If(self.w_en):
             m.d.sync += w_pos.eq(w_pos + 1)
         with m.If(read):
             m.d.sync += r_pos.eq(r_pos + 1)
-        with m.If(begun & ~taken):
-            m.d.sync += count.eq(count + 1)
-        with m.Elif(taken & ~begun):
-            m.d.sync += count.eq(count - 1)
+        _up_down(m, count, begun, taken)
         return m
 
 
@@ -96,12 +103,7 @@ class TokenCounter(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        up = self.push & (self.count != self.depth)
-        down = self.pop & (self.count != 0)
-        with m.If(up & ~down):
-            m.d.sync += self.count.eq(self.count + 1)
-        with m.Elif(down & ~up):
-            m.d.sync += self.count.eq(self.count - 1)
+        _up_down(m, self.count, self.push & (self.count != self.depth), self.pop & (self.count != 0))
         m.d.comb += [self.empty.eq(self.count == 0), self.full.eq(self.count == self.depth)]
         return m
 
@@ -229,19 +231,24 @@ class Fetch(wiring.Component):
 
     def _receive(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any) -> None:
         """The DATA state: beats into the prefetch FIFO, whole instructions only."""
-        bpi, k, rdata = self.beats_per_insn, self.insns_per_beat, self.mem.rdata.payload.data
-        if k == 1:
-            part = Signal(range(bpi + 1))
-            shift = Signal(INSN_BITS)
-            word = Cat(shift[self.bus_bits:], rdata) if bpi > 1 else rdata
-            complete = part == bpi - 1
-            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata.ready.eq(1)]
-            with m.If(self.mem.rdata.valid):
-                m.d.sync += [shift.eq(word), part.eq(Mux(complete, 0, part + 1))]
-                m.d.comb += prefetch.w_en.eq(complete)
-            return
-        # several instructions per beat: one per cycle, then the next beat
-        self._items_of_beats(m, prefetch, slot, take, INSN_BITS, k)
+        if self.insns_per_beat == 1:
+            self._item_over_beats(m, prefetch, INSN_BITS)
+        else:  # several instructions per beat: one per cycle, then the next beat
+            self._items_of_beats(m, prefetch, slot, take, INSN_BITS, self.insns_per_beat)
+
+    def _item_over_beats(self, m: Module, prefetch: SyncFIFOBuffered, bits: int) -> None:
+        """Items of ``bits`` (instructions or words) that span whole beats into the prefetch
+        FIFO, each when its last beat arrives."""
+        rdata = self.mem.rdata.payload.data
+        per_item = max(1, bits // self.bus_bits)
+        part = Signal(range(per_item + 1))
+        shift = Signal(bits)
+        item = Cat(shift[self.bus_bits:], rdata) if per_item > 1 else rdata
+        complete = part == per_item - 1
+        m.d.comb += [prefetch.w_data.eq(item), self.mem.rdata.ready.eq(1)]
+        with m.If(self.mem.rdata.valid):
+            m.d.sync += [shift.eq(item), part.eq(Mux(complete, 0, part + 1))]
+            m.d.comb += prefetch.w_en.eq(complete)
 
     def _items_of_beats(self, m: Module, prefetch: SyncFIFOBuffered, slot: Any, take: Any,
                         bits: int, per_beat: int) -> None:
@@ -274,18 +281,11 @@ class Fetch(wiring.Component):
     def _receive_words(self, m: Module, prefetch: SyncFIFOBuffered, w_slot: Signal, take: Signal) -> None:
         """The DATA state with ``words`` > 1: the beats' words into the prefetch FIFO, one a
         cycle (several per beat, or a word over several beats)."""
-        rdata, w = self.mem.rdata.payload.data, self.word_bits
-        if self.bus_bits < w:  # a word spans beats: gather them
-            per_word = w // self.bus_bits
-            part = Signal(range(per_word + 1))
-            shift = Signal(w)
-            word = Cat(shift[self.bus_bits:], rdata)
-            m.d.comb += [prefetch.w_data.eq(word), self.mem.rdata.ready.eq(1)]
-            with m.If(self.mem.rdata.valid):
-                m.d.sync += [shift.eq(word), part.eq(Mux(part == per_word - 1, 0, part + 1))]
-                m.d.comb += prefetch.w_en.eq(part == per_word - 1)
-            return
-        self._items_of_beats(m, prefetch, w_slot, take, w, self.bus_bits // w)
+        w = self.word_bits
+        if self.bus_bits < w:  # a word spans beats
+            self._item_over_beats(m, prefetch, w)
+        else:
+            self._items_of_beats(m, prefetch, w_slot, take, w, self.bus_bits // w)
 
     def _route_words(self, m: Module, prefetch: SyncFIFOBuffered, routing: Signal, unstarted: Signal) -> None:
         """The router with ``words`` > 1: an instruction once all its words are in the
@@ -300,21 +300,14 @@ class Fetch(wiring.Component):
         first = Signal()  # the router begins an instruction
         with m.If(prefetch.w_en):
             m.d.sync += written.eq(written + 1)
-        arriving = prefetch.w_en & (written == 0)
-        with m.If(arriving & ~first):
-            m.d.sync += unstarted.eq(unstarted + 1)
-        with m.Elif(first & ~arriving):
-            m.d.sync += unstarted.eq(unstarted - 1)
+        _up_down(m, unstarted, prefetch.w_en & (written == 0), first)
         m.d.sync += complete.eq(prefetch.w_en & (written == words - 1))
         m.d.comb += self.queue_data.eq(prefetch.r_data)
         head = self._target(Cat(prefetch.r_data, Const(0, INSN_BITS - self.word_bits)))
         can_start = (sent == 0) & (ready_insns != 0) & prefetch.r_rdy
         ready = self.queue_ready.bit_select(head, 1)
         m.d.comb += [first.eq(can_start & ready), self.waiting_queue.eq(can_start & ~ready)]
-        with m.If(complete & ~first):
-            m.d.sync += ready_insns.eq(ready_insns + 1)
-        with m.Elif(first & ~complete):
-            m.d.sync += ready_insns.eq(ready_insns - 1)
+        _up_down(m, ready_insns, complete, first)
         with m.If(first):
             m.d.comb += [prefetch.r_en.eq(1), self.queue_en.bit_select(head, 1).eq(1), self.fetched.eq(1)]
             m.d.sync += [routing.eq(routing - 1), target.eq(head), sent.eq(1)]

@@ -126,6 +126,7 @@ def instruction_cycle(
     first = Signal(name=f"{unit.name.lower()}_first")
     # words of the instruction taken (with ``words`` > 1)
     taken = Signal(range(words), name=f"{unit.name.lower()}_taken") if words > 1 else Const(0)
+    shifted_in = Cat(status.insn[len(cmd.payload):], cmd.payload)  # (words > 1) the word taken, on top
     with m.FSM(name=f"{unit.name.lower()}_insn"):
         with m.State("IDLE"):
             m.d.comb += [cmd.ready.eq(1), status.wait_queue.eq(~cmd.valid & remaining),
@@ -135,15 +136,13 @@ def instruction_cycle(
                     m.d.sync += status.insn.eq(cmd.payload)
                     m.next = "POP"
                 else:
-                    m.d.sync += [status.insn.eq(Cat(status.insn[len(cmd.payload):], cmd.payload)),
-                                 taken.eq(1)]
+                    m.d.sync += [status.insn.eq(shifted_in), taken.eq(1)]
                     m.next = "TAKE"
         if words > 1:
             with m.State("TAKE"):  # the instruction's other words, one a cycle
                 m.d.comb += [cmd.ready.eq(1), status.issue.eq(cmd.valid)]
                 with m.If(cmd.valid):
-                    m.d.sync += [status.insn.eq(Cat(status.insn[len(cmd.payload):], cmd.payload)),
-                                 taken.eq(taken + 1)]
+                    m.d.sync += [status.insn.eq(shifted_in), taken.eq(taken + 1)]
                     with m.If(taken == words - 1):
                         m.next = "POP"
         with m.State("POP"):

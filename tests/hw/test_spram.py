@@ -74,4 +74,6 @@ def test_a_dram_shaped_for_more_sprams_than_the_part_has_is_refused(tmp_path: Pa
     with pytest.raises(ValueError, match=r"^a DRAM of 16 KiB on a 128-bit bus takes 8 SPRAMs"):
         build_bitstream("icebreaker", wide, tmp_path / "b", spram=True, mem_bytes=16384)
     assert not (tmp_path / "b").exists()
-    assert board("icebreaker").sprams_for(131072, 32) == 4 and board("icebreaker").sprams_for(65536, 64) == 4
+    icebreaker = board("icebreaker")
+    assert icebreaker.spram_blocks == 4
+    assert icebreaker.sprams_for(131072, 32) == 4 and icebreaker.sprams_for(65536, 64) == 4
