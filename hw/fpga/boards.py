@@ -21,7 +21,7 @@ from typing import Any
 from openvta.isa import Config
 
 __all__ = ["Board", "BOARDS", "FitError", "board", "check_fit", "check_synthesis",
-           "synthesis_usage", "buffer_bits"]
+           "check_packing", "synthesis_usage", "buffer_bits"]
 
 
 class FitError(ValueError):
@@ -108,6 +108,9 @@ BOARDS: dict[str, Board] = {
 }
 
 _NAMES = {"logic": "logic cells (LUT4)", "dsp": "DSP blocks", "bram": "block RAMs"}
+#: nextpnr's packed resources (:func:`check_packing`), as ``BitstreamReport.resources`` names them
+_PACKED_NAMES = {"lut": "logic cells (a LUT4 and a flip-flop each)", "dsp": "DSP blocks",
+                 "bram": "block RAMs", "spram": "SPRAMs"}
 
 
 def board(name: str) -> Board:
@@ -194,3 +197,27 @@ def check_synthesis(target: Board, cell_counts: dict[str, int], what: str = "the
         raise FitError(f"{what} does not fit {target.name} ({target.part}) after synthesis: "
                        + ", ".join(over) + "; place and route was not started.")
     return usage
+
+
+def check_packing(target: Board, packed: dict[str, dict[str, int]], what: str = "the design") -> None:
+    """Check nextpnr's packed cells (``{"lut": {"used": n, "available": n}, ...}``)
+    against ``target``'s part, before placement.
+
+    On iCE40 this is the figure that decides: a logic cell holds one LUT4, one
+    flip-flop and one carry, and a flip-flop whose input is not a LUT of its own (a
+    block RAM's output, another register, a LUT that drives other cells too) or a carry
+    without its adder's LUT takes a cell of its own, so the cells can exceed Yosys's
+    LUT4 count by far (:func:`synthesis_usage` is only a lower bound; the UP5K's lean
+    ``tiny``: 8 448 cells for 5 881 LUT4, docs/FPGA_NOTES.md).
+
+    Raises
+    ------
+    FitError
+        naming each resource used beyond the part's capacity.
+    """
+    over = [f"{v['used']} {_PACKED_NAMES.get(res, res)} of {v['available']} "
+            f"({math.ceil(100 * v['used'] / v['available'])} %)"
+            for res, v in packed.items() if v["used"] > v["available"]]
+    if over:
+        raise FitError(f"{what} does not fit {target.name} ({target.part}) after packing: "
+                       + ", ".join(over) + "; place and route was not started.")

