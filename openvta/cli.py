@@ -2,7 +2,9 @@
 
     openvta run PROGRAM.npz [--backend functional|cycle|rtl|board] [-o RESULT.npz] [--quiet]
                 [--no-race-check] [--trace TRACE.json] [--timeline TIMELINE.png]
-                [--max-cycles N] [--waves RUN.vcd] [--port PORT] [--baud N]
+                [--max-cycles N] [--waves RUN.vcd] [--memory on-chip|sdram|spram]
+                [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
+                [--uop-stage 0|1] [--shared-dma] [--insn-words 1|2|4|8] [--port PORT] [--baud N]
     openvta read RESULT.npz SYMBOL [-o ARRAY.npy] [--packed] [--program PROGRAM.npz]
     openvta disasm PROGRAM.npz [--uops]
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
@@ -34,7 +36,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +50,10 @@ from .dse_cli import add_dse_parser, run_dse_command
 from .model_cli import add_model_parser, run_model_command
 from .progress import ProgressDisplay
 from .tune_cli import add_tune_parser, run_tune_command
+
+if TYPE_CHECKING:
+    from openvta.hw.rtl.compute import LeanBuild
+    from openvta.isa import Config
 
 __all__ = ["main"]
 
@@ -84,8 +90,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default), "
                           "the ULX3S's SDR SDRAM behind the SoC's controller (the cycle model's "
                           "sdram_timing; on rtl, the controller on the model of its part), or "
-                          "(cycle back end) the UP5K image's single-port SPRAM (spram_timing; of the "
-                          "full build: a lean image's is spram_timing(cfg, LeanBuild(...).timing(...)))")
+                          "(cycle back end) the UP5K image's single-port SPRAM (spram_timing)")
+    _add_lean_arguments(run.add_argument_group(
+        "lean build", "cycle and rtl back ends: the machine of a lean image, as openvta bitstream builds "
+        "it with the same options (the cycle model charges each; rtl builds that RTL)"))
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
     run.add_argument("--baud", type=_positive_int, default=115200,
                      help="board back end: serial speed (default 115200)")
@@ -143,33 +151,46 @@ def _bitstream_parser(sub: Any) -> None:
     bit.add_argument("--counters", default="all", choices=[c.label for c in CounterSet],
                      help="hardware counters built: all of them, only cycles, or none (smaller "
                      "images; the board back end then reports only those) (default all)")
-    bit.add_argument("--gemm-ii", type=_positive_int, default=1, metavar="N",
-                     help="lean build: the GEMM core folded over N cycles, 1/N of the "
-                     "multipliers, one micro-op every N cycles (default 1)")
-    bit.add_argument("--alu-ii", type=_positive_int, default=1, metavar="N",
-                     help="lean build: the ALU folded over N cycles, 1/N of its lanes (default 1)")
-    bit.add_argument("--acc-ports", type=int, default=2, choices=(1, 2),
-                     help="lean build: read ports of the accumulator buffer; with 1, an ALU "
-                     "micro-op with a tile operand takes a cycle more (default 2)")
-    bit.add_argument("--mul-cycles", type=int, default=1, choices=(1, 2),
-                     help="lean build: cycles of each ALU MUL pass; 2 registers the products "
-                     "before their sum, for the clock (default 1)")
-    bit.add_argument("--uop-stage", type=int, default=0, choices=(0, 1),
-                     help="1: register the micro-op read before its indices are added, a sixth "
-                     "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
-    bit.add_argument("--shared-dma", action="store_true",
-                     help="lean build: one DMA reader per module, of the width each LOAD "
-                     "chooses, instead of one per buffer: less logic, the same transfers")
-    bit.add_argument("--insn-words", type=int, default=1, choices=INSN_MOVE_CHOICES,
-                     help="lean build: instructions held in fetch's buffer and the command queues "
-                     "as N words (8: 16-bit block RAM entries, one block per queue on the iCE40); "
-                     "each then takes N cycles to route and N to take (default 1)")
+    _add_lean_arguments(bit)
     bit.add_argument("--seed", type=_positive_int, default=1,
                      help="nextpnr's placement seed (Fmax moves by a few percent with it, and a "
                      "crowded design may route with one seed and not another; default 1)")
     bit.add_argument("--timeout", type=float, default=7200.0,
                      help="seconds each tool may run before the build is abandoned (default 7200)")
     bit.add_argument("--quiet", action="store_true", help="print only the final figures and errors")
+
+
+def _add_lean_arguments(parser: argparse.ArgumentParser | Any) -> None:
+    """The lean build's options (:class:`~openvta.hw.rtl.compute.LeanBuild`), shared by
+    ``bitstream`` (the image) and ``run`` (its machine on the cycle and rtl back ends)."""
+    parser.add_argument("--gemm-ii", type=_positive_int, default=1, metavar="N",
+                        help="lean build: the GEMM core folded over N cycles, 1/N of the "
+                        "multipliers, one micro-op every N cycles (default 1)")
+    parser.add_argument("--alu-ii", type=_positive_int, default=1, metavar="N",
+                        help="lean build: the ALU folded over N cycles, 1/N of its lanes (default 1)")
+    parser.add_argument("--acc-ports", type=int, default=2, choices=(1, 2),
+                        help="lean build: read ports of the accumulator buffer; with 1, an ALU "
+                        "micro-op with a tile operand takes a cycle more (default 2)")
+    parser.add_argument("--mul-cycles", type=int, default=1, choices=(1, 2),
+                        help="lean build: cycles of each ALU MUL pass; 2 registers the products "
+                        "before their sum, for the clock (default 1)")
+    parser.add_argument("--uop-stage", type=int, default=0, choices=(0, 1),
+                        help="1: register the micro-op read before its indices are added, a sixth "
+                        "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
+    parser.add_argument("--shared-dma", action="store_true",
+                        help="lean build: one DMA reader per module, of the width each LOAD "
+                        "chooses, instead of one per buffer: less logic, the same transfers")
+    parser.add_argument("--insn-words", type=int, default=1, choices=INSN_MOVE_CHOICES,
+                        help="lean build: instructions held in fetch's buffer and the command queues "
+                        "as N words (8: 16-bit block RAM entries, one block per queue on the iCE40); "
+                        "each then takes N cycles to route and N to take (default 1)")
+
+
+def _lean_of(args: argparse.Namespace) -> LeanBuild:
+    from openvta.hw.rtl.compute import LeanBuild
+
+    return LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports, args.mul_cycles, args.uop_stage,
+                     int(args.shared_dma), args.insn_words)
 
 
 def _output(path: str | None) -> Path | None:
@@ -197,21 +218,30 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend not in ("cycle", "rtl"):
             raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
+    from openvta.hw.rtl.compute import LeanBuild
+
+    lean = _lean_of(args)
+    if lean != LeanBuild() and args.backend not in ("cycle", "rtl"):
+        raise ProgramError(f"the lean build's options ({lean.label}) need --backend cycle or rtl")
+    from openvta.isa import sdram_timing, spram_timing, timing_for
+
+    timing = lean.timing(timing_for(program.config))
+    LeanBuild.of(program.config, timing)  # folds that do not divide the tile are refused here
     if args.memory == "spram":
         if args.backend != "cycle":
             raise ProgramError("--memory spram needs --backend cycle")
-        from openvta.isa import spram_timing
-
-        options["timing"] = spram_timing(program.config)
+        timing = spram_timing(program.config, timing)
     if args.memory == "sdram":
         if args.backend == "cycle":
-            from openvta.isa import sdram_timing
-
-            options["timing"] = sdram_timing(program.config)
+            timing = sdram_timing(program.config, timing)
         elif args.backend == "rtl":
             options["memory"] = "sdram"
         else:
             raise ProgramError("--memory sdram needs --backend cycle or rtl")
+    if args.backend == "cycle" and (args.memory != "on-chip" or lean != LeanBuild()):
+        options["timing"] = timing
+    if args.backend == "rtl" and lean != LeanBuild():
+        options["top_factory"] = _lean_top(lean)
     if args.waves:
         if args.backend != "rtl":
             raise ProgramError("--waves needs --backend rtl")
@@ -245,6 +275,18 @@ def _run(args: argparse.Namespace) -> int:
             if path:
                 print(f"{what} written to {path}")
     return 0
+
+
+def _lean_top(lean: LeanBuild) -> Any:
+    """The rtl back end's top-level factory for a lean build (every counter, as the
+    default top level has, for the comparison with the simulators)."""
+    from openvta.hw.rtl.top import Top
+    from openvta.isa import timing_for
+
+    def factory(cfg: Config) -> Top:
+        return Top(cfg, lean.timing(timing_for(cfg)), shared_dma=bool(lean.shared_dma))
+
+    return factory
 
 
 def _read(args: argparse.Namespace) -> int:
@@ -395,7 +437,6 @@ def _verilog(args: argparse.Namespace) -> int:
 
 def _bitstream(args: argparse.Namespace) -> int:
     from openvta.hw.fpga.bitstream import build_bitstream
-    from openvta.hw.rtl.compute import LeanBuild
 
     out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
     mem = None if args.mem_kib is None else args.mem_kib * 1024
@@ -419,9 +460,7 @@ def _bitstream(args: argparse.Namespace) -> int:
                                  mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
                                  timeout_s=args.timeout, link_test=args.link_test,
                                  counters=args.counters, progress=say,
-                                 lean=LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports,
-                                                args.mul_cycles, args.uop_stage, int(args.shared_dma),
-                                                args.insn_words),
+                                 lean=_lean_of(args),
                                  seed=args.seed,
                                  sdram=args.sdram, spram=args.spram)
     res = report.resources or {}

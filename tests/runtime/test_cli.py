@@ -385,3 +385,53 @@ def test_run_on_the_sdram_memory(gemm_file: Any, capsys: pytest.CaptureFixture[s
     assert spram["cycles"] >= on_chip["cycles"]
     assert main(["run", str(path), "--backend", "rtl", "--memory", "spram"]) == 1
     assert capsys.readouterr().err == "openvta: error: --memory spram needs --backend cycle\n"
+
+
+def test_run_with_a_lean_build(gemm_file: Any, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The lean build's options give the cycle model a lean image's timing, exactly as
+    ``LeanBuild.timing`` (with the memory's on top), and the rtl back end that image's
+    RTL; elsewhere they are refused, as is a fold that does not divide the tile."""
+    from openvta.hw.rtl.compute import LeanBuild
+    from openvta.hw.rtl.top import Top
+    from openvta.isa import spram_timing, timing_for
+    from openvta.sim.cycle import simulate_cycles
+
+    path, program, _, _ = gemm_file
+    cfg = program.config
+    assert main(["run", str(path), "--backend", "cycle"]) == 0
+    full = _counter_lines(capsys.readouterr().out)
+    lean = LeanBuild(gemm_ii=2, alu_ii=2, acc_ports=1, insn_words=2)
+    assert main(["run", str(path), "--backend", "cycle", "--gemm-ii", "2", "--alu-ii", "2",
+                 "--acc-ports", "1", "--insn-words", "2"]) == 0
+    folded = _counter_lines(capsys.readouterr().out)
+    assert folded["cycles"] == simulate_cycles(program, lean.timing(timing_for(cfg))).counters["cycles"]
+    assert folded["cycles"] > full["cycles"]
+    assert main(["run", str(path), "--backend", "cycle", "--memory", "spram", "--gemm-ii", "2",
+                 "--alu-ii", "2", "--acc-ports", "1", "--insn-words", "2"]) == 0
+    on_spram = _counter_lines(capsys.readouterr().out)
+    expected = simulate_cycles(program, spram_timing(cfg, lean.timing(timing_for(cfg)))).counters["cycles"]
+    assert on_spram["cycles"] == expected >= folded["cycles"]
+    # the rtl back end builds the lean image's RTL (its Verilator build is another test's)
+    seen: dict[str, Any] = {}
+
+    class Capture:
+        def __init__(self, backend: str, **options: Any) -> None:
+            seen.update(options, backend=backend)
+
+        def run(self, program: Any) -> Any:
+            raise SystemExit(0)
+
+    monkeypatch.setattr("openvta.cli.Device", Capture)
+    with pytest.raises(SystemExit):
+        main(["run", str(path), "--backend", "rtl", "--gemm-ii", "4", "--shared-dma"])
+    top = seen["top_factory"](cfg)
+    assert isinstance(top, Top) and top.shared_dma
+    assert top.timing == LeanBuild(gemm_ii=4).timing(timing_for(cfg))
+    monkeypatch.undo()
+    assert main(["run", str(path), "--gemm-ii", "2"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: the lean build's options (gemm_ii=2) need "
+                                       "--backend cycle or rtl\n")
+    assert main(["run", str(path), "--backend", "cycle", "--gemm-ii", "3"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: gemm_ii_cycles (the GEMM core's fold) must be a "
+                                       "positive integer dividing BLOCK_OUT (4), not 3\n")
