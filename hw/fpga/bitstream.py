@@ -389,7 +389,7 @@ def _pack_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
     _run(tool, [*kept, "--pack-only", "--report", f"{TOP_NAME}.pack.json"], out, log, timeout_s, say, t0,
          step)
     report.times_s[step] = round(time.monotonic() - started, 1)
-    report.packed = _summary(target, _utilization(out / f"{TOP_NAME}.pack.json"))
+    report.packed = _summary(target, _utilization(_nextpnr_report(out / f"{TOP_NAME}.pack.json")))
     try:
         check_packing(target, report.packed, what)
     except FitError:
@@ -547,9 +547,8 @@ def _nextpnr_report(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _utilization(path: Path, data: dict[str, Any] | None = None) -> Resources:
+def _utilization(data: dict[str, Any]) -> Resources:
     """The bel types in use in nextpnr's report (``--report``)."""
-    data = _nextpnr_report(path) if data is None else data
     return {cell: {"used": int(v["used"]), "available": int(v["available"])}
             for cell, v in data.get("utilization", {}).items() if int(v["used"])}
 
@@ -559,7 +558,7 @@ def _pnr_report(path: Path, target: Board) -> dict[str, Any]:
     fmax = [clock["achieved"] for clock in data.get("fmax", {}).values()]
     if not fmax:
         raise BitstreamError(f"nextpnr's report {path} names no clock")
-    used = _utilization(path, data)
+    used = _utilization(data)
     return {"fmax_mhz": round(min(fmax), 2), "utilization": used,
             "resources": _summary(target, used)}
 
