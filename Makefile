@@ -30,11 +30,11 @@ bitstream-ecp5: $(STAMP)
 		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 -o build/ulx3s-85f-small
 
 # The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM
-# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC"): 52.2 MHz with nextpnr's seed 6
-# asked for 56 MHz, about 6 minutes (other seeds: docs/FPGA_NOTES.md).
+# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC"): 54.6 MHz with nextpnr's seed 1
+# asked for 56 MHz, about 5 minutes (other seeds: docs/FPGA_NOTES.md).
 bitstream-ecp5-sdram: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
-		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 6 --freq 56 --sdram -o build/ulx3s-85f-small-sdram
+		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 1 --freq 56 --sdram -o build/ulx3s-85f-small-sdram
 
 # The ICEBreaker (iCE40 UP5K) link-test image: no accelerator build fits the UP5K (its leanest
 # design packs into 7 862 logic cells of 5 280; docs/FPGA_NOTES.md).

@@ -436,20 +436,15 @@ def _plan(target: Board, cfg: Config, mem_bytes: int, baud: int, accelerator: bo
     top = SocOnBoard(cfg, mem_bytes, target.clock_hz, baud, accelerator, counters, lean, sdram, spram)
     return platform.build(top, name=TOP_NAME, do_build=False,
                           synth_opts=target.synth_opts + (" -spram" if spram else ""),
-                          script_after_read=_after_read(target, spram),
+                          script_after_read=_after_read(spram),
                           script_after_synth=f"tee -q -o {TOP_NAME}.stat.json stat -json")
 
 
-def _after_read(target: Board, spram: bool) -> str:
-    """The Yosys commands after reading the design: the per-lane copies kept; on iCE40 the
-    buffers' unordered reads (the ECP5 images were measured without it); the SPRAM's
-    memory without initial contents."""
-    commands = [KEEP_REPLICAS]
-    if target.family == "ice40":
-        commands.append(UNORDERED_READS_SCRIPT)
-    if spram:
-        commands.append(SPRAM_NO_INIT)
-    return "\n".join(commands)
+def _after_read(spram: bool) -> str:
+    """The Yosys commands after reading the design: the per-lane copies kept, the
+    buffers' reads unordered against their writes, and the SPRAM's memory without
+    initial contents."""
+    return "\n".join([KEEP_REPLICAS, UNORDERED_READS_SCRIPT] + [SPRAM_NO_INIT] * spram)
 
 
 def _constrained(platform: Any, target_mhz: float) -> Any:

@@ -31,8 +31,9 @@ BUFFERS = ("inp", "wgt", "acc", "out", "uop", "epi")
 UNORDERED_READS = ("inp", "wgt", "out", "uop", "epi")
 #: The Yosys command, after reading the design, that leaves such a collision's result to
 #: the block RAM (``COLLISION_X_MASK``).  Without it, Yosys keeps Amaranth's read-first
-#: semantics on iCE40 with a registered copy of every write and a bypass multiplexer per
-#: read port: 586 of the UP5K design's logic cells (docs/FPGA_NOTES.md).
+#: semantics with a registered copy of every write and a bypass multiplexer per read
+#: port: 586 of the UP5K design's logic cells; 722 LUT4 and 1 389 flip-flops of the
+#: ECP5's lean ``small`` (docs/FPGA_NOTES.md).
 UNORDERED_READS_SCRIPT = ("setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 "
                           + " ".join(f"r:MEMID=*{name}_buffer" for name in UNORDERED_READS)
                           + " %u" * (len(UNORDERED_READS) - 1) + " %i")

@@ -1,8 +1,8 @@
-"""The iCE40 build's command for the buffers' unordered reads
+"""The bitstream build's command for the buffers' unordered reads
 (:data:`openvta.hw.rtl.buffers.UNORDERED_READS_SCRIPT`): Yosys then maps a buffer's read
-port onto the block RAM alone, where it would otherwise keep Amaranth's read-first
-semantics with a registered copy of each write and a bypass multiplexer; the acc
-buffer's transparent ports are left as they are."""
+port onto the block RAM alone (iCE40 and ECP5), where it would otherwise keep
+Amaranth's read-first semantics with a registered copy of each write and a bypass
+multiplexer; the acc buffer's transparent ports are left as they are."""
 
 from __future__ import annotations
 
@@ -44,14 +44,20 @@ class _Buffer(wiring.Component):
         return m
 
 
-def _flip_flops(tmp_path: Path, name: str, transparent: bool, after_read: str) -> int:
+#: per family: Yosys's synthesis command, its block RAM cell and how many a 256 × 128-bit
+#: buffer takes, its flip-flop cells' prefix
+FAMILIES = {"ice40": ("synth_ice40", "SB_RAM40_4K", 8, "SB_DFF"), "ecp5": ("synth_ecp5", "DP16KD", 4, "TRELLIS_FF")}
+
+
+def _flip_flops(tmp_path: Path, name: str, transparent: bool, after_read: str, family: str = "ice40") -> int:
+    synth, bram, blocks, flip_flop = FAMILIES[family]
     (tmp_path / "buffer.il").write_text(rtlil.convert(_Buffer(name, transparent), name="top"))
-    script = f"read_rtlil buffer.il; {after_read}; synth_ice40 -top top; tee -q -o stat.json stat -json"
+    script = f"read_rtlil buffer.il; {after_read}; {synth} -top top; tee -q -o stat.json stat -json"
     subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, check=True,
                    capture_output=True, timeout=600)
     cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]
-    assert cells.get("SB_RAM40_4K") == 8, cells  # 256 × 128 bits: eight 256 × 16 blocks
-    return sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
+    assert cells.get(bram) == blocks, cells
+    return sum(n for cell, n in cells.items() if cell.startswith(flip_flop))
 
 
 def test_the_command_names_every_buffer_but_acc() -> None:
@@ -62,10 +68,10 @@ def test_the_command_names_every_buffer_but_acc() -> None:
 
 
 @YOWASP
-@pytest.mark.parametrize("name", ["wgt", "uop"])
-def test_an_unordered_read_is_the_block_ram_alone(tmp_path: Path, name: str) -> None:
-    assert _flip_flops(tmp_path, name, False, "opt_clean") >= WIDTH  # the write's copy
-    assert _flip_flops(tmp_path, name, False, UNORDERED_READS_SCRIPT) == 0
+@pytest.mark.parametrize("name, family", [("wgt", "ice40"), ("uop", "ice40"), ("inp", "ecp5")])
+def test_an_unordered_read_is_the_block_ram_alone(tmp_path: Path, name: str, family: str) -> None:
+    assert _flip_flops(tmp_path, name, False, "opt_clean", family) >= WIDTH  # the write's copy
+    assert _flip_flops(tmp_path, name, False, UNORDERED_READS_SCRIPT, family) == 0
 
 
 @YOWASP
