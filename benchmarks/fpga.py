@@ -3,8 +3,8 @@
 Targets (issue [5/5]): ``small`` on the ULX3S's ECP5-85F routed at 50 MHz or more; an
 accelerator image on the ICEBreaker's iCE40 UP5K at its board clock; a 16×16 core on the
 ECP5.  A preset that cannot fit a board is reported with the fit check's reason (before
-any tool runs, or after synthesis); the link-test image (UART bridge and memory, no
-accelerator) is built for each board too.
+any tool runs, or after synthesis on the ECP5 and after packing on iCE40); the
+link-test image (UART bridge and memory, no accelerator) is built for each board too.
 
     .venv/bin/python benchmarks/fpga.py [--boards icebreaker,ulx3s-85f]
         [--presets tiny,small,default] [--out build/bench] [--json figures.json]
@@ -50,7 +50,7 @@ DRAM is the smallest, 1 KiB of block RAM; about three minutes.
     .venv/bin/python benchmarks/fpga.py --up5k build/up5k
 
 An ECP5-85F build of ``small`` takes about 7 minutes and 1.5 GB (the lean one above
-routes at 50.2 MHz with seed 2, 49.7 with seed 1; docs/FPGA_NOTES.md); pass
+routes at 58.1 MHz with seed 2; docs/FPGA_NOTES.md); pass
 ``--boards icebreaker`` for the quick half.
 """
 
@@ -269,7 +269,7 @@ def up5k_options(out: Path) -> None:
                     f"{time.perf_counter() - start:.0f} s |")
     print(f"\nlean tiny on the iCE40 UP5K ({', '.join(f'{k}={v}' for k, v in UP5K_LEAN.items())}, "
           "counters none, 1 KiB of block RAM as DRAM, or 128 KiB of SPRAM); logic cells after "
-          "nextpnr's packing (a LUT4 and a flip-flop each: what must fit)")
+          "nextpnr's packing (a LUT4, a flip-flop and a carry each: what must fit)")
     print("| options | LUT4 | FF | SB_CARRY | logic cells | SB_MAC16 | SB_RAM40_4K | SB_SPRAM256KA | status | time |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:

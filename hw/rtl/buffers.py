@@ -23,11 +23,13 @@ __all__ = ["BUFFERS", "UNORDERED_READS", "UNORDERED_READS_SCRIPT", "buffer_geome
 
 #: The buffers, by name (``epi`` only with a drain unit).
 BUFFERS = ("inp", "wgt", "acc", "out", "uop", "epi")
-#: The buffers (``{name}_buffer`` in the netlist) whose reads never meet a write of the
-#: same element in the same cycle in a program the race checker accepts: each is written
-#: by one module and read by another, or by the same one in another instruction, and the
-#: dependency tokens order the two.  Not ``acc``: compute reads the tile it writes, and
-#: its read ports are transparent (forwarding relies on it).
+#: The buffers (``{name}_buffer`` in the netlist) of which no read whose data is used meets
+#: a write of the same element in the same cycle, in a program the race checker accepts:
+#: one written by one module and read by another is ordered by the dependency tokens; one
+#: written and read by the same module (uop, epi) by its running one instruction at a
+#: time, whose last write precedes its ``done``.  (Their read ports read every cycle, so an
+#: unused read may collide; its data is dropped.)  Not ``acc``: compute reads the tile it
+#: writes, and its read ports are transparent (forwarding relies on it).
 UNORDERED_READS = ("inp", "wgt", "out", "uop", "epi")
 #: The Yosys command, after reading the design, that leaves such a collision's result to
 #: the block RAM (``COLLISION_X_MASK``).  Without it, Yosys keeps Amaranth's read-first

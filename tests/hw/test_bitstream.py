@@ -106,11 +106,13 @@ def test_packing_check_names_every_resource_over() -> None:
     with pytest.raises(FitError) as info:
         check_packing(ICE, packed, "preset 'tiny'")
     assert str(info.value) == (
-        "preset 'tiny' does not fit icebreaker (iCE40 UP5K) after packing: 8448 logic cells (a LUT4 "
-        "and a flip-flop each) of 5280 (160 %), 31 block RAMs of 30 (104 %); place and route was not "
-        "started.")
+        "preset 'tiny' does not fit icebreaker (iCE40 UP5K) after packing: 8448 logic cells (a LUT4, "
+        "a flip-flop and a carry each) of 5280 (160 %), 31 block RAMs of 30 (104 %); place and route "
+        "was not started.")
     packed["lut"]["used"], packed["bram"]["used"] = 5280, 30
     check_packing(ICE, packed)  # full is not over
+    with pytest.raises(FitError, match=r"after packing: 2 SPRAMs, which the part has none of; place"):
+        check_packing(ICE, {"spram": {"used": 2, "available": 0}})
 
 
 def test_ice40_logic_is_at_least_the_flip_flops() -> None:
@@ -340,7 +342,7 @@ def test_the_up5k_design_stops_after_packing_with_its_logic_cells(tmp_path: Path
     pytest.importorskip("amaranth_boards", reason="the boards come with openvta[fpga]")
     lean = LeanBuild(gemm_ii=4, alu_ii=4, acc_ports=1, shared_dma=1, insn_words=8)
     with pytest.raises(FitError, match=r"^preset 'tiny' does not fit icebreaker \(iCE40 UP5K\) after packing: "
-                                       r"\d+ logic cells \(a LUT4 and a flip-flop each\) of 5280 \(\d+ %\); "
+                                       r"\d+ logic cells \(a LUT4, a flip-flop and a carry each\) of 5280 \(\d+ %\); "
                                        r"place and route was not started\.$"):
         build_bitstream("icebreaker", preset("tiny"), tmp_path, preset_name="tiny", counters="none",
                         lean=lean, spram=True, progress=lambda line: None)

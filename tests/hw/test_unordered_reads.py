@@ -19,6 +19,8 @@ from amaranth.lib.wiring import In, Out
 
 from openvta.hw.fpga.bitstream import _tool_path
 from openvta.hw.rtl.buffers import UNORDERED_READS, UNORDERED_READS_SCRIPT
+from openvta.hw.rtl.top import Top
+from openvta.isa import preset
 
 #: tests that run the YoWASP tools share one xdist worker (tests/hw/test_bitstream.py)
 YOWASP = pytest.mark.xdist_group("yowasp")
@@ -78,3 +80,19 @@ def test_an_unordered_read_is_the_block_ram_alone(tmp_path: Path, name: str, fam
 def test_the_acc_buffers_transparent_read_is_kept(tmp_path: Path) -> None:
     kept = _flip_flops(tmp_path, "acc", True, "opt_clean")
     assert kept >= WIDTH and _flip_flops(tmp_path, "acc", True, UNORDERED_READS_SCRIPT) == kept
+
+
+@YOWASP
+@pytest.mark.parametrize("drain", [False, True])
+def test_the_command_marks_the_cores_buffers_and_not_acc(tmp_path: Path, drain: bool) -> None:
+    """On the real top level (``tiny``, and ``tiny`` with a drain unit for the epi buffer):
+    the read ports of inp, wgt, out and uop (and epi) are marked, acc's are not, so a
+    renamed buffer cannot silently drop out of the command."""
+    cfg = preset("tiny").replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=4) if drain else preset("tiny")
+    (tmp_path / "top.il").write_text(rtlil.convert(Top(cfg), name="top"))
+    marked = "t:$memrd_v2 r:COLLISION_X_MASK=1'1 %i"
+    script = (f"read_rtlil top.il; {UNORDERED_READS_SCRIPT}; select -assert-count {5 if drain else 4} {marked}; "
+              f"select -assert-none {marked} r:MEMID=*acc_buffer %i")
+    done = subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
