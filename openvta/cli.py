@@ -221,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     from openvta.hw.rtl.compute import LeanBuild
 
     lean = _lean_of(args)
-    if lean != LeanBuild() and args.backend not in ("cycle", "rtl"):
+    is_lean = lean != LeanBuild()
+    if is_lean and args.backend not in ("cycle", "rtl"):
         raise ProgramError(f"the lean build's options ({lean.label}) need --backend cycle or rtl")
     from openvta.isa import sdram_timing, spram_timing, timing_for
 
@@ -238,9 +239,9 @@ def _run(args: argparse.Namespace) -> int:
             options["memory"] = "sdram"
         else:
             raise ProgramError("--memory sdram needs --backend cycle or rtl")
-    if args.backend == "cycle" and (args.memory != "on-chip" or lean != LeanBuild()):
+    if args.backend == "cycle":
         options["timing"] = timing
-    if args.backend == "rtl" and lean != LeanBuild():
+    if args.backend == "rtl" and is_lean:
         options["top_factory"] = _lean_top(lean)
     if args.waves:
         if args.backend != "rtl":
