@@ -17,7 +17,7 @@ demo: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/functional.py

@@ -26,13 +26,27 @@ from openvta.sim.cycle.report import CycleReport
 LAYERS = [f"C{i}" for i in range(2, 12)]
 
 
+def digits_folder() -> Path:
+    """The digits example: ``openvta/examples/digits`` in a wheel, ``examples/digits`` in a clone.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither holds ``digits.onnx`` (an install that left the example out).
+    """
+    here = Path(__file__).resolve().parent
+    for folder in (here / "examples" / "digits", here.parent / "examples" / "digits"):
+        if (folder / "digits.onnx").is_file():
+            return folder
+    raise FileNotFoundError(f"the digits example is not installed: no digits.onnx in "
+                            f"{here / 'examples' / 'digits'} nor {here.parent / 'examples' / 'digits'}")
+
+
 def digits(images: int = 20) -> bool:
     """The digits CNN from ONNX to int8 on both simulators; True when every check holds."""
-    folder = Path(__file__).resolve().parent.parent / "examples" / "digits"
-    if not (folder / "digits.onnx").exists():  # an installed package without the examples
-        print("\n(the digits example is not here: run make demo from the repository)")
-        return True
-    sys.path.insert(0, str(folder))
+    folder = digits_folder()
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
     from digits_data import load_split
 
     x_train, _, x_test, y_test = load_split()

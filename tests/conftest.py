@@ -11,6 +11,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from openvta.isa import PRESETS, Config  # noqa: E402
+from ort_probe import probe  # noqa: E402
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """The CPU's answer to onnxruntime's int8 probe: its comparisons run or are skipped."""
+    found = probe()
+    return "onnxruntime: not installed" if found is None else found.describe()
 
 PRESET_NAMES = ("tiny", "small", "default")
 
