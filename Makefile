@@ -24,13 +24,13 @@ bench: $(STAMP)
 
 # The ULX3S (ECP5-85F) bitstream of the `small` preset in its lean build (no counters,
 # the ALU on half its lanes, one accumulator read port, the two-cycle MUL, the micro-op
-# stage): about 7 minutes and 1.5 GB here, 50.2 MHz with nextpnr's seed 2 (README, "FPGA").
+# stage): about 7 minutes and 1.5 GB here, 58.1 MHz with nextpnr's seed 2 (docs/FPGA.md, docs/FIGURES.md).
 bitstream-ecp5: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
 		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 -o build/ulx3s-85f-small
 
 # The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM
-# (README "FPGA"; docs/DECISIONS.md, "the SDRAM in the SoC"): 54.6 MHz with nextpnr's seed 1
+# (docs/FPGA.md; docs/DECISIONS.md, "The SDRAM in the SoC"): 54.6 MHz with nextpnr's seed 1
 # asked for 56 MHz, about 5 minutes (other seeds: docs/FPGA_NOTES.md).
 bitstream-ecp5-sdram: $(STAMP)
 	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \

@@ -2,7 +2,8 @@
 
 Its subpackages are found, not listed, so a new folder with an ``__init__.py`` cannot be
 left out of the wheel; the data files a module reads at run time are listed with it. The
-rest of the metadata is in pyproject.toml (docs/DECISIONS.md, "Packaging").
+rest of the metadata is in pyproject.toml (docs/DECISIONS.md, "Packages found, not listed;
+the wheel smoke-tested in CI").
 """
 
 from setuptools import find_packages, setup

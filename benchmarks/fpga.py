@@ -1,6 +1,6 @@
 """FPGA figures: resources and Fmax of every preset on every board (not run by CI).
 
-Targets (issue [5/5]): ``small`` on the ULX3S's ECP5-85F routed at 50 MHz or more; an
+Targets: ``small`` on the ULX3S's ECP5-85F routed at 50 MHz or more; an
 accelerator image on the ICEBreaker's iCE40 UP5K at its board clock; a 16×16 core on the
 ECP5.  A preset that cannot fit a board is reported with the fit check's reason (before
 any tool runs, or after synthesis on the ECP5 and after packing on iCE40); the
@@ -17,11 +17,11 @@ changed keys and build options, e.g. the lean builds of the closing note::
 
 ``--dse DIR`` prints instead the design-space exploration in ``DIR`` (``openvta dse``, which
 runs and resumes it; docs/DSE.md): its table, its Pareto fronts, and how many
-configurations were synthesized and routed against issue [5/5]'s six.
+configurations were synthesized and routed against the six targeted.
 
     .venv/bin/python benchmarks/fpga.py --dse dse/
 
-``--dse-speed OUT`` runs issue [5/5]'s named exploration on executors: the six ULX3S
+``--dse-speed OUT`` runs the named exploration on executors: the six ULX3S
 configurations of :data:`SPEED_CONFIGS` (lean builds, ResNet-18 C2–C11 on the cycle
 model) serially into ``OUT/serial``, then with ``--executor local:2`` (or
 ``--dse-executor``) into ``OUT/parallel``, and prints both wall times, their ratio
@@ -30,7 +30,7 @@ About 25 + 13 minutes on a 2-core machine; keep it otherwise idle.
 
     .venv/bin/python benchmarks/fpga.py --dse-speed build/dse-speed [--dse-executor local:2]
 
-``--sdram OUT`` prints the SDRAM's figures (issue 24): the controller alone on the ECP5
+``--sdram OUT`` prints the SDRAM's figures: the controller alone on the ECP5
 (LUTs, Fmax), ResNet-18's layers on the Verilated design with the SDRAM against the cycle
 model's SDRAM timing (``openvta.isa.sdram_timing``), and the whole ResNet-18 on it (about 9
 minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
@@ -38,7 +38,7 @@ minutes in all).  The bitstream with the SDRAM is ``make bitstream-ecp5-sdram``
 
     .venv/bin/python benchmarks/fpga.py --sdram build/sdram [--sdram-config small]
 
-``--up5k OUT`` prints each UP5K build option's figures (issue 24): the lean
+``--up5k OUT`` prints each UP5K build option's figures: the lean
 ``tiny`` (GEMM core and ALU folded over 4, one accumulator read port, no counters), then
 with one DMA reader per module (``shared_dma``), with instructions in 16-bit words
 (``insn_words=8``), with both, and with both and the DRAM in the SPRAM (``--spram``,

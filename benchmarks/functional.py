@@ -1,13 +1,13 @@
 """Simulated MAC/s of the functional simulator on a blocked GEMM and on ResNet-18's layers.
 
-Target (issue [1/6]): at least 1e9 simulated MAC/s on the default configuration, on
+Target: at least 1e9 simulated MAC/s on the default configuration, on
 the project's 2-core machine, for a blocked 256×256×256 int8 GEMM.  Prints the best of
 several runs, with the race checker on (the default) and off, for 1, 2 and 4 virtual
 threads.
 
 Then the compiled ResNet-18 layers C2–C11 (default preset, 1 and 2 virtual threads):
 MAC/s of each with the checker on and off, and the total of the eight programs C2, C5,
-C8, C11 × 1, 2 threads that issue [3/5] compares with VTA's fsim (0.175 s on the
+C8, C11 × 1, 2 threads compared with VTA's fsim (0.175 s on the
 project's machine; target at most half of it, 0.0875 s, with the checker on), in wall
 time and in CPU time (the shared machine's load shows in the first, less in the second).
 
@@ -43,7 +43,7 @@ from openvta.isa import preset  # noqa: E402
 from openvta.runtime.program import Program  # noqa: E402
 from openvta.sim.functional import run  # noqa: E402
 
-#: The programs issue [3/5] times against VTA's fsim, and fsim's time for them (s).
+#: The programs timed against VTA's fsim, and fsim's time for them (s).
 FSIM_PROGRAMS = [(layer, vthreads) for layer in (2, 5, 8, 11) for vthreads in (1, 2)]
 FSIM_SECONDS = 0.175
 
@@ -126,7 +126,7 @@ def whole_resnet18(repeat: int = 3) -> None:
 
 
 def blocked_gemm(args: argparse.Namespace) -> None:
-    """MAC/s on a blocked ``size``³ GEMM (issue [1/6])."""
+    """MAC/s on a blocked ``size``³ GEMM."""
     cfg = preset(args.config)
     n = args.size
     rng = np.random.default_rng(0)

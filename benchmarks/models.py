@@ -1,4 +1,4 @@
-"""The digits CNN end to end (issue [2/5]): compile time, accuracy, cycles, arena, wall time.
+"""The digits CNN end to end: compile time, accuracy, cycles, arena, wall time.
 
 For scikit-learn's bundled 8x8 digits and the CNN of ``examples/digits`` (held-out split of
 360 images), print side by side:
@@ -13,24 +13,24 @@ For scikit-learn's bundled 8x8 digits and the CNN of ``examples/digits`` (held-o
 Targets: int8 within 1.0 point of float (aim 0.3); every back end equal to the reference;
 compile under 5 s.
 
-MobileNetV2 (``examples/mobilenetv2``, 224x224, seeded weights; issue [3/5]): compile
+MobileNetV2 (``examples/mobilenetv2``, 224x224, seeded weights): compile
 time, where its 52 convolutions run (17 depthwise, the stem), the share of its MACs on the
 accelerator, the cycles of one image on the cycle model (equal to the integer reference),
 each depthwise layer on the roofline (its ideal bound and the fraction reached), the CPU
 fallback's measured wall time, and the whole network's time: the cycles at
-the timing's nominal clock plus the CPU milliseconds.  Targets ([3/5]): every
+the timing's nominal clock plus the CPU milliseconds.  Targets: every
 convolution on the accelerator (>= 99 % of MACs), the whole time below the figures
-measured before ([3/5]'s first commit: 96.4 % of MACs, 7,742,081 cycles), compile < 60 s.
+measured when the generator was committed (96.4 % of MACs, 7,742,081 cycles), compile < 60 s.
 
 The nine classic CNNs of the ONNX model zoo (``examples/onnx_zoo``, seeded He-normal
-weights in place of the shipped fills; issue [3/5]): per model the compile time, the float
+weights in place of the shipped fills): per model the compile time, the float
 reference against onnxruntime (largest difference relative to the largest output; target
 1e-4), the share of the model's own MACs on the accelerator (a grouped convolution run
 dense counts its real MACs; target >= 95 %), the int8 run on ``functional`` and ``cycle`` against the integer
 reference, its cycles and the CPU fallback's wall time.  About 15 minutes for the nine.
 
-MiniLM (``examples/minilm``: paraphrase-MiniLM-L3-v2 from its wheel, 128 tokens; issue
-[4/5]), by the issue's protocol (calibrate on 16 sequences, evaluate on 64 others, half of
+MiniLM (``examples/minilm``: paraphrase-MiniLM-L3-v2 from its wheel, 128 tokens), by its
+evaluation protocol (calibrate on 16 sequences, evaluate on 64 others, half of
 them padded): compile time, the float reference against onnxruntime, the mean cosine of
 the int8 sentence embeddings (output ``461``) to onnxruntime's float ones (target >= 0.99;
 onnxruntime's own int8: 0.75 static, 0.92 dynamic), the MACs on the accelerator and on
@@ -41,7 +41,7 @@ int8 loses), its cycles against the all-int8 build's (target <= 1.5x).
 With ``--rtl`` the whole MiniLM (its three encoder blocks) also runs on the ``rtl`` back end
 on ``small`` (a few minutes), against the reference and the cycle model (target 2 %).
 
-The digits ViT (``examples/digits_vit``; issue [4/5]): float top-1 (onnxruntime and the
+The digits ViT (``examples/digits_vit``): float top-1 (onnxruntime and the
 float reference) and int8 top-1 on the 360 held-out images (target: within 1 point), the
 MACs on the accelerator, cycles an image, ``functional`` and ``cycle`` (and with ``--rtl``
 ``rtl`` on ``small``) against the integer reference.
@@ -57,6 +57,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def mobilenetv2(config: str, size: int) -> None:
     cycles = report.cycles or 0
     print(f"MACs on the accelerator: {accel:,} of {total:,} ({accel / total:.1%}; target >= 99 %)")
     depthwise_names = {n.name for n in depthwise}
-    print("depthwise layers on the roofline (the cycle model's ideal bound, issue 13, and the fraction reached):")
+    print("depthwise layers on the roofline (the cycle model's ideal bound and the fraction reached):")
     print(f"  {'layer':<24}{'MACs':>12}{'cycles':>10}{'ideal':>10}{'bound':>9}{'reached':>9}")
     for kernel in report.kernels:
         if kernel.name.split("+")[0] in depthwise_names and kernel.cycles:
@@ -165,7 +166,7 @@ def mobilenetv2(config: str, size: int) -> None:
 def depthwise_mappings(config: str, size: int) -> None:
     """MobileNetV2's depthwise layers two ways on the cycle model (the same int8 layer, the
     same requantization): ``depthwise_conv2d`` (a block-diagonal GEMM: one diagonal weight
-    tile per channel block, issue 21) and ``conv2d`` with the depthwise filters as a dense
+    tile per channel block) and ``conv2d`` with the depthwise filters as a dense
     weight (every block pair, the off-diagonal ones zero), the mapping a grouped
     convolution of a few groups takes (``simplify``'s block-diagonal dense)."""
     from openvta.api import random_operands
@@ -205,8 +206,10 @@ def grouped_mappings(config: str) -> None:
         if block % group_size:
             continue
         cycles = []
-        for name, params in (("depthwise_conv2d", {"channels": channels, "group_size": group_size}),
-                             ("conv2d", {"ci": channels, "co": channels})):
+        mappings: list[tuple[str, dict[str, Any]]] = [
+            ("depthwise_conv2d", {"channels": channels, "group_size": group_size}),
+            ("conv2d", {"ci": channels, "co": channels})]
+        for name, params in mappings:
             op = openvta.operator(name, config=config, hw=hw, kernel=3, pad=1, **params)
             cycles.append(simulate_cycles(op.build(random_operands(op, 0))).counters["cycles"])
         print(f"  {channels:>8}{channels // group_size:>7}{hw:>5}{cycles[0]:>12,}{cycles[1]:>14,}"
@@ -334,7 +337,7 @@ def vit(config: str, rtl: bool) -> None:
 
 
 def minilm(config: str, count: int) -> None:
-    """MiniLM's figures by issue [4/5]'s protocol (module docstring)."""
+    """MiniLM's figures by its evaluation protocol (module docstring)."""
     import onnx
     import onnxruntime
 

@@ -2,8 +2,8 @@
 cycle model's error against the RTL on every RTL test program; then one ResNet-18 layer
 on both DRAMs of the ``rtl`` back end, in one run.
 
-Targets (issue [4/6]): at least 20k simulated cycles/s on ``default``; model error at
-most 5 % on every program and 2 % on the blocked GEMM.  Issue 15: C11 (``default``, 2
+Targets: at least 20k simulated cycles/s on ``default``; model error at
+most 5 % on every program and 2 % on the blocked GEMM; C11 (``default``, 2
 virtual threads) at 200k simulated cycles/s or more with the DRAM inside the design
 (``memory="native"``), with the same final DRAM and counters as cocotbext-axi's AxiRam
 (``memory="cocotb"``).  Wall times include each run's simulator start, image files and
@@ -12,7 +12,7 @@ result; CPU times are the simulator process's.
     .venv/bin/python benchmarks/rtl.py [--presets tiny,small,default] [--fresh]
                                        [--memory native|cocotb] [--layer C11|''] [--v2-layers C4,C5,C11]
 
-Issue 22: C4, C5 and C11 on machine v2 (``--v2-layers``), the RTL with its drain unit
+Machine v2: C4, C5 and C11 (``--v2-layers``), the RTL with its drain unit
 equal to the functional simulator and within 2 % of the cycle model.
 """
 
@@ -125,7 +125,7 @@ def compare_drams(layer: str) -> None:
 def machine_v2(layers: list[str]) -> None:
     """ResNet-18 layers on machine v2 (preset ``v2``, 2 virtual threads) on the RTL with its
     drain unit (native DRAM): the final DRAM against the functional simulator's, the cycles
-    against the cycle model's (issue 22: equal, and within 2 %)."""
+    against the cycle model's (targets: equal, and within 2 %)."""
     import openvta
     from openvta.compiler.workloads import RESNET18, random_inputs
 

@@ -1,6 +1,6 @@
 """The auto-tuner against an exhaustive reference: ResNet-18 C2–C11, default preset, cycle model.
 
-Issue 14's targets for ``openvta.tune``, all printed here:
+The targets for ``openvta.tune``, all printed here:
 
 * tuned plans reach, on average over C2–C11, at least 95 % of the ideal bound
   (``CycleReport.ideal_fraction``; these layers are compute bound, so it is the GEMM
@@ -19,7 +19,7 @@ Issue 14's targets for ``openvta.tune``, all printed here:
 ``grid`` tuner (the same jobs, cycle budget — 2 × the default plan — and records as any
 tuning run) into ``benchmarks/data/exhaustive_<layer>.jsonl`` and its wall time into
 ``benchmarks/data/sweeps.json``; a sweep resumes from its log.  The spaces are restricted
-to output tiles of at least 128 vectors (``cob * yb * xb >= 128``, issue 14's own
+to output tiles of at least 128 vectors (``cob * yb * xb >= 128``, the targets' own
 restriction; ``--min-tile`` otherwise): 258–1,398 configurations per layer, 7,055 in all,
 swept in 73 minutes on local:2 (a 2-core machine shared with other jobs).  The whole
 spaces hold 1,900–4,700 valid configurations each, three quarters of them smaller tiles,
@@ -162,11 +162,13 @@ class Reference:
         self.records = [self.by_knobs[_knobs_key(space.get(i))] for i in space.valid_indices()]
         ok = [r for r in self.records if r.ok]
         self.best = min(ok, key=lambda r: (r.cycles, r.index))
-        self.default = self.by_knobs[_knobs_key(space.get(space.default_index()))]  # type: ignore[arg-type]
-        self.budget = int(2.0 * self.default.cycles)  # type: ignore[operator]  # tune()'s default budget
+        default = space.default_index()
+        assert default is not None, f"{layer} has no default plan"
+        self.default = self.by_knobs[_knobs_key(space.get(default))]
+        self.budget = int(2.0 * self.default.measured_cycles)  # tune()'s default budget
 
     def near_best(self, record: Record) -> bool:
-        return record.ok and record.cycles <= (1 + WITHIN) * self.best.cycles  # type: ignore[operator]
+        return record.ok and record.measured_cycles <= (1 + WITHIN) * self.best.measured_cycles
 
 
 def _knobs_key(knobs: dict[str, Any]) -> str:
@@ -221,6 +223,7 @@ def ideal_and_ceiling(space: TileSpace, record: Record) -> tuple[float, float]:
     op = space.operator_for(space.index_of(record.knobs))
     program = op.build(operator_spec("conv2d").random_operands(op, 0))
     report = openvta.simulate(program, backend="cycle").report
+    assert report is not None
     assert report.cycles == record.cycles, (report.cycles, record.cycles)
     machine = report.counters["gemm_busy_cycles"] + report.counters["alu_busy_cycles"]
     return report.ideal_cycles, report.ideal_cycles / machine

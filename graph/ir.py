@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -328,8 +328,8 @@ class Graph:
         object.__setattr__(self, "constants", MappingProxyType(frozen))
         object.__setattr__(self, "types", MappingProxyType(dict(self.types)))
 
-    def replace(self, **changes: object) -> Graph:
-        return replace(self, **changes)  # type: ignore[arg-type]  # dataclasses.replace's stubs take no **object
+    def replace(self, **changes: Any) -> Graph:
+        return replace(self, **changes)
 
     def producers(self) -> dict[str, Node]:
         """Value name → the node that defines it."""

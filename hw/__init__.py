@@ -15,5 +15,5 @@
     nextpnr), the UART bridge protocol (written once, used by the RTL's bridge too) and
     the ``board`` back end (:mod:`.fpga.backend`) that speaks it from the host.
 
-See the README's "RTL" and "FPGA" sections.
+See docs/RTL.md and docs/FPGA.md.
 """

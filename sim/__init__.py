@@ -1,1 +1,1 @@
-"""Simulators: ``functional`` (the golden executor); the cycle model arrives with issue [2/6]."""
+"""Simulators: ``functional`` (the golden executor) and ``cycle`` (the SimPy cycle model)."""

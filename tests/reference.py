@@ -78,8 +78,10 @@ class ReferenceMachine:
         return [[0] * cols for _ in range(rows)]
 
     def _buffer(self, mt: MemoryType) -> list:
-        return {MemoryType.INP: self.inp, MemoryType.WGT: self.wgt, MemoryType.UOP: self.uop,
-                MemoryType.ACC: self.acc, MemoryType.ACC_8BIT: self.acc}[mt]
+        buffers: dict[MemoryType, list] = {MemoryType.INP: self.inp, MemoryType.WGT: self.wgt,
+                                           MemoryType.UOP: self.uop, MemoryType.ACC: self.acc,
+                                           MemoryType.ACC_8BIT: self.acc}
+        return buffers[mt]
 
     # -- instructions -------------------------------------------------------------------
     def load(self, insn) -> None:

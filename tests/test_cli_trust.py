@@ -140,23 +140,26 @@ def test_read_names_the_symbols_that_exist(dense_file: Path, tmp_path: Path,
 
 
 def test_progress_is_drawn_on_a_terminal_only() -> None:
-    console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=100)
     program = openvta.compile("conv2d", layer="resnet18.C11", config="default", seed=0)
     with ProgressDisplay("cycle", console=console, delay_s=0) as show:
         Device("cycle", progress=show).run(program)
-    drawn = console.file.getvalue()  # type: ignore[attr-defined]
+    drawn = screen.getvalue()
     assert "cycle: cycles" in drawn
-    quiet = Console(file=io.StringIO(), force_terminal=True)
+    silent = io.StringIO()
+    quiet = Console(file=silent, force_terminal=True)
     with ProgressDisplay("cycle", console=quiet, enabled=False, delay_s=0) as show:
         show("cycles", 10, None)
-    assert quiet.file.getvalue() == ""  # type: ignore[attr-defined]
+    assert silent.getvalue() == ""
 
 
 def test_progress_waits_before_showing() -> None:
-    console = Console(file=io.StringIO(), force_terminal=True)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True)
     with ProgressDisplay("run", console=console, delay_s=3600) as show:
         show("instructions", 1, 2)
-    assert console.file.getvalue() == ""  # type: ignore[attr-defined]
+    assert screen.getvalue() == ""
 
 
 def test_backends_report_progress_in_order() -> None:

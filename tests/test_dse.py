@@ -116,10 +116,11 @@ def test_run_dse_estimates_builds_counts_and_marks_the_front(tmp_path: Path) -> 
     by = {p.name: p for p in got}
     assert builder.calls == ["tiny", "small", "tiny:LOG_BUS_WIDTH=6"]  # default never reaches the tools
     assert by["default"].status == "does not fit"
-    assert "256 multipliers" in by["default"].error
+    error = by["default"].error
+    assert error is not None and "256 multipliers" in error
     for name in ("tiny", "small", "tiny:LOG_BUS_WIDTH=6"):
         p = by[name]
-        assert p.status == "routed"
+        assert p.status == "routed" and p.fmax_mhz is not None
         expected = dse._layer_cycles(preset(name.split(":")[0]) if ":" not in name else dse.parse_config(name),
                                      f"resnet18.{LAYER}", None)
         assert p.cycles == {f"resnet18.{LAYER}": expected}
@@ -127,7 +128,9 @@ def test_run_dse_estimates_builds_counts_and_marks_the_front(tmp_path: Path) -> 
     # tiny has the fewest LUTs; small is the fastest (8x8 core); the bus-64 variant uses more
     # LUTs than tiny, so it is on the front only if it is faster than tiny.
     assert "lut" in by["tiny"].pareto and "lut" in by["small"].pareto
-    faster = by["tiny:LOG_BUS_WIDTH=6"].latency_ms < by["tiny"].latency_ms
+    bus_ms, tiny_ms = by["tiny:LOG_BUS_WIDTH=6"].latency_ms, by["tiny"].latency_ms
+    assert bus_ms is not None and tiny_ms is not None
+    faster = bus_ms < tiny_ms
     assert ("lut" in by["tiny:LOG_BUS_WIDTH=6"].pareto) == faster
     saved = json.loads((tmp_path / dse.DSE_FILE).read_text())
     assert [p["name"] for p in saved["points"]] == [p.name for p in got]
@@ -158,10 +161,12 @@ def test_run_dse_records_tool_failures_and_slow_designs(tmp_path: Path) -> None:
                            "small": (20.0, 20000, 70)})
     got = {p.name: p for p in dse.run_dse("ulx3s-85f", tmp_path, configs=list(builder.figures),
                                           layers=[LAYER], builder=builder, progress=lambda _: None)}
-    assert got["tiny"].status == "build failed" and "exceeded 10 s" in got["tiny"].error
+    failed, unfit = got["tiny"].error, got["tiny:LOG_BUS_WIDTH=6"].error
+    assert failed is not None and unfit is not None
+    assert got["tiny"].status == "build failed" and "exceeded 10 s" in failed
     assert got["tiny"].latency_ms is None and got["tiny"].cycles  # cycles are still counted
     assert got["tiny:LOG_BUS_WIDTH=6"].status == "does not fit"
-    assert got["tiny:LOG_BUS_WIDTH=6"].error.startswith("synthesis: does not fit")
+    assert unfit.startswith("synthesis: does not fit")
     assert got["small"].status == "routed" and got["small"].fmax_mhz == 20.0  # below the clock, still a figure
 
 
@@ -312,7 +317,7 @@ def test_machine_v2s_drain_keys_are_dimensions_of_an_exploration(tmp_path: Path)
     assert saved["points"][1]["config"]["LOG_EPI_BUFF_SIZE"] == 12
 
 
-# -- the exploration on executors (issue [5/5]) ---------------------------------------------
+# -- the exploration on executors ---------------------------------------------------------
 
 PARALLEL = {"tiny": (60.0, 9000, 20), "small": (40.0, 20000, 70), "default": (50.0, 1, 1),
             "tiny:LOG_BUS_WIDTH=6": (20.0, 12000, 20)}

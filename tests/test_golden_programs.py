@@ -1,7 +1,7 @@
 """Every shape that compiled before the descriptor refactoring compiles to the same bytes.
 
 The files under tests/data/programs were written by its ``make_programs.py`` at the commit
-before issue [1/5]; each entry of the program file (config, DRAM image with instructions,
+before that refactoring; each entry of the program file (config, DRAM image with instructions,
 micro-ops and constants, instruction address and count, symbols) must be equal.
 """
 

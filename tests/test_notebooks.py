@@ -1,4 +1,4 @@
-"""The notebooks run top to bottom, and their key outputs say what the README claims."""
+"""The notebooks run top to bottom, and their key outputs say what the docs claim."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Every example of the README, of docs/ and of examples/ runs exactly as written.
 
+The pages are README.md, every Markdown file under docs/ (subfolders included) and each
+examples/*/README.md; CHANGELOG.md is history and holds no runnable block.
+
 ```python blocks run in order in one namespace per page, and every ``print(...)  # value``
 comment is what that line prints. ```sh blocks run line by line with bash, in the same
 scratch folder, where ``.venv`` is this environment (so ``.venv/bin/openvta`` is the
@@ -23,8 +26,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
          *sorted((ROOT / "examples").glob("*/README.md"))]
+HISTORY = ROOT / "CHANGELOG.md"
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)  # indented in list items too
 
 #: commands of the pages that are not run here, and why
@@ -58,6 +62,11 @@ def test_every_fenced_block_says_what_it_is() -> None:
         for lang, body in _fenced(page):
             assert lang in ("python", "sh", "text", "json"), \
                 f"{page.name}: a ``` block without python/sh/text:\n{body[:200]}"
+
+
+def test_the_changelog_has_no_runnable_block() -> None:
+    runnable = [lang for lang, _ in _fenced(HISTORY) if lang in ("python", "sh")]
+    assert not runnable, f"{HISTORY.name} is history: move its {runnable} blocks to a guide"
 
 
 def test_the_not_run_list_is_current() -> None:
@@ -97,7 +106,7 @@ def _run_shell(page: Path, scratch: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("yowasp")  # the README builds a bitstream (tests/hw/test_bitstream.py)
+@pytest.mark.xdist_group("yowasp")  # docs/FPGA.md builds a bitstream (tests/hw/test_bitstream.py)
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_examples_run_as_written(page: Path, scratch: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:

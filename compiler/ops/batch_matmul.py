@@ -1,5 +1,5 @@
 """batch_matmul: a product of two activations per head, with its epilogue (attention's
-``Q·Kᵀ`` and ``P·V``; issue [4/5]).
+``Q·Kᵀ`` and ``P·V``).
 
 ``out[h] = epilogue(a[h] · b[h])`` as int8 for ``h < heads``: ``a`` (symbol ``data``) is
 ``(heads, rows, inner)``, ``b`` (symbol ``weight``) ``(heads, inner, cols)`` — MatMul's own

@@ -195,8 +195,9 @@ def _fuse(stages: list[_Stage]) -> list[_Stage]:
         window = stages[i:i + 3]
         if len(window) == 3 and [w[0] for w in window] == [DrainOp.SHR, DrainOp.ADD, DrainOp.SHR] \
                 and len({w[1] for w in window}) == 1 and all(isinstance(w[2], int) for w in window) \
-                and window[1][2] == 1 and window[2][2] == 1 and 0 <= window[0][2] <= 30:  # type: ignore[operator]
-            out.append((DrainOp.RSHR, window[0][1], window[0][2] + 1))  # type: ignore[operator]
+                and window[1][2] == 1 and window[2][2] == 1 \
+                and isinstance(shift := window[0][2], int) and 0 <= shift <= 30:
+            out.append((DrainOp.RSHR, window[0][1], shift + 1))
             i += 3
             continue
         pair = stages[i:i + 2]
@@ -301,4 +302,4 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
 def _constant(stage: str, buffer: Buffer, words: tuple[tuple[int, ...], ...]) -> Dma:
     count = len(words)
     dims = (DmaDim(1, count, Const(0), (0, 1)), DmaDim(count, 1, Const(0), (0, count)))
-    return Dma(stage, Module.STORE, MemoryType.EPI, buffer, None, dims, words=words)  # type: ignore[arg-type]
+    return Dma(stage, Module.STORE, MemoryType.EPI, buffer, None, dims, words=words)  # type: ignore[arg-type]  # a LOAD of constant words has no tensor

@@ -27,6 +27,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,8 @@ DIM, HEADS, HIDDEN, TOKENS, PATCH, STRIDE = 32, 2, 64, 9, 4, 2
 HEAD_DIM = DIM // HEADS
 EPS = 1e-5
 Params = dict[str, np.ndarray]
-Cache = dict[str, np.ndarray]
+#: the forward pass's intermediates: arrays, and each layer norm's (normed, inverse deviation)
+Cache = dict[str, Any]
 
 
 def init_params(rng: np.random.Generator) -> Params:
@@ -226,7 +228,7 @@ def export(params: Params, path: Path) -> None:
         inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs: object) -> str:
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output.replace("_out", ""), **attrs))
         return output
 

@@ -4,7 +4,7 @@
 
 Prints, per sequence, the cosine of the int8 sentence embedding to the float one, whether
 the back end equals the integer reference, and the cycles; ``benchmarks/models.py --model
-minilm`` runs issue [4/5]'s whole protocol against onnxruntime.
+minilm`` runs the whole evaluation protocol against onnxruntime.
 """
 
 from __future__ import annotations

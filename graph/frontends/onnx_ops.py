@@ -59,7 +59,7 @@ class OnnxNode:
             raise self.fail(f"input must be {want}, not {len(shape)}-D {shape!r}")
         sizes = shape[2:]
         assert all(isinstance(n, int) for n in sizes)  # only the batch is symbolic
-        return tuple(int(n) for n in sizes)  # type: ignore[arg-type]
+        return tuple(int(n) for n in sizes)
 
 
 Attrs = dict[str, object]

@@ -1,4 +1,4 @@
-"""Index inputs and what reads them (issue [4/5]'s import): Gather, Cast and Expand.
+"""Index inputs and what reads them (a transformer's import): Gather, Cast and Expand.
 
 A transformer's inputs are token ids and an attention mask, int64 tensors that are never
 quantized (an *index* tensor, :attr:`~openvta.graph.dtypes.DType.INT64`): Gather looks a

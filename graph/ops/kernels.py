@@ -31,7 +31,7 @@ def pool_windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...
     rank = len(kernel)
     dilations = dilations or (1,) * rank
     axes = tuple(range(2, 2 + rank))
-    windows = sliding_window_view(_pad(x, pads, fill), dilated_spans(kernel, dilations), axis=axes)  # type: ignore[call-overload]  # numpy 2.2 stubs want a 1-tuple shape
+    windows = sliding_window_view(_pad(x, pads, fill), dilated_spans(kernel, dilations), axis=axes)  # type: ignore[call-overload]  # numpy 2.2 stubs: one axis, not a tuple
     return windows[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
                    + tuple(slice(None, None, d) for d in dilations)]
 

@@ -18,7 +18,7 @@ from openvta.compiler.reference import conv2d_nchw
 
 from ..accel import accelerator_refusal
 from ..errors import OpError
-from ..ir import Attrs, DType, Node, Op, TensorType
+from ..ir import Attrs, Dim, DType, Node, Op, TensorType
 from .elementwise import broadcast_shape
 from .base import (OnnxExample, OpDef, PatternKind, float_attr, int_attr, ints_attr,
                    require_rank, wrap_int32)
@@ -100,7 +100,7 @@ def _conv_macs(inputs: Sequence[TensorType], output: TensorType, attrs: Attrs) -
     return math.prod(output.concrete()) * math.prod(weight[1:])
 
 
-def _gemm_dims(inputs: Sequence[TensorType], attrs: Attrs) -> tuple[object, int, int]:
+def _gemm_dims(inputs: Sequence[TensorType], attrs: Attrs) -> tuple[Dim, int, int]:
     a, b = inputs[0], inputs[1]
     require_rank(a, 2, "Gemm A")
     require_rank(b, 2, "Gemm B")
@@ -118,7 +118,7 @@ def _gemm_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         if len(c) > 2 or any(d not in (1, want) for d, want in zip(c[::-1], (n, m))):
             raise OpError(f"Gemm C of shape {inputs[2].shape!r} must broadcast to ({m}, {n})")
     dtype = _out_dtype(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, Op.GEMM)
-    return TensorType((m, n), dtype)  # type: ignore[arg-type]  # m is an int or the symbolic batch
+    return TensorType((m, n), dtype)
 
 
 def _gemm_operands(inputs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:

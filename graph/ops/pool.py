@@ -76,7 +76,7 @@ def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
             or any(p >= span for p, span in zip(pads, spans + spans)):
         raise OpError(f"pooling kernel {kernel}, strides {strides}, dilations {dilations} and pads {pads} "
                       "must be positive, and each pad smaller than the (dilated) kernel")
-    out = _out_sizes([int(n) for n in sizes], attrs)  # type: ignore[call-overload]
+    out = _out_sizes([int(n) for n in sizes], attrs)
     if min(out) < 1:
         raise OpError(f"pooling kernel {kernel} must fit the padded {'x'.join(map(str, sizes))} data")
     if data.dtype not in (DType.FLOAT32, DType.INT8):

@@ -14,6 +14,7 @@ channel shuffle; LRN is AlexNet's, ZFNet's and Inception v1's local response nor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -144,7 +145,8 @@ def _squeeze(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.squeeze(inputs[0], _squeeze_axes(attrs, inputs[0].shape)).copy()
 
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+_PAD_MODES: dict[str, Literal["constant", "reflect", "edge", "wrap"]] = {
+    "constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
 def _pad_widths(attrs: Attrs, ndim: int) -> list[tuple[int, int]]:
@@ -173,7 +175,7 @@ def _pad(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     widths = _pad_widths(attrs, x.ndim)
     if mode == "constant":
         return np.pad(x, widths, constant_values=float_attr(attrs, "value", 0.0)).astype(np.float32)
-    return np.pad(x, widths, mode=mode).astype(np.float32)  # type: ignore[call-overload]
+    return np.pad(x, widths, mode=mode).astype(np.float32)
 
 
 def _im2col_geometry(attrs: Attrs) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:

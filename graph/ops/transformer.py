@@ -1,4 +1,4 @@
-"""The float math of transformer encoders (issue [4/5]'s import): Sub, Div and Pow with
+"""The float math of transformer encoders: Sub, Div and Pow with
 broadcasting; Erf, Sqrt, Sigmoid, Tanh and Gelu element-wise; ReduceMean and ReduceSum;
 LayerNormalization.  Together with MatMul (numpy's semantics on the float path), Softmax,
 Transpose and Reshape they are a BERT-style encoder's layer, in any of the forms exporters

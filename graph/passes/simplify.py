@@ -449,7 +449,7 @@ def _flatten_dense(graph: Graph) -> Graph:
             chain.append(replace(add, inputs=(product, bias), outputs=(summed,)))
             product, last = summed, add
             nodes[add.name] = []
-        target = tuple(int(d) for d in data.shape[:-1]) + (features,)  # type: ignore[call-overload]
+        target = tuple(int(d) for d in data.shape[:-1]) + (features,)
         chain.append(Node(f"{node.name}.unflatten", Op.RESHAPE, (product,), last.outputs, Attrs({"shape": target})))
         nodes[node.name] = chain
     if all(isinstance(v, Node) for v in nodes.values()):
@@ -481,7 +481,7 @@ def _flatten_heads(graph: Graph) -> Graph:
             Node(f"{node.name}.heads_b", Op.RESHAPE, (node.inputs[1],), (right,), Attrs({"shape": (heads, k, n)})),
             replace(node, inputs=(left, right), outputs=(product,)),
             Node(f"{node.name}.unheads", Op.RESHAPE, (product,), node.outputs,
-                 Attrs({"shape": tuple(int(d) for d in a.shape[:-1]) + (int(n),)}))]  # type: ignore[call-overload]
+                 Attrs({"shape": tuple(int(d) for d in a.shape[:-1]) + (int(n),)}))]
     if all(isinstance(v, Node) for v in nodes.values()):
         return graph
     flat_nodes = tuple(n for v in nodes.values() for n in ([v] if isinstance(v, Node) else v))

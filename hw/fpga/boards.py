@@ -163,7 +163,7 @@ def check_fit(target: Board, cfg: Config, mem_bytes: int, preset_name: str = "",
     if problems:
         raise FitError(f"{what} cannot fit {target.name} ({target.part}): "
                        + "; ".join(problems) + ". Choose a smaller preset or board "
-                       "(see the README's FPGA section).")
+                       "(see docs/FPGA.md).")
     return {"multipliers": multipliers, "ram_bits": ram_bits}
 
 

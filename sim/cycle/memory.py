@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import simpy
 from simpy.resources.resource import Release, Request
@@ -78,7 +78,8 @@ class Channel:
         self.bus_bytes = bus_bytes
         # one burst at a time on both directions: the other channel's port
         self.port: simpy.Resource = simpy.Resource(env, capacity=1) if shares is None else shares.port
-        self._holder = object()  # the fast path's user of the channel (:meth:`_hold`)
+        # the fast path's user of the channel (:meth:`_hold`): a stand-in for a request
+        self._holder = cast(Request, object())
         self.beats = 0
 
     def train(self, rows: Sequence[Row], stats: ModuleStats,
@@ -152,11 +153,11 @@ class Channel:
         burst's grant).  A request would be granted at once and its event find nobody to
         resume, so the holder is put among the users without one; the release is an event
         only when someone queued meanwhile (its processing grants them, as SimPy's)."""
-        self.port.users.append(self._holder)  # type: ignore[arg-type]  # a stand-in request (docstring)
+        self.port.users.append(self._holder)
         yield self.env.timeout(cycles)
-        self.port.users.remove(self._holder)  # type: ignore[arg-type]  # the same stand-in
+        self.port.users.remove(self._holder)
         if self.port.put_queue:
-            self.port.release(self._holder)  # type: ignore[arg-type]  # the same stand-in
+            self.port.release(self._holder)
 
     def transfer(self, bursts: Bursts, stats: ModuleStats) -> Generator[Any, Any, None]:
         """Move ``bursts``; waiting for the channel and the overhead are memory wait."""

@@ -9,6 +9,8 @@ their own stages of immediates and channel operands).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -71,10 +73,11 @@ def operand_arrays(draw: st.DrawFn, epilogue: Epilogue, channels: int,
 
 
 @st.composite
-def operator_cases(draw: st.DrawFn, configs: tuple[str, ...], max_co: int = 12) -> tuple[str, str, dict]:
+def operator_cases(draw: st.DrawFn, configs: tuple[str, ...], max_co: int = 12) -> tuple[str, str, dict[str, Any]]:
     """A random small conv2d or dense on one of ``configs``: its kind and factory keywords."""
     config = draw(st.sampled_from(configs))
     kind = draw(st.sampled_from(["conv2d", "dense"]))
+    shape: dict[str, Any]
     if kind == "conv2d":
         kernel = draw(st.integers(1, 3))
         shape = dict(ci=draw(st.integers(1, 12)), co=draw(st.integers(1, max_co)), hw=draw(st.integers(kernel, 6)),

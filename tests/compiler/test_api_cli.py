@@ -23,6 +23,7 @@ def test_compile_and_simulate_a_layer_with_inputs() -> None:
     expected = op.reference(inputs)
     np.testing.assert_array_equal(functional["out"], expected)
     np.testing.assert_array_equal(cycle["out"], expected)
+    assert functional.report is not None and cycle.report is not None
     assert functional.report.units == {} and functional.report.measured_cycles is None  # no time
     assert cycle.report.cycles > 0
     assert set(cycle) == {"out"}
@@ -32,9 +33,9 @@ def test_simulate_writes_new_inputs_into_a_compiled_program() -> None:
     program = openvta.compile("dense", batch=2, in_features=20, out_features=12, config="tiny",
                               seed=0)
     rng = np.random.default_rng(9)
-    inputs = {"data": rng.integers(-128, 128, (2, 20), dtype=np.int8),
-              "weight": rng.integers(-128, 128, (12, 20), dtype=np.int8),
-              "bias": rng.integers(-100, 100, (12,), dtype=np.int32)}
+    inputs: dict[str, np.ndarray] = {"data": rng.integers(-128, 128, (2, 20), dtype=np.int8),
+                                     "weight": rng.integers(-128, 128, (12, 20), dtype=np.int8),
+                                     "bias": rng.integers(-100, 100, (12,), dtype=np.int32)}
     op = openvta.operator("dense", batch=2, in_features=20, out_features=12, config="tiny")
     np.testing.assert_array_equal(openvta.simulate(program, inputs)["out"], op.reference(inputs))
     with pytest.raises(ValueError, match=r"^input 'data' must have shape \(2, 20\), not \(3, 20\)$"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from openvta.compiler.limits import DRAM_LIMIT_BYTES
 from openvta.isa import preset
 
 TINY = preset("tiny")
-CONV = dict(ci=8, co=8, hw=8, kernel=3, pad=1, config="tiny")
+CONV: dict[str, Any] = dict(ci=8, co=8, hw=8, kernel=3, pad=1, config="tiny")
 
 
 def _conv_inputs(seed: int = 0) -> dict[str, np.ndarray]:

@@ -24,7 +24,8 @@ class Arena:
     """A bump allocator for the tests' tensors; ``at=`` reuses an earlier tensor's bytes."""
 
     def __init__(self, cfg: Config) -> None:
-        self.cfg, self.end, self.tensors = cfg, 0, {}
+        self.cfg, self.end = cfg, 0
+        self.tensors: dict[str, ProgramTensor] = {}
 
     def add(self, name: str, op, symbol: str, *, role: str = "scratch", data=None, at: str | None = None) -> str:
         tensor = ProgramTensor(name, 0, op.output.dtype if symbol == "out" else op.inputs[symbol].dtype,
@@ -98,8 +99,8 @@ def test_dense_dense_with_a_requantized_int32_residual(cfg: Config) -> None:
     assert arena.tensors["y"].offset == 0  # x's bytes: x is read by the first kernel only
     kernels = [Kernel(first, {"data": x, "out": h, **arena.weights(first, "d0", rng)}),
                Kernel(second, {"data": h, "skip": wide_in, "out": y, **arena.weights(second, "d1", rng)})]
-    inputs = {"x": rng.integers(-128, 128, (4, features), dtype=np.int8),
-              "wide": rng.integers(-(2**14), 2**14, (4, features), dtype=np.int32)}
+    inputs: dict[str, np.ndarray] = {"x": rng.integers(-128, 128, (4, features), dtype=np.int8),
+                                     "wide": rng.integers(-(2**14), 2**14, (4, features), dtype=np.int32)}
     _run(kernels, arena, inputs, ["y"])
 
 
@@ -214,11 +215,11 @@ def test_a_tensor_declared_twice_and_foreign_kernels() -> None:
     _refused(kernels, spread, r"kernel 0 \(conv2d\) is scheduled for the tiny configuration, the program is for "
                               r"small", cfg=preset("small"))
     with pytest.raises(TypeError, match=r"^kernels must be Kernel, not dict$"):
-        build_program([{}], preset("tiny"), tensors=list(tensors.values()))  # type: ignore[list-item]
+        build_program([{}], preset("tiny"), tensors=list(tensors.values()))
     with pytest.raises(TypeError, match=r"^tensors must be ProgramTensor, not str$"):
-        build_program(kernels, preset("tiny"), tensors=["x"])  # type: ignore[list-item]
+        build_program(kernels, preset("tiny"), tensors=["x"])
     with pytest.raises(TypeError, match=r"^a kernel's operator must be an Operator, not str$"):
-        Kernel("conv2d", {})  # type: ignore[arg-type]
+        Kernel("conv2d", {})
 
 
 def test_block_in_must_equal_block_out() -> None:
@@ -227,7 +228,7 @@ def test_block_in_must_equal_block_out() -> None:
     _, kernels, tensors = _chain()
     _refused(kernels, tensors, r"chained kernels need BLOCK_IN == BLOCK_OUT \(one kernel's NCHW\{B\}n\{BO\}c "
                                r"output is the next one's NCHW\{B\}n\{BI\}c input\), not BLOCK_IN=4 and "
-                               r"BLOCK_OUT=8", cfg=wide)  # type: ignore[arg-type]
+                               r"BLOCK_OUT=8", cfg=wide)
 
 
 def test_a_kernel_that_does_not_lower_is_named() -> None:

@@ -161,7 +161,7 @@ def test_expression_errors() -> None:
     with pytest.raises(te.TEError, match=r"^sum needs reduction axes made by reduce_axis$"):
         te.sum(a[0, 0], [])
     with pytest.raises(te.TEError, match=r"^expressions combine integers and expressions, not 1\.5$"):
-        a[0, 0] + 1.5  # type: ignore[operator]
+        a[0, 0] + 1.5
 
 
 def test_a_broken_token_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,9 +260,9 @@ def test_padding_beyond_the_dma_pad_fields_names_the_field(monkeypatch: pytest.M
 def test_a_binop_or_cmp_refuses_a_string_op() -> None:
     one = te.Const(1)
     with pytest.raises(te.TEError, match=r"^a BinOp's op must be an ArithOp, not '\+'$"):
-        te.BinOp("+", one, one)  # type: ignore[arg-type]  # the wrong type is the point
+        te.BinOp("+", one, one)  # the wrong type is the point
     with pytest.raises(te.TEError, match=r"^a Cmp's op must be a CmpOp, not '<'$"):
-        te.Cmp("<", one, one)  # type: ignore[arg-type]  # the wrong type is the point
+        te.Cmp("<", one, one)  # the wrong type is the point
 
 
 def test_show_writes_each_arith_op_with_its_symbol() -> None:

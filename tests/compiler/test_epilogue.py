@@ -144,11 +144,11 @@ def test_a_residual_add_in_int8_and_int32() -> None:
                          AluStage(AluOp.MIN, 127), AluStage(AluOp.MAX, -128)))
     op = conv2d(cfg, ci=16, co=32, hw=7, kernel=3, pad=1, clip=None, epilogue=epilogue, vthreads=2)
     rng = np.random.default_rng(4)
-    inputs = {"data": rng.integers(-128, 128, (1, 16, 7, 7), dtype=np.int8),
-              "weight": rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8),
-              "bias": rng.integers(-500, 500, (32,), dtype=np.int32),
-              "skip": rng.integers(-128, 128, (1, 32, 7, 7), dtype=np.int8),
-              "wide": rng.integers(-300, 300, (1, 32, 7, 7), dtype=np.int32)}
+    inputs: dict[str, np.ndarray] = {"data": rng.integers(-128, 128, (1, 16, 7, 7), dtype=np.int8),
+                                     "weight": rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8),
+                                     "bias": rng.integers(-500, 500, (32,), dtype=np.int32),
+                                     "skip": rng.integers(-128, 128, (1, 32, 7, 7), dtype=np.int8),
+                                     "wide": rng.integers(-300, 300, (1, 32, 7, 7), dtype=np.int32)}
     expected = op.reference(inputs)
     acc = naive.conv2d(inputs["data"], inputs["weight"], 1, 1)
     np.testing.assert_array_equal(expected, naive.epilogue(acc, op.epilogue.stages, inputs))
@@ -162,4 +162,4 @@ def test_the_epilogue_parameter_is_documented() -> None:
     assert (param.kind, param.optional, param.cli, param.constraint) == (Epilogue, True, False,
                                                                          "an Epilogue or None")
     with pytest.raises(ValueError, match=re.escape("conv2d epilogue must be an Epilogue or None, not 'SHR 1'")):
-        conv2d(preset("tiny"), ci=4, co=4, hw=4, kernel=1, epilogue="SHR 1")  # type: ignore[arg-type]
+        conv2d(preset("tiny"), ci=4, co=4, hw=4, kernel=1, epilogue="SHR 1")

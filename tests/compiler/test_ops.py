@@ -100,7 +100,9 @@ def test_virtual_threads_hide_latency_on_the_cycle_model() -> None:
     for vthreads in (1, 2):
         program = openvta.compile("conv2d", layer="resnet18.C8", vthreads=vthreads,
                                   inputs={k: operands[k] for k in ("data", "weight", "bias")})
-        cycles.append(openvta.simulate(program, backend="cycle").report.cycles)
+        report = openvta.simulate(program, backend="cycle").report
+        assert report is not None
+        cycles.append(report.cycles)
     assert cycles[1] < cycles[0]
 
 

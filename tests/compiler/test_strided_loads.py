@@ -8,11 +8,11 @@ import numpy as np
 import openvta
 import pytest
 
-from openvta.compiler import LoweringError, conv2d, create_schedule, te
+from openvta.compiler import LoweringError, Schedule, conv2d, create_schedule, te
 from openvta.compiler.intrin import gemm_intrinsic
 from openvta.compiler.ops.conv2d import Conv2dPlan
 from openvta.compiler.pipeline import build
-from openvta.isa import MemInsn, MemoryType, Opcode, preset
+from openvta.isa import Config, MemInsn, MemoryType, Opcode, preset
 from openvta.runtime import Device
 
 
@@ -60,7 +60,7 @@ def test_strided_1x1_conv2d_with_forced_plans_on_both_backends(plan: Conv2dPlan,
         _run(op, np.random.default_rng(15), backend)
 
 
-def _dense_through(index) -> object:
+def _dense_through(index) -> tuple[Schedule, Config]:
     """A hand-written dense layer whose data cache copies ``data[i, index(ko)]`` (inlined)."""
     cfg = preset("tiny")
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT

@@ -83,9 +83,9 @@ def test_dense_table() -> None:
 
 def test_workloads_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        RESNET18["C2"].hw = 1  # type: ignore[misc]
+        RESNET18["C2"].hw = 1
     with pytest.raises(dataclasses.FrozenInstanceError):
-        DENSE[0].batch = 1  # type: ignore[misc]
+        DENSE[0].batch = 1
 
 
 @pytest.mark.parametrize("name", ["C5", "resnet18.C5"])
@@ -109,7 +109,7 @@ def test_unknown_workload(name: str) -> None:
 
 def test_workload_name_type() -> None:
     with pytest.raises(TypeError, match=r"^workload name must be a string, not 5$"):
-        workload(5)  # type: ignore[arg-type]
+        workload(5)
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -173,4 +173,4 @@ def test_random_inputs_packed(cfg_name: str) -> None:
 def test_random_inputs_rejects_other_objects() -> None:
     with pytest.raises(TypeError, match=r"^workload must be a Conv2dWorkload or DenseWorkload, "
                                         r"not \(1, 2\)$"):
-        random_inputs((1, 2), 0)  # type: ignore[arg-type]
+        random_inputs((1, 2), 0)

@@ -20,9 +20,10 @@ def tensor_input(name: str, shape: Sequence[int | str] | None,
 
 
 def make_model(nodes: Sequence[onnx.NodeProto], inputs: Mapping[str, Sequence[int | str]],
-               outputs: Sequence[str], initializers: Mapping[str, np.ndarray] | None = None,
+               outputs: Sequence[str], initializers: Mapping[str, object] | None = None,
                opset: int = 13, name: str = "test") -> onnx.ModelProto:
-    """A model of ``nodes`` with float32 ``inputs`` (name → shape) and untyped outputs."""
+    """A model of ``nodes`` with float32 ``inputs`` (name → shape) and untyped outputs;
+    ``initializers`` are arrays or anything else :func:`numpy.asarray` takes (a scalar)."""
     graph = helper.make_graph(
         list(nodes), name, [tensor_input(k, v) for k, v in inputs.items()],
         [tensor_input(k, None) for k in outputs],

@@ -51,7 +51,7 @@ def quantize_qdq(model: str | Path | onnx.ModelProto, out: Path, samples: np.nda
     source = out.with_suffix(".float.onnx")
     onnx.save(model, str(source))
     model = source
-    quantize_static(str(model), str(out), _reader(input_name, samples, 32),  # type: ignore[arg-type]
+    quantize_static(str(model), str(out), _reader(input_name, samples, 32),
                     quant_format=QuantFormat.QDQ, per_channel=per_channel,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,8 @@ def vit() -> tuple[openvta.CompiledModel, np.ndarray, np.ndarray]:
     return model, x_test, y_test
 
 
-def _logits(run: object, images: np.ndarray) -> np.ndarray:
-    return np.concatenate([run({"image": images[i:i + 1]})["logits"] for i in range(len(images))])  # type: ignore[operator]
+def _logits(run: Callable[..., Mapping[str, np.ndarray]], images: np.ndarray) -> np.ndarray:
+    return np.concatenate([run({"image": images[i:i + 1]})["logits"] for i in range(len(images))])
 
 
 def test_the_float_path_equals_onnxruntime(vit: tuple) -> None:

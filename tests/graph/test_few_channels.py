@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import ModelProto, helper
 from onnx_models import make_model, run_onnxruntime
 
 import openvta
@@ -31,7 +31,7 @@ def test_im2col_then_a_1x1_conv_is_the_conv(c: int, k: int, s: int, p: int, size
     assert np.array_equal(conv2d_nchw(cols, w.reshape(5, -1, 1, 1)), conv2d_nchw(x, w, s, p))
 
 
-def _stem() -> object:
+def _stem() -> ModelProto:
     weight = (RNG.standard_normal((16, 3, 7, 7)) * 0.1).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[3, 3, 3, 3], name="stem"),
              helper.make_node("Relu", ["c"], ["y"], name="relu")]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import ModelProto, TensorProto, helper
 from onnx_models import make_model, tensor_input
 
 from openvta.graph.errors import ModelError
@@ -16,7 +16,7 @@ from openvta.graph.ir import DType, Op
 W = np.ones((4, 2, 3, 3), np.float32)
 
 
-def _conv_model(**attrs) -> object:
+def _conv_model(**attrs) -> ModelProto:
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", **attrs)
     return make_model([node], {"x": ["N", 2, 6, 6]}, ["y"], {"w": W})
 

@@ -4,9 +4,11 @@ where the shape computations allow it, fixed (and said so) where they do not."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import ModelProto, helper
 from onnx_models import make_model, run_onnxruntime
 
 import openvta
@@ -29,7 +31,7 @@ def _torch_flatten(x: str, out: str) -> list:
             helper.make_node("Reshape", [x, "target"], [out], name="flatten")]
 
 
-def _cnn(batch_dependent: bool = False) -> object:
+def _cnn(batch_dependent: bool = False) -> ModelProto:
     """conv (weights a ConstantOfShape fill plus a constant), ReLU, a flatten by shape
     computations, and a dense layer."""
     fill = [helper.make_node("ConstantOfShape", ["wshape"], ["w0"], name="fill",
@@ -104,9 +106,9 @@ def test_a_shape_not_known_at_compile_time_is_named() -> None:
                                       r"not \(4, 0, 6, 6\)$"),
     ([4, 3, 6, 6], ValueError, r"^input_shapes must be a mapping of input name to shape, not list$"),
 ])
-def test_bad_input_shapes_are_named(shapes: object, error: type, message: str) -> None:
+def test_bad_input_shapes_are_named(shapes: Any, error: type, message: str) -> None:  # not all mappings
     with pytest.raises(error, match=message):
-        openvta.compile_model(_cnn(), _images(4, 1), config="tiny", input_shapes=shapes)  # type: ignore[arg-type]
+        openvta.compile_model(_cnn(), _images(4, 1), config="tiny", input_shapes=shapes)
 
 
 def test_a_constant_subgraph_that_cannot_be_evaluated_is_named() -> None:

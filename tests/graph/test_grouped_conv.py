@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import ModelProto, helper
 from onnx_models import make_model, run_onnxruntime
 
 import openvta
@@ -16,7 +16,7 @@ from openvta.graph.ir import Device, Op
 RNG = np.random.default_rng(11)
 
 
-def _grouped(group: int, channels: int = 32) -> object:
+def _grouped(group: int, channels: int = 32) -> ModelProto:
     weight = (RNG.standard_normal((channels, channels // group, 3, 3)) * 0.2).astype(np.float32)
     bias = (RNG.standard_normal(channels) * 0.1).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, pads=[1, 1, 1, 1], name="grouped"),
@@ -93,7 +93,7 @@ def test_a_mul_and_add_after_a_batch_norm_join_it() -> None:
     assert np.array_equal(model.run(x, backend="cycle")["y"], model.reference(x)["y"])
 
 
-def _bn_after_concat() -> object:
+def _bn_after_concat() -> ModelProto:
     """DenseNet's pattern: a BatchNormalization after a Concat, where no Conv precedes it."""
     rng = np.random.default_rng(2)
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv1"),

@@ -1,4 +1,4 @@
-"""Index inputs (issue [4/5]'s import): a sentence encoder's int64 token ids and attention
+"""Index inputs (the transformers' import): a sentence encoder's int64 token ids and attention
 mask, Gather's embedding lookup, Cast and Expand, every output kept; and the real MiniLM
 encoder of the ``transformers`` extra, whose float path equals onnxruntime and whose int8
 build runs every MatMul with a constant matrix on the accelerator, equal to its reference."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
+from onnx import NodeProto, TensorProto, helper
 from onnx_models import make_model, run_onnxruntime
 from transformer_models import sentence_encoder
 
@@ -113,7 +113,7 @@ def test_index_input_errors_are_one_line(encoder: tuple) -> None:
     (helper.make_node("Expand", ["x", "s"], ["y"]), {"x": [2, 3], "s": [2]},
      r"^node 'Expand_0' \(Expand\) shape must be a constant"),
 ])
-def test_bad_index_nodes_are_one_line(node: object, inputs: dict, message: str) -> None:
+def test_bad_index_nodes_are_one_line(node: NodeProto, inputs: dict, message: str) -> None:
     with pytest.raises(ModelError, match=message):
         import_onnx(make_model([node], inputs, ["y"]))
 

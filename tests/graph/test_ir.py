@@ -91,13 +91,13 @@ def test_values_are_frozen() -> None:
     node = Node("r", Op.RELU, ["x"], ["y"], {"k": [1, 2]})
     assert node.inputs == ("x",) and node.attrs["k"] == (1, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        node.name = "s"  # type: ignore[misc]
+        node.name = "s"
     g = _graph([Node("r", Op.RELU, ("x",), ("y",))], constants={"w": np.zeros(3, np.float32)},
                types={"w": TensorType((3,), F)})
     with pytest.raises(ValueError, match="read-only"):
         g.constants["w"][0] = 1.0
     with pytest.raises(TypeError):
-        g.types["x"] = TensorType((1,), F)  # type: ignore[index]
+        g.types["x"] = TensorType((1,), F)
 
 
 def test_attrs_are_an_immutable_hashable_mapping() -> None:

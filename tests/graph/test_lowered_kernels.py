@@ -6,6 +6,8 @@ placements; the executor's outputs must equal the interpreter's, bit for bit."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from graphs import node
 from hypothesis import HealthCheck, given, settings
@@ -43,8 +45,8 @@ class _Layer:
         self.pad = self.k // 2 if same else data.draw(st.integers(0, self.k // 2))
         self.stride = 1 if same else data.draw(st.sampled_from([1, 2]))
         shape = (self.co, self.ci) if self.dense else (self.co, self.ci, self.k, self.k)
-        self.constants = {"w": rng.integers(-127, 128, shape, dtype=np.int8),
-                          "b": rng.integers(-2 ** 20, 2 ** 20, self.co, dtype=np.int32)}
+        self.constants: dict[str, np.ndarray] = {"w": rng.integers(-127, 128, shape, dtype=np.int8),
+                                                 "b": rng.integers(-2 ** 20, 2 ** 20, self.co, dtype=np.int32)}
 
     @property
     def input_shape(self) -> tuple[int | str, ...]:
@@ -96,7 +98,7 @@ def _model(data: st.DataObject, cfg: Config) -> tuple[Graph, dict[str, np.ndarra
         value = _residual(data, layer, value, skip, nodes)
     graph = int_graph(nodes, inputs, (value,), layer.constants)
     batch = data.draw(st.integers(1, 3))
-    feeds = {name: rng.integers(-128, 128, (batch, *shape[1:]), dtype=np.int8)  # type: ignore[misc]
+    feeds = {name: rng.integers(-128, 128, (batch, *cast(tuple[int, ...], shape[1:])), dtype=np.int8)  # N first
              for name, shape in inputs.items()}
     return graph, feeds
 

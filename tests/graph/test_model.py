@@ -94,7 +94,7 @@ def test_run_equals_the_reference_and_reports_cycles(model: CompiledModel) -> No
     accel = [k for k in timed.report.kernels if k.placement is Device.ACCEL]
     assert [k.name for k in accel] == ["conv+conv.requantize+relu", "fc+fc.requantize"]
     assert timed.report.cycles == sum(k.cycles for k in accel) and min(k.cycles for k in accel) > 0
-    assert all(0 < k.utilization <= 1 for k in accel)  # type: ignore[operator]
+    assert all(0 < k.utilization <= 1 for k in accel)
     assert np.array_equal(model.run(X[:0])["y"], expected[:0])  # an empty batch runs nothing
 
 

@@ -1,6 +1,6 @@
 """ONNX's own backend tests against openvta's float path (``graph/onnx_backend.py``): the node
 test cases of every operator the registry claims (``collect_testcases()``: ONNX's inputs and
-expected outputs), each passing or excluded for a reason listed here (and in the README),
+expected outputs), each passing or excluded for a reason listed here (and in docs/MODELS.md),
 and the zoo's light models through the backend.  ``Backend.run`` computes with openvta's
 own references: a run with ``onnx.reference``'s evaluator broken still passes."""
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from onnx import TensorProto, numpy_helper
+from onnx import ModelProto, TensorProto, numpy_helper
 from onnx.backend.test.case.node import collect_testcases
+from onnx.backend.test.case.test_case import TestCase
 from onnx.reference import ReferenceEvaluator
 
 from openvta.graph.frontends.onnx import SUPPORTED_OPS
@@ -35,10 +37,15 @@ EXCLUDED = {
 }
 
 
-def _registry_cases() -> list:
+def _model(case: TestCase) -> ModelProto:
+    assert case.model is not None  # a node test case has its model
+    return case.model
+
+
+def _registry_cases() -> list[TestCase]:
     supported = set(SUPPORTED_OPS)
     return [case for case in collect_testcases()
-            if {n.op_type for n in case.model.graph.node} <= supported]
+            if {n.op_type for n in _model(case).graph.node} <= supported]
 
 
 CASES = _registry_cases()
@@ -54,13 +61,13 @@ def _expected(value: object) -> np.ndarray:
     return array if array.dtype.kind in "biuf" else array.astype(np.float64)
 
 
-def _check(case: object) -> None:
-    rep = OpenvtaBackend.prepare(case.model)  # type: ignore[attr-defined]
-    for inputs, outputs in case.data_sets:  # type: ignore[attr-defined]
+def _check(case: TestCase) -> None:
+    rep = OpenvtaBackend.prepare(_model(case))
+    assert case.data_sets is not None  # and its data sets
+    for inputs, outputs in case.data_sets:
         for got, want in zip(rep.run(inputs), outputs):
             assert got.dtype == _array_dtype(want), (got.dtype, want)
-            np.testing.assert_allclose(_expected(got), _expected(want), rtol=case.rtol,  # type: ignore[attr-defined]
-                                       atol=case.atol)  # type: ignore[attr-defined]
+            np.testing.assert_allclose(_expected(got), _expected(want), rtol=case.rtol, atol=case.atol)
 
 
 def _array_dtype(value: object) -> np.dtype:
@@ -68,7 +75,7 @@ def _array_dtype(value: object) -> np.dtype:
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _reason(c.name) is None], ids=lambda c: c.name)
-def test_node_cases_of_the_registrys_operators_pass(case: object) -> None:
+def test_node_cases_of_the_registrys_operators_pass(case: TestCase) -> None:
     _check(case)
 
 
@@ -81,7 +88,8 @@ def test_the_pass_counts_and_every_exclusion_are_as_the_readme_says() -> None:
                                   "test_conv_with_strides_padding"])
 def test_backend_run_does_not_use_onnx_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     case = next(c for c in CASES if c.name == name)
-    rep = OpenvtaBackend.prepare(case.model)
+    rep = OpenvtaBackend.prepare(_model(case))
+    assert case.data_sets is not None
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("onnx.reference ran during Backend.run")
@@ -101,11 +109,11 @@ def test_the_light_models_give_their_shipped_output(name: str) -> None:
 
 def test_a_single_node_is_not_run_alone() -> None:
     with pytest.raises(NotImplementedError, match="^openvta runs models, not single nodes: use prepare or run_model$"):
-        OpenvtaBackend.run_node(CASES[0].model.graph.node[0], [])
+        OpenvtaBackend.run_node(_model(CASES[0]).graph.node[0], [])
     assert OpenvtaBackend.supports_device("CPU") and not OpenvtaBackend.supports_device("CUDA")
 
 
-def _integer_model(op: str, elem: int, **attrs: object) -> object:
+def _integer_model(op: str, elem: int, **attrs: Any) -> ModelProto:
     from onnx import helper
 
     node = helper.make_node(op, ["x", "y"] if op in ("Add", "Mul") else ["x"], ["z"], **attrs)

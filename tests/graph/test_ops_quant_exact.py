@@ -51,7 +51,7 @@ def _exact_attrs(**changes: object) -> Attrs:
     attrs: dict[str, object] = {"mode": RequantMode.EXACT, "scale": (0.5,), "zero_point": 3,
                                 "axis": 1, "out_dtype": DType.INT8}
     attrs.update(changes)
-    return Attrs(attrs)  # type: ignore[arg-type]
+    return Attrs(attrs)
 
 
 def test_the_op_types_and_runs() -> None:

@@ -29,7 +29,7 @@ def _compiled(g: Graph, shape: tuple[int, ...], cpu_ops: tuple[str, ...] = ()) -
 def _groups(g: Graph) -> list[list[str]]:
     groups: dict[int, list[str]] = {}
     for n in g.nodes:
-        groups.setdefault(n.group, []).append(n.name)  # type: ignore[arg-type]
+        groups.setdefault(n.group, []).append(n.name)
     return [groups[k] for k in sorted(groups)]
 
 
@@ -38,11 +38,11 @@ def _check_invariants(g: Graph) -> None:
     for n in g.nodes:
         if not seen or seen[-1] != n.group:
             assert n.group not in seen, "a group's nodes must be contiguous"
-            seen.append(n.group)  # type: ignore[arg-type]
+            seen.append(n.group)
     assert seen == sorted(seen)
     for gid in seen:
         members = [n for n in g.nodes if n.group == gid]
-        devices = {n.placement.device for n in members}  # type: ignore[union-attr]
+        devices = {n.placement.device for n in members}
         assert len(devices) == 1
         if devices == {Device.ACCEL}:
             anchors = [n for n in members if op_def(n.op).kind is K.OUT_ELEMWISE_FUSABLE]
@@ -72,7 +72,7 @@ def test_residual_add_joins_the_conv_group_with_both_requantizations() -> None:
     assert ["conv2", "conv2.requantize", "add.in0.requantize", "add.in1.requantize", "add",
             "add.saturate", "relu2"] in [sorted(grp, key=[n.name for n in g.nodes].index)
                                          for grp in groups]
-    assert all(n.placement.device is Device.ACCEL for n in g.nodes if n.name.startswith("add"))  # type: ignore[union-attr]
+    assert all(n.placement.device is Device.ACCEL for n in g.nodes if n.name.startswith("add"))
     _check_invariants(g)
 
 
@@ -90,8 +90,8 @@ def test_an_accelerator_tail_without_an_anchor_moves_to_the_cpu() -> None:
               {"x": ("N", 16, 2, 2)}, ("y",), {"w": w})
     fused = _compiled(g, (2, 16, 2, 2))
     r1 = fused.node("r1")
-    assert r1.placement.device is Device.CPU  # type: ignore[union-attr]
-    assert r1.placement.reason == "no conv or dense in its fused group to run with"  # type: ignore[union-attr]
+    assert r1.placement.device is Device.CPU
+    assert r1.placement.reason == "no conv or dense in its fused group to run with"
     _check_invariants(fused)
 
 
@@ -125,7 +125,7 @@ def test_a_downsample_conv_ends_on_int8_and_the_add_rescales_its_output() -> Non
     assert _group_of(g, "down") == ["down", "down.requantize"]
     assert "add.in1.requantize" in _group_of(g, "add")
     assert "conv2" in _group_of(g, "add")
-    assert all(n.placement.device is Device.ACCEL for n in g.nodes  # type: ignore[union-attr]
+    assert all(n.placement.device is Device.ACCEL for n in g.nodes
                if n.name.startswith(("conv", "down", "add")))
     _check_invariants(g)
 
@@ -133,8 +133,8 @@ def test_a_downsample_conv_ends_on_int8_and_the_add_rescales_its_output() -> Non
 def test_a_residual_input_from_the_cpu_is_rescaled_in_the_add_kernel() -> None:
     g = _compiled(_downsample_block(pool_first=True), (2, 16, 4, 4))
     rescale = g.node("add.in1.requantize")
-    assert rescale.placement.device is Device.ACCEL  # type: ignore[union-attr]
-    assert rescale.placement.reason == ("element-wise op run in the kernel of the accelerator "  # type: ignore[union-attr]
+    assert rescale.placement.device is Device.ACCEL
+    assert rescale.placement.reason == ("element-wise op run in the kernel of the accelerator "
                                         "nodes that read it")
     assert _group_of(g, "add")[0] == "conv2" and "add.in1.requantize" in _group_of(g, "add")
     _check_invariants(g)

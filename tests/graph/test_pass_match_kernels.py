@@ -34,7 +34,7 @@ def _conv(*tail, rq: dict | None = None) -> Graph:
 
 
 def _reasons(g: Graph) -> dict[str, tuple[str, str]]:
-    return {n.name: (n.placement.device.value, n.placement.reason) for n in g.nodes}  # type: ignore[union-attr]
+    return {n.name: (n.placement.device.value, n.placement.reason) for n in g.nodes}
 
 
 def _epilogues(g: Graph) -> list[str]:

@@ -19,7 +19,7 @@ def _int_graph(g: Graph, shape: tuple[int, ...]) -> Graph:
 
 
 def _placements(g: Graph) -> dict[str, tuple[str, str]]:
-    return {n.name: (n.placement.device.value, n.placement.reason) for n in g.nodes}  # type: ignore[union-attr]
+    return {n.name: (n.placement.device.value, n.placement.reason) for n in g.nodes}
 
 
 def test_conv_dense_and_their_tails_go_to_the_accelerator(cfg: Config) -> None:

@@ -49,7 +49,7 @@ def test_buffers_are_the_tensors_between_groups() -> None:
 @pytest.mark.parametrize("make", [conv_relu_graph, residual_graph])
 def test_the_arena_reuses_memory_without_collisions(make) -> None:
     g = make()
-    fused = _fused(g, (2,) + tuple(g.types["x"].shape[1:]))  # type: ignore[arg-type]
+    fused = _fused(g, (2,) + tuple(g.types["x"].shape[1:]))
     planned = verify_graph(plan_memory(fused, alignment=64))
     plan = planned.memory
     assert plan is not None and plan.arena_bytes <= plan.no_reuse_bytes
@@ -80,7 +80,7 @@ def test_plan_memory_errors() -> None:
 
 def _region_graph(cfg: Config, make=residual_graph) -> Graph:
     g = make()
-    x = np.random.default_rng(0).standard_normal((2,) + tuple(g.types["x"].shape[1:])).astype(np.float32)  # type: ignore[arg-type]
+    x = np.random.default_rng(0).standard_normal((2,) + tuple(g.types["x"].shape[1:])).astype(np.float32)
     return compile_model(g, x, config=cfg).graph
 
 
@@ -93,8 +93,8 @@ def test_each_region_gets_an_arena_by_the_compilers_liveness(cfg: Config) -> Non
     buffers = [Buffer(t.name, t.nbytes, *live[t.name]) for t in region.tensors]
     offsets = {t.name: t.offset for t in region.tensors}
     assert all(o is not None and o % cfg.max_elem_bytes == 0 for o in offsets.values())
-    _no_collisions(buffers, offsets)  # type: ignore[arg-type]
-    ends = [o + t.nbytes for t, o in zip(region.tensors, offsets.values())]  # type: ignore[operator]
+    _no_collisions(buffers, offsets)
+    ends = [o + t.nbytes for t, o in zip(region.tensors, offsets.values())]
     assert max(ends) <= region.arena_bytes < region.no_reuse_bytes  # three kernels: bytes are reused
     assert region.no_reuse_bytes == sum(-(-t.nbytes // cfg.max_elem_bytes) * cfg.max_elem_bytes
                                         for t in region.tensors)

@@ -53,10 +53,10 @@ def test_requantize_parameters_follow_the_mode(mode: RequantMode) -> None:
     assert attrs["mode"] is mode and attrs["out_dtype"] is DType.INT8
     if mode is RequantMode.POW2:
         assert attrs["multiplier"] == (1,) and attrs["pre_shift"] == 0
-        assert len(attrs["post_shift"]) == 16  # type: ignore[arg-type]
+        assert len(attrs["post_shift"]) == 16
     else:
-        assert len(attrs["multiplier"]) == 16 and len(attrs["post_shift"]) == 1  # type: ignore[arg-type]
-        assert all(0 < m < 2 ** 15 for m in attrs["multiplier"])  # type: ignore[union-attr]
+        assert len(attrs["multiplier"]) == 16 and len(attrs["post_shift"]) == 1
+        assert all(0 < m < 2 ** 15 for m in attrs["multiplier"])
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -94,7 +94,7 @@ def test_clip_bounds_move_to_the_integer_scale() -> None:
     g = build([node("clip", Op.CLIP, ("x",), "y", min=-0.25, max=0.5)], {"x": (64,)}, ("y",))
     x = np.linspace(-1, 1, 64, dtype=np.float32)
     q = _quantized(g, RequantMode.POW2, x)
-    scale = q.types["x.q"].quant.scale[0]  # type: ignore[union-attr]
+    scale = q.types["x.q"].quant.scale[0]
     assert q.node("clip").attrs == {"min": round(-0.25 / scale), "max": round(0.5 / scale)}
     np.testing.assert_allclose(execute(q, {"x": x})["y"], np.clip(x, -0.25, 0.5), atol=scale)
 

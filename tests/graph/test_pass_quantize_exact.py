@@ -125,7 +125,7 @@ def test_recover_ints() -> None:
         recover_ints("w", real + np.float32(0.1), quant, 0)
 
 
-def _dense_fragment(weight: np.ndarray, weight_scale: np.ndarray, axis: int = 1,
+def _dense_fragment(weight: np.ndarray, weight_scale: np.ndarray | np.floating, axis: int = 1,
                     bias: np.ndarray | None = None) -> onnx.ModelProto:
     """x (zero point -128) → Gemm(x, DQ(weight)[, DQ(bias)]) → a QDQ pair → y, hand-made."""
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zx"], ["xq"]),

@@ -4,6 +4,7 @@ against onnxruntime's QuantizeLinear/DequantizeLinear."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -97,7 +98,7 @@ def test_weights_quantize_per_channel() -> None:
 def _ort_single(op: str, x: np.ndarray, scale: np.ndarray, axis: int | None = None,
                 zero: np.ndarray | None = None) -> np.ndarray:
     elem = TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT8
-    attrs = {} if axis is None else {"axis": axis}
+    attrs: dict[str, Any] = {} if axis is None else {"axis": axis}
     node = helper.make_node(op, ["x", "s", "z"], ["y"], **attrs)
     zero = np.zeros(scale.shape, np.int8) if zero is None else zero
     out = TensorProto.FLOAT if op == "DequantizeLinear" else TensorProto.INT8

@@ -3,6 +3,8 @@ the integer model's numbers independent of placement, with its accelerator regio
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,9 +23,10 @@ class _Builder:
         self.data, self.rng = data, rng
         self.nodes: list = []
         self.inits: dict[str, np.ndarray] = {}
-        self.shape = (2, data.draw(st.integers(1, 4)), data.draw(st.integers(3, 7)),
-                      data.draw(st.integers(3, 7)))
-        self.value, self.history = "x", [("x", self.shape)]
+        self.shape: tuple[int, ...] = (2, data.draw(st.integers(1, 4)), data.draw(st.integers(3, 7)),
+                                       data.draw(st.integers(3, 7)))
+        self.value = "x"
+        self.history: list[tuple[str, tuple[int, ...]]] = [("x", self.shape)]
 
     def const(self, shape: tuple[int, ...], positive: bool = False) -> str:
         name = f"k{len(self.inits)}"
@@ -31,7 +34,7 @@ class _Builder:
         self.inits[name] = np.abs(value) + 0.5 if positive else value
         return name
 
-    def add(self, op: str, inputs: list[str], shape: tuple[int, ...], **attrs: object) -> None:
+    def add(self, op: str, inputs: list[str], shape: tuple[int, ...], **attrs: Any) -> None:
         out = f"t{len(self.nodes)}"
         self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{len(self.nodes)}", **attrs))
         self.value, self.shape = out, shape

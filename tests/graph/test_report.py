@@ -41,7 +41,7 @@ def test_a_one_kernel_region_matches_the_cycle_models_whole_program_figures(pres
         assert kernel.dram_write_bytes == whole.dram_write_bytes
         compute = whole.modules["compute"]  # GEMM and ALU loop cycles ≤ ours ≤ all its busy ones
         assert compute.extra["gemm"] + compute.extra["alu"] <= kernel.compute_busy_cycles
-        assert kernel.compute_busy_cycles <= compute.busy  # type: ignore[operator]
+        assert kernel.compute_busy_cycles <= compute.busy
 
 
 def test_per_kernel_figures_add_up(residual: CompiledModel) -> None:

@@ -1,14 +1,17 @@
-"""Transformer encoder layers as exporters write them (``graph/ops/transformer.py``, issue
-[4/5]'s import): their float path equals onnxruntime, and compiled to int8 the six linear
+"""Transformer encoder layers as exporters write them (``graph/ops/transformer.py``, the
+encoders' import): their float path equals onnxruntime, and compiled to int8 the six linear
 layers run on the accelerator's dense (an N-D activation's MatMul flattened to a Gemm)
 while attention, Softmax, LayerNorm and GELU are float islands, every back end equal to
 the integer reference; and each refusal is one line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import ModelProto, helper
 from onnx_models import make_model, run_onnxruntime
 from transformer_models import encoder_layer
 
@@ -63,7 +66,7 @@ def test_a_matmul_of_tokens_by_a_matrix_becomes_a_flattened_gemm_with_its_bias()
     assert np.array_equal(model.run(x, backend="functional")["y"], model.reference(x)["y"])
 
 
-def _one(op: str, inputs: dict, constants: dict | None = None, opset: int = 17, **attrs: object) -> object:
+def _one(op: str, inputs: dict, constants: dict | None = None, opset: int = 17, **attrs: Any) -> ModelProto:
     node = helper.make_node(op, [*inputs, *(constants or {})], ["y"], name="n", **attrs)
     return make_model([node], inputs, ["y"], constants, opset=opset)
 
@@ -79,9 +82,9 @@ def _one(op: str, inputs: dict, constants: dict | None = None, opset: int = 17, 
     (lambda: _one("ReduceMean", {"x": [2, 3]}, axes=[2]),
      r"^node 'n' \(ReduceMean\) ReduceMean axes must lie within the 2 dimensions, not \(2,\)$"),
 ])
-def test_bad_transformer_nodes_are_one_line(model: object, message: str) -> None:
+def test_bad_transformer_nodes_are_one_line(model: Callable[[], ModelProto], message: str) -> None:
     with pytest.raises(ModelError, match=message):
-        import_onnx(model())  # type: ignore[operator]
+        import_onnx(model())
 
 
 def test_a_layer_norms_mean_and_inv_std_dev_are_its_functions_outputs() -> None:

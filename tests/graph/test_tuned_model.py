@@ -145,7 +145,7 @@ def test_the_plan_notes_survive_the_model_file(plans: dict[str, dict[str, Any]])
 def test_plans_must_be_kernel_keys_to_knobs(plans: object) -> None:
     with pytest.raises(ValueError, match=r"^plans must map kernel keys to knobs \(\{str: \{knob: value\}\}\), "
                                          r"not .*$"):
-        compile_model(residual_graph(), X, config="tiny", plans=plans)  # type: ignore[arg-type]
+        compile_model(residual_graph(), X, config="tiny", plans=plans)
 
 
 def test_the_plan_and_its_source_are_fields_of_the_kernel(default: CompiledModel,

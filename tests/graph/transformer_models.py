@@ -5,6 +5,8 @@ scaled by a Div, Softmax."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -38,7 +40,7 @@ def encoder_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64
              "three": scalar(3.0)}
     nodes: list[onnx.NodeProto] = []
 
-    def n(op: str, ins: list[str], out: str, **kw: object) -> str:
+    def n(op: str, ins: list[str], out: str, **kw: Any) -> str:
         nodes.append(helper.make_node(op, ins, [out], name=out, **kw))
         return out
 
@@ -62,8 +64,8 @@ def encoder_layer(seq: int = 16, hidden: int = 32, heads: int = 4, ffn: int = 64
     if masked:
         scores = n("Add", [scores, "mask_add"], "masked")
     probs = n("Softmax", [scores], "probs", axis=-1)
-    heads = n("Transpose", [n("MatMul", [probs, vh], "ctxh")], "ctxt", perm=[0, 2, 1, 3])
-    ctx = n("Reshape", [heads, "flat_shape"], "ctx")
+    merged = n("Transpose", [n("MatMul", [probs, vh], "ctxh")], "ctxt", perm=[0, 2, 1, 3])
+    ctx = n("Reshape", [merged, "flat_shape"], "ctx")
     h1 = layer_norm(n("Add", [n("MatMul", [ctx, "wo"], "attn"), "x"], "res1"), "g1", "be1", "ln1")
     f = n("Add", [n("MatMul", [h1, "w1"], "f0"), "b1"], "f1")
     if gelu == "erf":
@@ -96,12 +98,13 @@ def sentence_encoder(seq: int = 16, hidden: int = 32, vocabulary: int = 50, seed
     ``sentence``, the token embeddings ``tokens`` and the ids back (``ids``, int64)."""
     rng = np.random.default_rng(seed)
     layer = encoder_layer(seq=seq, hidden=hidden, seed=seed, masked=True)
-    inits = {"words": rng.standard_normal((vocabulary, hidden)).astype(np.float32),
-             "positions": (rng.standard_normal((1, seq, hidden)) * 0.1).astype(np.float32),
-             "eg": rng.uniform(0.5, 1.5, hidden).astype(np.float32), "eb": np.zeros(hidden, np.float32),
-             "axes12": np.array([1, 2], np.int64), "axis2": np.array([2], np.int64), "axis1": np.array([1], np.int64),
-             "big": np.array(-10000.0, np.float32), "one_f": np.array(1.0, np.float32),
-             "tiny": np.array(1e-9, np.float32), "expanded": np.array([1, seq, hidden], np.int64)}
+    inits: dict[str, np.ndarray] = {
+        "words": rng.standard_normal((vocabulary, hidden)).astype(np.float32),
+        "positions": (rng.standard_normal((1, seq, hidden)) * 0.1).astype(np.float32),
+        "eg": rng.uniform(0.5, 1.5, hidden).astype(np.float32), "eb": np.zeros(hidden, np.float32),
+        "axes12": np.array([1, 2], np.int64), "axis2": np.array([2], np.int64), "axis1": np.array([1], np.int64),
+        "big": np.array(-10000.0, np.float32), "one_f": np.array(1.0, np.float32),
+        "tiny": np.array(1e-9, np.float32), "expanded": np.array([1, seq, hidden], np.int64)}
     nodes = [
         helper.make_node("Gather", ["words", "input_ids"], ["w"]),
         helper.make_node("Add", ["w", "positions"], ["wp"]),

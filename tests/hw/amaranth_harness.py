@@ -22,9 +22,9 @@ def simulate_core(program: Program, max_cycles: int = 20000, counters: str = "al
     dut = Core(cfg, timing, counters=counters, shared_dma=shared_dma)
     bus_bytes = cfg.bus_bytes
     memory = bytearray(program.dram.tobytes()) + bytearray(4096)
-    out: dict[str, object] = {}
+    found: dict[str, int] = {}  # the counters, read by the testbench at the end
 
-    async def testbench(ctx) -> None:  # type: ignore[no-untyped-def]
+    async def testbench(ctx) -> None:
         a = lambda name: getattr(dut, f"m_axi_{name}")  # noqa: E731
         ctx.set(dut.insn_addr, program.insn_addr)
         ctx.set(dut.insn_count, program.insn_count)
@@ -71,15 +71,15 @@ def simulate_core(program: Program, max_cycles: int = 20000, counters: str = "al
                 write = [write[0] + bus_bytes, write[1] - 1, write[1] == 1]
         else:
             raise AssertionError(f"the core did not finish within {max_cycles} cycles")
-        out["counters"] = {c.value: ctx.get(dut.counters[k])
-                           for k, c in enumerate(dut.counter_set.counters)}
+        found.update({c.value: ctx.get(dut.counters[k])
+                      for k, c in enumerate(dut.counter_set.counters)})
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
     dram = np.frombuffer(bytes(memory[: len(program.dram)]), dtype=np.uint8).copy()
-    return dram, out["counters"]  # type: ignore[return-value]
+    return dram, found
 
 
 def simulate_core_on_ram(program: Program, timing: Timing | None = None, single_port: bool = False,
@@ -114,9 +114,10 @@ def simulate_core_on_ram(program: Program, timing: Timing | None = None, single_
             return m
 
     image = bytes(program.dram.tobytes()) + bytes(size - len(program.dram))
-    out: dict[str, object] = {}
+    found: dict[str, int] = {}  # the counters, read by the testbench at the end
+    read: list[bytes] = []  # and the DRAM
 
-    async def testbench(ctx) -> None:  # type: ignore[no-untyped-def]
+    async def testbench(ctx) -> None:
         assert ram.memory is not None  # (elaborated)
         for k in range(size // bus_bytes):
             word = int.from_bytes(image[k * bus_bytes:(k + 1) * bus_bytes], "little")
@@ -133,13 +134,13 @@ def simulate_core_on_ram(program: Program, timing: Timing | None = None, single_
             await ctx.tick()
         else:
             raise AssertionError(f"the core did not finish within {max_cycles} cycles")
-        out["counters"] = {c.value: ctx.get(core.counters[k]) for k, c in enumerate(core.counter_set.counters)}
-        out["dram"] = b"".join(ctx.get(ram.memory.data[k]).to_bytes(bus_bytes, "little")
-                               for k in range(-(-len(program.dram) // bus_bytes)))
+        found.update({c.value: ctx.get(core.counters[k]) for k, c in enumerate(core.counter_set.counters)})
+        read.append(b"".join(ctx.get(ram.memory.data[k]).to_bytes(bus_bytes, "little")
+                             for k in range(-(-len(program.dram) // bus_bytes))))
 
     sim = Simulator(Both())
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
-    dram = np.frombuffer(out["dram"][: len(program.dram)], dtype=np.uint8).copy()  # type: ignore[index]
-    return dram, out["counters"]  # type: ignore[return-value]
+    dram = np.frombuffer(read[0][: len(program.dram)], dtype=np.uint8).copy()
+    return dram, found

@@ -20,7 +20,7 @@ from openvta.isa.config import UOP_BYTES
 __all__ = ["FULL_RTL", "NARROW_STORE", "SAMPLE", "config_sample", "describe"]
 
 #: ``OPENVTA_FULL_RTL=1``: also the Verilator builds left out of ``make test`` for its 20
-#: minutes (README, "RTL").
+#: minutes (docs/RTL.md).
 FULL_RTL = bool(os.environ.get("OPENVTA_FULL_RTL"))
 
 MAX_MULTIPLIERS = 32

@@ -101,13 +101,13 @@ class SimulatedSerial:
                      for _ in range(min(count, len(self.from_device))))
 
     def write(self, data: bytes) -> int:
-        data = bytearray(data)
-        self.frames.append((data[1], int.from_bytes(data[2:6], "little")))
+        frame = bytearray(data)
+        self.frames.append((frame[1], int.from_bytes(frame[2:6], "little")))
         if self.writes in self.corrupt_writes:
-            data[-2] ^= 0x01
+            frame[-2] ^= 0x01
         self.writes += 1
-        self._queue(bytes(data))
-        return len(data)
+        self._queue(bytes(frame))
+        return len(frame)
 
     def read(self, count: int) -> bytes:
         return self._collect(count)

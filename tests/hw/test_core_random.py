@@ -354,4 +354,4 @@ def test_a_timing_the_rtl_cannot_build_is_refused(changes: dict[str, int], messa
 ])
 def test_lean_build_options_are_checked(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        LeanBuild(**options)  # type: ignore[arg-type]
+        LeanBuild(**options)

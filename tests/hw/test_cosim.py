@@ -182,7 +182,7 @@ def test_a_build_reports_its_start_and_end_to_the_progress_hook(
 @pytest.mark.parametrize("bad", [0, -5, 1.5])
 def test_max_cycles_must_be_positive(dummy_build: Path, bad: object) -> None:
     with pytest.raises(ValueError, match=rf"^max_cycles must be a positive integer, not {bad}$"):
-        runner.run(dummy_build, copy_program(), max_cycles=bad)  # type: ignore[arg-type]
+        runner.run(dummy_build, copy_program(), max_cycles=bad)
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def test_a_run_reports_its_cycles_to_the_progress_hook(dummy_build: Path) -> Non
 @pytest.mark.parametrize("bad", [3, "x"])
 def test_progress_must_be_callable(dummy_build: Path, bad: object) -> None:
     with pytest.raises(TypeError, match=rf"^progress must be callable or None, not {bad!r}$"):
-        runner.run(dummy_build, copy_program(), max_cycles=100, progress=bad)  # type: ignore[arg-type]
+        runner.run(dummy_build, copy_program(), max_cycles=100, progress=bad)
 
 
 # -- the back end ----------------------------------------------------------------------------

@@ -168,7 +168,7 @@ REJECTED = pytest.mark.usefixtures("no_unused_elaboratable")
 @pytest.mark.parametrize("bad", [1.0, "4", True, None])
 def test_counter_count_must_be_an_integer(bad: object) -> None:
     with pytest.raises(TypeError, match=rf"^counter_count must be an integer, not {re.escape(repr(bad))}$"):
-        ControlRegisters(bad)  # type: ignore[arg-type]
+        ControlRegisters(bad)
     gc.collect()
 
 

@@ -1,4 +1,4 @@
-"""The SDRAM controller (issue [5/5]) on the model of its part: every AXI burst keeps its
+"""The SDRAM controller on the model of its part: every AXI burst keeps its
 data, and the model's datasheet checks (an ``AssertionError`` naming the rule) hold on the
 controller's command stream — bursts that cross rows and banks, refresh through long idle
 spells and long bursts, read back-pressure."""
@@ -63,7 +63,7 @@ async def read_burst(ctx: SimulatorContext, c: SdramController, addr: int, beats
     ctx.set(c.s_axi_araddr, addr)
     ctx.set(c.s_axi_arlen, beats - 1)
     await handshake(ctx, c.s_axi_arvalid, c.s_axi_arready)
-    got = []
+    got: list[int] = []
     while len(got) < beats:
         ready = stall is None or stall.random() < 0.3
         ctx.set(c.s_axi_rready, ready)
@@ -75,7 +75,7 @@ async def read_burst(ctx: SimulatorContext, c: SdramController, addr: int, beats
     return got
 
 
-def simulate(bus_bytes: int, bench, read_beats: int = 4) -> None:  # type: ignore[no-untyped-def]
+def simulate(bus_bytes: int, bench, read_beats: int = 4) -> None:
     m, ctrl = system(bus_bytes, read_beats)
     sim = Simulator(m)
     sim.add_clock(1e-6 / CLOCK)
@@ -101,7 +101,7 @@ def beats_of(memory: bytearray, addr: int, bus_bytes: int, count: int) -> list[i
 @st.composite
 def bursts(draw: st.DrawFn, bus_bytes: int) -> list[tuple]:
     """Write and read bursts inside the simulated rows, never across 4 KiB."""
-    out = []
+    out: list[tuple] = []
     for _ in range(draw(st.integers(1, 5))):
         beats = draw(st.integers(1, 24))
         addr = draw(st.integers(0, (SIZE - beats * bus_bytes) // bus_bytes)) * bus_bytes
@@ -262,7 +262,7 @@ def test_two_masters_share_the_controller_burst_by_burst() -> None:
     sim.add_clock(1e-6 / CLOCK)
     seen: dict[int, list[int]] = {}
 
-    def master(k: int, base: int):  # type: ignore[no-untyped-def]
+    def master(k: int, base: int):
         async def bench(ctx: SimulatorContext) -> None:
             port = _Port(join, k)
             beats = [random.Random(k).getrandbits(64) for _ in range(32)]

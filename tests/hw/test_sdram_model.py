@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The SDRAM part's model (issue [5/5]): its timings in cycles, its storage through legal
+"""The SDRAM part's model: its timings in cycles, its storage through legal
 command streams, and each datasheet rule it enforces, with its message (Amaranth's
 simulator: a violation raises ``AssertionError`` naming the rule)."""
 

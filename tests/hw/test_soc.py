@@ -490,13 +490,13 @@ def test_a_lean_soc_reports_only_the_counters_it_has(tmp_path: Path, counters: s
 def test_a_compiled_conv2d_runs_on_the_ulx3s_image_simulated(tmp_path: Path, spec: str,
                                                              lean: LeanBuild | None) -> None:
     """The images built for the ULX3S (64 KiB of on-chip DRAM: the lean ``small`` of ``make
-    bitstream-ecp5``; the folded 16×16 core; README "FPGA"; ``tiny`` with every counter runs
+    bitstream-ecp5``; the folded 16×16 core; docs/FPGA.md; ``tiny`` with every counter runs
     on the board back end's tests above, a lean ``tiny`` core in test_core_random) run a compiled conv2d
     layer through the UART bridge, equal to the functional simulator, with the cycle
     counter alone (REG_COUNTERS names it and nothing else).  Only the UART
     divisor differs from the bitstream's (4 clock cycles a bit instead of 217), so that the
     upload takes thousands of cycles, not millions.  A lean image takes the cycles the
-    cycle model gives its timing, within 2 % (issue [5/5]'s bound on GEMMs)."""
+    cycle model gives its timing, within 2 % (the model's bound on GEMMs)."""
     from openvta.api import compile as compile_operator
     from openvta.compiler.layout import unpack_by_layout
     from openvta.hw.fpga.boards import BOARDS

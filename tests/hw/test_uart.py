@@ -557,7 +557,7 @@ def test_axi_ram_size_is_checked() -> None:
                                          r"not 3072$"):
         AxiRam(3072, 4)
     with pytest.raises(TypeError, match=r"^mem_bytes must be an integer, not '1k'$"):
-        AxiRam("1k", 4)  # type: ignore[arg-type]
+        AxiRam("1k", 4)
     for bad in (3, 256):
         with pytest.raises(ValueError, match=rf"^bus_bytes must be a power of two between 1 and "
                                              rf"128, not {bad}$"):

@@ -658,7 +658,7 @@ def _run_arbiter_writes(count: int, requests: dict[int, int], bus_bits: int = 64
     dut = AxiArbiter(count, bus_bits)
     plans = {i: [(0x1000 * (i + 1) + 0x100 * k, 1 + (i + 2 * k) % 3) for k in range(n)]
              for i, n in requests.items()}
-    written: dict[int, int] = {}
+    written: dict[int, tuple[int, int]] = {}  # address → (data, strobes)
     responses: dict[int, int] = {i: 0 for i in requests}
     grants: list[int] = []
 
@@ -754,7 +754,7 @@ def test_arbiter_grants_writes_round_robin(count: int, requests: dict[int, int])
     (lambda: DmaReader((), 32, 4), r"^a DMA engine needs at least one element width$"),
     (lambda: DmaReader((32, 24), 32, 4),
      r"^DMA element width must be a power of two of at least 8 bits, not 24$"),
-    (lambda: DmaWriter((32, 128), 32, 4),  # type: ignore[arg-type]
+    (lambda: DmaWriter((32, 128), 32, 4),
      r"^DMA element width must be a power of two of at least 8 bits, not \(32, 128\)$"),
     (lambda: DmaWriter(32, 32, 257), r"^DMA burst length must be 1\.\.256 beats, not 257$"),
     (lambda: AxiArbiter(0, 32), r"^arbiter master count must be at least 1, not 0$"),

@@ -157,9 +157,9 @@ def test_custom_config_name():
 def test_config_is_frozen_and_hashable(name):
     cfg = preset(name)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cfg.LOG_BLOCK = 1  # type: ignore[misc]
+        cfg.LOG_BLOCK = 1
     with pytest.raises(TypeError):
-        cfg.extras["TARGET"] = "sim"  # type: ignore[index]
+        cfg.extras["TARGET"] = "sim"
     twin = Config.from_dict(cfg.to_dict())
     assert twin == cfg and twin is not cfg
     assert hash(twin) == hash(cfg)

@@ -14,9 +14,9 @@ def test_counter_names_are_unique():
 def test_counter_names_are_lower_snake_case_and_str():
     for counter in Counter:
         assert counter.value == counter.name.lower()
-        assert isinstance(counter, str)
         assert str(counter) == counter.value
         assert {counter.value: 1}[counter] == 1  # usable as a result's dict key
+        assert isinstance(counter, str)
 
 
 def test_every_counter_is_documented():

@@ -55,7 +55,7 @@ def uops_in_dram(program: Program, insn: MemInsn) -> list[Uop]:
 
 def test_builder_needs_a_config() -> None:
     with pytest.raises(TypeError, match=r"^cfg must be a Config, not str$"):
-        ProgramBuilder("tiny")  # type: ignore[arg-type]
+        ProgramBuilder("tiny")
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint32"])

@@ -47,7 +47,7 @@ def test_code_goes_after_the_last_placed_tensor(tiny: Config) -> None:
 def test_a_placed_address_must_be_aligned(tiny: Config, addr: object) -> None:
     with pytest.raises(BuildError, match=rf"^tensor 'x' addr must be a non-negative multiple of 16 bytes "
                                          rf"\(the DRAM alignment\), not {addr!r}$"):
-        ProgramBuilder(tiny).tensor("x", shape=(4,), addr=addr)  # type: ignore[arg-type]
+        ProgramBuilder(tiny).tensor("x", shape=(4,), addr=addr)
 
 
 def test_a_placed_name_is_still_unique(tiny: Config) -> None:

@@ -56,9 +56,9 @@ def test_unknown_backend_lists_the_available_ones() -> None:
 def test_run_needs_a_program() -> None:
     device = Device("functional")
     with pytest.raises(TypeError, match=r"^program must be a Program, not str$"):
-        device.run("prog.npz")  # type: ignore[arg-type]
+        device.run("prog.npz")
     with pytest.raises(TypeError, match=r"^program must be a Program, not ndarray$"):
-        device.run(np.zeros(16, np.uint8))  # type: ignore[arg-type]
+        device.run(np.zeros(16, np.uint8))
 
 
 def test_functional_options(tiny: Config) -> None:

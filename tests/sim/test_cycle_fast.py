@@ -211,7 +211,7 @@ def test_event_by_event_is_a_device_option() -> None:
 def test_event_by_event_must_be_a_bool() -> None:
     program = ProgramBuilder(preset("tiny")).finish()
     with pytest.raises(TypeError, match=r"^event_by_event must be a bool, not 1$"):
-        CycleModel(program, event_by_event=1)  # type: ignore[arg-type]
+        CycleModel(program, event_by_event=1)
     with pytest.raises(TypeError, match=r"^event_by_event must be a bool, not 'yes'$"):
         Device("cycle", event_by_event="yes")
 

@@ -7,6 +7,8 @@ symbols carry, and falls back to the moved bytes, saying so, for a program witho
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -18,9 +20,9 @@ from openvta.sim.cycle import CycleReport, simulate_cycles
 
 
 def _report(**figures: int) -> CycleReport:
-    base = dict(cycles=1000, modules={}, macs=2560, peak_macs_per_cycle=256, dram_read_bytes=8000,
+    base: dict[str, Any] = dict(cycles=1000, modules={}, macs=2560, peak_macs_per_cycle=256, dram_read_bytes=8000,
                 dram_write_bytes=800, bus_bytes=8, clock_mhz=100.0)
-    return CycleReport(**{**base, **figures})  # type: ignore[arg-type]
+    return CycleReport(**{**base, **figures})
 
 
 def test_ideal_bound_by_hand_memory_bound() -> None:
@@ -63,6 +65,7 @@ def test_a_compiled_strided_conv_reports_its_compulsory_bytes() -> None:
     op = openvta.operator("conv2d", config="tiny", ci=4, co=8, hw=8, kernel=1, stride=2)
     program = op.build()
     report = openvta.simulate(program, backend="cycle").report
+    assert report is not None
     read, write = 4 * 4 * 4 + 8 * 4 + 8 * 4, 8 * 4 * 4     # a quarter of the input, weights, bias
     assert (report.compulsory_read_bytes, report.compulsory_write_bytes) == (read, write)
     assert read + write == op.compulsory_bytes
@@ -86,6 +89,7 @@ def test_resnet18_layers_are_compute_bound_at_the_ideal(layer: str, vthreads: in
     program = openvta.compile("conv2d", layer=f"resnet18.{layer}", vthreads=vthreads, config="default",
                               inputs={k: operands[k] for k in ("data", "weight", "bias")})
     report = openvta.simulate(program, backend="cycle").report
+    assert report is not None
     assert report.ideal_source == "compulsory"
     assert report.ideal_bound == "compute"
     assert report.ideal_cycles == report.compute_bound_cycles

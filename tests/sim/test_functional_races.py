@@ -68,7 +68,7 @@ def _elements(index: np.ndarray | slice | Rows) -> list[int]:
 def _outcome(program: Program, naive: bool) -> tuple[str, str] | bytes:
     sim = FunctionalSimulator(program)
     if naive:
-        sim.machine.races = NaiveRaces(sim.machine)  # type: ignore[assignment]
+        sim.machine.races = NaiveRaces(sim.machine)
     try:
         return sim.run().dram.tobytes()
     except SimulationError as exc:

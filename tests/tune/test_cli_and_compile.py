@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from openvta.cli import main
 from openvta.progress import ProgressDisplay
 from openvta.tune.records import best_plans, plan_kwargs, read_records
 
-SHAPE = {"batch": 4, "in_features": 64, "out_features": 64}
+SHAPE: dict[str, Any] = {"batch": 4, "in_features": 64, "out_features": 64}
 ARGS = ["--batch", "4", "--in", "64", "--out", "64", "--config", "tiny"]
 
 
@@ -48,11 +49,12 @@ def test_the_command_prints_a_table_against_the_default(log: Path, capsys: pytes
 
 
 def test_the_progress_line_shows_trials_and_the_best() -> None:
-    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
     with ProgressDisplay("tune dense", console=console, delay_s=0) as show:
         tune.tune(tune.space("dense", config="tiny", **SHAPE), trials=9, tuner="grid", batch_size=4,
                   progress=show)
-    drawn = console.file.getvalue()  # type: ignore[attr-defined]
+    drawn = screen.getvalue()
     assert "tune dense: trials, best " in drawn and " cycles" in drawn and "/ 9" in drawn
 
 

@@ -15,21 +15,21 @@ RUN = {"trials": 12, "tuner": "xgb", "batch_size": 4, "seed": 5}
 
 @pytest.fixture(scope="module")
 def serial() -> list[tune.Record]:
-    return tune.tune(SPACE, executor="serial", **RUN).records  # type: ignore[arg-type]
+    return tune.tune(SPACE, executor="serial", **RUN).records
 
 
 def test_local_processes_write_the_serial_records(serial: list[tune.Record]) -> None:
-    assert tune.tune(SPACE, executor="local:2", **RUN).records == serial  # type: ignore[arg-type]
+    assert tune.tune(SPACE, executor="local:2", **RUN).records == serial
 
 
 def test_a_dask_cluster_writes_the_serial_records(serial: list[tune.Record], dask_address: str) -> None:
-    result = tune.tune(SPACE, executor=dask_address, **RUN)  # type: ignore[arg-type]
+    result = tune.tune(SPACE, executor=dask_address, **RUN)
     assert result.records == serial and result.jobs == 12
 
 
 def test_any_executor_writes_the_serial_records(serial: list[tune.Record]) -> None:
     with ThreadPoolExecutor(3) as pool:
-        assert tune.tune(SPACE, executor=pool, **RUN).records == serial  # type: ignore[arg-type]
+        assert tune.tune(SPACE, executor=pool, **RUN).records == serial
 
 
 def test_the_serial_executor_hands_errors_to_the_future() -> None:
@@ -53,7 +53,7 @@ def test_an_unreachable_dask_scheduler_is_one_error() -> None:
 ])
 def test_bad_executors_are_one_line_errors(spec: object, message: str) -> None:
     with pytest.raises(tune.ExecutorError, match=message):
-        with open_executor(spec):  # type: ignore[arg-type]
+        with open_executor(spec):
             pass
 
 

@@ -49,6 +49,7 @@ def test_the_roofline_counts_the_epilogue_and_bounds_the_cycles(name: str, param
     for index in space.valid_indices()[::53][:3]:
         op = space.operator_for(index)
         report = openvta.simulate(op.build(), backend="cycle").report
+        assert report is not None
         named = named_features(name, cfg, space.params, space.get(index))
         assert 0 < named["alu_cycles"] <= report.counters["alu_busy_cycles"]
         compute = named["macs"] / (cfg.BATCH * cfg.BLOCK_IN * cfg.BLOCK_OUT) + named["alu_cycles"]

@@ -17,7 +17,7 @@ DEFAULT = {"cob": 4, "yb": 4, "xb": 8, "icb": 4, "vthreads": 1, "split": "co"}  
 
 
 def _job(knobs: dict[str, object], **options: object) -> MeasureJob:
-    return MeasureJob("conv2d", SPACE.params, SPACE.cfg.to_dict(), knobs, **options)  # type: ignore[arg-type]
+    return MeasureJob("conv2d", SPACE.params, SPACE.cfg.to_dict(), knobs, **options)
 
 
 def test_a_job_measures_what_the_facade_measures() -> None:
@@ -27,11 +27,12 @@ def test_a_job_measures_what_the_facade_measures() -> None:
     inputs = openvta.api.random_operands(op, OPERAND_SEED)
     result = openvta.simulate(op.build(inputs), backend="cycle")
     assert np.array_equal(result["out"], op.reference(inputs))
+    assert result.report is not None
     assert outcome == tune.Outcome(cycles=result.report.cycles, utilization=result.report.utilization)
 
 
 def test_the_planners_choice_is_the_default() -> None:
-    assert SPACE.get(SPACE.default_index()) == DEFAULT  # type: ignore[arg-type]
+    assert SPACE.get(SPACE.default_index()) == DEFAULT
 
 
 def test_a_job_pickles_as_plain_data() -> None:
@@ -93,7 +94,7 @@ def test_a_configuration_the_space_refuses_is_refused_by_lowering_too() -> None:
 @pytest.mark.slow
 def test_a_job_measures_on_the_rtl_too() -> None:
     space = tune.space("dense", layer="dense_1x16x16", config="tiny")
-    knobs = space.get(space.default_index())  # type: ignore[arg-type]
+    knobs = space.get(space.default_index())
     jobs = {backend: MeasureJob("dense", space.params, space.cfg.to_dict(), knobs, backend=backend,
                                 max_cycles=10_000) for backend in ("cycle", "rtl")}
     model, rtl = run_job(jobs["cycle"]), run_job(jobs["rtl"])
@@ -124,7 +125,7 @@ class _CyclesOnly:
     def __init__(self, **options: object) -> None:
         from openvta.sim.cycle import CycleBackend
 
-        self.inner = CycleBackend(**options)  # type: ignore[arg-type]
+        self.inner = CycleBackend(**options)
 
     def run(self, program: openvta.Program) -> Result:
         result = self.inner.run(program)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,7 @@ from openvta.compiler.ops import REGISTRY
 from openvta.compiler.ops.conv2d import Conv2dPlan, check_conv2d_plan
 from openvta.isa import preset
 
-SMALL_CONV = {"hw": 8, "ci": 16, "co": 16, "kernel": 3, "pad": 1}
+SMALL_CONV: dict[str, Any] = {"hw": 8, "ci": 16, "co": 16, "kernel": 3, "pad": 1}
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
@@ -132,9 +134,9 @@ def test_the_kernel_key_names_operator_shape_epilogue_and_hardware() -> None:
     (lambda: tune.space("elementwise", layer="x", batch=1), ValueError,
      r"^elementwise has no named layers, not 'x'$"),
 ])
-def test_space_errors_are_one_line(call: object, error: type, message: str) -> None:
+def test_space_errors_are_one_line(call: Callable[[], object], error: type, message: str) -> None:
     with pytest.raises(error, match=message):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_ids_and_knobs_out_of_range_are_refused() -> None:

@@ -31,7 +31,7 @@ def test_every_trial_is_valid_distinct_and_the_default_comes_first(tuner: str) -
     assert len(indices) == len(set(indices)) == result.jobs == 20
     assert indices[0] == SPACE.default_index()
     assert all(not SPACE.check(i) for i in indices)
-    assert result.best().cycles <= result.default.cycles  # type: ignore[union-attr, operator]
+    assert result.best().cycles <= result.default.cycles
 
 
 def test_resuming_a_log_measures_nothing_again(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_the_numpy_model_is_the_fallback_without_xgboost(monkeypatch: pytest.Mon
                                          r"'numpy' works without it$"):
         cost_models.cost_model("xgb")
     result = tune.tune(SPACE, trials=16, tuner="xgb", batch_size=4, seed=0)
-    assert result.jobs == 16 and result.best().cycles <= result.default.cycles  # type: ignore[union-attr, operator]
+    assert result.jobs == 16 and result.best().cycles <= result.default.cycles
 
 
 def test_the_ridge_model_fits_a_quadratic_exactly() -> None:
@@ -114,7 +114,7 @@ def test_transfer_trains_the_model_before_the_first_measurement(tmp_path: Path) 
 ])
 def test_bad_arguments_are_one_line_errors(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        tune.tune(SPACE, **kwargs)  # type: ignore[arg-type]
+        tune.tune(SPACE, **kwargs)
 
 
 def test_a_malformed_log_stops_the_run_before_measuring(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_an_elementwise_space_is_tuned_through() -> None:
     space = tune.space("elementwise", batch=2, channels=64, shift=4, relu=True, config="tiny")
     result = tune.tune(space, trials=50, tuner="grid")
     assert result.jobs == space.valid_count() == 12
-    assert all(r.ok or r.error["kind"] == "timeout" for r in result.records)  # type: ignore[index]
+    assert all(r.ok or r.error["kind"] == "timeout" for r in result.records)
 
 
 @pytest.mark.parametrize("tuner", ["xgb", "anneal"])
@@ -136,7 +136,7 @@ def test_a_conv2d_space_is_searched_by_the_model_and_by_annealing(tuner: str) ->
     space = tune.space("conv2d", config="tiny", hw=8, ci=16, co=16, kernel=3, pad=1)
     result = tune.tune(space, trials=20, tuner=tuner, batch_size=8, seed=0, model="numpy")
     assert result.jobs == 20 and len({r.index for r in result.records}) == 20
-    assert result.best().cycles <= result.default.cycles  # type: ignore[union-attr, operator]
+    assert result.best().cycles <= result.default.cycles
 
 
 def test_the_first_xgb_batch_is_spread_over_every_knobs_values() -> None:

@@ -1,6 +1,6 @@
 """Write the committed program files that tests/test_golden_programs.py compiles against.
 
-They were written once, before issue [1/5]'s refactoring (one operator, one descriptor),
+They were written once, before the refactoring to one operator, one descriptor,
 so that every shape that compiled then is proven to compile to the same bytes now:
 ResNet-18 C2–C11 on ``default`` with 1 and 2 virtual threads (no inputs: zeros in DRAM,
 the instructions and micro-ops are the program) and each accelerator region of the digits
@@ -40,7 +40,7 @@ def digits_programs() -> Iterator[tuple[str, Program]]:
     sys.path.insert(0, str(ROOT / "examples" / "digits"))
     from digits_data import load_split
 
-    # conv1 kept on the CPU, as it was when these files were written (issue [3/5] packs it)
+    # conv1 kept on the CPU, as it was when these files were written (it is packed now)
     model = openvta.compile_model(ROOT / "examples" / "digits" / "digits.onnx", load_split()[0],
                                   cpu_nodes=["conv1"])
     for region in model.graph.regions:
@@ -64,5 +64,5 @@ def programs() -> Iterator[tuple[str, Program]]:
 
 if __name__ == "__main__":
     for name, program in programs():
-        np.savez_compressed(HERE / f"{name}.npz", **entries(program))
+        np.savez_compressed(HERE / f"{name}.npz", allow_pickle=False, **entries(program))
         print(name, program.insn_count, "instructions")
