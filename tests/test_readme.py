@@ -34,7 +34,7 @@ FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)  # indented in li
 #: commands of the pages that are not run here, and why
 NOT_RUN = {
     "make test": "it is this test suite",
-    "openvta bitstream --board ulx3s-85f": "the same ECP5 build as make bitstream-ecp5",
+    "openvta bitstream --board ulx3s-85f": "ECP5 builds of minutes each (make bitstream-ecp5, -ecp5-sdram)",
     "--port /dev/ttyUSB0": "needs an FPGA board on a serial port",
 }
 
