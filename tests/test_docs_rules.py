@@ -5,7 +5,7 @@
 - No Markdown table cell of README.md or of docs/ (subfolders included) is over 120
   characters: a longer one is prose and goes below its table.
 - No issue numbers (``issue 24``, ``issues [5/6]``, ``[3/5]``) in the user docs
-  (README.md, docs/ but DECISIONS.md, examples/*/README.md) nor in the docstrings of the
+  (README.md, docs/, examples/*/README.md) nor in the docstrings of the
   package's modules, classes and functions; CHANGELOG.md, the history, may cite them.
 - Every figure of docs/FIGURES.md, one ``###`` section each, says how to reproduce it (a
   line ``Command: `...` ``) and when it was measured (a line ``Measured: YYYY-MM-DD, ...``).
@@ -83,8 +83,7 @@ def test_no_table_cell_is_over_120_characters() -> None:
 
 
 def _user_pages() -> list[Path]:
-    return [README, *(p for p in _docs_pages() if p.name != "DECISIONS.md"),
-            *sorted((ROOT / "examples").glob("*/README.md"))]
+    return [README, *_docs_pages(), *sorted((ROOT / "examples").glob("*/README.md"))]
 
 
 def test_the_user_docs_cite_no_issue_numbers() -> None:
