@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from .errors import ExecutionError, OpError
-from .ir import Graph, Node
+from .ir import DType, Graph, Node
 from .registry import op_def
 
 __all__ = ["execute", "run_node", "Observer"]
@@ -40,7 +40,8 @@ def run_node(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> np.n
     """
     args = [values[name] for name in node.inputs]
     try:
-        kernel = op_def(node.op).kernel(graph.types[node.inputs[0]].dtype)
+        dtype = graph.types[node.inputs[0]].dtype if node.inputs else DType.FLOAT32
+        kernel = op_def(node.op).kernel(dtype)
         return kernel(args, node.attrs)
     except (OpError, ValueError) as exc:
         raise ExecutionError(f"node {node.label} failed: {exc}") from None

@@ -89,6 +89,8 @@ class Op(enum.Enum):
     JOIN_WIDE = "JoinWide"
     TABLE = "Table"
     IM2COL = "Im2Col"
+    #: an ONNX node openvta has no kernel for, run by ONNX's reference implementation
+    ONNX_REFERENCE = "OnnxReference"
 
 
 class RequantMode(enum.Enum):
@@ -99,6 +101,10 @@ class RequantMode(enum.Enum):
     FIXED = "fixed"
     EXACT = "exact"
 
+
+#: Attributes the text dump leaves out: a fallback node's one-node ONNX model (base64), and its
+#: operator and output shape, which the line shows anyway.
+HIDDEN_ATTRS = frozenset({"onnx_model", "op_type", "out_shape"})
 
 AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], DType, RequantMode]
 
@@ -163,8 +169,8 @@ class Attrs(Mapping[str, AttrValue]):
         return Attrs(merged)
 
     def text(self) -> str:
-        """``key=value`` pairs for the text dump."""
-        return " ".join(f"{k}={_show(v)}" for k, v in self._items)
+        """``key=value`` pairs for the text dump (not a fallback node's ONNX model)."""
+        return " ".join(f"{k}={_show(v)}" for k, v in self._items if k not in HIDDEN_ATTRS)
 
 
 def _show(value: AttrValue) -> str:
@@ -285,9 +291,17 @@ class Node:
             object.__setattr__(self, "attrs", Attrs(self.attrs))
 
     @property
+    def op_name(self) -> str:
+        """The op's name: the ONNX operator of a fallback node (``Op.ONNX_REFERENCE``)."""
+        if self.op is Op.ONNX_REFERENCE:
+            kind = self.attrs.get("op_type")
+            return kind if isinstance(kind, str) else self.op.value
+        return self.op.value
+
+    @property
     def label(self) -> str:
         """``'name' (Op)``, how errors name a node."""
-        return f"{self.name!r} ({self.op.value})"
+        return f"{self.name!r} ({self.op_name})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -369,7 +383,7 @@ class Graph:
                 notes.append(str(node.placement))
             if node.group is not None:
                 notes.append(f"group {node.group}")
-            lines.append(f"  {outs} = {node.op.value}({', '.join(node.inputs)}){attrs}"
+            lines.append(f"  {outs} = {node.op_name}({', '.join(node.inputs)}){attrs}"
                          f"  # {' · '.join(notes)}")
         lines.append(f"  output {', '.join(self.outputs)}")
         lines.extend(f"  {line}" for region in self.regions for line in region.describe())

@@ -4,18 +4,12 @@ own backend tests run against openvta's operators.
 ``prepare(model)`` imports the model (:func:`~openvta.graph.frontends.onnx.import_onnx`:
 an older opset upgraded, shapes fixed, constants folded by ``onnx.reference`` — compile
 time) and simplifies it as ``compile_model`` does; ``run(inputs)`` executes it with
-openvta's own numpy references (:func:`~openvta.graph.execute.execute`), never
-``onnx.reference`` nor onnxruntime.  A node test feeds as inputs what a model holds as
+openvta's own numpy references (:func:`~openvta.graph.execute.execute`), and the nodes it
+has no kernel for with ONNX's reference kernels (the fallback, as a compiled model runs them
+on the CPU); never onnxruntime.  A node test feeds as inputs what a model holds as
 constants (a Reshape's shape, Clip's bounds): a model that does not import with those as
 inputs is imported again, without folding anything, with its inputs that are not
 float32 made constants, or else every input but the first; once per set of values.
-
-A model of integer tensors (int8 to int32, uint8 to uint64: ``Add`` of two ``uint16``)
-runs on the float path exactly: its tensors are widened to float32 (int64 stays, as
-shapes and pads), every value the run makes is checked to be an integer float32 holds
-exactly (``|v| <= 2**24``, else a one-line :class:`ModelError`), and each output is cast
-back to its type with the integer type's wrap-around.  Only operators whose float result
-on integers is the integer result are widened (not AveragePool's mean, not Softmax).
 
 Examples
 --------
@@ -41,74 +35,10 @@ from .errors import ModelError
 from .execute import execute
 from .frontends.onnx import import_onnx
 from .ir import Graph
-from .ops.indexing import ROUNDING_CASTS
 from .passes.infer_shapes import infer_shapes
 from .passes.simplify import simplify
 
 __all__ = ["OpenvtaBackend", "OpenvtaRep", "prepare", "run_model", "supports_device"]
-
-#: The largest integer magnitude below which float32 holds every integer exactly.
-EXACT_INTEGER = 2 ** 24
-#: Operators whose float32 result on integer values is the integer result (while exact).
-_INTEGER_EXACT_OPS = frozenset({"Add", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity",
-                                "MaxPool", "Mul", "Pad", "Pow", "Relu", "Reshape", "Squeeze", "Sub",
-                                "Transpose", "Unsqueeze"})
-
-
-#: Operators whose float32 result on values of a narrower float type is exact (they move
-#: or pick values, or round them: Cast).
-_NARROW_EXACT_OPS = frozenset({"Cast", "Clip", "Concat", "Constant", "Dropout", "Flatten", "Identity", "MaxPool",
-                               "Pad", "Relu", "Reshape", "Squeeze", "Transpose", "Unsqueeze"})
-
-
-def _widened_types() -> dict[int, np.dtype]:
-    """numpy's integer types but int64, and the narrower types Cast rounds to (FLOAT16,
-    BFLOAT16, the FLOAT8s, FLOAT4E2M1, FLOAT8E8M0, the 4- and 2-bit integers: float32 holds
-    each of their values exactly), by ONNX type number."""
-    from onnx import TensorProto, helper
-
-    integers = (TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.UINT8, TensorProto.UINT16,
-                TensorProto.UINT32, TensorProto.UINT64)
-    return {t: np.dtype(helper.tensor_dtype_to_np_dtype(t)) for t in (*integers, *sorted(ROUNDING_CASTS))}
-
-
-def _widen(proto: Any) -> tuple[Any, dict[str, np.dtype], bool]:
-    """``proto`` with its integer and narrow-float data tensors made float32, the type of
-    every output widened, and whether any was an integer (``proto`` itself when none was)."""
-    from onnx import TensorProto, numpy_helper
-
-    widened = _widened_types()
-    copy = type(proto)()
-    copy.CopyFrom(proto)
-    graph = copy.graph
-    values = [v for v in [*graph.input, *graph.output, *graph.value_info] if v.type.tensor_type.elem_type in widened]
-    tensors = [t for t in [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]
-               if t.data_type in widened]
-    if not values and not tensors:
-        return proto, {}, False
-    integer = any(widened[v.type.tensor_type.elem_type].kind in "iu" for v in values) \
-        or any(widened[t.data_type].kind in "iu" for t in tensors)
-    exact = _INTEGER_EXACT_OPS | {"Cast"} if integer else _NARROW_EXACT_OPS
-    for node in graph.node:
-        if node.op_type not in exact:
-            which = "integer" if integer else "narrow float"
-            raise ModelError(f"node {node.name or node.op_type!r} ({node.op_type}) on {which} tensors is not "
-                             f"supported; such models run only {', '.join(sorted(exact))}")
-    outputs = {v.name: widened[v.type.tensor_type.elem_type] for v in graph.output
-               if v.type.tensor_type.elem_type in widened}
-    for value in values:
-        value.type.tensor_type.elem_type = TensorProto.FLOAT
-    for tensor in tensors:
-        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
-    return copy, outputs, integer
-
-
-def _check_exact(name: str, value: np.ndarray) -> None:
-    if value.dtype == np.float32 and value.size and (
-            np.abs(value).max() > EXACT_INTEGER or not np.array_equal(value, np.round(value))):
-        raise ModelError(f"integer model value {name!r} leaves the integers float32 holds exactly "
-                         f"(|v| <= 2**24), so the float path cannot run it exactly")
-
 
 def _array(value: Any) -> np.ndarray:
     """An input as an array (ONNX's test data holds the narrow types as ``TensorProto``)."""
@@ -121,8 +51,7 @@ class OpenvtaRep(BackendRep):
     """A prepared model: ``run`` executes it on openvta's float references."""
 
     def __init__(self, proto: Any) -> None:
-        self.proto, self._integer_outputs, self._integer = _widen(proto)
-        proto = self.proto
+        self.proto = proto
         constants = {init.name for init in proto.graph.initializer}
         self.inputs = [v.name for v in proto.graph.input if v.name not in constants]
         self.outputs = [v.name for v in proto.graph.output]
@@ -148,6 +77,8 @@ class OpenvtaRep(BackendRep):
         if self._static is not None:
             return self._static
         error = self._error
+        if any(v.dtype.kind in "OSU" for v in feeds.values()):
+            raise error  # a sequence, an optional or strings: no constant makes it importable
         for chosen in ({k: v for k, v in feeds.items() if v.dtype != np.float32},
                        {k: v for k, v in feeds.items() if k != self.inputs[0]}):
             if not chosen:
@@ -165,24 +96,16 @@ class OpenvtaRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The model's outputs for ``inputs`` (a list in the model's input order, or a
         mapping by name), in its output order."""
-        if isinstance(inputs, dict):
-            feeds = {k: _array(v) for k, v in inputs.items()}
-        else:
-            given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            feeds = {name: _array(v) for name, v in zip(self.inputs, given)}
-        if self._integer_outputs:
-            feeds = {k: v.astype(np.float32) if (v.dtype.kind in "iuV" or v.dtype == np.float16)
-                     and v.dtype != np.int64 else v for k, v in feeds.items()}
+        given = inputs if isinstance(inputs, dict) else dict(
+            zip(self.inputs, [inputs] if isinstance(inputs, np.ndarray) else list(inputs)))
+        if any(isinstance(v, (list, tuple)) or v is None for v in given.values()):  # a sequence, an optional
+            if self._static is None:
+                raise self._error
+            raise ModelError("the model's inputs must be tensors, not sequences or optionals")
+        feeds = {k: _array(v) for k, v in given.items()}
         graph = self._graph(feeds)
-        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs},
-                         observe=_check_exact if self._integer else None)
-        return tuple(self._typed(name, np.asarray(values[name])) for name in self.outputs)
-
-    def _typed(self, name: str, value: np.ndarray) -> np.ndarray:
-        dtype = self._integer_outputs.get(name)
-        if dtype is None:
-            return value
-        return value.astype(np.int64).astype(dtype) if dtype.kind in "iu" else value.astype(dtype)
+        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs})
+        return tuple(np.asarray(values[name]) for name in self.outputs)
 
 
 class OpenvtaBackend(Backend):

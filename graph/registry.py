@@ -18,17 +18,18 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from .ir import Op
-from .ops import elementwise, indexing, linear, pool, quant, shape, tensor, transformer
+from .ops import elementwise, indexing, linear, onnx_reference, pool, quant, shape, tensor, transformer
 from .ops.base import OpDef
 
 __all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "QUANT_OPS", "check_registry", "op_def"]
 
 REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
-    d.op: d for module in (linear, elementwise, pool, shape, quant, tensor, transformer, indexing)
+    d.op: d for module in (linear, elementwise, pool, shape, quant, tensor, transformer, indexing, onnx_reference)
     for d in module.DEFS})
 
-# The integer graph's own ops; every other op is an ONNX op of the same name.
-INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE, Op.IM2COL})
+# The integer graph's own ops and the fallback; every other op is an ONNX op of the same name.
+INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE, Op.IM2COL,
+                          Op.ONNX_REFERENCE})
 # The ops only an integer graph holds (Im2Col, which simplify makes, is in float graphs too).
 QUANT_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE})
 ONNX_OPS = frozenset(REGISTRY) - INTERNAL_OPS

@@ -186,16 +186,24 @@ def graph_to_json(graph: Graph, prefix: str) -> tuple[dict[str, object], dict[st
     return data, arrays
 
 
+def _typed(array: np.ndarray, t: TensorType | None) -> np.ndarray:
+    if t is not None and array.dtype.kind == "V" and array.dtype.itemsize == t.dtype.itemsize:
+        return array.view(t.dtype.numpy)
+    return array
+
+
 def graph_from_json(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], what: str) -> Graph:
     """The graph described by ``data`` (one-line :class:`ModelError` if it is malformed)."""
     try:
-        constants = {name: arrays[key] for name, key in data["constants"].items()}
+        types = {k: _type_value(t) for k, t in data["types"].items()}
+        # (npz keeps the ml_dtypes types, bfloat16 and the float8s, as raw bytes: viewed back)
+        constants = {name: _typed(arrays[key], types.get(name)) for name, key in data["constants"].items()}
         memory = None if data["memory"] is None else MemoryPlan(**data["memory"])
         regions = tuple(_region_value(r, arrays, what) for r in data["regions"])
         kernels = [_kernel_value(k, arrays) for k in data.get("kernels", ())]  # format 1 has none
         graph = Graph(str(data["name"]), tuple(data["inputs"]), tuple(data["outputs"]),
                       tuple(_node_value(n) for n in data["nodes"]), constants,
-                      {k: _type_value(t) for k, t in data["types"].items()}, memory, regions,
+                      types, memory, regions,
                       {k.group: k for k in kernels}, tuple(str(n) for n in data.get("notes", ())))
     except KeyError as exc:
         raise ModelError(f"{what} lacks the entry {exc.args[0]!r}") from None

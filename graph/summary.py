@@ -53,7 +53,7 @@ def summarize(graph: Graph) -> list[NodeSummary]:
         macs //= passes
         params = sum(graph.types[v].nbytes() for v in node.inputs if v in graph.constants)
         placement = node.placement
-        rows.append(NodeSummary(node.name, node.op.value,
+        rows.append(NodeSummary(node.name, node.op_name,
                                 placement.device if placement else None,
                                 _reason(placement.reason, notes.get(node.name)) if placement else "-", node.group, macs,
                                 output.nbytes(), params, passes > 1))

@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError, OpError
-from ..ir import Attrs, DType, Graph, Node, TensorType
+from ..ir import Attrs, DType, Graph, Node, QuantParams, TensorType
 from ..passes.infer_shapes import infer_node
 from ..registry import ONNX_OPS
 from ..verify import verify_graph
+from .onnx_fallback import fallback_nodes, subgraph_reads, value_type
 from .onnx_ops import CONVERTERS, OnnxNode
-from .onnx_prepare import OLDEST_OPSET, node_names, prepare
+from .onnx_prepare import OLDEST_OPSET, TARGET_OPSET, node_names, prepare
 from .onnx_qdq import fold_qdq
 
 __all__ = ["import_onnx", "load_onnx", "calibration_shapes", "check_input_shapes", "SUPPORTED_OPS", "MIN_OPSET"]
@@ -48,10 +49,6 @@ __all__ = ["import_onnx", "load_onnx", "calibration_shapes", "check_input_shapes
 #: The oldest opset imported (older than 13: upgraded by onnx.version_converter first).
 MIN_OPSET = OLDEST_OPSET
 SUPPORTED_OPS = tuple(sorted([op.value for op in ONNX_OPS] + ["Constant"]))
-_QUANTIZED = frozenset({
-    "DynamicQuantizeLinear", "QLinearConv",
-    "QLinearMatMul", "ConvInteger", "MatMulInteger", "QLinearAdd", "QLinearMul", "QGemm",
-    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax"})
 _ONNX_OPS = {op.value: op for op in ONNX_OPS}
 
 
@@ -178,65 +175,51 @@ def _check_external(proto: Any, path: Path | None) -> None:
 def _check_model(proto: Any) -> None:
     versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
     if not versions:
+        other = next((n for n in proto.graph.node if n.domain not in ("", "ai.onnx")), None)
+        if other is not None:
+            raise ModelError(f"node {other.name or other.op_type!r} ({other.domain}.{other.op_type}) is of the "
+                             f"domain {other.domain!r}; openvta runs ONNX's default domain only")
         raise ModelError("model must import the default ONNX opset, not none")
-    names = node_names(proto)
-    for node, name in zip(proto.graph.node, names):
-        if node.op_type in _QUANTIZED:
-            raise ModelError(f"model is quantized with {node.op_type} (node {name!r}); only "
-                             "QuantizeLinear/DequantizeLinear (QDQ) models are imported")
 
 
-def _check_shapes(proto: Any) -> None:
-    for node, name in zip(proto.graph.node, node_names(proto)):
-        if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
-            raise ModelError(f"node {name!r} ({node.op_type}) reads the shape of {node.input[0]!r}, which is "
-                             "not known when the model is compiled: give the input shapes (input_shapes=, "
-                             "--input-shape)")
+def _static_shape(node: Any, name: str, types: Mapping[str, TensorType]) -> np.ndarray:
+    """The constant a ``Shape`` or ``Size`` of a value of known shape is."""
+    from onnx import helper
+
+    t = types.get(node.input[0])
+    if t is None:
+        raise ModelError(f"node {name!r} ({node.op_type}) reads {node.input[0]!r} before it is defined")
+    if not all(isinstance(d, int) for d in t.shape):
+        raise ModelError(f"node {name!r} ({node.op_type}) reads the shape of {node.input[0]!r}, which is "
+                         "not known when the model is compiled: give the input shapes (input_shapes=, "
+                         "--input-shape)")
+    shape = np.array(t.shape, np.int64)
+    if node.op_type == "Size":
+        return np.array(np.prod(shape), np.int64)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return shape[slice(attrs.get("start", 0), attrs.get("end"))]
 
 
-def _check_ops(proto: Any) -> None:
-    for node, name in zip(proto.graph.node, node_names(proto)):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
-            op_type = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") \
-                else node.op_type
-            raise ModelError(f"node {name!r} ({op_type}) is not supported; supported: "
-                             f"{', '.join(SUPPORTED_OPS)}")
-
-
-def _input_type(value: Any) -> TensorType:
-    from onnx import TensorProto
-
-    kind = value.type.WhichOneof("value")
-    if kind != "tensor_type":
-        raise ModelError(f"input {value.name!r} must be a tensor, not a {kind}")
-    elem = value.type.tensor_type.elem_type
-    if elem not in (TensorProto.FLOAT, TensorProto.INT64):
-        raise ModelError(f"input {value.name!r} must be float32 (or int64: token ids, a mask), not "
-                         f"{TensorProto.DataType.Name(elem).lower()}")
-    if not value.type.tensor_type.HasField("shape"):
-        raise ModelError(f"input {value.name!r} must have a shape, not none")
-    shape: list[int | str] = []
-    for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-        if dim.HasField("dim_value") and dim.dim_value > 0:
-            shape.append(int(dim.dim_value))
-        elif axis == 0:
-            shape.append(dim.dim_param or "N")
-        else:
-            raise ModelError(f"input {value.name!r} dimension {axis} must be a fixed size, "
-                             f"not {dim.dim_param or 'unknown'!r} (only the batch may vary)")
-    return TensorType(tuple(shape), DType.FLOAT32 if elem == TensorProto.FLOAT else DType.INT64)
+def _own_kernel(node: Any, types: Mapping[str, TensorType], opset: int) -> bool:
+    """Whether an openvta kernel may take ``node``: an op of the registry, at an opset the
+    converters read, on float32 and int64 tensors (and flags: a bool constant)."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in _ONNX_OPS or opset < TARGET_OPSET:
+        return False
+    return all(types[v].dtype in (DType.FLOAT32, DType.INT64, DType.BOOL) for v in node.input if v and v in types)
 
 
 def _constant_array(name: str, array: np.ndarray) -> np.ndarray:
-    # bool scalars are flags that converters read (Dropout's training_mode), never kept
-    if array.dtype in (np.float32, np.int64) or (array.dtype == np.bool_ and array.size == 1):
-        return np.asarray(array, order="C")  # (ascontiguousarray would make a 0-D one 1-D)
-    raise ModelError(f"constant {name!r} must be float32 (or int64 for shapes), not {array.dtype}")
+    if array.dtype == object or array.dtype.kind in "SU":
+        raise ModelError(f"constant {name!r} holds strings; openvta holds numbers and booleans")
+    try:
+        DType.of(array.dtype)
+    except ValueError as exc:
+        raise ModelError(f"constant {name!r}: {exc}") from None
+    return np.asarray(array, order="C")  # (ascontiguousarray would make a 0-D one 1-D)
 
 
 def _constant_types(constants: dict[str, np.ndarray]) -> dict[str, TensorType]:
-    return {k: TensorType(a.shape, DType.of(a.dtype)) for k, a in constants.items()
-            if a.dtype != np.bool_}
+    return {k: TensorType(a.shape, DType.of(a.dtype)) for k, a in constants.items()}
 
 
 def _constant_node(node: Any, name: str) -> np.ndarray:
@@ -267,16 +250,15 @@ def _attributes(node: Any) -> dict[str, object]:
 
 def _convert(node: Any, name: str, types: dict[str, TensorType],
              constants: dict[str, np.ndarray]) -> Node:
-    for value in node.input:
-        if value and value not in types and value not in constants:
-            raise ModelError(f"node {name!r} ({node.op_type}) reads {value!r} before it is defined")
+    """``node`` as the node of openvta's own kernel (one-line :class:`ModelError` for a form
+    the converter or the kernel does not take: the fallback runs it then)."""
     op = _ONNX_OPS[node.op_type]
     view = OnnxNode(name, node.op_type, tuple(node.input), _attributes(node), types, constants)
     if len([o for o in node.output if o]) != 1 or not node.output[0]:
         raise view.fail(f"must have one output, not {list(node.output)!r}")
     inputs, attrs = CONVERTERS[op](view)
     for value in inputs:
-        if value in constants and constants[value].dtype == np.bool_:
+        if types[value].dtype is DType.BOOL:
             raise view.fail(f"input {value!r} must be float32 (or int64 for shapes), not bool")
     converted = Node(name, op, inputs, (node.output[0],), Attrs(attrs))
     try:
@@ -284,6 +266,23 @@ def _convert(node: Any, name: str, types: dict[str, TensorType],
     except OpError as exc:
         raise view.fail(str(exc)) from None
     return converted
+
+
+def _reads(node: Any) -> list[str]:
+    return [v for v in node.input if v] + subgraph_reads(node)
+
+
+def _fold_qdq(proto: Any) -> tuple[Any, dict[str, QuantParams]]:
+    """A QDQ model folded into the float model it stands for (``onnx_qdq``); a model whose
+    QuantizeLinear and DequantizeLinear nodes are not QDQ pairs and weights (a lone
+    quantizer, a dequantized input) keeps them as nodes of their own."""
+    try:
+        return fold_qdq(proto, node_names(proto))
+    except ModelError:
+        quantized = {o for n in proto.graph.node if n.op_type == "QuantizeLinear" for o in n.output}
+        if any(n.op_type == "DequantizeLinear" and n.input[0] in quantized for n in proto.graph.node):
+            raise  # a QDQ model with a pair it cannot fold
+        return proto, {}
 
 
 def import_onnx(model: str | os.PathLike[str] | Any,
@@ -304,26 +303,39 @@ def import_onnx(model: str | os.PathLike[str] | Any,
     """
     from onnx import numpy_helper
 
-    proto, notes = prepare(_load(model), input_shapes, fold)
+    proto = _load(model)
     _check_model(proto)
-    _check_shapes(proto)
-    proto, quant = fold_qdq(proto, node_names(proto))
-    _check_ops(proto)
+    proto, notes = prepare(proto, input_shapes, fold)
+    proto, quant = _fold_qdq(proto)
     g = proto.graph
+    opset = next(int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     constants = {init.name: _constant_array(init.name, numpy_helper.to_array(init))
                  for init in g.initializer}
     inputs = [v for v in g.input if v.name not in constants]
-    types = {v.name: _input_type(v) for v in inputs}
+    types = {v.name: value_type(v, "input", fixed_only=True) for v in inputs}
     types.update(_constant_types(constants))
-    nodes = []
+    outputs = tuple(v.name for v in g.output)
+    read = {v for node in g.node for v in _reads(node)} | set(outputs)
+    nodes: list[Node] = []
     for node, name in zip(g.node, node_names(proto)):
-        if node.op_type == "Constant":
-            array = _constant_array(node.output[0], _constant_node(node, name))
+        for value in _reads(node):
+            if value not in types:
+                raise ModelError(f"node {name!r} ({node.op_type}) reads {value!r} before it is defined")
+        if node.op_type in ("Constant", "Shape", "Size") and node.domain in ("", "ai.onnx") \
+                and not set(node.output) & set(outputs):
+            array = _constant_node(node, name) if node.op_type == "Constant" else _static_shape(node, name, types)
+            array = _constant_array(node.output[0], array)
             constants[node.output[0]] = array
             types.update(_constant_types({node.output[0]: array}))
             continue
-        nodes.append(_convert(node, name, types, constants))
-    outputs = tuple(v.name for v in g.output)
+        reason = ""
+        if _own_kernel(node, types, opset):
+            try:
+                nodes.append(_convert(node, name, types, constants))
+                continue
+            except ModelError as exc:  # a form openvta's kernel does not take: ONNX's runs it
+                reason = f"openvta's {node.op_type} kernel does not take it ({exc.args[0].split(') ', 1)[-1]})"
+        nodes.extend(fallback_nodes(node, name, proto.opset_import, types, constants, read, reason))
     for name in outputs:
         if name not in types:
             raise ModelError(f"model output {name!r} is never computed")

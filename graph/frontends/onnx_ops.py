@@ -233,10 +233,10 @@ def _layer_norm(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
 
 
 def _cast(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
-    _only(node, ("to", "saturate", "round_mode"))
+    _only(node, ("to",))
     if "to" not in node.attrs:
         raise node.fail("needs its attribute 'to'")
-    return node.present(), {k: node.attrs[k] for k in ("to", "saturate", "round_mode") if k in node.attrs}
+    return node.present(), {"to": node.attrs["to"]}
 
 
 def _expand(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:

@@ -4,8 +4,10 @@ shapes fixed, every computation on constants folded.
 :func:`prepare` runs before the frontend converts nodes (:mod:`.onnx`):
 
 1. **opset** — a model of opset 7 … 12 is upgraded to :data:`TARGET_OPSET` with
-   ``onnx.version_converter`` (the notes say so); older ones, or a conversion that fails,
-   are a :class:`~openvta.graph.errors.ModelError` of one line.
+   ``onnx.version_converter`` (the notes say so).  An older one, one the converter fails
+   on, or one with an operator openvta has no kernel for whose meaning changed by then
+   (the converter would have to rewrite it, and gets some wrong) is kept at its own opset:
+   every node then runs on ONNX's reference kernels, and the notes say why.
 2. **input shapes** — an input dimension that is not fixed takes its size from
    ``input_shapes`` (the caller's, or the calibration samples'); the batch (dimension 0)
    stays symbolic where the shape computations allow it: the model is folded with two
@@ -87,16 +89,46 @@ def _upgrade(proto: Any, notes: list[str]) -> Any:
     version = _opset(proto)
     if version >= TARGET_OPSET:
         return proto
+    changed = _changed_ops(proto, version)
+    why = None
     if version < OLDEST_OPSET:
-        raise ModelError(f"model opset must be {OLDEST_OPSET} or newer, not {version}")
-    try:
-        upgraded = version_converter.convert_version(proto, TARGET_OPSET)
-    except Exception as exc:  # the converter's C++ errors arrive as RuntimeError and others
-        raise ModelError(f"model opset {version} could not be upgraded to {TARGET_OPSET} with "
-                         f"onnx.version_converter: {_one_line(exc)}") from None
+        why = f"onnx.version_converter upgrades from opset {OLDEST_OPSET} on"
+    elif changed:
+        why = f"{', '.join(changed)} changed meaning by opset {TARGET_OPSET} and openvta has no kernel for it"
+    else:
+        try:
+            upgraded = version_converter.convert_version(proto, TARGET_OPSET)
+        except Exception as exc:  # the converter's C++ errors arrive as RuntimeError and others
+            why = f"onnx.version_converter fails: {_one_line(exc)}"
+    if why is not None:  # ONNX's reference kernels run every node at the model's own opset
+        notes.append(f"opset {version} kept ({why}): every node runs on ONNX's reference kernels, on the CPU")
+        return proto
     notes.append(f"opset {version} upgraded to {TARGET_OPSET} with onnx.version_converter")
     upgraded.ir_version = max(upgraded.ir_version, _TARGET_IR)  # (initializers need not be inputs)
     return upgraded
+
+
+def _changed_ops(proto: Any, version: int) -> list[str]:
+    """The operators of ``proto`` that openvta has no kernel for and whose definition at
+    :data:`TARGET_OPSET` is another than at ``version``: ``onnx.version_converter`` would have
+    to rewrite them (and gets some wrong: Scan 8's batch axis)."""
+    import onnx
+
+    from ..registry import ONNX_OPS
+
+    own = {op.value for op in ONNX_OPS} | {"Constant", "Shape", "Size"}
+    changed = []
+    for op_type in dict.fromkeys(n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx")):
+        if op_type in own:
+            continue
+        try:
+            old = onnx.defs.get_schema(op_type, version, "").since_version
+            new = onnx.defs.get_schema(op_type, TARGET_OPSET, "").since_version
+        except onnx.defs.SchemaError:
+            continue  # not an operator of that opset: the frontend names it
+        if old != new:
+            changed.append(op_type)
+    return changed
 
 
 def _initializer_names(proto: Any) -> set[str]:

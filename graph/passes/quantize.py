@@ -505,8 +505,9 @@ def quantize(graph: Graph, mode: RequantMode) -> Graph:
     for node in graph.nodes:
         if node.op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE):
             raise PassError(PASS_NAME, f"node {node.label} is already an integer-graph op")
-        if any(graph.types[v].dtype is DType.INT64 for v in node.inputs if v not in graph.constants):
-            float_island(b, node)  # reads an index tensor (token ids, a mask): never quantized
+        if node.op is Op.ONNX_REFERENCE or any(graph.types[v].dtype is not DType.FLOAT32 for v in node.inputs
+                                                if v not in graph.constants):
+            float_island(b, node)  # ONNX's reference kernel, or reads an index tensor (token ids, a mask)
             continue
         rule = rules.get(node.op)
         if rule is None or not rule(b, node):

@@ -41,7 +41,7 @@ _PASS = "simplify"
 def _check_float(graph: Graph) -> None:
     for node in graph.nodes:
         if node.op in QUANT_OPS or any(v not in graph.constants and graph.types[v].dtype.is_quantized
-                                          for v in node.inputs):
+                                          and graph.types[v].quant is not None for v in node.inputs):
             raise PassError(_PASS, f"node {node.label} belongs to a quantized graph; simplify "
                                    "runs on the float graph")
 
@@ -431,8 +431,10 @@ def _flatten_dense(graph: Graph) -> Graph:
     used = graph.names()
     nodes: dict[str, Node | list[Node]] = {n.name: n for n in graph.nodes}
     for node in graph.nodes:
+        if node.op is not Op.MATMUL:
+            continue
         data = graph.types[node.inputs[0]]
-        weight = graph.constants.get(node.inputs[1]) if node.op is Op.MATMUL else None
+        weight = graph.constants.get(node.inputs[1])
         if weight is None or weight.ndim != 2 or data.ndim < 3 or not all(isinstance(d, int) for d in data.shape):
             continue
         k, features = weight.shape
