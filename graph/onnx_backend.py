@@ -8,8 +8,10 @@ openvta's own numpy references (:func:`~openvta.graph.execute.execute`), and the
 has no kernel for with ONNX's reference kernels (the fallback, as a compiled model runs them
 on the CPU); never onnxruntime.  A node test feeds as inputs what a model holds as
 constants (a Reshape's shape, Clip's bounds): a model that does not import with those as
-inputs is imported again, without folding anything, with its inputs that are not
-float32 made constants, or else every input but the first; once per set of values.
+inputs, or whose openvta kernels decline a node with them (then ONNX's reference runs it),
+is imported again, without folding anything, with its inputs that are not float32 made
+constants, or else every input but the first; once per set of values, and kept if it
+imports with fewer nodes declined.
 
 Examples
 --------
@@ -34,7 +36,7 @@ from onnx.backend.base import Backend, BackendRep
 from .errors import ModelError
 from .execute import execute
 from .frontends.onnx import import_onnx
-from .ir import Graph
+from .ir import Graph, Op
 from .passes.infer_shapes import infer_shapes
 from .passes.simplify import simplify
 
@@ -47,6 +49,11 @@ def _array(value: Any) -> np.ndarray:
     return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
+def _declined(graph: Graph) -> int:
+    """How many nodes an openvta kernel declined (run on ONNX's reference kernel instead)."""
+    return sum(n.op is Op.ONNX_REFERENCE and "reason" in n.attrs for n in graph.nodes)
+
+
 class OpenvtaRep(BackendRep):
     """A prepared model: ``run`` executes it on openvta's float references."""
 
@@ -56,10 +63,15 @@ class OpenvtaRep(BackendRep):
         self.inputs = [v.name for v in proto.graph.input if v.name not in constants]
         self.outputs = [v.name for v in proto.graph.output]
         self._graphs: dict[tuple, Graph] = {}
+        self._error = ModelError("the model does not import")
         try:
             self._static: Graph | None = self._import({}, fold=True)
         except ModelError as exc:  # perhaps it needs some inputs' values: run() tries
             self._static, self._error = None, exc
+        # an openvta kernel that did not take a node (Clip's bounds as inputs) may take it
+        # with those inputs' values: run() tries, and keeps this graph if it cannot
+        self._declined = self._static is not None and any(
+            n.op is Op.ONNX_REFERENCE and "reason" in n.attrs for n in self._static.nodes)
 
     def _import(self, constants: dict[str, np.ndarray], fold: bool) -> Graph:
         from onnx import numpy_helper
@@ -73,12 +85,17 @@ class OpenvtaRep(BackendRep):
             proto.graph.input.extend(inputs)
         return infer_shapes(simplify(import_onnx(proto, fold=fold)))
 
+    def graph_for(self, inputs: Any) -> Graph:
+        """The graph :meth:`run` executes for ``inputs`` (as ``run`` takes them)."""
+        return self._graph(self._feeds(inputs))
+
     def _graph(self, feeds: dict[str, np.ndarray]) -> Graph:
-        if self._static is not None:
+        if self._static is not None and not self._declined:
             return self._static
         error = self._error
         if any(v.dtype.kind in "OSU" for v in feeds.values()):
             raise error  # a sequence, an optional or strings: no constant makes it importable
+        candidates = [] if self._static is None else [self._static]
         for chosen in ({k: v for k, v in feeds.items() if v.dtype != np.float32},
                        {k: v for k, v in feeds.items() if k != self.inputs[0]}):
             if not chosen:
@@ -90,22 +107,30 @@ class OpenvtaRep(BackendRep):
                 except ModelError as exc:
                     error = exc
                     continue
-            return self._graphs[key]
-        raise error
+            candidates.append(self._graphs[key])
+            if not _declined(candidates[-1]):
+                break
+        if not candidates:
+            raise error
+        return min(candidates, key=_declined)  # (the first of the fewest declined)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The model's outputs for ``inputs`` (a list in the model's input order, or a
         mapping by name), in its output order."""
+        feeds = self._feeds(inputs)
+        graph = self._graph(feeds)
+        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs})
+        return tuple(np.asarray(values[name]) for name in self.outputs)
+
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         given = inputs if isinstance(inputs, dict) else dict(
             zip(self.inputs, [inputs] if isinstance(inputs, np.ndarray) else list(inputs)))
         if any(isinstance(v, (list, tuple)) or v is None for v in given.values()):  # a sequence, an optional
             if self._static is None:
                 raise self._error
             raise ModelError("the model's inputs must be tensors, not sequences or optionals")
-        feeds = {k: _array(v) for k, v in given.items()}
-        graph = self._graph(feeds)
-        values = execute(graph, {k: v for k, v in feeds.items() if k in graph.inputs})
-        return tuple(np.asarray(values[name]) for name in self.outputs)
+        return {k: _array(v) for k, v in given.items()}
 
 
 class OpenvtaBackend(Backend):

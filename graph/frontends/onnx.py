@@ -273,15 +273,17 @@ def _reads(node: Any) -> list[str]:
 
 
 def _fold_qdq(proto: Any) -> tuple[Any, dict[str, QuantParams]]:
-    """A QDQ model folded into the float model it stands for (``onnx_qdq``); a model whose
-    QuantizeLinear and DequantizeLinear nodes are not QDQ pairs and weights (a lone
-    quantizer, a dequantized input) keeps them as nodes of their own."""
+    """A QDQ model folded into the float model it stands for (``onnx_qdq``); a model with no
+    dequantized weight nor QuantizeLinear → DequantizeLinear pair (a lone quantizer, a
+    dequantized input) keeps its QuantizeLinear and DequantizeLinear nodes as nodes of their
+    own, which ONNX's reference runs."""
     try:
         return fold_qdq(proto, node_names(proto))
     except ModelError:
-        quantized = {o for n in proto.graph.node if n.op_type == "QuantizeLinear" for o in n.output}
-        if any(n.op_type == "DequantizeLinear" and n.input[0] in quantized for n in proto.graph.node):
-            raise  # a QDQ model with a pair it cannot fold
+        made = {o for n in proto.graph.node if n.op_type in ("QuantizeLinear", "Constant") for o in n.output} \
+            | {i.name for i in proto.graph.initializer}
+        if any(n.op_type == "DequantizeLinear" and n.input[0] in made for n in proto.graph.node):
+            raise  # a QDQ model (quantized weights, or pairs) with something it cannot fold
         return proto, {}
 
 

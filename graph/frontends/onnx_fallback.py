@@ -137,8 +137,14 @@ def _tensor_info(name: str, t: TensorType) -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message without onnx's tags (``[ShapeInferenceError]``,
+    ``(op_type:Conv, node name: c):``), which the error names already."""
+    import re
+
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    text = lines[0] if lines else type(exc).__name__
+    text = re.sub(r"\[\w+\]\s*|Inference error\(s\):\s*|\(op_type:[^)]*\):\s*", "", text).strip()
+    return (text or type(exc).__name__)[:300]
 
 
 def _inferred(node: Any, name: str, inputs: Sequence[str], types: Mapping[str, TensorType],
