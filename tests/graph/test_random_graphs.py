@@ -1,5 +1,7 @@
-"""Random small models of supported ops: openvta's float reference against onnxruntime, and
-the integer model's numbers independent of placement, with its accelerator regions run."""
+"""Random small models of openvta's ops and of ops it has no kernel for (run on ONNX's
+reference kernels, the fallback): openvta's float reference against onnxruntime, and the
+integer model's numbers independent of placement and of the back end (``functional``,
+``cycle``) that runs its accelerator regions."""
 
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ from onnx_models import make_model, run_onnxruntime
 from openvta.graph.execute import execute
 from openvta.graph.frontends.onnx import import_onnx
 from openvta.graph.pipeline import compile_model
+
+
+#: Ops openvta has no kernel for that the random models draw (ONNX's reference runs them).
+FALLBACK_OPS = frozenset({"Where", "Equal", "TopK", "CumSum", "Trilu", "Mod", "ReduceMax", "Abs", "Neg", "Sin",
+                          "Softsign", "HardSigmoid"})
 
 
 class _Builder:
@@ -55,11 +62,53 @@ class _Builder:
         self.add("Conv", inputs, (n, o, oh, ow), kernel_shape=[k, k], strides=[s, s],
                  pads=[p, p, p, p], group=group)
 
+    def fallback(self) -> None:
+        """One op openvta has no kernel for, on the 4-D value (its shape kept or cut)."""
+        n, c, h, w = self.shape
+        kind = self.data.draw(st.sampled_from(sorted(FALLBACK_OPS)))
+        x = self.value
+        if kind == "Where":  # a leaky ReLU by Greater and Where
+            self.inits[f"zero{len(self.nodes)}"] = np.array(0.0, np.float32)
+            self.add("Greater", [x, f"zero{len(self.nodes)}"], self.shape)
+            self.add("Mul", [x, self.const((1,))], self.shape)
+            self.add("Where", [self.history[-2][0], x, self.value], self.shape)
+        elif kind == "Equal":  # the positions of a max pool's maxima, as 0/1
+            self.add("MaxPool", [x], self.shape, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+            self.add("Equal", [x, self.value], self.shape)
+            self.add("Cast", [self.value], self.shape, to=1)
+        elif kind == "TopK":
+            k = self.data.draw(st.integers(1, w))
+            self.inits[f"k{len(self.nodes)}"] = np.array([k], np.int64)
+            out = f"t{len(self.nodes)}"
+            self.nodes.append(helper.make_node("TopK", [x, f"k{len(self.nodes)}"], [out, f"{out}.i"],
+                                               name=f"n{len(self.nodes)}", largest=self.data.draw(st.sampled_from([0, 1]))))
+            self.value, self.shape = out, (n, c, h, k)
+            self.history.append((out, self.shape))
+        elif kind == "GatherElements":
+            axis = self.data.draw(st.integers(1, 3))
+            index = self.rng.integers(-self.shape[axis], self.shape[axis], self.shape).astype(np.int64)
+            self.inits[f"i{len(self.nodes)}"] = index
+            self.add("GatherElements", [x, f"i{len(self.nodes)}"], self.shape, axis=axis)
+        elif kind == "CumSum":
+            self.inits[f"a{len(self.nodes)}"] = np.array(self.data.draw(st.integers(-4, 3)), np.int64)
+            self.add("CumSum", [x, f"a{len(self.nodes)}"], self.shape, reverse=self.data.draw(st.sampled_from([0, 1])))
+        elif kind == "Trilu":
+            self.add("Trilu", [x], self.shape, upper=self.data.draw(st.sampled_from([0, 1])))
+        elif kind == "Mod":
+            self.inits[f"m{len(self.nodes)}"] = np.array(1.75, np.float32)
+            self.add("Mod", [x, f"m{len(self.nodes)}"], self.shape, fmod=1)
+        elif kind == "ReduceMax":
+            self.add("ReduceMax", [x], (n, c, h, 1), axes=[3], keepdims=1)
+        else:  # an element-wise function: Abs, Neg, Sin, Softsign, HardSigmoid
+            self.add(kind, [x], self.shape)
+
     def step(self) -> None:
         n, c, h, w = self.shape
         kind = self.data.draw(st.sampled_from(["conv", "relu", "clip", "add_const", "residual",
-                                               "bn", "maxpool", "avgpool", "identity"]))
-        if kind == "conv":
+                                               "bn", "maxpool", "avgpool", "identity", *["fallback"] * 4]))
+        if kind == "fallback":
+            self.fallback()
+        elif kind == "conv":
             self.conv()
         elif kind == "relu":
             self.add("Relu", [self.value], self.shape)
@@ -103,7 +152,7 @@ def _random_model(data: st.DataObject):
     for _ in range(data.draw(st.integers(1, 5))):
         b.step()
     b.head()
-    model = make_model(b.nodes, {"x": ["N", *b.history[0][1][1:]]}, [b.value], b.inits)
+    model = make_model(b.nodes, {"x": ["N", *b.history[0][1][1:]]}, [b.value], b.inits, opset=17)
     x = rng.standard_normal(b.history[0][1]).astype(np.float32)
     return model, x, b.value
 
@@ -131,3 +180,11 @@ def test_integer_outputs_do_not_depend_on_placement(data) -> None:
     assert np.array_equal(got, expected)
     for model in (default, other):  # and run with the accelerator regions, the same numbers
         assert np.array_equal(model.run(x, backend="functional")[out], expected)
+    assert np.array_equal(default.run(x, backend="cycle")[out], expected)
+
+
+def test_the_random_models_draw_at_least_eight_ops_without_an_openvta_kernel() -> None:
+    from openvta.graph.registry import ONNX_OPS
+
+    kernels = {op.value for op in ONNX_OPS}
+    assert len(FALLBACK_OPS - kernels) >= 8, sorted(FALLBACK_OPS & kernels)
