@@ -4,7 +4,8 @@ Every op has one :class:`OpDef`: its pattern kind (TVM Relay FuseOps' kinds, whi
 fusion decides from), shape and type inference, a numpy float reference, a numpy
 integer reference (for the quantized graph), an accelerator capability predicate that
 says why not when it says no, its multiply-accumulate count, how quantization chooses
-its output scale, and ONNX examples the generated tests run against onnxruntime.
+its output scale and rewrites it into the integer graph (:class:`QuantRule`), and ONNX
+examples the generated tests run against onnxruntime.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     from ..ir import Graph
 
-__all__ = ["PatternKind", "ScaleRule", "OpDef", "OnnxExample", "Kernel", "InferFn", "AccelFn",
+__all__ = ["PatternKind", "QuantRule", "ScaleRule", "OpDef", "OnnxExample", "Kernel", "InferFn", "AccelFn",
            "MacsFn", "cpu_only", "no_macs", "int_attr", "ints_attr", "float_attr", "same_type",
            "require_float", "require_rank", "wrap_int32"]
 
@@ -40,6 +41,25 @@ class PatternKind(enum.IntEnum):
     REDUCTION = 3
     OUT_ELEMWISE_FUSABLE = 4
     OPAQUE = 8
+
+
+class QuantRule(enum.Enum):
+    """How the quantize pass rewrites an op into the integer graph (``passes/quantize.py``
+    holds one rewrite per rule; an op without one is a float island: its inputs dequantized,
+    its output quantized where an int8 op reads it)."""
+
+    PRODUCT = "product"  # int8 data × int8 constant weights → int32, then requantized (Conv, Gemm)
+    MATMUL = "matmul"  # a product of two int8 activations (or of constant weights, as PRODUCT)
+    ADD = "add"  # operands requantized to int32 in the sum's scale, added, saturated
+    CLIP = "clip"  # the bounds in the input's scale
+    MOVE = "move"  # moves codes (a reshape, a transpose): the same op on int8, any zero point
+    PICK = "pick"  # picks codes (max pooling): the same op on int8, any zero point
+    SAME = "same"  # the same op on int8 codes of one scale, zero point 0 (ReLU, average pooling)
+    TABLE = "table"  # an element-wise function of one input: the table of its 256 codes
+    SCALE_BY = "scale_by"  # Mul or Div by a positive scalar constant: a requantization
+    SOFTMAX = "softmax"  # the integer softmax kernel
+    LAYER_NORM = "layer_norm"  # the integer layer normalization kernel
+    REDUCE = "reduce"  # an int32 sum, then requantized (ReduceSum, ReduceMean)
 
 
 class ScaleRule(enum.Enum):
@@ -108,6 +128,7 @@ class OpDef:
     scale_rule: ScaleRule = ScaleRule.CALIBRATE
     macs: MacsFn = no_macs
     examples: tuple[OnnxExample, ...] = ()
+    quantize: QuantRule | None = None  # None: a float island in the integer graph
 
     def kernel(self, dtype: DType) -> Kernel:
         """The reference for inputs of ``dtype``: integer inputs run the integer one."""

@@ -16,7 +16,7 @@ from openvta.isa import INT8_MAX, INT8_MIN, INT8_RANGE, INT32_MAX, INT32_MIN
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, DType, Node, Op, TensorType
-from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, float_attr, int_attr,
+from .base import (OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, float_attr, int_attr,
                    require_float, same_type, wrap_int32)
 
 if TYPE_CHECKING:
@@ -218,25 +218,25 @@ _CLIP_EXAMPLES = (OnnxExample(((2, 3, 4),), constants={1: -0.5, 2: 0.75}),
 DEFS = (
     OpDef(Op.RELU, PatternKind.ELEMWISE, (1, 1), same_type, _relu, _relu,
           accel_ok=on_alu("ReLU on the ALU (MAX 0)"), scale_rule=ScaleRule.PRESERVE,
-          examples=(OnnxExample(((2, 3, 4, 5),)),)),
+          examples=(OnnxExample(((2, 3, 4, 5),)),), quantize=QuantRule.SAME),
     OpDef(Op.CLIP, PatternKind.ELEMWISE, (1, 1), _clip_infer, _clip_float, _clip_int,
           accel_ok=on_alu("clip on the ALU (MIN, MAX)"), scale_rule=ScaleRule.PRESERVE,
-          examples=_CLIP_EXAMPLES),
+          examples=_CLIP_EXAMPLES, quantize=QuantRule.CLIP),
     OpDef(Op.ADD, PatternKind.BROADCAST, (2, 2), _add_infer, _add_float, _add_int,
           accel_ok=_add_accel, examples=(
               OnnxExample(((2, 3, 4, 4), (2, 3, 4, 4))),
               OnnxExample(((2, 3, 4, 4), (3, 1, 1))),
               OnnxExample(((4, 5), (5,)), constants={1: (0.5, -1.0, 2.0, 0.0, 3.5)}),
-          )),
+          ), quantize=QuantRule.ADD),
     OpDef(Op.BATCH_NORM, PatternKind.BROADCAST, (5, 5), _batch_norm_infer, _batch_norm_float,
           None, examples=(OnnxExample(((2, 3, 4, 4), (3,), (3,), (3,), (3,)),
                                       {"epsilon": 1e-3}, positive=(4,)),)),
     OpDef(Op.IDENTITY, PatternKind.ELEMWISE, (1, 1), same_type, _identity, _identity,
-          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),)),)),
+          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),)),), quantize=QuantRule.MOVE),
     OpDef(Op.DROPOUT, PatternKind.ELEMWISE, (1, 1), same_type, _identity, _identity,
-          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),), {"seed": 0}),)),
+          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 4),), {"seed": 0}),), quantize=QuantRule.MOVE),
     OpDef(Op.SOFTMAX, PatternKind.OPAQUE, (1, 1), _softmax_infer, _softmax_float, _softmax_int,
           accel_ok=cpu_only("runs on the CPU: a row's max, an exp table and a division by the row's sum, "
                             "which the ALU has not (on int8: the integer kernel)"),
-          examples=(OnnxExample(((3, 10),)), OnnxExample(((2, 3, 4),), {"axis": 1}))),
+          examples=(OnnxExample(((3, 10),)), OnnxExample(((2, 3, 4),), {"axis": 1})), quantize=QuantRule.SOFTMAX),
 )

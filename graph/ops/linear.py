@@ -20,7 +20,7 @@ from ..accel import accelerator_refusal
 from ..errors import OpError
 from ..ir import Attrs, Dim, DType, Node, Op, TensorType
 from .elementwise import broadcast_shape
-from .base import (OnnxExample, OpDef, PatternKind, float_attr, int_attr, ints_attr,
+from .base import (OnnxExample, OpDef, PatternKind, QuantRule, float_attr, int_attr, ints_attr,
                    require_rank, wrap_int32)
 
 if TYPE_CHECKING:
@@ -184,18 +184,18 @@ DEFS = (
               OnnxExample(((1, 4, 5, 5), (4, 1, 3, 3)), {"group": 4, "pads": [1, 1, 1, 1]}),
               OnnxExample(((1, 2, 6, 6), (2, 2, 3, 3)), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
               OnnxExample(((1, 2, 5, 5), (3, 2, 2, 2)), {"auto_pad": "SAME_LOWER"}),
-          )),
+          ), quantize=QuantRule.PRODUCT),
     OpDef(Op.GEMM, PatternKind.OUT_ELEMWISE_FUSABLE, (2, 3), _gemm_infer, _gemm_float, _gemm_int,
           accel_ok=_on_accelerator, macs=_gemm_macs, examples=(
               OnnxExample(((3, 5), (4, 5), (4,)), {"transB": 1}),
               OnnxExample(((5, 3), (5, 4)), {"transA": 1, "alpha": 0.5}),
               OnnxExample(((3, 5), (5, 4), (1, 4)), {"beta": 2.0}),
-          )),
+          ), quantize=QuantRule.PRODUCT),
     OpDef(Op.MATMUL, PatternKind.OUT_ELEMWISE_FUSABLE, (2, 2), _matmul_infer, _matmul_float,
           _matmul_int, accel_ok=_on_accelerator, macs=_matmul_macs, examples=(
               OnnxExample(((3, 5), (5, 4))),
               OnnxExample(((2, 3, 5), (5, 4))),
               OnnxExample(((2, 3, 4, 5), (2, 3, 5, 6))),
               OnnxExample(((4, 5), (5,))),
-          )),
+          ), quantize=QuantRule.MATMUL),
 )

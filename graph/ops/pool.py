@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import OpError
 from ..ir import Attrs, DType, TensorType
 from ..ir import Op as _Op
-from .base import OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, int_attr, ints_attr
+from .base import OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, int_attr, ints_attr
 from .kernels import avg_pool, dilated_spans, max_pool
 
 __all__ = ["DEFS"]
@@ -130,7 +130,7 @@ def _global_average(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 _CPU = cpu_only("pooling runs on the CPU (the accelerator has no pooling unit)")
 DEFS = (
     OpDef(_Op.MAX_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _pool_infer, _max_pool, _max_pool,
-          accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, examples=(
+          accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.PICK, examples=(
               OnnxExample(((2, 3, 6, 6),), {"kernel_shape": [2, 2], "strides": [2, 2]}),
               OnnxExample(((1, 2, 7, 5),), {"kernel_shape": [3, 3], "strides": [2, 1],
                                             "pads": [1, 1, 1, 1]}),
@@ -142,7 +142,7 @@ DEFS = (
                                                "strides": [1, 1, 2], "ceil_mode": 1}),
           )),
     OpDef(_Op.AVERAGE_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _pool_infer, _average,
-          _average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, examples=(
+          _average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.SAME, examples=(
               OnnxExample(((2, 3, 6, 6),), {"kernel_shape": [2, 2], "strides": [2, 2]}),
               OnnxExample(((1, 2, 5, 5),), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
               OnnxExample(((1, 2, 5, 5),), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
@@ -155,6 +155,6 @@ DEFS = (
                                                "count_include_pad": 1}),
           )),
     OpDef(_Op.GLOBAL_AVERAGE_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _global_infer,
-          _global_average, _global_average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE,
+          _global_average, _global_average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.SAME,
           examples=(OnnxExample(((2, 3, 4, 5),)),)),
 )

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, Op, TensorType
-from .base import OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, int_attr, ints_attr
+from .base import OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, int_attr, ints_attr
 
 __all__ = ["DEFS", "reshape_target"]
 
@@ -102,11 +102,11 @@ DEFS = (
               OnnxExample(((2, 3, 4, 5),), {"axis": 2}),
               OnnxExample(((2, 3, 4, 5),), {"axis": -1}),
               OnnxExample(((2, 3, 4),), {"axis": 0}),
-          )),
+          ), quantize=QuantRule.MOVE),
     OpDef(Op.RESHAPE, PatternKind.INJECTIVE, (1, 1), _reshape_infer, _reshape, _reshape,
           accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, examples=(
               OnnxExample(((2, 3, 4),), constants={1: (0, -1)}),
               OnnxExample(((2, 3, 4),), constants={1: (4, 3, 2)}),
               OnnxExample(((2, 3, 4),), constants={1: (-1,)}),
-          )),
+          ), quantize=QuantRule.MOVE),
 )

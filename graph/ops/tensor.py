@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import OpError
 from ..ir import Attrs, Dim, Op, TensorType
-from .base import (OnnxExample, OpDef, PatternKind, ScaleRule, cpu_only, float_attr, int_attr, ints_attr,
+from .base import (OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, float_attr, int_attr, ints_attr,
                    require_float)
 from .elementwise import broadcast_shape
 
@@ -224,7 +224,7 @@ DEFS = (
         OnnxExample(((2, 3, 4, 4), (3, 1, 1))),
         OnnxExample(((2, 3, 4), (2, 3, 4))),
         OnnxExample(((4, 5),), constants={1: (0.5, -1.0, 2.0, 0.0, 3.5)}),
-    )),
+    ), quantize=QuantRule.SCALE_BY),
     OpDef(Op.LRN, PatternKind.OPAQUE, (1, 1), _lrn_infer, _lrn, None, accel_ok=_CPU, examples=(
         OnnxExample(((2, 7, 3, 3),), {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
         OnnxExample(((1, 6, 4, 4),), {"size": 3, "alpha": 2e-5, "beta": 0.5, "bias": 2.0}),
@@ -236,7 +236,7 @@ DEFS = (
           accel_ok=cpu_only("a transpose runs on the CPU between accelerator regions"),
           scale_rule=ScaleRule.PRESERVE,
           examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
-                    OnnxExample(((3, 4),)))),
+                    OnnxExample(((3, 4),))), quantize=QuantRule.MOVE),
     OpDef(Op.UNSQUEEZE, PatternKind.INJECTIVE, (1, 1), _unsqueeze_infer, _unsqueeze, None, accel_ok=_CPU,
           examples=(OnnxExample(((3, 4),), constants={1: (0, 3)}), OnnxExample(((2, 3, 4),), constants={1: (-1,)}))),
     OpDef(Op.SQUEEZE, PatternKind.INJECTIVE, (1, 1), _squeeze_infer, _squeeze, None, accel_ok=_CPU,
@@ -247,5 +247,5 @@ DEFS = (
                     OnnxExample(((2, 3),), {"mode": "edge"}, constants={1: (0, 2, 0, 1)}))),
     OpDef(Op.IM2COL, PatternKind.INJECTIVE, (1, 1), _im2col_infer, _im2col, _im2col, scale_rule=ScaleRule.PRESERVE,
           accel_ok=cpu_only("the kernel windows packed into channels on the host, for the accelerator's "
-                            "1x1 convolution after it")),
+                            "1x1 convolution after it"), quantize=QuantRule.SAME),
 )

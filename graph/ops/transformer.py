@@ -25,7 +25,7 @@ from openvta.isa import WIDE_RANGE
 
 from ..errors import OpError
 from ..ir import Attrs, DType, Op, TensorType
-from .base import OnnxExample, OpDef, PatternKind, cpu_only, float_attr, int_attr, require_float
+from .base import OnnxExample, OpDef, PatternKind, QuantRule, cpu_only, float_attr, int_attr, require_float
 from .elementwise import broadcast_shape
 from .tensor import checked_axis
 
@@ -246,32 +246,32 @@ DEFS = (
           examples=_PAIRS + (OnnxExample(((3, 4),), constants={1: 1.0}),)),
     OpDef(Op.DIV, PatternKind.BROADCAST, (2, 2), _binary_infer(Op.DIV), _binary(np.divide), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4), (2, 3, 4)), positive=(1,)),
-                    OnnxExample(((2, 4, 8),), constants={1: 2.8284271})),
+                    OnnxExample(((2, 4, 8),), constants={1: 2.8284271})), quantize=QuantRule.SCALE_BY
           ),
     OpDef(Op.POW, PatternKind.BROADCAST, (2, 2), _binary_infer(Op.POW), _binary(np.power), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),), constants={1: 2.0}), OnnxExample(((3, 4),), constants={1: 3.0}),
                     OnnxExample(((2, 3), (2, 3)), positive=(0,)))),
     OpDef(Op.ERF, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.ERF), _unary(erf), None, accel_ok=_CPU,
-          examples=(OnnxExample(((2, 3, 8),)),)),
+          examples=(OnnxExample(((2, 3, 8),)),), quantize=QuantRule.TABLE),
     OpDef(Op.SQRT, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.SQRT), _unary(np.sqrt), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),), positive=(0,)),)),
     OpDef(Op.SIGMOID, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.SIGMOID), _unary(_sigmoid), None,
-          accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4),)),)),
+          accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
     OpDef(Op.TANH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.TANH), _unary(np.tanh), None, accel_ok=_CPU,
-          examples=(OnnxExample(((2, 3, 4),)),)),
+          examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
     OpDef(Op.GELU, PatternKind.ELEMWISE, (1, 1), _gelu_infer, _gelu, None, accel_ok=_CPU,
-          examples=(OnnxExample(((2, 3, 8),), opset=20), OnnxExample(((4, 6),), {"approximate": "tanh"}, opset=20))),
+          examples=(OnnxExample(((2, 3, 8),), opset=20), OnnxExample(((4, 6),), {"approximate": "tanh"}, opset=20)), quantize=QuantRule.TABLE),
     OpDef(Op.REDUCE_MEAN, PatternKind.REDUCTION, (1, 1), _reduce_infer(Op.REDUCE_MEAN),
           _reduce(np.mean, Op.REDUCE_MEAN), None, accel_ok=_REDUCE,
           examples=(OnnxExample(((2, 3, 8),), {"axes": [-1]}), OnnxExample(((2, 3, 4),), {"axes": [1], "keepdims": 0}),
-                    OnnxExample(((2, 3),)))),
+                    OnnxExample(((2, 3),))), quantize=QuantRule.REDUCE),
     OpDef(Op.REDUCE_SUM, PatternKind.REDUCTION, (1, 1), _reduce_infer(Op.REDUCE_SUM),
           _reduce(np.sum, Op.REDUCE_SUM), _reduce_sum_int, accel_ok=_REDUCE,
           examples=(OnnxExample(((2, 5, 8),), constants={1: (1,)}), OnnxExample(((2, 3, 4),), {"keepdims": 0}),
-                    OnnxExample(((2, 3, 4),), {"keepdims": 0}, constants={1: (0, -1)}))),
+                    OnnxExample(((2, 3, 4),), {"keepdims": 0}, constants={1: (0, -1)})), quantize=QuantRule.REDUCE),
     OpDef(Op.LAYER_NORM, PatternKind.OPAQUE, (1, 3), _layer_norm_infer, _layer_norm, _layer_norm_int,
           accel_ok=cpu_only("runs on the CPU: a row's mean and variance, a square root and a division per "
                             "value, which the ALU has not (on int8: the integer kernel)"),
           examples=(OnnxExample(((2, 5, 8), (8,), (8,)), {"epsilon": 1e-12}, opset=17),
-                    OnnxExample(((2, 3, 4), (3, 4)), {"axis": 1}, opset=17))),
+                    OnnxExample(((2, 3, 4), (3, 4)), {"axis": 1}, opset=17)), quantize=QuantRule.LAYER_NORM),
 )

@@ -8,7 +8,8 @@ So graph inputs are quantized once, graph outputs dequantized under their own na
 and an op without an integer reference (BatchNormalization not folded, Softmax) runs as
 a float island between a Dequantize and, if an integer op reads its result, a Quantize.
 
-Per op, by table (see ``_RULES``):
+Per op, by its registry entry's quantization rule (``OpDef.quantize``, :class:`~..ops.base.QuantRule`;
+``BY_RULE`` holds each rule's rewrite):
 
 - Conv, Gemm, MatMul with constant weights: int8 data × int8 weights (per output
   channel) + int32 bias → int32 accumulator ``v.acc``, then ``Requantize`` to ``v.q``.
@@ -39,7 +40,8 @@ from ..ops.base import float_attr, int_attr
 from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION, SOFTMAX_TABLE_MAX
 from ..ops.quant import SATURATED_RANGE, TABLE_SIZE
 from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
-from ..registry import op_def
+from ..ops.base import QuantRule
+from ..registry import REGISTRY, op_def
 from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
@@ -47,7 +49,8 @@ from .quantize_exact import EXACT_RULES, exact_island
 
 __all__ = ["quantize"]
 
-_MOVES = (Op.RESHAPE, Op.FLATTEN, Op.IDENTITY, Op.DROPOUT, Op.TRANSPOSE)
+#: The ops that move codes (a 16-bit value moves through them on its way to a wide product).
+_MOVES = frozenset(op for op, d in REGISTRY.items() if d.quantize is QuantRule.MOVE)
 
 
 def _same_op(b: Builder, node: Node) -> bool:
@@ -486,15 +489,14 @@ def _reduce(b: Builder, node: Node) -> bool:
     return True
 
 
-_RULES: dict[Op, Rule] = {
-    Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _matmul, Op.ADD: _add, Op.CLIP: _clip,
-    Op.RELU: _same_op, Op.MAX_POOL: _same_op, Op.AVERAGE_POOL: _same_op,
-    Op.GLOBAL_AVERAGE_POOL: _same_op, Op.FLATTEN: _same_op, Op.RESHAPE: _same_op,
-    Op.IDENTITY: _same_op, Op.DROPOUT: _same_op, Op.IM2COL: _same_op, Op.TRANSPOSE: _same_op,
-    Op.GELU: _table, Op.ERF: _table, Op.TANH: _table, Op.SIGMOID: _table,
-    Op.DIV: _scale_by, Op.MUL: _scale_by, Op.SOFTMAX: _softmax, Op.LAYER_NORM: _layer_norm,
-    Op.REDUCE_MEAN: _reduce, Op.REDUCE_SUM: _reduce,
+#: The rewrite of each quantization rule (an op's ``OpDef.quantize``).
+BY_RULE: dict[QuantRule, Rule] = {
+    QuantRule.PRODUCT: _linear, QuantRule.MATMUL: _matmul, QuantRule.ADD: _add, QuantRule.CLIP: _clip,
+    QuantRule.MOVE: _same_op, QuantRule.PICK: _same_op, QuantRule.SAME: _same_op, QuantRule.TABLE: _table,
+    QuantRule.SCALE_BY: _scale_by, QuantRule.SOFTMAX: _softmax, QuantRule.LAYER_NORM: _layer_norm,
+    QuantRule.REDUCE: _reduce,
 }
+_RULES: dict[Op, Rule] = {op: BY_RULE[d.quantize] for op, d in REGISTRY.items() if d.quantize is not None}
 
 
 def quantize(graph: Graph, mode: RequantMode) -> Graph:

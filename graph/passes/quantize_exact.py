@@ -32,8 +32,9 @@ from openvta.isa import INT8_MAX, INT8_MIN, INT32_LIMIT
 
 from ..errors import PassError
 from ..ir import DType, Node, Op, QuantParams, RequantMode
-from ..ops.base import float_attr
+from ..ops.base import QuantRule, float_attr
 from ..ops.linear import conv_geometry
+from ..registry import REGISTRY
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 
 __all__ = ["EXACT_RULES", "exact_island", "recover_ints"]
@@ -199,8 +200,10 @@ def exact_island(b: Builder, node: Node) -> bool:
     return True
 
 
-EXACT_RULES: dict[Op, Rule] = {
-    Op.CLIP: _clip,
-    Op.CONV: _linear, Op.GEMM: _linear, Op.MATMUL: _linear, Op.MAX_POOL: _same_op,
-    Op.FLATTEN: _same_op, Op.RESHAPE: _same_op, Op.IDENTITY: _same_op, Op.DROPOUT: _same_op,
+#: The rewrite of each quantization rule that has one in exact mode (the others: float islands).
+EXACT_BY_RULE: dict[QuantRule, Rule] = {
+    QuantRule.CLIP: _clip, QuantRule.PRODUCT: _linear, QuantRule.MATMUL: _linear, QuantRule.MOVE: _same_op,
+    QuantRule.PICK: _same_op,
 }
+EXACT_RULES: dict[Op, Rule] = {op: EXACT_BY_RULE[d.quantize] for op, d in REGISTRY.items()
+                               if d.quantize in EXACT_BY_RULE}
