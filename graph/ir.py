@@ -82,6 +82,7 @@ class Op(enum.Enum):
     GATHER = "Gather"
     CAST = "Cast"
     EXPAND = "Expand"
+    HARD_SWISH = "HardSwish"
     QUANTIZE = "Quantize"
     DEQUANTIZE = "Dequantize"
     REQUANTIZE = "Requantize"

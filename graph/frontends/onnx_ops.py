@@ -293,6 +293,7 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.DROPOUT: _dropout,
     Op.SOFTMAX: _plain("axis"),
     Op.MUL: _plain(),
+    Op.HARD_SWISH: _plain(),
     Op.LRN: _plain("alpha", "beta", "bias", "size"),
     Op.CONCAT: _plain("axis"),
     Op.TRANSPOSE: _plain("perm"),

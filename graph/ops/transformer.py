@@ -78,6 +78,11 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow for large |x|
 
 
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    """MobileNetV3's ``x · relu6(x + 3) / 6`` (ONNX's HardSwish: ``x · max(0, min(1, x/6 + 1/2))``)."""
+    return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
 def _gelu_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(inputs[0], Op.GELU)
     if attrs.get("approximate", "none") not in ("none", "tanh"):
@@ -257,6 +262,8 @@ DEFS = (
           examples=(OnnxExample(((2, 3, 4),), positive=(0,)),)),
     OpDef(Op.SIGMOID, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.SIGMOID), _unary(_sigmoid), None,
           accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
+    OpDef(Op.HARD_SWISH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.HARD_SWISH), _unary(_hard_swish), None,
+          accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4, 4),), opset=14),), quantize=QuantRule.TABLE),
     OpDef(Op.TANH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.TANH), _unary(np.tanh), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
     OpDef(Op.GELU, PatternKind.ELEMWISE, (1, 1), _gelu_infer, _gelu, None, accel_ok=_CPU,
