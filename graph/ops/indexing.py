@@ -46,6 +46,61 @@ def _gather(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.take(data, np.where(indices < 0, indices + size, indices), axis=axis)
 
 
+def _indices(indices: np.ndarray, size: np.ndarray | int, what: str) -> np.ndarray:
+    """``indices`` made non-negative (ONNX counts negative ones from the end); one out of
+    range is an error naming it."""
+    bad = (indices < -size) | (indices >= size)
+    if bad.any():
+        where = tuple(int(i[0]) for i in np.nonzero(bad))
+        raise OpError(f"{what} index {int(indices[where])} at {where} is out of range for an axis of "
+                      f"{int(np.broadcast_to(size, indices.shape)[where])}")
+    return np.where(indices < 0, indices + size, indices)
+
+
+def _gather_elements_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data, indices = inputs
+    if indices.dtype is not DType.INT64:
+        raise OpError(f"GatherElements indices must be int64, not {indices.dtype.value}")
+    if indices.ndim != data.ndim:
+        raise OpError(f"GatherElements indices {indices.shape!r} must have the data's rank {data.ndim}")
+    checked_axis(attrs, data.ndim, Op.GATHER_ELEMENTS, 0)
+    return TensorType(indices.shape, data.dtype)
+
+
+def _gather_elements(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """ONNX's GatherElements by ``np.take_along_axis`` (not ``onnx.reference``'s, whose
+    ``np.choose`` fails from 64 entries on the gathered axis; docs/DECISIONS.md)."""
+    data, indices = inputs
+    axis = checked_axis(attrs, data.ndim, Op.GATHER_ELEMENTS, 0)
+    return np.take_along_axis(data, _indices(indices, data.shape[axis], "GatherElements"), axis=axis)
+
+
+def _gather_nd_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data, indices = inputs
+    batch = int_attr(attrs, "batch_dims", 0)
+    depth = indices.shape[-1] if indices.ndim else None
+    if indices.dtype is not DType.INT64 or not isinstance(depth, int) or not 0 <= batch < min(data.ndim, indices.ndim) \
+            or batch + depth > data.ndim or data.shape[:batch] != indices.shape[:batch]:
+        raise OpError(f"GatherND indices {indices} must be int64 tuples of at most {data.ndim - batch} indices "
+                      f"into {data} after {batch} batch dimensions")
+    return TensorType(indices.shape[:-1] + data.shape[batch + depth:], data.dtype)
+
+
+def _gather_nd(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """ONNX's GatherND: each innermost tuple of ``indices`` picks a slice of ``data``, per
+    batch entry (the first ``batch_dims`` dimensions, shared)."""
+    data, indices = inputs
+    batch = int_attr(attrs, "batch_dims", 0)
+    depth = indices.shape[-1]
+    lead = indices.shape[:batch]
+    flat_data = data.reshape((int(np.prod(lead, dtype=np.int64)),) + data.shape[batch:])
+    flat_index = indices.reshape((flat_data.shape[0], -1, depth))
+    sizes = np.array(data.shape[batch:batch + depth], np.int64)
+    flat_index = _indices(flat_index, sizes, "GatherND")
+    picked = np.stack([flat_data[b][tuple(flat_index[b].T)] for b in range(flat_data.shape[0])])
+    return picked.reshape(indices.shape[:-1] + data.shape[batch + depth:])
+
+
 def _cast_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     to = int_attr(attrs, "to")
     if to not in CAST_TYPES:
@@ -77,6 +132,13 @@ DEFS = (
         OnnxExample(((10, 6),), constants={1: (3, 0, 9, 3)}),
         OnnxExample(((4, 5, 3),), {"axis": 1}, constants={1: (-1, 2)}),
     )),
+    OpDef(Op.GATHER_ELEMENTS, PatternKind.INJECTIVE, (2, 2), _gather_elements_infer, _gather_elements,
+          _gather_elements, accel_ok=_CPU, examples=(
+              OnnxExample(((70,),), constants={1: (69, 0, -1, 64, 3)}),  # onnx.reference fails from 64 entries
+              OnnxExample(((4,),), {"axis": 0}, constants={1: (3, 3, 0)}),
+          )),
+    OpDef(Op.GATHER_ND, PatternKind.INJECTIVE, (2, 2), _gather_nd_infer, _gather_nd, _gather_nd, accel_ok=_CPU,
+          examples=(OnnxExample(((4, 3),), constants={1: (1, -1)}), OnnxExample(((4, 3, 2),), constants={1: (2,)}))),
     OpDef(Op.CAST, PatternKind.ELEMWISE, (1, 1), _cast_infer, _cast, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),), {"to": 1}),)),
     OpDef(Op.EXPAND, PatternKind.BROADCAST, (1, 1), _expand_infer, _expand, None, accel_ok=_CPU,

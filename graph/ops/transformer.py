@@ -48,6 +48,12 @@ def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Seq
     return kernel
 
 
+def _unary_bool(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
+    def kernel(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        return np.asarray(fn(inputs[0]), dtype=np.bool_)
+    return kernel
+
+
 def _unary_infer(op: Op) -> Callable[[Sequence[TensorType], Attrs], TensorType]:
     def infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         require_float(inputs[0], op)
@@ -81,6 +87,35 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def _hard_swish(x: np.ndarray) -> np.ndarray:
     """MobileNetV3's ``x · relu6(x + 3) / 6`` (ONNX's HardSwish: ``x · max(0, min(1, x/6 + 1/2))``)."""
     return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+def _hard_sigmoid(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """ONNX's HardSigmoid: ``max(0, min(1, alpha·x + beta))``."""
+    alpha, beta = float_attr(attrs, "alpha", 0.2), float_attr(attrs, "beta", 0.5)
+    return np.clip(alpha * inputs[0].astype(np.float64) + beta, 0.0, 1.0).astype(np.float32)
+
+
+def _leaky_relu(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = inputs[0]
+    return np.where(x < 0, np.float32(float_attr(attrs, "alpha", 0.01)) * x, x).astype(np.float32)
+
+
+def _prelu_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    for t in inputs:
+        require_float(t, Op.PRELU)
+    if broadcast_shape(inputs[0].shape, inputs[1].shape) != inputs[0].shape:
+        raise OpError(f"PRelu slope {inputs[1].shape!r} must broadcast to the data's {inputs[0].shape!r}")
+    return TensorType(inputs[0].shape, inputs[0].dtype)
+
+
+def _prelu(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, slope = inputs
+    return np.where(x < 0, slope * x, x).astype(np.float32)
+
+
+def _is_nan_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(inputs[0], Op.IS_NAN)
+    return TensorType(inputs[0].shape, DType.BOOL)
 
 
 def _gelu_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -264,6 +299,16 @@ DEFS = (
           accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
     OpDef(Op.HARD_SWISH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.HARD_SWISH), _unary(_hard_swish), None,
           accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4, 4),), opset=14),), quantize=QuantRule.TABLE),
+    OpDef(Op.HARD_SIGMOID, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.HARD_SIGMOID), _hard_sigmoid, None,
+          accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4, 4),)), OnnxExample(((3, 5),), {"alpha": 0.5, "beta": 0.1})),
+          quantize=QuantRule.TABLE),
+    OpDef(Op.LEAKY_RELU, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.LEAKY_RELU), _leaky_relu, None,
+          accel_ok=_CPU, examples=(OnnxExample(((2, 3, 4, 4),)), OnnxExample(((3, 5),), {"alpha": 0.2})),
+          quantize=QuantRule.TABLE),
+    OpDef(Op.PRELU, PatternKind.BROADCAST, (2, 2), _prelu_infer, _prelu, None, accel_ok=_CPU,
+          examples=(OnnxExample(((2, 3, 4, 4), (3, 1, 1))), OnnxExample(((2, 5),), constants={1: 0.25}))),
+    OpDef(Op.IS_NAN, PatternKind.ELEMWISE, (1, 1), _is_nan_infer, _unary_bool(np.isnan), None, accel_ok=_CPU,
+          examples=(OnnxExample(((2, 3),)),)),
     OpDef(Op.TANH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.TANH), _unary(np.tanh), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),)),), quantize=QuantRule.TABLE),
     OpDef(Op.GELU, PatternKind.ELEMWISE, (1, 1), _gelu_infer, _gelu, None, accel_ok=_CPU,

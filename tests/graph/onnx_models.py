@@ -56,7 +56,11 @@ def example_model(op: Op, example: OnnxExample,
         names.append(name)
     node = helper.make_node(op.value, names, ["out"], name="node", **example.attrs)
     shapes = {k: v.shape for k, v in feeds.items()}
-    return make_model([node], shapes, ["out"], inits, opset=example.opset), feeds
+    model = make_model([node], shapes, ["out"], inits, opset=example.opset)
+    model.graph.output[0].type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED  # (IsNaN's is bool)
+    out = onnx.shape_inference.infer_shapes(model, strict_mode=True).graph.output[0]
+    model.graph.output[0].CopyFrom(out)
+    return model, feeds
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
