@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .region_types import MemoryPlan, Region
 
 __all__ = ["DType", "Op", "Device", "RequantMode", "Attrs", "AttrValue", "QuantParams",
-           "TensorType", "Placement", "Node", "Graph", "Dim"]
+           "TensorType", "Placement", "Precision", "Node", "Graph", "Dim"]
 
 Dim = Union[int, str]
 
@@ -276,8 +276,37 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """A node's activation bits under mixed precision (docs/DECISIONS.md, "Mixed precision").
+
+    In the float graph, after calibration, a Conv's or Gemm's input and output bits (an
+    Add's output bits: a 16-bit residual sum), each 8 or 16; in the integer graph, each
+    int8 pass of a wide product also says how many ``passes`` compute it.
+    """
+
+    input_bits: int = 8
+    output_bits: int = 8
+    passes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.input_bits not in (8, 16) or self.output_bits not in (8, 16):
+            raise ValueError(f"activation bits must be 8 or 16, not {self.input_bits} and {self.output_bits}")
+        if not isinstance(self.passes, int) or self.passes < 1:
+            raise ValueError(f"a product's passes must be a positive integer, not {self.passes!r}")
+
+    @property
+    def bits(self) -> tuple[int, int]:
+        return self.input_bits, self.output_bits
+
+    def __str__(self) -> str:
+        passes = f", {self.passes} int8 passes" if self.passes > 1 else ""
+        return f"{self.input_bits}-bit in, {self.output_bits}-bit out{passes}"
+
+
+@dataclass(frozen=True)
 class Node:
-    """One operation: ``outputs = op(inputs; attrs)``, with its placement and fused group."""
+    """One operation: ``outputs = op(inputs; attrs)``, with its placement, fused group and,
+    under mixed precision, its activation bits."""
 
     name: str
     op: Op
@@ -286,6 +315,7 @@ class Node:
     attrs: Attrs = field(default_factory=Attrs)
     placement: Placement | None = None
     group: int | None = None
+    precision: Precision | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -390,6 +420,8 @@ class Graph:
                 notes.append(str(node.placement))
             if node.group is not None:
                 notes.append(f"group {node.group}")
+            if node.precision is not None:
+                notes.append(str(node.precision))
             lines.append(f"  {outs} = {node.op_name}({', '.join(node.inputs)}){attrs}"
                          f"  # {' · '.join(notes)}")
         lines.append(f"  output {', '.join(self.outputs)}")

@@ -34,10 +34,10 @@ import numpy as np
 from openvta.compiler.epilogue import IMM_FIELD
 from openvta.isa import INT8_MAX, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_MAX
 
-from .ir import RequantMode
+from .ir import Node, RequantMode
 
 __all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
-           "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for", "ACTIVATION_BITS", "WIDE_PASSES",
+           "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for",
            "PRECISIONS", "activation_bits", "int8_sqnr", "parse_precision", "wide_scale"]
 
 MULTIPLIER_BITS = IMM_FIELD.width - 1  # m < 2**15: a 16-bit signed ALU immediate
@@ -145,11 +145,6 @@ def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Re
     return fixed_requant(multipliers, bound)
 
 
-#: The attribute of a Conv or Gemm the calibrate pass sets for mixed precision: the bits of
-#: its input and output activations, ``(8, 16)`` or ``(16, 16)`` (absent: ``(8, 8)``).
-ACTIVATION_BITS = "activation_bits"
-#: The attribute of each int8 pass of a wide product: how many passes compute it.
-WIDE_PASSES = "wide_passes"
 #: ``precision`` values: every activation int8; 16 bits where int8 loses (below
 #: :data:`MIXED_SQNR_DB`, or ``mixed:<dB>``); every product's input and output 16 bits.
 PRECISIONS = ("int8", "mixed", "mixed:<dB>", "int16")
@@ -208,7 +203,7 @@ def wide_scale(scale: float, mode: RequantMode) -> float:
     return scale * INT8_MAX / WIDE_MAX
 
 
-def activation_bits(node: object) -> tuple[int, int]:
-    """A Conv's or Gemm's ``(input, output)`` activation bits (:data:`ACTIVATION_BITS`)."""
-    value = getattr(node, "attrs", {}).get(ACTIVATION_BITS, (8, 8))
-    return (int(value[0]), int(value[1]))
+def activation_bits(node: Node) -> tuple[int, int]:
+    """A Conv's, Gemm's or Add's ``(input, output)`` activation bits (its ``precision``;
+    ``(8, 8)`` without one)."""
+    return node.precision.bits if node.precision is not None else (8, 8)

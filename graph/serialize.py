@@ -41,7 +41,7 @@ from openvta.runtime.program import program_bytes
 from openvta.compiler import Epilogue, operator_spec
 
 from .errors import GraphError, ModelError
-from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, QuantParams,
+from .ir import (Attrs, AttrValue, Device, DType, Graph, Node, Op, Placement, Precision, QuantParams,
                  RequantMode, TensorType)
 from .kernel import KernelMatch, PlanSource
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role
@@ -94,15 +94,26 @@ def _node_json(node: Node) -> dict[str, object]:
                                                      "reason": node.placement.reason}
     return {"name": node.name, "op": node.op.value, "inputs": list(node.inputs),
             "outputs": list(node.outputs), "attrs": {k: _attr_json(v) for k, v in node.attrs.items()},
-            "placement": placement, "group": node.group}
+            "placement": placement, "group": node.group,
+            "precision": None if node.precision is None else [node.precision.input_bits, node.precision.output_bits,
+                                                              node.precision.passes]}
+
+
+#: The attribute older files give each int8 pass of a wide product (now ``Node.precision``).
+_WIDE_PASSES = "wide_passes"
 
 
 def _node_value(data: Mapping[str, Any]) -> Node:
     p = data["placement"]
     placement = None if p is None else Placement(Device(p["device"]), str(p["reason"]))
-    attrs = Attrs({k: _attr_value(v) for k, v in data["attrs"].items()})
-    return Node(data["name"], Op(data["op"]), tuple(data["inputs"]), tuple(data["outputs"]), attrs,
-                placement, data["group"])
+    attrs = {k: _attr_value(v) for k, v in data["attrs"].items()}
+    given = data.get("precision")
+    precision = None if given is None else Precision(*(int(v) for v in given))
+    passes = attrs.pop(_WIDE_PASSES, None)  # a file written before precision was a field
+    if isinstance(passes, int) and precision is None:
+        precision = Precision(16 if passes > 2 else 8, 16 if passes % 2 == 0 else 8, passes)
+    return Node(data["name"], Op(data["op"]), tuple(data["inputs"]), tuple(data["outputs"]), Attrs(attrs),
+                placement, data["group"], precision)
 
 
 def _region_json(region: Region, key: str) -> dict[str, object]:

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 from .ir import Device, Graph
 from .kernel import PlanSource
-from .ops.base import int_attr
-from .quantization import WIDE_PASSES
 from .registry import op_def
 
 __all__ = ["NodeSummary", "kernel_plans", "plans_line", "summarize", "summary_text"]
@@ -49,7 +47,7 @@ def summarize(graph: Graph) -> list[NodeSummary]:
         inputs = [graph.types[v] for v in node.inputs]
         output = graph.types[node.outputs[0]]
         macs = op_def(node.op).macs(inputs, output, node.attrs)
-        passes = int_attr(node.attrs, WIDE_PASSES, 1)  # the product's MACs counted once over its passes
+        passes = node.precision.passes if node.precision is not None else 1  # a product's MACs counted once
         macs //= passes
         params = sum(graph.types[v].nbytes() for v in node.inputs if v in graph.constants)
         placement = node.placement

@@ -37,10 +37,10 @@ import numpy as np
 
 from ..errors import PassError
 from ..execute import execute
-from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, RequantMode, TensorType
+from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from ..ops.base import ScaleRule, float_attr
 from ..registry import QUANT_OPS, op_def
-from ..quantization import ACTIVATION_BITS, choose_scale, int8_sqnr
+from ..quantization import choose_scale, int8_sqnr
 
 #: An Add's operands whose ranges differ by more than this keep the sum in float: one 16-bit
 #: scale cannot hold both.
@@ -172,7 +172,7 @@ def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType],
             ranges.append(quant.scale[0] * 127)
     if min(ranges) > 0 and max(ranges) > WIDE_ADD_SPAN * min(ranges):
         return node
-    return replace(node, attrs=Attrs({**node.attrs, ACTIVATION_BITS: (8, 16)}))
+    return replace(node, precision=Precision(8, 16))
 
 
 def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power: Mapping[str, float],
@@ -193,4 +193,4 @@ def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power:
     bits = (16 if loses(node.inputs[0]) else 8, 16 if loses(node.outputs[0]) else 8)
     if bits == (8, 8):
         return node
-    return replace(node, attrs=Attrs({**node.attrs, ACTIVATION_BITS: bits}))
+    return replace(node, precision=Precision(*bits))

@@ -35,14 +35,14 @@ from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AM
                         WIDE_RANGE)
 
 from ..errors import PassError
-from ..ir import DType, Graph, Node, Op, QuantParams, RequantMode
+from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode
 from ..ops.base import float_attr, int_attr
 from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION, SOFTMAX_TABLE_MAX
 from ..ops.quant import SATURATED_RANGE, TABLE_SIZE
 from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
 from ..ops.base import QuantRule
 from ..registry import REGISTRY, op_def
-from ..quantization import ACTIVATION_BITS, WIDE_PASSES, activation_bits, pre_shift_for, quantize_weights, wide_scale
+from ..quantization import activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 from .quantize_exact import EXACT_RULES, exact_island
@@ -172,8 +172,8 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     w_axis, out_axis = channel_axis(node)
     out_axis %= len(b.source.types[out].shape)
     weight = b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis))
-    attrs: dict[str, object] = {k: v for k, v in node.attrs.items() if k != ACTIVATION_BITS}
-    attrs[WIDE_PASSES] = (2 if bits[1] == 16 else 1) + (2 if bits[0] == 16 else 0)
+    attrs: dict[str, object] = dict(node.attrs)
+    precision = Precision(*bits, passes=(2 if bits[1] == 16 else 1) + (2 if bits[0] == 16 else 0))
     wide_bound = int(INT8_LIMIT * weight_sums.max())
     if bits[0] == 16:
         x_scale = wide_scale(b.scale(x), b.mode)
@@ -187,7 +187,7 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
         bytes_ = []
         for part in ("high", "low"):
             acc = b.emit(f"{node.name}.low.{part}", node.op, (low, weight), b.name(f"{out}.acc"), attrs,
-                         QuantParams(tuple(low_scales), axis=out_axis))
+                         QuantParams(tuple(low_scales), axis=out_axis), precision)
             shifted = b.emit(f"{node.name}.low.{part}.shift", Op.REQUANTIZE, (acc,), b.name(f"{out}.r"),
                              {"mode": b.mode, "pre_shift": 0, "multiplier": (1,),
                               "post_shift": (WIDE_BYTE_SHIFT + extra,), "axis": out_axis, "out_dtype": DType.INT32})
@@ -210,7 +210,7 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     for part in ("high", "low") if bits[1] == 16 else ("",):
         tag = f"{node.name}.{part}" if part else node.name
         acc = b.emit(tag, node.op, (data, weight, bias_name), b.name(f"{out}.acc"), attrs,
-                     QuantParams(tuple(acc_scales), axis=out_axis))
+                     QuantParams(tuple(acc_scales), axis=out_axis), precision)
         if partial is not None:
             operand = partial if not extra else b.emit(
                 f"{tag}.partial", Op.REQUANTIZE, (partial,), b.name(f"{out}.partial"),

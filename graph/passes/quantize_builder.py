@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import OpError, PassError
-from ..ir import Attrs, DType, Graph, Node, Op, QuantParams, RequantMode, TensorType
+from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from ..quantization import requant_params, wide_scale
 from ..rewrite import fresh
 from .infer_shapes import infer_node
@@ -54,10 +54,11 @@ class Builder:
         return name
 
     def emit(self, name: str, op: Op, inputs: tuple[str, ...], out: str,
-             attrs: dict[str, object] | None = None, quant: QuantParams | None = None) -> str:
+             attrs: dict[str, object] | None = None, quant: QuantParams | None = None,
+             precision: Precision | None = None) -> str:
         node_name = fresh(name, self.node_names)
         self.node_names.add(node_name)
-        node = Node(node_name, op, inputs, (out,), Attrs(attrs or {}))
+        node = Node(node_name, op, inputs, (out,), Attrs(attrs or {}), precision=precision)
         try:
             self.types[out] = infer_node(node, self.types).with_quant(quant)
         except OpError as exc:

@@ -10,7 +10,7 @@ from onnx import ModelProto, TensorProto, helper
 from onnx_models import make_model, tensor_input
 
 from openvta.graph.errors import ModelError
-from openvta.graph.frontends.onnx import SUPPORTED_OPS, import_onnx
+from openvta.graph.frontends.onnx import import_onnx
 from openvta.graph.ir import DType, Op
 
 W = np.ones((4, 2, 3, 3), np.float32)
@@ -67,7 +67,8 @@ def test_file_errors(tmp_path) -> None:
 def test_model_level_errors() -> None:
     with pytest.raises(ModelError, match=r"^node 'conv7' \(LSTM\): ONNX's shape inference refuses it: First input "
                                          r"tensor must have rank 3$"):
-        import_onnx(make_model([helper.make_node("LSTM", ["x", "w"], ["y"], name="conv7")], {"x": [2]}, ["y"], {"w": W}))
+        lstm = helper.make_node("LSTM", ["x", "w"], ["y"], name="conv7")
+        import_onnx(make_model([lstm], {"x": [2]}, ["y"], {"w": W}))
     custom = helper.make_node("FusedConv", ["x"], ["y"], name="f", domain="com.microsoft")
     with pytest.raises(ModelError, match=r"^node 'f' \(com\.microsoft\.FusedConv\) is of the domain 'com\.microsoft'; "
                                          r"openvta runs ONNX's default domain only$"):
@@ -135,7 +136,8 @@ def test_input_errors() -> None:
     ({"group": 2}, "attribute group must divide the 2 input channels and the 4 output channels "
                    "(weight (4, 2, 3, 3)), not 2"),
     ({"dilations": [2, 2]}, "attribute dilations must be all 1, not [2, 2]"),
-    ({"foo": 1}, "attribute 'foo' is not supported; supported: auto_pad, dilations, group, kernel_shape, pads, strides"),
+    ({"foo": 1}, "attribute 'foo' is not supported; supported: auto_pad, dilations, group, kernel_shape, pads, "
+                 "strides"),
 ])
 def test_a_conv_openvtas_kernel_does_not_take_runs_on_onnxs_reference(attrs, message) -> None:
     node = import_onnx(_conv_model(**attrs)).node("conv1")

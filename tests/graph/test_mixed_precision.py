@@ -63,7 +63,8 @@ def test_a_16_bit_product_at_k_1536_at_the_range_extremes_is_exact_on_every_back
     x = np.array(rows, dtype=np.float32)
     model = openvta.compile_model(_product(k, n, weight, bias), x, precision="int16")
     products = [node for node in model.graph.nodes if node.op is Op.GEMM]
-    assert len(products) == 4 and all(node.attrs["wide_passes"] == 4 for node in products)
+    assert len(products) == 4
+    assert all(node.precision is not None and node.precision.passes == 4 for node in products)
     reference = model.reference(x)["y"]
     exact = x.astype(np.float64) @ weight.astype(np.float64) + bias
     reach = np.abs(exact).max()
@@ -98,7 +99,7 @@ def test_int8_at_the_same_extremes_is_coarser() -> None:
     x[:, 3] *= 200  # an outlier channel: int8 per tensor flattens the others
     model8 = openvta.compile_model(_product(k, n, weight, np.zeros(n, np.float32)), x, precision="int8")
     mixed = openvta.compile_model(_product(k, n, weight, np.zeros(n, np.float32)), x, precision="mixed")
-    assert any(n.attrs.get("wide_passes") for n in mixed.graph.nodes)
+    assert any(n.precision for n in mixed.graph.nodes)
     exact = x.astype(np.float64) @ weight
     err8 = np.abs(model8.reference(x)["y"] - exact).max()
     err16 = np.abs(mixed.reference(x)["y"] - exact).max()
@@ -113,8 +114,8 @@ def test_mixed_is_the_default_and_int8_is_asked_for() -> None:
     x = rng.normal(size=(8, k)).astype(np.float32)
     x[:, 3] *= 300  # an outlier channel among 1536: int8 loses on this input (13 dB)
     proto = _product(k, n, weight, np.zeros(n, np.float32))
-    assert any(n.attrs.get("wide_passes") for n in openvta.compile_model(proto, x).graph.nodes)
-    assert not any(n.attrs.get("wide_passes") for n in openvta.compile_model(proto, x, precision="int8").graph.nodes)
+    assert any(n.precision for n in openvta.compile_model(proto, x).graph.nodes)
+    assert not any(n.precision for n in openvta.compile_model(proto, x, precision="int8").graph.nodes)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -166,7 +167,7 @@ def test_minilm_mixed_precision_reaches_the_float_embeddings_on_every_back_end()
         pytest.skip(str(exc))
     calibration, evaluation = minilm_model.protocol()
     model = openvta.compile_model(str(path), calibration, precision="mixed")
-    wide = {n.name for n in model.graph.nodes if n.op is Op.GEMM and n.attrs.get("wide_passes")}
+    wide = {n.name for n in model.graph.nodes if n.op is Op.GEMM and n.precision}
     assert wide and all("layer.0/output/dense" in name for name in wide)
     embedding = minilm_model.EMBEDDING
     feeds = evaluation[1]

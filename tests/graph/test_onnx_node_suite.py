@@ -36,9 +36,11 @@ def results() -> dict[str, dict[str, str]]:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         cases = sorted((c for c in collect_testcases() if "training" not in c.name), key=lambda c: c.name)
-    return {c.name: suite.run_case("openvta", c, [([suite._value(v) for v in inputs], [suite._value(v) for v in outputs])
-                                                  for inputs, outputs in c.data_sets or ()], suite.TIMEOUT)
-            for c in cases}
+    def data(case: object) -> list:
+        return [([suite._value(v) for v in inputs], [suite._value(v) for v in outputs])
+                for inputs, outputs in getattr(case, "data_sets", None) or ()]
+
+    return {c.name: suite.run_case("openvta", c, data(c), suite.TIMEOUT) for c in cases}
 
 
 def test_the_node_suite_runs_at_least_nine_cases_in_ten_and_none_wrong(results: dict[str, dict[str, str]]) -> None:

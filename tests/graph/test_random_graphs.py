@@ -80,8 +80,9 @@ class _Builder:
             k = self.data.draw(st.integers(1, w))
             self.inits[f"k{len(self.nodes)}"] = np.array([k], np.int64)
             out = f"t{len(self.nodes)}"
+            largest = self.data.draw(st.sampled_from([0, 1]))
             self.nodes.append(helper.make_node("TopK", [x, f"k{len(self.nodes)}"], [out, f"{out}.i"],
-                                               name=f"n{len(self.nodes)}", largest=self.data.draw(st.sampled_from([0, 1]))))
+                                               name=f"n{len(self.nodes)}", largest=largest))
             self.value, self.shape = out, (n, c, h, k)
             self.history.append((out, self.shape))
         elif kind == "GatherElements":
