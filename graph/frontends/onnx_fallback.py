@@ -65,7 +65,8 @@ def value_type(value: Any, what: str, fixed_only: bool = False) -> TensorType:
     if kind != "tensor_type":
         name = {"sequence_type": "sequence", "optional_type": "optional", "map_type": "map",
                 "sparse_tensor_type": "sparse tensor"}.get(kind or "", kind or "value without a type")
-        raise ModelError(f"{what} {value.name!r} is a {name}; openvta's graphs hold tensors only")
+        article = "an" if name[0] in "aeiou" else "a"
+        raise ModelError(f"{what} {value.name!r} is {article} {name}; openvta's graphs hold tensors only")
     elem = value.type.tensor_type.elem_type
     dtype = onnx_dtype(elem)
     if dtype is None:
@@ -224,8 +225,8 @@ def fallback_nodes(node: Any, name: str, opset_imports: Sequence[Any], types: di
     if any(t is None for t in out_types.values()):
         if not all(v in constants for v in inputs):
             unknown = next(o for o, t in out_types.items() if t is None)
-            raise ModelError(f"node {name!r} ({node.op_type}) output {unknown!r} has a shape that depends on the "
-                             "data, with no bound: openvta compiles static shapes only")
+            raise ModelError(f"node {name!r} ({node.op_type}) output {unknown!r} has a shape that ONNX's shape "
+                             "inference cannot give without the data: openvta compiles static shapes only")
         results = _run_once(model, inputs, constants)
         out_types = {o: TensorType(r.shape, DType.of(r.dtype)) for o, r in zip(outputs, results)}
     data = encode_model(model.SerializeToString())
