@@ -13,7 +13,7 @@ __all__ = ["add_search_options"]
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
     """The options of a search, the same for ``openvta tune OPERATOR`` and ``openvta tune model``."""
-    from openvta.tune.model import MODELS
+    from openvta.tune.cost_model import MODELS
     from openvta.tune.search import TUNERS
 
     parser.add_argument("--tuner", default="xgb", choices=TUNERS, help="the search (default xgb)")

@@ -33,7 +33,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from .features import features, roofline_cycles, target
-from .model import CostModel, cost_model
+from .cost_model import CostModel, cost_model
 from .space import Space
 
 __all__ = ["TUNERS", "Tuner", "make_tuner"]

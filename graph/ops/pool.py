@@ -16,7 +16,7 @@ from ..errors import OpError
 from ..ir import Attrs, DType, TensorType
 from ..ir import Op as _Op
 from .base import OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, int_attr, ints_attr
-from .kernels import avg_pool, dilated_spans, max_pool
+from .windows import avg_pool, dilated_spans, max_pool
 
 __all__ = ["DEFS"]
 

@@ -86,7 +86,8 @@ def test_model_level_errors() -> None:
         import_onnx(make_model([to_sequence], {"x": [2]}, ["y"]))
     nonzero = helper.make_node("NonZero", ["x"], ["y"], name="nz")
     with pytest.raises(ModelError, match=r"^node 'nz' \(NonZero\) output 'y' has a shape that ONNX's shape "
-                                         r"inference cannot give without the data: openvta compiles static shapes only$"):
+                                         r"inference cannot give without the data: openvta compiles static shapes "
+                                         r"only$"):
         import_onnx(make_model([nonzero], {"x": [2]}, ["y"]))
 
 

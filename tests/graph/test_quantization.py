@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_models import make_model, run_onnxruntime
 
 from openvta.graph.ir import DType, RequantMode
-from openvta.graph.ops.kernels import round_div
+from openvta.graph.ops.windows import round_div
 from openvta.graph.ops.quant import dequantize, quantize, requantize
 from openvta.graph.pipeline import compile_model
 from openvta.isa.arith import round_shift

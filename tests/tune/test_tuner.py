@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from openvta import tune
-from openvta.tune import model as cost_models
+from openvta.tune import cost_model as cost_models
 from openvta.tune.records import read_records
 from openvta.tune.search import TUNERS, ModelTuner, make_tuner
 
