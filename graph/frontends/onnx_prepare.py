@@ -116,7 +116,7 @@ def _changed_ops(proto: Any, version: int) -> list[str]:
 
     from ..registry import ONNX_OPS
 
-    own = {op.value for op in ONNX_OPS} | {"Constant", "Shape", "Size"}
+    own = {op.value for op in ONNX_OPS} | {"Constant", "Shape", "Size", "Sum"}  # (Sum: as Adds, _canonical)
     changed = []
     for op_type in dict.fromkeys(n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx")):
         if op_type in own:
