@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Device, Graph
+from .ir import Device, Graph, Op
 from .kernel import PlanSource
 from .registry import op_def
 
-__all__ = ["NodeSummary", "kernel_plans", "plans_line", "summarize", "summary_text"]
+__all__ = ["NodeSummary", "fallback_line", "kernel_plans", "plans_line", "summarize", "summary_text"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,16 @@ def macs_share(rows: list[NodeSummary]) -> str | None:
             f"{wide / total:.1%} with a 16-bit activation in int8 passes), {cpu}")
 
 
+def fallback_line(graph: Graph) -> str | None:
+    """``"CPU fallback: 3 nodes on ONNX's reference kernels (ReduceMax, TopK)"``, or None
+    when every node has an openvta kernel."""
+    ops = [n.op_name for n in graph.nodes if n.op is Op.ONNX_REFERENCE]
+    if not ops:
+        return None
+    return (f"CPU fallback: {len(ops)} node{'s' if len(ops) != 1 else ''} on ONNX's reference kernels "
+            f"({', '.join(sorted(set(ops)))})")
+
+
 def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
     groups = {r.group for r in rows if r.group is not None}
     accel = {r.group for r in rows if r.device is Device.ACCEL}
@@ -105,6 +115,9 @@ def _header(graph: Graph, rows: list[NodeSummary], detail: str) -> list[str]:
     share = macs_share(rows)
     if share:
         lines.append(share)
+    fallback = fallback_line(graph)
+    if fallback:
+        lines.append(fallback)
     if graph.memory is not None:
         m = graph.memory
         lines.append(f"arena {m.arena_bytes:,} bytes with reuse, {m.no_reuse_bytes:,} without "

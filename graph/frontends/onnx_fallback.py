@@ -5,9 +5,10 @@ one ONNX node: one per output the graph reads, each holding the one-node model o
 node at the model's opset, its inputs those of the node (and the outer-scope values its
 subgraphs read), its output typed by ONNX's shape inference on the types openvta gave the
 inputs (with the small constants' values, so that a shape or a count read from an input
-is known).  Where shape inference leaves a size unknown and every input is a constant,
-the node is run once to learn it; otherwise the size depends on the data and the node is
-refused.
+is known).  Where shape inference leaves a size unknown and every input is a constant, or
+the node is control flow (``If``, ``Loop``, ``Scan``) on inputs of static shapes, the node is
+run once to learn it (the control flow on zeros, its shapes then checked at every run);
+otherwise the size depends on the data and the node is refused.
 
 What cannot run is refused in one line naming the node and why (:func:`refusal`): an
 operator of another domain than ONNX's default one, a random generator (no reference
@@ -32,6 +33,11 @@ __all__ = ["fallback_nodes", "refusal", "subgraph_reads", "RANDOM_OPS", "onnx_dt
 #: Operators that draw random numbers: no reference run can be bit-exact, so none runs.
 RANDOM_OPS = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
                         "RandomUniformLike"})
+#: Control flow whose output shapes ONNX's shape inference leaves open (a Loop's carried
+#: values): on static inputs the node is run once, on zeros, to learn them, and the kernel
+#: checks every run's shapes against them (a shape that does depend on the data is then one
+#: line at run time, never a wrong answer).
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 #: Constants up to this many elements go into the shape inference model as values (a
 #: shape, a count, pads): what data propagation reads.
 _PROPAGATED = 4096
@@ -182,10 +188,27 @@ def _output_type(out: str, proto_type: Any, node: Any, name: str, inputs: Sequen
     return result
 
 
-def _run_once(model: Any, inputs: Sequence[str], constants: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def _run_once(model: Any, inputs: Sequence[str], values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
-    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, {v: constants[v] for v in inputs})]
+    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, {v: values[v] for v in inputs})]
+
+
+def _as_reference_runs(node: Any) -> tuple[Any, list[Any]]:
+    """``node`` in the form ``onnx.reference`` runs as ONNX specifies it, and the constants
+    that form adds: a Loop without its optional condition gets the condition ``true``
+    (the specification's meaning; ``onnx.reference`` runs no iteration without one)."""
+    from onnx import numpy_helper
+
+    if node.op_type != "Loop" or (len(node.input) > 1 and node.input[1]):
+        return node, []
+    copy = type(node)()
+    copy.CopyFrom(node)
+    inputs = list(node.input) + [""] * (2 - len(node.input))
+    inputs[1] = f"{node.output[0]}.cond"
+    del copy.input[:]
+    copy.input.extend(inputs)
+    return copy, [numpy_helper.from_array(np.array(True), inputs[1])]
 
 
 def fallback_nodes(node: Any, name: str, opset_imports: Sequence[Any], types: dict[str, TensorType],
@@ -213,9 +236,10 @@ def fallback_nodes(node: Any, name: str, opset_imports: Sequence[Any], types: di
     inferred = _inferred(node, name, inputs, types, constants, opset_imports)
     outputs = [o for o in node.output if o]
     out_types = {o: _output_type(o, inferred.get(o), node, name, inputs, types) for o in outputs}
+    node, own = _as_reference_runs(node)
     graph = helper.make_graph([node], node.op_type, [_tensor_info(v, types[v]) for v in inputs],
                               [helper.make_value_info(o, inferred[o]) if o in inferred
-                               else helper.make_empty_tensor_value_info(o) for o in outputs])
+                               else helper.make_empty_tensor_value_info(o) for o in outputs], own)
     model = helper.make_model(graph, opset_imports=list(opset_imports))
     try:
         ReferenceEvaluator(model)
@@ -223,11 +247,18 @@ def fallback_nodes(node: Any, name: str, opset_imports: Sequence[Any], types: di
         raise ModelError(f"node {name!r} ({node.op_type}) cannot run on ONNX's reference implementation: "
                          f"{_one_line(exc)}") from None
     if any(t is None for t in out_types.values()):
-        if not all(v in constants for v in inputs):
+        static = all(isinstance(d, int) for v in inputs for d in types[v].shape)
+        if not all(v in constants for v in inputs) and not (node.op_type in CONTROL_FLOW and static):
             unknown = next(o for o, t in out_types.items() if t is None)
             raise ModelError(f"node {name!r} ({node.op_type}) output {unknown!r} has a shape that ONNX's shape "
                              "inference cannot give without the data: openvta compiles static shapes only")
-        results = _run_once(model, inputs, constants)
+        probe = {v: constants[v] if v in constants else np.zeros(types[v].concrete(), types[v].dtype.numpy)
+                 for v in inputs}
+        try:
+            results = _run_once(model, inputs, probe)
+        except Exception as exc:  # onnx.reference's own errors
+            raise ModelError(f"node {name!r} ({node.op_type}) could not be run to learn its outputs' shapes: "
+                             f"{_one_line(exc)}") from None
         out_types = {o: TensorType(r.shape, DType.of(r.dtype)) for o, r in zip(outputs, results)}
     data = encode_model(model.SerializeToString())
     kept = [(i, o) for i, o in enumerate(outputs) if o in used] or [(0, outputs[0])]

@@ -93,10 +93,9 @@ def _gather_nd(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     batch = int_attr(attrs, "batch_dims", 0)
     depth = indices.shape[-1]
     lead = indices.shape[:batch]
+    indices = _indices(indices, np.array(data.shape[batch:batch + depth], np.int64), "GatherND")
     flat_data = data.reshape((int(np.prod(lead, dtype=np.int64)),) + data.shape[batch:])
     flat_index = indices.reshape((flat_data.shape[0], -1, depth))
-    sizes = np.array(data.shape[batch:batch + depth], np.int64)
-    flat_index = _indices(flat_index, sizes, "GatherND")
     picked = np.stack([flat_data[b][tuple(flat_index[b].T)] for b in range(flat_data.shape[0])])
     return picked.reshape(indices.shape[:-1] + data.shape[batch + depth:])
 
