@@ -132,6 +132,9 @@ def build_program_starts(kernels: Sequence[Kernel], cfg: Config, *, tensors: Seq
     irs = []
     for index, kernel in enumerate(kernels):
         report(f"lower {label(kernels, index)}", index, len(kernels))
+        if kernel.lowered is not None:  # (for its operator's configuration: the program's, checked above)
+            irs.append(kernel.lowered)
+            continue
         try:
             irs.append(lower(kernel.operator.schedule, cfg))
         except LoweringError as exc:

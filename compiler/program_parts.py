@@ -16,6 +16,7 @@ from openvta.runtime import Role, roles
 from openvta.runtime.program import ROLES
 
 from .layout import packed_shape
+from .lower import Lowered
 from .ops.common import Operator, as_operand
 
 __all__ = ["Kernel", "ProgramTensor", "HOST_ROLES", "TENSOR_DTYPES"]
@@ -108,15 +109,27 @@ class Kernel:
         symbol (``data``, ``weight``, ``bias``, each epilogue operand, ``out``) → tensor name.
     name :
         for messages and progress; the operator's name if empty.
+    lowered :
+        the operator's schedule already lowered (``lower(operator.schedule, operator.cfg)``),
+        by a caller that lowered it to check it: the program is built from it and lowering,
+        which is deterministic, is not run again; None: the program lowers it.
     """
 
     operator: Operator
     bind: Mapping[str, str]
     name: str = ""
+    lowered: Lowered | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.operator, Operator):
             raise TypeError(f"a kernel's operator must be an Operator, not {type(self.operator).__name__}")
+        if self.lowered is not None:
+            if not isinstance(self.lowered, Lowered) or self.lowered.output is not self.operator.output:
+                raise TypeError(f"a kernel's lowered schedule must be its operator's (a Lowered of its output "
+                                f"tensor), not {type(self.lowered).__name__}")
+            if self.lowered.cfg != self.operator.cfg:
+                raise ValueError(f"a kernel's lowered schedule must be for its operator's configuration "
+                                 f"{self.operator.cfg.name!r}, not {self.lowered.cfg.name!r}")
         object.__setattr__(self, "bind", MappingProxyType(dict(self.bind)))
         if not self.name:
             object.__setattr__(self, "name", self.operator.name)

@@ -213,7 +213,9 @@ def _accelerator_reports(graph: Graph, cfg: Config, run: _Run) -> dict[int, Kern
 
 
 def _compulsory_bytes(graph: Graph, cfg: Config) -> dict[int, tuple[int, int]]:
-    """Per accelerator group, ``(read, written)``: its operator's compulsory bytes per program run."""
+    """Per accelerator group, ``(read, written)``: its operator's compulsory bytes per program run
+    (the operator match kernels built, kept in ``graph.kernels``; built again only for a model
+    file, which does not keep it)."""
     from .passes.match_kernels import group_kernels
 
     out = {}

@@ -45,14 +45,13 @@ from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT8_RANGE, INT32_LIMIT
                         WIDE_MIN, AluOp, Config, round_shift_steps)
 
 from .accel import match_node
-from .kernel import DEFAULT_PLAN, NO_RECORD, PLAN_NOTE, TUNED_PLAN, KernelMatch, Plans
+from .kernel import DEFAULT_PLAN, NO_RECORD, TUNED_PLAN, KernelMatch, Plans
 from .ir import DType, Graph, Node, Op
 from .ops.base import PatternKind, int_attr, ints_attr
 from .registry import op_def
 from .rewrite import fresh
 
-__all__ = ["KernelMatch", "Mismatch", "match_group", "Plans", "PLAN_NOTE", "TUNED_PLAN",
-           "DEFAULT_PLAN", "NO_RECORD"]
+__all__ = ["KernelMatch", "Mismatch", "match_group", "Plans", "TUNED_PLAN", "DEFAULT_PLAN", "NO_RECORD"]
 
 _CLAMPS = (AluOp.MIN, AluOp.MAX)
 

@@ -292,6 +292,25 @@ class OperatorDescriptor:
             raise ValueError(f"a {self.name} plan sets exactly the knobs {', '.join(names)}, not {given or 'none'}")
         return self.plans.kwargs(knobs)
 
+    def default_plan(self, cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
+        """The knobs of the default schedule of the operator of ``params`` (the factory's
+        keywords but the knobs'; those not given have their defaults):
+        :attr:`PlanSpace.default`'s choice when :attr:`PlanSpace.check` takes it, else None —
+        the planner finds none, or only a plan with a tail tile on the threads' axis, which
+        only its fallback allows.  With None the factory plans itself (``factory(cfg,
+        **params)``) and, when nothing fits, says why.
+
+        >>> from openvta.compiler.ops import REGISTRY
+        >>> REGISTRY["dense"].default_plan(preset("tiny"), {"batch": 1, "in_features": 16, "out_features": 16})
+        {'nb': 1, 'ob': 4, 'kb': 4, 'vthreads': 1}
+        """
+        full = {p.name: p.default for p in self.params if not p.required and p.name not in self.plans.keywords}
+        full.update(params)
+        knobs = self.plans.default(cfg, full)
+        if knobs is None or self.plans.check(cfg, full, knobs):
+            return None
+        return knobs
+
     def plan_refusals(self, op: Operator) -> list[str]:
         """Why the planner refuses ``op``'s schedule (``"<kind>: <detail>"`` each; empty: it
         fits, or the factory chose it itself)."""

@@ -1,24 +1,25 @@
 """Pass: lower — each accelerator region becomes one program.
 
-For each region, every kernel's compiler operator (its group matched again:
-:func:`~openvta.graph.passes.match_kernels.group_kernels`, deterministic) and every tensor
-at the offset memory planning gave it go to :func:`openvta.compiler.build_program_starts`:
-one instruction stream running the kernels in order with a barrier between them, one
-DRAM arena.  Constants (weights, biases, the epilogues' per-channel vectors) are given as
-data, so the compiler packs them into the program's image once, here, at compile time;
-activations entering the region are left for the executor to write before each run.
+For each region, every kernel's compiler operator and its lowered schedule (as match
+kernels built them: :attr:`~openvta.graph.kernel.KernelMatch.built`; built here only for a
+graph read from a model file) and every tensor at the offset memory planning gave it go to
+:func:`openvta.compiler.build_program_starts`: one instruction stream running the kernels
+in order with a barrier between them, one DRAM arena.  Constants (weights, biases, the
+epilogues' per-channel vectors) are given as data, so the compiler packs them into the
+program's image once, here, at compile time; activations entering the region are left for
+the executor to write before each run.
 
 The region keeps the program and the index of each kernel's first instruction (for
 per-kernel cycles).
 
 With tuned ``plans`` (kernel key → knobs, plain data: the facade reads a tuning log),
-each kernel gets the tuned plan of its key (:meth:`~openvta.graph.kernel_match.
-KernelMatch.build`: checked by the planner and lowered first) or keeps the default one,
-and its kernel in ``graph.kernels`` says which (``plan``: the knobs; ``tuning``: tuned, no
-record, or refused, with ``tuning_reason``) — refused also when a region's program does not
-build with its tuned plans together (then the whole region is built with the default
-ones).  Placement is not changed by tuning: ``match kernels`` decided it with the default
-plans.
+each kernel gets the tuned plan of its key (:meth:`~openvta.graph.kernel.KernelMatch.
+with_plans`: checked by the planner and lowered first, once; that build is the program's)
+or keeps the default one, and its kernel in ``graph.kernels`` says which (``plan``: the
+knobs; ``tuning``: tuned, no record, or refused, with ``tuning_reason``) — refused also
+when a region's program does not build with its tuned plans together (then the whole
+region is built with the default ones, as match kernels built them).  Placement is not
+changed by tuning: ``match kernels`` decided it with the default plans.
 
 Preconditions: regions with planned offsets (plan memory), aligned for ``cfg``.
 Postconditions: every region has its program, whose symbols are the region's tensors at
@@ -64,16 +65,22 @@ def _program_tensor(tensor: RegionTensor, data: np.ndarray | None, region: int) 
                          tensor.role.value, data)
 
 
-def _kernels(region: Region, matches: dict[int, KernelMatch], cfg: Config,
-             plans: Plans | None) -> list[Kernel]:
-    kernels = []
+def _planned(region: Region, matches: dict[int, KernelMatch], cfg: Config,
+             plans: Plans | None) -> dict[int, KernelMatch]:
+    """Group → its kernel, built and lowered: with its tuned plan or its default one (``plans``)."""
+    planned = {}
     for kernel in region.kernels:
         match = matches[kernel.group]
         if match.name != kernel.name or dict(match.bind) != dict(kernel.bind):
             raise PassError(_PASS, f"region {region.index} kernel {kernel.name!r} no longer matches "
                                    f"its group {kernel.group}; run pack layouts again")
-        kernels.append(Kernel(match.build(cfg, plans), kernel.bind, kernel.name))
-    return kernels
+        planned[kernel.group] = match.lowered(cfg) if plans is None else match.with_plans(cfg, plans)
+    return planned
+
+
+def _kernels(region: Region, planned: dict[int, KernelMatch], cfg: Config) -> list[Kernel]:
+    """The compiler's kernels of ``region``: each operator with its lowered schedule."""
+    return [planned[kernel.group].kernel(cfg) for kernel in region.kernels]
 
 
 def _build(kernels: Sequence[Kernel], tensors: list[ProgramTensor],
@@ -92,19 +99,14 @@ def _lower_region(region: Region, graph: Graph, cfg: Config, matches: dict[int, 
     for kernel in region.kernels:
         vectors.update(matches[kernel.group].vectors)
     tensors = [_program_tensor(t, _data(t, graph, vectors), region.index) for t in region.tensors]
-    kernels = _kernels(region, matches, cfg, plans)
-    planned = {k.group: matches[k.group].planned(built.operator) for k, built in zip(region.kernels, kernels)}
-    program = _build(kernels, tensors, cfg)
+    planned = _planned(region, matches, cfg, plans)
+    program = _build(_kernels(region, planned, cfg), tensors, cfg)
     if isinstance(program, str) and any(m.tuning is PlanSource.TUNED for m in planned.values()):
         # each tuned plan lowers alone, but not all of them in one program (its size)
-        why = program
-        kernels = _kernels(region, matches, cfg, None)
-        program = _build(kernels, tensors, cfg)
-        planned = {k.group: replace(matches[k.group].planned(built.operator), tuning=PlanSource.REFUSED,
-                                    tuning_reason=f"the region's program does not build with its tuned plans: {why}")
-                   if planned[k.group].tuning is PlanSource.TUNED
-                   else replace(planned[k.group], plan=matches[k.group].planned(built.operator).plan)
-                   for k, built in zip(region.kernels, kernels)}
+        why = f"the region's program does not build with its tuned plans: {program}"
+        planned = {group: replace(matches[group].lowered(cfg), tuning=PlanSource.REFUSED, tuning_reason=why)
+                   if match.tuning is PlanSource.TUNED else match for group, match in planned.items()}
+        program = _build(_kernels(region, planned, cfg), tensors, cfg)
     if isinstance(program, str):
         raise PassError(_PASS, f"region {region.index} ({', '.join(k.name for k in region.kernels)})"
                                f": {program}")

@@ -12,15 +12,20 @@ to the CPU with the reason in its placement:
   takes accumulator room), or the whole group when it has none.
 
 The graph is then fused again (:func:`~openvta.graph.passes.fuse.fuse`) and matched again
-(a group whose nodes are unchanged keeps its match: each set of nodes is matched once),
-until every accelerator group matches: a node moved to the CPU may leave an element-wise
-tail without its anchor, or an anchor without its requantization, and those follow.  Each
-round moves at least one node, so the pass ends.
+(a group whose nodes are unchanged keeps its match: each set of nodes is matched, built and
+lowered once), until every accelerator group matches: a node moved to the CPU may leave an
+element-wise tail without its anchor, or an anchor without its requantization, and those
+follow.  Each round moves at least one node, so the pass ends.
+
+Each kernel is built with its operator's default plan (the descriptor's) and the build is
+kept in its match (:attr:`~openvta.graph.kernel.KernelMatch.built`: the operator and its
+lowered schedule), which pack layouts, lower and the executor read instead of building or
+lowering it again.
 
 Preconditions: a fused graph (every node has a placement and a group).
 Postconditions: every accelerator group is one kernel that the compiler builds and lowers
-for ``cfg``, kept in ``graph.kernels`` (group → :class:`~openvta.graph.kernel.KernelMatch`);
-groups are renumbered by fusion.
+for ``cfg``, kept in ``graph.kernels`` (group → :class:`~openvta.graph.kernel.KernelMatch`)
+with its plan and its build; groups are renumbered by fusion.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from openvta.compiler import LoweringError, lower
+from openvta.compiler import LoweringError
 from openvta.isa import Config
 
 from ..errors import PassError
@@ -52,52 +57,50 @@ def accelerator_groups(graph: Graph) -> dict[int, list[Node]]:
     return dict(sorted(groups.items()))
 
 
-def _compiler_refuses(match: KernelMatch, cfg: Config) -> str:
+def _built(match: KernelMatch, names: tuple[str, ...], cfg: Config) -> KernelMatch | Mismatch:
+    """``match`` built and lowered (:meth:`~openvta.graph.kernel.KernelMatch.lowered`), or, if
+    the compiler refuses it, the nodes to move: its last residual Add (its tensor operand takes
+    accumulator room), or the whole group when it has none."""
     try:
-        lower(match.build(cfg).schedule, cfg)
+        return match.lowered(cfg)
     except LoweringError as exc:
         bias = "bias, then " if match.params["bias"] else ""
-        return f"the fused {match.operator} ({bias}{match.epilogue.describe()}) does not lower: {exc}"
+        reason = f"the fused {match.operator} ({bias}{match.epilogue.describe()}) does not lower: {exc}"
     except ValueError as exc:  # a parameter or the DRAM address space (ScheduleError too)
-        return f"the compiler's {match.operator} refuses the fused kernel: {exc}"
-    return ""
+        reason = f"the compiler's {match.operator} refuses the fused kernel: {exc}"
+    return Mismatch(match.adds[-1:] or names, reason)
 
 
+#: Per set of nodes (their names), its built match or why it is none.
 _Found = dict[tuple[str, ...], KernelMatch | Mismatch]
 
 
 def _match(graph: Graph, nodes: list[Node], cfg: Config, found: _Found) -> KernelMatch | Mismatch:
-    """The match of group ``nodes``, once per set of nodes: a group that fusion rebuilt with
-    the same nodes after a round keeps its match, renumbered."""
+    """The built match of group ``nodes``, once per set of nodes: a group that fusion rebuilt
+    with the same nodes after a round keeps its match, renumbered."""
     key = tuple(n.name for n in nodes)
     if key not in found:
-        found[key] = match_group(graph, nodes, cfg)
+        match = match_group(graph, nodes, cfg)
+        found[key] = match if isinstance(match, Mismatch) else _built(match, key, cfg)
     match = found[key]
     group = nodes[0].group if nodes[0].group is not None else -1
     return replace(match, group=group) if isinstance(match, KernelMatch) and match.group != group else match
 
 
-def _failures(graph: Graph, cfg: Config, found: _Found, refused: dict[tuple[str, ...], str]) -> dict[str, str]:
+def _failures(graph: Graph, cfg: Config, found: _Found) -> dict[str, str]:
     """Node name → why it moves to the CPU (empty when every group is a kernel)."""
     moves: dict[str, str] = {}
     for nodes in accelerator_groups(graph).values():
         match = _match(graph, nodes, cfg, found)
         if isinstance(match, Mismatch):
             moves.update(dict.fromkeys(match.nodes, match.reason))
-            continue
-        key = tuple(n.name for n in nodes)
-        if key not in refused:
-            refused[key] = _compiler_refuses(match, cfg)
-        if refused[key]:
-            names = match.adds[-1:] or key
-            moves.update(dict.fromkeys(names, refused[key]))
     return moves
 
 
 def group_kernels(graph: Graph, cfg: Config) -> dict[int, KernelMatch]:
-    """Accelerator group → its kernel: ``graph.kernels``, as match kernels left them; a graph
-    without them (a model file of format 1) is matched here (``PassError`` if a group is not
-    one kernel)."""
+    """Accelerator group → its kernel: ``graph.kernels``, as match kernels left them (built);
+    a graph without them (a model file of format 1) is matched here, not built (``PassError``
+    if a group is not one kernel)."""
     if graph.kernels:
         return dict(graph.kernels)
     kernels = {}
@@ -117,11 +120,10 @@ def _moved(nodes: Sequence[Node], moves: dict[str, str]) -> tuple[Node, ...]:
 
 def match_kernels(graph: Graph, cfg: Config) -> Graph:
     """``graph`` with every accelerator group one compiler kernel, left in ``graph.kernels``
-    (module docstring).  Each group is matched and built once, whatever the rounds."""
+    (module docstring).  Each group is matched, built and lowered once, whatever the rounds."""
     found: _Found = {}
-    refused: dict[tuple[str, ...], str] = {}
     while True:
-        moves = _failures(graph, cfg, found, refused)
+        moves = _failures(graph, cfg, found)
         if not moves:
             kernels = {group: _match(graph, nodes, cfg, found) for group, nodes in accelerator_groups(graph).items()}
             return graph.replace(kernels=kernels)

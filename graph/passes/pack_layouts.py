@@ -1,7 +1,7 @@
 """Pass: pack layouts — the accelerator regions, with every tensor's packed layout.
 
 Each run of consecutive accelerator groups becomes a :class:`~openvta.graph.regions.Region`
-(one program).  Its kernels are the groups' compiler operators
+(one program).  Its kernels are the groups' compiler operators, as match kernels built them
 (:func:`~openvta.graph.passes.match_kernels.group_kernels`), and every tensor they bind is
 one :class:`~openvta.graph.regions.RegionTensor` in the layout the operator declares for
 that symbol — the compiler's operators are the one truth on layouts:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import openvta
-from openvta.compiler import LoweringError, conv2d, create_schedule, dense
+import openvta.compiler.program as program_module
+from openvta.compiler import LoweringError, conv2d, create_schedule, dense, lower
 from openvta.compiler.epilogue import AluStage, Epilogue, TensorOperand
 from openvta.compiler.program import Kernel, ProgramTensor, build_program, program_reference
 from openvta.isa import AluOp, Config, preset
@@ -237,6 +238,35 @@ def test_a_kernel_that_does_not_lower_is_named() -> None:
     kernels[1] = Kernel(unscheduled, kernels[1].bind, "raw")
     with pytest.raises(LoweringError, match=r"^build_program kernel 1 \(raw\): lower "):
         build_program(kernels, preset("tiny"), tensors=list(tensors.values()))
+
+
+def test_a_kernel_given_lowered_is_not_lowered_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that lowered a kernel to check it hands the loop IR over: the same program."""
+    op, kernels, tensors = _chain()
+    cfg = preset("tiny")
+    fresh = build_program(kernels, cfg, tensors=list(tensors.values()))
+    ir = lower(op.schedule, cfg)
+
+    def no_lowering(schedule, cfg):
+        raise AssertionError("lowered again")
+
+    monkeypatch.setattr(program_module, "lower", no_lowering)
+    given = build_program([replace(k, lowered=ir) for k in kernels], cfg, tensors=list(tensors.values()))
+    assert np.array_equal(given.dram, fresh.dram) and given.insn_count == fresh.insn_count
+
+
+def test_a_lowered_schedule_must_be_the_kernels_own() -> None:
+    op, kernels, _ = _chain()
+    other = conv2d(preset("tiny"), ci=4, co=4, hw=4, kernel=1, bias=False)
+    with pytest.raises(TypeError, match=r"^a kernel's lowered schedule must be its operator's \(a Lowered of its "
+                                        r"output tensor\), not Lowered$"):
+        Kernel(op, kernels[0].bind, lowered=lower(other.schedule, other.cfg))
+    with pytest.raises(TypeError, match=r"^a kernel's lowered schedule must be its operator's \(a Lowered of its "
+                                        r"output tensor\), not str$"):
+        Kernel(op, kernels[0].bind, lowered="ir")
+    with pytest.raises(ValueError, match=r"^a kernel's lowered schedule must be for its operator's configuration "
+                                         r"'tiny', not 'small'$"):
+        Kernel(op, kernels[0].bind, lowered=replace(lower(op.schedule, op.cfg), cfg=preset("small")))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

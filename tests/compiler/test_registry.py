@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import openvta
 import openvta.compiler
+from openvta.compiler import LoweringError
 from epilogue_strategies import epilogues
 from openvta.compiler.epilogue import Epilogue
 from openvta.compiler.ops import REGISTRY, OperatorSpec, Param
@@ -191,6 +192,33 @@ def test_optional_parameters_accept_none_and_defaults_come_from_the_signature() 
     op = spec.operator("tiny", **spec.example, shift=None, clip=None)
     assert (op.params["shift"], op.params["clip"]) == (None, None)
     assert replace(spec.param("shift"), optional=False).constraint == "an integer in 0..31"
+
+
+@pytest.mark.parametrize("config", ["tiny", "small", "default", "v2"])
+@pytest.mark.parametrize("name", NAMES)
+def test_the_default_plan_is_the_plan_spaces_and_fits(name: str, config: str) -> None:
+    """The default plan of a kernel (the graph level's) is its plan space's choice, which its
+    checks take; without machine v2's drain it is the factory's own (one thread)."""
+    spec, cfg = REGISTRY[name], preset(config)
+    knobs = spec.default_plan(cfg, spec.example)
+    full = spec.resolve(None, spec.example)
+    assert knobs is not None and knobs == spec.plans.default(cfg, spec.operator(cfg, **full).params)
+    op = spec.operator(cfg, **full, **spec.plan_kwargs(knobs))
+    assert spec.plan_refusals(op) == [] and spec.plans.of_operator(op) == knobs
+    own = spec.plans.of_operator(spec.operator(cfg, **full))
+    if not cfg.has_drain and own is not None:
+        assert knobs == own
+
+
+def test_a_default_plan_the_checks_refuse_leaves_the_factory_to_plan() -> None:
+    spec = REGISTRY["conv2d"]
+    refusing = replace(spec, plans=replace(spec.plans, check=lambda cfg, params, knobs: ["thread split: uneven"]))
+    assert refusing.default_plan(preset("tiny"), spec.example) is None
+    huge = {"ci": 4, "co": 4, "hw": 24, "kernel": 24}  # one 24x24 window overflows tiny's inp and wgt buffers
+    assert spec.default_plan(preset("tiny"), huge) is None
+    with pytest.raises(LoweringError, match=r"^plan conv2d: no tiling of this conv2d fits the buffers with 1 "
+                                            r"virtual thread: inp buffer overflow: "):
+        spec.operator("tiny", **huge)
 
 
 @pytest.mark.rtl

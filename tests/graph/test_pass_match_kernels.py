@@ -8,8 +8,11 @@ import pytest
 from graphs import node, residual_graph
 from int_graphs import compile_int, int_graph, requant
 
+import openvta.compiler.program as program_module
+import openvta.graph.kernel as kernel_module
 import openvta.graph.passes.match_kernels as match_pass
-from openvta.compiler import LoweringError
+from openvta.compiler import LoweringError, operator_spec
+from openvta.graph.kernel import KernelMatch
 from openvta.graph.errors import PassError
 from openvta.graph.ir import DType, Graph, Op
 from openvta.graph.passes.match_kernels import accelerator_groups, group_kernels
@@ -102,13 +105,17 @@ def test_a_value_added_to_itself_moves_the_group() -> None:
 
 
 def test_a_kernel_the_compiler_refuses_loses_its_residual_add_first(monkeypatch) -> None:
-    def refuse_tensor_operands(match, cfg):  # as if the residual tile did not fit the buffers
-        return "too big" if match.epilogue.tensor_operands else ""
+    real = KernelMatch.lowered
 
-    monkeypatch.setattr(match_pass, "_compiler_refuses", refuse_tensor_operands)
+    def refuse_tensor_operands(match, cfg):  # as if the residual tile did not fit the buffers
+        if match.epilogue.tensor_operands:
+            raise LoweringError("plan conv2d", "too big")
+        return real(match, cfg)
+
+    monkeypatch.setattr(KernelMatch, "lowered", refuse_tensor_operands)
     x = RNG.standard_normal((4, 16, 4, 4)).astype(np.float32)
     placed = _reasons(compile_model(residual_graph(), x, config="tiny").graph)
-    assert placed["add"] == ("cpu", "too big")
+    assert placed["add"][0] == "cpu" and placed["add"][1].endswith(") does not lower: plan conv2d: too big")
     assert placed["add.in0.requantize"] == ("cpu", "its int32 result cannot leave the accelerator "
                                                    "(STORE writes int8)")
     assert placed["add.saturate"][0] == placed["relu2"][0] == placed["add.in1.requantize"][0] == "cpu"
@@ -119,7 +126,7 @@ def test_the_compilers_refusal_is_the_reason(monkeypatch) -> None:
     def refuse(schedule, cfg):
         raise LoweringError("plan conv2d", "no tiling fits the buffers")
 
-    monkeypatch.setattr(match_pass, "lower", refuse)
+    monkeypatch.setattr(kernel_module, "lower", refuse)
     placed = _reasons(compile_int(_conv((Op.RELU, {})), CFG, until="match kernels"))
     assert set(placed.values()) == {("cpu", "the fused conv2d (bias, then SHR 2, MUL 3000, SHR 15, "
                                             "ADD 1, SHR 1, MIN 127, MAX 0) does not lower: plan "
@@ -161,3 +168,37 @@ def test_each_kernel_is_matched_once_per_compile_and_read_from_the_graph_after(m
     assert model.graph.kernels and len(calls) == len(model.graph.kernels) == len(set(calls))
     model.run(x[:2], backend="cycle")  # the executor's figures read the kernels too
     assert set(tune_model.model_kernels(model)) and len(calls) == len(model.graph.kernels)
+
+
+def test_each_kernel_is_built_and_lowered_once_per_compile(monkeypatch) -> None:
+    """match kernels builds and lowers each kernel (its default plan, the descriptor's); pack
+    layouts, lower and the executor read that build from the graph."""
+    built: list[str] = []
+    lowered: list[str] = []
+    real_build, real_lower = kernel_module.kernel_operator, kernel_module.lower
+
+    def counted_build(descriptor, params, cfg, epilogue, **schedule):
+        built.append(epilogue.describe())
+        return real_build(descriptor, params, cfg, epilogue, **schedule)
+
+    def counted_lower(schedule, cfg):
+        lowered.append(cfg.name)
+        return real_lower(schedule, cfg)
+
+    def no_lowering(schedule, cfg):
+        raise AssertionError("the program lowered a kernel again")
+
+    monkeypatch.setattr(kernel_module, "kernel_operator", counted_build)
+    monkeypatch.setattr(kernel_module, "lower", counted_lower)
+    monkeypatch.setattr(program_module, "lower", no_lowering)
+    x = RNG.standard_normal((4, 16, 4, 4)).astype(np.float32)
+    model = compile_model(residual_graph(), x, config="tiny")
+    kernels = list(model.graph.kernels.values())
+    assert len(kernels) == 3 and len(built) == len(lowered) == len(kernels)
+    for k in kernels:
+        descriptor = operator_spec(k.operator)
+        params = {**k.params, "shift": None, "clip": None, "epilogue": k.epilogue}
+        assert k.built is not None and k.plan is not None
+        assert dict(k.plan) == descriptor.default_plan(CFG, params) == descriptor.plans.of_operator(k.built.operator)
+    model.run(x[:1], backend="cycle")  # the executor's figures read the operators
+    assert len(built) == len(kernels)

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from graphs import residual_graph
 
+import openvta.compiler.program as program_module
+import openvta.graph.kernel as kernel_module
 from openvta.compiler import LoweringError
 from openvta.compiler.kernel_key import kernel_key, plan_refusals
 from openvta.graph.model import CompiledModel, load_model
@@ -118,7 +120,7 @@ def test_a_region_that_does_not_build_with_its_tuned_plans_is_built_with_the_def
     build = lower_pass.build_program_starts
 
     def refuse_tuned(kernels: Any, cfg: Any, **options: Any) -> Any:
-        if any(k.operator.notes.get("plan") is PlanSource.TUNED for k in kernels):
+        if any(asdict(k.operator.plan) == plans.get(kernel_key(k.operator)) for k in kernels):
             raise LoweringError("check size", "too many instructions")
         return build(kernels, cfg, **options)
 
@@ -157,3 +159,26 @@ def test_the_plan_and_its_source_are_fields_of_the_kernel(default: CompiledModel
     assert dict(kernels[0].plan or {}) == plans[first] and all(k.plan for k in kernels)
     assert all(k.tuning is None and k.plan for k in default.graph.kernels.values())
     assert not any("plan" in n.placement.reason for n in model.graph.nodes if n.placement is not None)
+
+
+def test_a_tuned_plan_is_built_and_lowered_once_and_that_build_is_the_programs(
+        plans: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    lowered: list[Any] = []
+    real = kernel_module.lower
+
+    def counted(schedule: Any, cfg: Any) -> Any:
+        ir = real(schedule, cfg)
+        lowered.append(ir)
+        return ir
+
+    def no_lowering(schedule: Any, cfg: Any) -> Any:
+        raise AssertionError("the program lowered a kernel again")
+
+    monkeypatch.setattr(kernel_module, "lower", counted)
+    monkeypatch.setattr(program_module, "lower", no_lowering)
+    model = compile_model(residual_graph(), X, config="tiny", plans=plans)
+    kernels = list(model.graph.kernels.values())
+    assert [k.tuning for k in kernels] == [PlanSource.TUNED] * 3
+    assert len(lowered) == 2 * len(kernels)  # the default plan (match kernels), the tuned one (lower)
+    assert all(k.built is not None and dict(k.plan or {}) == plans[kernel_key(k.built.operator)]
+               and any(k.built.lowered is ir for ir in lowered) for k in kernels)
