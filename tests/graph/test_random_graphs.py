@@ -68,8 +68,8 @@ class _Builder:
         kind = self.data.draw(st.sampled_from(sorted(FALLBACK_OPS)))
         x = self.value
         if kind == "Where":  # a leaky ReLU by Greater and Where
-            self.inits[f"zero{len(self.nodes)}"] = np.array(0.0, np.float32)
-            self.add("Greater", [x, f"zero{len(self.nodes)}"], self.shape)
+            self.inits[f"where_zero{len(self.nodes)}"] = np.array(0.0, np.float32)
+            self.add("Greater", [x, f"where_zero{len(self.nodes)}"], self.shape)
             self.add("Mul", [x, self.const((1,))], self.shape)
             self.add("Where", [self.history[-2][0], x, self.value], self.shape)
         elif kind == "Equal":  # the positions of a max pool's maxima, as 0/1
@@ -78,26 +78,26 @@ class _Builder:
             self.add("Cast", [self.value], self.shape, to=1)
         elif kind == "TopK":
             k = self.data.draw(st.integers(1, w))
-            self.inits[f"k{len(self.nodes)}"] = np.array([k], np.int64)
+            self.inits[f"topk_k{len(self.nodes)}"] = np.array([k], np.int64)
             out = f"t{len(self.nodes)}"
             largest = self.data.draw(st.sampled_from([0, 1]))
-            self.nodes.append(helper.make_node("TopK", [x, f"k{len(self.nodes)}"], [out, f"{out}.i"],
+            self.nodes.append(helper.make_node("TopK", [x, f"topk_k{len(self.nodes)}"], [out, f"{out}.i"],
                                                name=f"n{len(self.nodes)}", largest=largest))
             self.value, self.shape = out, (n, c, h, k)
             self.history.append((out, self.shape))
         elif kind == "GatherElements":
             axis = self.data.draw(st.integers(1, 3))
             index = self.rng.integers(-self.shape[axis], self.shape[axis], self.shape).astype(np.int64)
-            self.inits[f"i{len(self.nodes)}"] = index
-            self.add("GatherElements", [x, f"i{len(self.nodes)}"], self.shape, axis=axis)
+            self.inits[f"gather_i{len(self.nodes)}"] = index
+            self.add("GatherElements", [x, f"gather_i{len(self.nodes)}"], self.shape, axis=axis)
         elif kind == "CumSum":
-            self.inits[f"a{len(self.nodes)}"] = np.array(self.data.draw(st.integers(-4, 3)), np.int64)
-            self.add("CumSum", [x, f"a{len(self.nodes)}"], self.shape, reverse=self.data.draw(st.sampled_from([0, 1])))
+            self.inits[f"cumsum_axis{len(self.nodes)}"] = np.array(self.data.draw(st.integers(-4, 3)), np.int64)
+            self.add("CumSum", [x, f"cumsum_axis{len(self.nodes)}"], self.shape, reverse=self.data.draw(st.sampled_from([0, 1])))
         elif kind == "Trilu":
             self.add("Trilu", [x], self.shape, upper=self.data.draw(st.sampled_from([0, 1])))
         elif kind == "Mod":
-            self.inits[f"m{len(self.nodes)}"] = np.array(1.75, np.float32)
-            self.add("Mod", [x, f"m{len(self.nodes)}"], self.shape, fmod=1)
+            self.inits[f"mod_d{len(self.nodes)}"] = np.array(1.75, np.float32)
+            self.add("Mod", [x, f"mod_d{len(self.nodes)}"], self.shape, fmod=1)
         elif kind == "ReduceMax":
             self.add("ReduceMax", [x], (n, c, h, 1), axes=[3], keepdims=1)
         else:  # an element-wise function: Abs, Neg, Sin, Softsign, HardSigmoid
