@@ -7,7 +7,8 @@ holds, can use them without importing the IR.
 The IR holds every tensor type of ONNX but strings: float32 and int64 are what openvta's
 own kernels compute on (int8 and int32 in the integer graph), the others are carried for
 the nodes that run on the CPU through ONNX's reference kernels (the narrow floats and
-integers as the ``ml_dtypes`` types ONNX itself uses).
+integers as the ``ml_dtypes`` types ONNX itself uses, imported when first needed: they come
+with ``onnx``, in the ``model`` extra).
 
 Examples
 --------
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import enum
 
-import ml_dtypes  # noqa: F401  (registers bfloat16, the float8s and int4s with numpy)
 import numpy as np
 
 __all__ = ["DType", "Device"]
@@ -59,6 +59,8 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
+        if self.value not in _NUMPY_OWN:
+            import ml_dtypes  # noqa: F401  (onnx's dependency: registers bfloat16, the float8s, int4s with numpy)
         return np.dtype(self.value)
 
     @property
@@ -93,6 +95,9 @@ class DType(enum.Enum):
                              f"not {name!r}") from None
 
 
+#: The types numpy holds without ``ml_dtypes`` (a base install, without the ``model`` extra).
+_NUMPY_OWN = frozenset({"float32", "int8", "int32", "int64", "float64", "float16", "uint8", "int16", "uint16",
+                        "uint32", "uint64", "bool", "complex64", "complex128"})
 _INTEGERS = frozenset({DType.INT8, DType.INT32, DType.INT64, DType.UINT8, DType.INT16, DType.UINT16,
                        DType.UINT32, DType.UINT64, DType.INT4, DType.UINT4, DType.INT2, DType.UINT2})
 
