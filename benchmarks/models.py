@@ -168,7 +168,7 @@ def depthwise_mappings(config: str, size: int) -> None:
     same requantization): ``depthwise_conv2d`` (a block-diagonal GEMM: one diagonal weight
     tile per channel block) and ``conv2d`` with the depthwise filters as a dense
     weight (every block pair, the off-diagonal ones zero), the mapping a grouped
-    convolution of a few groups takes (``simplify``'s block-diagonal dense)."""
+    convolution of a few groups takes (``legalize``'s block-diagonal dense)."""
     from openvta.api import random_operands
     from openvta.graph.frontends.onnx import import_onnx
     from openvta.graph.ir import Op

@@ -1,7 +1,7 @@
 """The compiled model: its integer and float graphs, references, summary and model file.
 
 A :class:`CompiledModel` holds the integer graph (partitioned, fused, memory-planned,
-its accelerator regions lowered to programs) and the simplified float graph it was
+its accelerator regions lowered to programs) and the legalized float graph it was
 quantized from.  ``reference`` runs the integer graph on the CPU through the registry's
 integer references (outputs dequantized to float32); ``float_reference`` runs the float
 graph through openvta's own float kernels; ``run`` runs the CPU groups the same way and

@@ -1,7 +1,11 @@
 """The graph pipeline: a float model in, a compiled int8 model out, one pass per line.
 
 Read :data:`PASSES` top to bottom: each entry is one pass, a pure function of the graph
-and the :class:`CompileOptions`, and the graph is verified after every one of them.
+and the :class:`CompileOptions`, and the graph is verified after every one of them.  The
+float graph is canonicalized first (``canonicalize: …``, target-free: what any machine
+would want), then legalized for the accelerator (``legalize: …``, the forms its kernels
+take, from the configuration, the mode and the CPU placement), each rewrite its own step; the last legalization step's
+graph is the float model the integer one is quantized from (:data:`FLOAT_STAGE`).
 ``compile_model`` is the user's entry point (``openvta.compile_model`` will forward to
 it): a path, an ``onnx.ModelProto`` or a :class:`Graph`, and calibration samples.
 
@@ -40,8 +44,13 @@ from .passes.match_kernels import match_kernels
 from .passes.pack_layouts import pack_layouts
 from .passes.partition import parse_cpu_ops, partition
 from .passes.plan_memory import plan_memory
+from .passes.canonicalize import (check_float, drop_identities, fold_batch_norms, fold_channel_affines,
+                                  fold_constants)
+from .passes.canonicalize_idioms import fuse_gelu, fuse_layer_norm
+from .passes.legalize import LegalizeOptions, batch_norms_as_depthwise, dense_groups, pack_few_channels
+from .passes.legalize_dense import dense_as_gemm, flatten_dense, flatten_heads
 from .passes.quantize import quantize
-from .passes.simplify import simplify
+from .rewrite import prune
 
 __all__ = ["CompileOptions", "PASSES", "run_pipeline", "compile_model", "FLOAT_STAGE"]
 
@@ -58,15 +67,31 @@ class CompileOptions:
     plans: Plans | None = None  # kernel key → tuned knobs; None: every kernel's default plan
     wide_below: float | None = None  # mixed precision: the int8 SQNR (dB) below which a product is 16-bit
 
+    @property
+    def legalization(self) -> LegalizeOptions:
+        """What the legalize steps rewrite for: derived from ``cfg``, ``mode`` and the placement."""
+        return LegalizeOptions.of(self.cfg, self.mode, self.cpu_ops, self.cpu_nodes)
+
 
 Pass = Callable[[Graph, CompileOptions], Graph]
 
 PASSES: list[tuple[str, Pass]] = [
     ("infer shapes", lambda g, o: infer_shapes(g)),  # every value typed from the inputs
-    ("simplify", lambda g, o: simplify(  # no Identity/Dropout, BN folded, constants folded, stems packed
-        g, None if Op.CONV in o.cpu_ops or o.mode is RequantMode.EXACT else o.cfg.BLOCK_IN, o.cpu_nodes,
-        None if Op.CONV in o.cpu_ops else o.cfg.BLOCK_IN * (o.cfg.BLOCK_IN == o.cfg.BLOCK_OUT),
-        o.mode is not RequantMode.EXACT)),
+    # canonicalize (passes/canonicalize*.py), target-free; what nobody reads stays until legalize's end
+    ("canonicalize: drop identities", lambda g, o: drop_identities(check_float(g))),  # Identity, Dropout: no-ops
+    ("canonicalize: fold constants", lambda g, o: fold_constants(g)),  # all-constant nodes → constants
+    ("canonicalize: fold batch norms", lambda g, o: fold_batch_norms(g)),  # Conv + BatchNormalization → Conv
+    ("canonicalize: fold channel affines", lambda g, o: fold_channel_affines(g)),  # + Mul/Add per channel → Conv
+    ("canonicalize: fuse gelu", lambda g, o: fuse_gelu(g)),  # x·(1 + erf(x/√2))·0.5, its tanh form → Gelu
+    ("canonicalize: fuse layer norm", lambda g, o: fuse_layer_norm(g)),  # ReduceMean … Div, Mul, Add → LayerNorm
+    # legalize (passes/legalize*.py): what the accelerator needs; o.legalization from cfg, mode, placement
+    ("legalize: batch norms as depthwise", lambda g, o: batch_norms_as_depthwise(g, o.legalization)),  # BN → 1×1 Conv
+    ("legalize: dense groups", lambda g, o: dense_groups(g, o.legalization)),  # grouped → block-diagonal dense
+    ("legalize: flatten dense", lambda g, o: flatten_dense(g, o.legalization)),  # N-D by a matrix → 2-D, Reshapes
+    ("legalize: flatten heads", lambda g, o: flatten_heads(g, o.legalization)),  # attention's 4-D MatMul → 3-D
+    ("legalize: dense as gemm", lambda g, o: dense_as_gemm(g, o.legalization)),  # MatMul (+ Add), Gemm → Gemm (out, in)
+    ("legalize: pack few channels", lambda g, o: pack_few_channels(g, o.legalization)),  # a stem's windows: Im2Col
+    ("legalize: drop unread", lambda g, o: infer_shapes(prune(g))),  # what nobody reads: the float model
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below)),  # scales, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
@@ -76,7 +101,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("plan memory", lambda g, o: plan_memory(g, alignment=o.cfg.max_elem_bytes)),  # the arenas
     ("lower", lambda g, o: lower_regions(g, o.cfg, o.plans)),  # one program per region, tuned plans
 ]
-FLOAT_STAGE = "simplify"  # the float model the integer one is quantized from
+FLOAT_STAGE = "legalize: drop unread"  # the float model the integer one is quantized from
 
 
 def run_pipeline(graph: Graph, options: CompileOptions) -> dict[str, Graph]:

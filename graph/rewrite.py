@@ -1,4 +1,5 @@
-"""Small helpers the passes share to rebuild graphs: fresh names, renaming, pruning.
+"""Small helpers the passes share to rebuild graphs: fresh names, renaming, pruning, new
+float32 constants.
 
 Examples
 --------
@@ -8,12 +9,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
-from .ir import Graph, Node
+import numpy as np
 
-__all__ = ["fresh", "rename_values", "prune"]
+from .ir import DType, Graph, Node, TensorType
+
+__all__ = ["fresh", "rename_values", "prune", "add_constant", "with_constants"]
 
 
 def fresh(base: str, used: Collection[str]) -> str:
@@ -54,3 +57,20 @@ def prune(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes,
                          constants={k: v for k, v in graph.constants.items() if k in values},
                          types={k: v for k, v in graph.types.items() if k in values})
+
+
+def add_constant(base: str, value: np.ndarray, constants: dict[str, np.ndarray], used: set[str]) -> str:
+    """``value`` (as float32) under a fresh name made from ``base``, added to ``constants``
+    and to ``used``; the name."""
+    name = fresh(base, used)
+    used.add(name)
+    constants[name] = value.astype(np.float32)
+    return name
+
+
+def with_constants(graph: Graph, nodes: Sequence[Node], constants: Mapping[str, np.ndarray],
+                   notes: Sequence[str]) -> Graph:
+    """``graph`` with ``nodes``, ``constants`` (those not in ``graph`` typed float32) and ``notes``."""
+    types = dict(graph.types)
+    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in constants.items() if k not in graph.constants})
+    return graph.replace(nodes=tuple(nodes), constants=dict(constants), types=types, notes=tuple(notes))

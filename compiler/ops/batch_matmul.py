@@ -166,7 +166,7 @@ _DENSE = DENSE.plans
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
-    """A MatMul of two int8 activations, ``(H, M, K)`` by ``(H, K, N)`` (simplify makes
+    """A MatMul of two int8 activations, ``(H, M, K)`` by ``(H, K, N)`` (legalize makes
     attention's 4-D products so)."""
     if anchor.op != "MatMul":
         return None

@@ -283,7 +283,7 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
     if not anchor.constant[1]:
         return "its weight is not a constant"
     if int(anchor.attrs.get("transA", 0)) or not int(anchor.attrs.get("transB", 0)):
-        return "dense needs transA=0 and transB=1 (simplify makes constant weights so)"
+        return "dense needs transA=0 and transB=1 (legalize makes constant weights so)"
     if any(float(anchor.attrs.get(name, 1.0)) != 1.0 for name in ("alpha", "beta")):
         return "dense needs alpha = beta = 1"
     out_features, in_features = anchor.shapes[1]

@@ -1,6 +1,6 @@
 """A few-channel convolution (a stem's 3 input channels) runs on the accelerator: its kernel
 windows packed into channels on the host (``Im2Col``), then a 1×1 convolution that fills
-the GEMM's input blocks (``passes/simplify.py``)."""
+the GEMM's input blocks (``passes/legalize.py``)."""
 
 from __future__ import annotations
 

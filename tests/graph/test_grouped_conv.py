@@ -1,7 +1,8 @@
-"""Convolutions as exporters write them, run on the accelerator (``passes/simplify.py``): groups
-whose size divides the block on the grouped mapping (``depthwise_conv2d``'s block-diagonal
-tiles, any group count), other groups (AlexNet's 2 of 48 channels) as a dense one with
-block-diagonal weights, exactly; a per-channel Mul and Add after a conv folded into it."""
+"""Convolutions as exporters write them, run on the accelerator: groups whose size divides
+the block on the grouped mapping (``depthwise_conv2d``'s block-diagonal tiles, any group
+count), other groups (AlexNet's 2 of 48 channels) as a dense one with block-diagonal
+weights, exactly (``passes/legalize.py``); a per-channel Mul and Add after a conv folded
+into it (``passes/canonicalize.py``)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_grouped_convolutions_stay_grouped_where_convolutions_run_on_the_cpu() -
 
 def test_a_per_channel_mul_and_add_after_a_conv_fold_into_it() -> None:
     """Inception v2 and DenseNet-121 write a BatchNormalization's scale and shift as a Mul
-    and an Add of ``(C, 1, 1)`` constants after it (simplify folds them into the Conv)."""
+    and an Add of ``(C, 1, 1)`` constants after it (canonicalize folds them into the Conv)."""
     weight = (RNG.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
     scale = RNG.uniform(0.5, 1.5, (16, 1, 1)).astype(np.float32)
     shift = (RNG.standard_normal((16, 1, 1)) * 0.1).astype(np.float32)

@@ -19,7 +19,8 @@ import openvta
 from openvta.graph.errors import ModelError
 from openvta.graph.frontends.onnx import import_onnx
 from openvta.graph.ir import Device, Op
-from openvta.graph.passes.simplify import simplify
+from openvta.graph.passes.canonicalize import canonicalize
+from openvta.graph.passes.legalize import legalize
 
 RNG = np.random.default_rng(23)
 
@@ -49,7 +50,7 @@ def test_a_matmul_of_tokens_by_a_matrix_becomes_a_flattened_gemm_with_its_bias()
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="proj"),
              helper.make_node("Add", ["b", "m"], ["y"], name="bias")]
     proto = make_model(nodes, {"x": [3, 5, 8]}, ["y"], {"w": weight, "b": bias})
-    graph = simplify(import_onnx(proto))
+    graph = legalize(canonicalize(import_onnx(proto)))
     assert [(n.name, n.op) for n in graph.nodes] == [("proj.flatten", Op.RESHAPE), ("proj", Op.GEMM),
                                                      ("proj.unflatten", Op.RESHAPE)]
     assert graph.nodes[-1].attrs["shape"] == (3, 5, 6) and graph.types["y"].shape == (3, 5, 6)
