@@ -3,7 +3,8 @@ own backend tests run against openvta's operators.
 
 ``prepare(model)`` imports the model (:func:`~openvta.graph.frontends.onnx.import_onnx`:
 an older opset upgraded, shapes fixed, constants folded by ``onnx.reference`` — compile
-time) and simplifies it as ``compile_model`` does; ``run(inputs)`` executes it with
+time), canonicalizes and legalizes it as ``compile_model`` does (without a configuration:
+no convolution rewritten for the accelerator); ``run(inputs)`` executes it with
 openvta's own numpy references (:func:`~openvta.graph.execute.execute`), and the nodes it
 has no kernel for with ONNX's reference kernels (the fallback, as a compiled model runs them
 on the CPU); never onnxruntime.  A node test feeds as inputs what a model holds as
@@ -38,7 +39,8 @@ from .execute import execute
 from .frontends.onnx import import_onnx
 from .ir import Graph, Op
 from .passes.infer_shapes import infer_shapes
-from .passes.simplify import simplify
+from .passes.canonicalize import canonicalize
+from .passes.legalize import legalize
 
 __all__ = ["OpenvtaBackend", "OpenvtaRep", "prepare", "run_model", "supports_device"]
 
@@ -83,7 +85,7 @@ class OpenvtaRep(BackendRep):
             inputs = [v for v in proto.graph.input if v.name not in constants]
             del proto.graph.input[:]
             proto.graph.input.extend(inputs)
-        return infer_shapes(simplify(import_onnx(proto, fold=fold)))
+        return infer_shapes(legalize(canonicalize(import_onnx(proto, fold=fold))))
 
     def graph_for(self, inputs: Any) -> Graph:
         """The graph :meth:`run` executes for ``inputs`` (as ``run`` takes them)."""

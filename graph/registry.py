@@ -30,7 +30,7 @@ REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
 # The integer graph's own ops and the fallback; every other op is an ONNX op of the same name.
 INTERNAL_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE, Op.IM2COL,
                           Op.ONNX_REFERENCE})
-# The ops only an integer graph holds (Im2Col, which simplify makes, is in float graphs too).
+# The ops only an integer graph holds (Im2Col, which legalize makes, is in float graphs too).
 QUANT_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE, Op.WIDE_BYTE, Op.JOIN_WIDE, Op.TABLE})
 ONNX_OPS = frozenset(REGISTRY) - INTERNAL_OPS
 

@@ -106,7 +106,7 @@ def _linear(b: Builder, node: Node) -> bool:
     bias = b.source.constants.get(node.inputs[2]) if len(node.inputs) > 2 else None
     w_axis, out_axis = channel_axis(node)
     channels = weight.shape[w_axis] if weight is not None else 0
-    # (a MatMul the accelerator can take is a Gemm by now, simplify's canonical form: any
+    # (a MatMul the accelerator can take is a Gemm by now, legalize's form: any
     # other, an N-D activation's with a symbolic batch or two activations', is a float island)
     if weight is None or node.op is Op.MATMUL or node.inputs[0] in b.source.constants \
             or (len(node.inputs) > 2 and (bias is None or bias.shape != (channels,))) \
@@ -233,7 +233,7 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
 
 def _matmul(b: Builder, node: Node) -> bool:
     """A product of two activations per head (``(H, M, K)`` by ``(H, K, N)``, static: what
-    simplify makes of attention's): int8 × int8 → int32 in the scale ``s_a·s_b``, then
+    legalize makes of attention's): int8 × int8 → int32 in the scale ``s_a·s_b``, then
     ``Requantize`` to the output's scale.  Any other MatMul is a float island."""
     if any(v in b.source.constants for v in node.inputs):
         return _linear(b, node)

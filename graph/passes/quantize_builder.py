@@ -82,7 +82,7 @@ class Builder:
         if value not in self.int8:
             if value in self.source.constants:
                 raise PassError(PASS_NAME, f"constant {value!r} used as an activation cannot be "
-                                           "quantized; simplify folds such nodes")
+                                           "quantized; canonicalize folds such nodes")
             scale, zero_point = self.scale(value), self.zero_point(value)
             attrs: dict[str, object] = {"scale": scale}
             if zero_point:

@@ -92,7 +92,8 @@ class _Builder:
             self.add("GatherElements", [x, f"gather_i{len(self.nodes)}"], self.shape, axis=axis)
         elif kind == "CumSum":
             self.inits[f"cumsum_axis{len(self.nodes)}"] = np.array(self.data.draw(st.integers(-4, 3)), np.int64)
-            self.add("CumSum", [x, f"cumsum_axis{len(self.nodes)}"], self.shape, reverse=self.data.draw(st.sampled_from([0, 1])))
+            reverse = self.data.draw(st.sampled_from([0, 1]))
+            self.add("CumSum", [x, f"cumsum_axis{len(self.nodes)}"], self.shape, reverse=reverse)
         elif kind == "Trilu":
             self.add("Trilu", [x], self.shape, upper=self.data.draw(st.sampled_from([0, 1])))
         elif kind == "Mod":
