@@ -36,7 +36,7 @@ import openvta
 from openvta.graph.execute import execute
 from openvta.graph.feeds import as_feeds
 from openvta.graph.ir import Device, Op
-from openvta.graph.model import CompiledModel, ModelOutputs
+from openvta.graph.compiled_model import CompiledModel, ModelOutputs
 from openvta.isa import timing_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "resnet18"))

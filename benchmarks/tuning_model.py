@@ -30,7 +30,7 @@ import numpy as np
 
 import openvta
 from openvta.graph.ir import Device
-from openvta.graph.model import CompiledModel, ModelOutputs
+from openvta.graph.compiled_model import CompiledModel, ModelOutputs
 from openvta.graph.summary import plans_line
 from openvta.tune.tune_model import KernelTuning, tune_model
 

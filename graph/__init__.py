@@ -13,7 +13,7 @@ from .execute import execute
 from .frontends.onnx import import_onnx
 from .ir import (Attrs, Device, DType, Graph, Node, Op, Placement, QuantParams, RequantMode,
                  TensorType)
-from .model import CompiledModel, KernelReport, ModelOutputs, ModelReport, load_model
+from .compiled_model import CompiledModel, KernelReport, ModelOutputs, ModelReport, load_model
 from .ops.base import OpDef, PatternKind, ScaleRule
 from .pipeline import PASSES, CompileOptions, compile_model
 from .regions import MemoryPlan, Region, RegionKernel, RegionTensor, Role

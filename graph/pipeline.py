@@ -32,8 +32,8 @@ from .errors import GraphError, PassError
 from .feeds import Feed, calibration_batches
 from .frontends.onnx import agrees, calibration_shapes, check_input_shapes, import_onnx, load_onnx
 from .ir import Graph, Op, RequantMode
-from .kernel_match import Plans
-from .model import CompiledModel
+from .group_match import Plans
+from .compiled_model import CompiledModel
 from .quantization import parse_precision
 from .verify import verify_graph
 from .passes.calibrate import calibrate

@@ -28,7 +28,7 @@ from openvta.isa import UNIT_COUNTERS, AluInsn, Config, Counter, GemmInsn, InsnT
 from openvta.runtime import Program
 
 from .ir import Device
-from .kernel_match import TUNED_PLAN
+from .group_match import TUNED_PLAN
 
 __all__ = ["KernelReport", "ModelReport", "RegionReport", "span_dram_bytes", "span_compute_busy_cycles"]
 

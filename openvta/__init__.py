@@ -17,13 +17,13 @@ from openvta.runtime import Device, Program, ProgramBuilder, Result, load_progra
 from .api import Simulated, compile, operator, simulate
 
 if TYPE_CHECKING:
-    from openvta.graph.model import CompiledModel, load_model
+    from openvta.graph.compiled_model import CompiledModel, load_model
 
 __version__ = "0.1.0"
 
 #: The graph level, imported on first use (an RTL simulator process imports openvta and
 #: needs none of it).
-_LAZY = {"load_model": "openvta.graph.model", "CompiledModel": "openvta.graph.model"}
+_LAZY = {"load_model": "openvta.graph.compiled_model", "CompiledModel": "openvta.graph.compiled_model"}
 
 
 def compile_model(model: Any, calibration: Any, *, config: str | Config = "default", quantize: Any = "fixed",

@@ -93,7 +93,7 @@ def read_npz(path: str, what: str) -> dict[str, np.ndarray]:
 def run_model_command(args: argparse.Namespace, output: Any) -> int:
     """Run ``openvta model VERB``; ``output(path)`` makes an output path's folder."""
     from openvta import compile_model
-    from openvta.graph.model import load_model
+    from openvta.graph.compiled_model import load_model
     from openvta.graph.summary import plans_line
 
     if args.verb == "compile":

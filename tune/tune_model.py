@@ -34,7 +34,7 @@ from typing import Any
 
 from openvta.compiler.kernel_key import kernel_key
 from openvta.compiler.ops.common import Operator
-from openvta.graph.model import CompiledModel
+from openvta.graph.compiled_model import CompiledModel
 from openvta.graph.passes.match_kernels import group_kernels
 from openvta.graph.pipeline import compile_model
 from openvta.isa import Config
@@ -155,7 +155,7 @@ def tune_model(model: Any, calibration: Any = None, *, config: str | Config = "d
     ----------
     model, calibration, config, quantize, cpu_ops, cpu_nodes :
         what :func:`openvta.graph.pipeline.compile_model` takes; or ``model`` an already
-        compiled :class:`~openvta.graph.model.CompiledModel` and no ``calibration``.
+        compiled :class:`~openvta.graph.compiled_model.CompiledModel` and no ``calibration``.
     trials_per_kernel :
         configurations per kernel, its default plan included.
     tuner, executor, log, seed, backend, batch_size, budget, transfer :

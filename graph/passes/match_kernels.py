@@ -1,12 +1,12 @@
 """Pass: match kernels — every accelerator group becomes one compiler kernel, or leaves.
 
 Each fused group placed on the accelerator is matched to a compiler operator with an
-epilogue (:func:`openvta.graph.kernel_match.match_group`), and the compiler builds and
+epilogue (:func:`openvta.graph.group_match.match_group`), and the compiler builds and
 lowers that operator, fused epilogue included: its planner is the authority on whether
 the tiles and the epilogue's accumulator operands fit the buffers.  Whatever fails moves
 to the CPU with the reason in its placement:
 
-- the nodes a :class:`~openvta.graph.kernel_match.Mismatch` names (a stage that cannot be
+- the nodes a :class:`~openvta.graph.group_match.Mismatch` names (a stage that cannot be
   computed exactly, an int32 result, a node off the chain);
 - for an operator the compiler refuses, the group's last residual Add (its tensor operand
   takes accumulator room), or the whole group when it has none.
@@ -38,7 +38,7 @@ from openvta.isa import Config
 
 from ..errors import PassError
 from ..ir import Device, Graph, Node, Placement
-from ..kernel_match import KernelMatch, Mismatch, match_group
+from ..group_match import KernelMatch, Mismatch, match_group
 from .fuse import fuse
 
 __all__ = ["match_kernels", "accelerator_groups", "group_kernels"]

@@ -31,7 +31,7 @@ from openvta.isa import Config
 
 from ..errors import PassError
 from ..ir import DType, Graph
-from ..kernel_match import KernelMatch
+from ..group_match import KernelMatch
 from ..regions import Region, RegionKernel, RegionTensor, Role, accelerator_runs
 from .match_kernels import group_kernels
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx_models import run_onnxruntime
 
-from openvta.graph.model import CompiledModel, load_model
+from openvta.graph.compiled_model import CompiledModel, load_model
 from openvta.graph.pipeline import compile_model
 
 DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits"

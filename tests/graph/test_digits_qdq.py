@@ -18,7 +18,7 @@ from ort_probe import require_exact_ort_int8
 from qdq_models import DIGITS, assert_equals_spec, load_split, ort_outputs, output_step, quantize_qdq, spec_outputs
 
 from openvta.graph.ir import Device, Op
-from openvta.graph.model import CompiledModel, load_model
+from openvta.graph.compiled_model import CompiledModel, load_model
 from openvta.graph.pipeline import compile_model
 
 SCHEMES = {"per_tensor": False, "per_channel": True}

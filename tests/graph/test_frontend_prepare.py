@@ -130,7 +130,7 @@ def test_the_command_line_takes_input_shapes(tmp_path, capsys: pytest.CaptureFix
     import onnx
 
     from openvta.cli import main
-    from openvta.graph.model import load_model
+    from openvta.graph.compiled_model import load_model
 
     onnx.save(_cnn(batch_dependent=True), str(tmp_path / "m.onnx"))
     np.savez(tmp_path / "cal.npz", x=_images(4, 1))

@@ -79,7 +79,7 @@ def test_a_16_bit_product_at_k_1536_at_the_range_extremes_is_exact_on_every_back
 
 
 def test_a_mixed_model_file_round_trips(tmp_path: Path) -> None:
-    from openvta.graph.model import load_model
+    from openvta.graph.compiled_model import load_model
 
     rng = np.random.default_rng(2)
     weight = rng.normal(size=(64, 8)).astype(np.float32)

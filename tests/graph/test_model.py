@@ -16,7 +16,7 @@ from onnx_models import make_model
 
 from openvta.graph.errors import ExecutionError, ModelError
 from openvta.graph.ir import Device, RequantMode
-from openvta.graph.model import CompiledModel, load_model
+from openvta.graph.compiled_model import CompiledModel, load_model
 from openvta.graph.pipeline import FLOAT_STAGE, PASSES, compile_model
 
 RNG = np.random.default_rng(7)

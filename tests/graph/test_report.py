@@ -8,7 +8,7 @@ import pytest
 from graphs import conv_relu_graph, residual_graph
 
 from openvta.graph.ir import Device
-from openvta.graph.model import CompiledModel
+from openvta.graph.compiled_model import CompiledModel
 from openvta.graph.pipeline import compile_model
 from openvta.graph.report import KernelReport, ModelReport, RegionReport
 from openvta.isa import Counter, timing_for

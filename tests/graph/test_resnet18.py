@@ -17,7 +17,7 @@ import openvta
 from openvta.graph.execute import execute
 from openvta.graph.feeds import as_feeds
 from openvta.graph.ir import Device, Op
-from openvta.graph.model import CompiledModel
+from openvta.graph.compiled_model import CompiledModel
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resnet18"
 sys.path.insert(0, str(EXAMPLE))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import openvta
-from openvta.graph.model import CompiledModel
+from openvta.graph.compiled_model import CompiledModel
 from openvta.hw.cosim.backend import RtlBackend
 from openvta.isa import EVENT_COUNTERS, Counter
 from openvta.runtime import Program, Result

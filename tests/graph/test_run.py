@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from openvta.graph.errors import ExecutionError, ModelError
 from openvta.graph.ir import Device
-from openvta.graph.model import CompiledModel, ModelOutputs, load_model
+from openvta.graph.compiled_model import CompiledModel, ModelOutputs, load_model
 from openvta.graph.pipeline import compile_model
 from openvta.sim.cycle import simulate_cycles
 

@@ -18,7 +18,7 @@ import openvta.compiler.program as program_module
 import openvta.graph.kernel as kernel_module
 from openvta.compiler import LoweringError
 from openvta.compiler.kernel_key import kernel_key, plan_refusals
-from openvta.graph.model import CompiledModel, load_model
+from openvta.graph.compiled_model import CompiledModel, load_model
 from openvta.graph.passes import lower as lower_pass
 from openvta.graph.passes.match_kernels import group_kernels
 from openvta.graph.pipeline import compile_model

@@ -74,7 +74,7 @@ def test_round_shift_is_round_half_up_and_the_alu_steps(value: int, shift: int) 
     lane = alu_lanes(AluOp.SHR, np.array([value]), first)
     lane = alu_lanes(AluOp.SHR, alu_lanes(AluOp.ADD, lane, add), second)
     if shift == 1 and value == 2**31 - 1:
-        # the one value where the ALU's ADD 1 wraps and round_shift does not (graph/kernel_match.py
+        # the one value where the ALU's ADD 1 wraps and round_shift does not (graph/group_match.py
         # refuses a Requantize whose bound reaches it)
         assert lane.tolist() == [-(2**30)] and expected == 2**30
         return
