@@ -336,7 +336,8 @@ def import_onnx(model: str | os.PathLike[str] | Any,
                 nodes.append(_convert(node, name, types, constants))
                 continue
             except ModelError as exc:  # a form openvta's kernel does not take: ONNX's runs it
-                reason = f"openvta's {node.op_type} kernel does not take it ({exc.args[0].split(') ', 1)[-1]})"
+                why = str(exc).removeprefix(f"node {name!r} ({node.op_type}) ")  # (OnnxNode.fail's prefix)
+                reason = f"openvta's {node.op_type} kernel does not take it ({why})"
         nodes.extend(fallback_nodes(node, name, proto.opset_import, types, constants, read, reason))
     for name in outputs:
         if name not in types:

@@ -261,3 +261,10 @@ def test_missing_or_short_external_data_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"^tensor 'w' keeps its data in the external file 'weights\.bin': give "
                                          r"the model's path, or load it with its external data \(onnx\.load\)$"):
         import_onnx(onnx.load(path, load_external_data=False))
+
+
+def test_a_declined_nodes_reason_keeps_its_whole_message_whatever_its_name() -> None:
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="odd) name", dilations=[2, 2])
+    made = import_onnx(make_model([node], {"x": ["N", 2, 6, 6]}, ["y"], {"w": W})).node("odd) name")
+    assert made.attrs["reason"] == ("openvta's Conv kernel does not take it (attribute dilations must be all 1, "
+                                    "not [2, 2])")
