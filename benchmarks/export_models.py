@@ -39,6 +39,9 @@ import argparse
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -235,23 +238,24 @@ def _specs(tiny: bool):
     import torchvision
 
     img = 64 if tiny else 224
+    resnet: Callable[..., Any]
+    squeeze: Callable[..., Any]
+    mnv3: Callable[..., Any]
+    effnet: Callable[..., Any]
     if tiny:
         resnet = _tiny_resnet
         squeeze = _tiny_squeezenet
         mnv3 = _tiny_mobilenet_v3_small
         effnet = _tiny_efficientnet
-        vit = lambda: _vit(
-            image_size=32, patch_size=8, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=128, num_classes=10
-        )
+        vit = partial(_vit, image_size=32, patch_size=8, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=128,
+                      num_classes=10)
         vit_img = 32
     else:
-        resnet = lambda: torchvision.models.resnet18(weights=None)
-        squeeze = lambda: torchvision.models.squeezenet1_1(weights=None)
-        mnv3 = lambda: torchvision.models.mobilenet_v3_small(weights=None)
-        effnet = lambda: torchvision.models.efficientnet_b0(weights=None)
-        vit = lambda: _vit(
-            image_size=224, patch_size=16, num_layers=3, num_heads=3, hidden_dim=192, mlp_dim=768
-        )
+        resnet = partial(torchvision.models.resnet18, weights=None)
+        squeeze = partial(torchvision.models.squeezenet1_1, weights=None)
+        mnv3 = partial(torchvision.models.mobilenet_v3_small, weights=None)
+        effnet = partial(torchvision.models.efficientnet_b0, weights=None)
+        vit = partial(_vit, image_size=224, patch_size=16, num_layers=3, num_heads=3, hidden_dim=192, mlp_dim=768)
         vit_img = 224
     x = ["x"]
     out = ["output"]
@@ -304,7 +308,7 @@ def _dynamo_shapes(input_names, dynamic_axes, args):
         return None
     dims = {}
     shapes = {}
-    for name, arg in zip(input_names, args):
+    for name in input_names[:len(args)]:
         axes = dynamic_axes.get(name, {})
         spec = {}
         for axis, dim_name in axes.items():

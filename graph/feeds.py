@@ -15,7 +15,7 @@ import numpy as np
 
 from .ir import DType, Graph, TensorType
 
-__all__ = ["Feed", "as_feeds", "calibration_batches", "shape_text"]
+__all__ = ["Feed", "as_feeds", "calibration_batches", "shape_text", "split_batch"]
 
 Feed = Union[np.ndarray, Mapping[str, np.ndarray]]
 
@@ -61,25 +61,72 @@ def as_feeds(graph: Graph, x: Feed, what: str = "input") -> dict[str, np.ndarray
     return feeds
 
 
-def calibration_batches(graph: Graph, calibration: Feed | Iterable[Mapping[str, np.ndarray]]
-                        ) -> list[dict[str, np.ndarray]]:
+def calibration_batches(graph: Graph, calibration: Feed | Iterable[Mapping[str, np.ndarray]],
+                        notes: list[str] | None = None) -> list[dict[str, np.ndarray]]:
     """Calibration data as a list of checked feeds.
 
     ``calibration`` is an array (a batch of samples of a single-input model), a mapping
-    (one feed) or an iterable of mappings (several feeds).
+    (one feed) or an iterable of mappings (several feeds).  A feed of several times the
+    model's fixed batch is split into runs of that batch (:func:`split_batch`), and
+    ``notes`` (if given) gets one line saying so.
     """
+    split = [0, 0]  # feeds split, runs they became
+
+    def parts(feed: Feed) -> list[dict[str, np.ndarray]]:
+        runs = split_batch(graph, feed)
+        if len(runs) > 1:
+            split[0], split[1] = split[0] + 1, split[1] + len(runs)
+        return [as_feeds(graph, run, "calibration") for run in runs]
+
     if isinstance(calibration, (np.ndarray, Mapping)):
-        batches = [as_feeds(graph, calibration, "calibration")]
+        batches = parts(calibration)
     elif isinstance(calibration, Iterable) and not isinstance(calibration, (str, bytes)):
         batches = []
         for item in calibration:
             if not isinstance(item, Mapping):
                 raise ValueError("calibration must be an array or an iterable of mappings of "
                                  f"input name to array, not an iterable of {type(item).__name__}")
-            batches.append(as_feeds(graph, item, "calibration"))
+            batches += parts(item)
     else:
         raise ValueError("calibration must be an array or an iterable of mappings of input "
                          f"name to array, not {type(calibration).__name__}")
     if not batches or all(a.size == 0 for b in batches for a in b.values()):
         raise ValueError("calibration must hold at least one sample, not none")
+    if split[0] and notes is not None:
+        batch = next(iter(batches[0].values())).shape[0]
+        feeds = "a batch" if split[0] == 1 else f"{split[0]} batches"
+        notes.append(f"calibration: {feeds} of samples split into {split[1]} runs of the model's fixed batch "
+                     f"of {batch}")
     return batches
+
+
+def split_batch(graph: Graph, feed: Feed) -> list[Feed]:
+    """``feed`` as runs of the model's batch: a feed whose arrays hold ``k`` times the fixed
+    batch ``b`` of every input (``k > 1``; each array's other dimensions the input's) is
+    ``k`` feeds of ``b`` samples each, in order (eight images for a batch-1 export); any
+    other feed is itself (``as_feeds`` checks it).
+
+    >>> from openvta.graph.ir import TensorType
+    >>> g = Graph("m", ("x",), ("x",), (), {}, {"x": TensorType((1, 3), DType.FLOAT32)})
+    >>> [part["x"].shape for part in split_batch(g, np.zeros((4, 3), np.float32))]
+    [(1, 3), (1, 3), (1, 3), (1, 3)]
+    """
+    arrays = dict(feed) if isinstance(feed, Mapping) else (
+        {graph.inputs[0]: feed} if len(graph.inputs) == 1 else None)
+    if arrays is None or set(arrays) != set(graph.inputs):
+        return [feed]
+    counts = set()
+    for name, value in arrays.items():
+        t, shape = graph.types[name], np.shape(value)
+        batch = t.shape[0] if t.ndim else None
+        if not isinstance(batch, int) or batch < 1 or len(shape) != t.ndim or shape[0] % batch \
+                or any(isinstance(d, int) and d != n for d, n in zip(t.shape[1:], shape[1:])):
+            return [feed]
+        counts.add((shape[0] // batch, batch))
+    if len(counts) != 1:
+        return [feed]
+    ((runs, batch),) = counts
+    if runs <= 1:
+        return [feed]
+    return [{name: np.asarray(value)[k * batch:(k + 1) * batch] for name, value in arrays.items()}
+            for k in range(runs)]

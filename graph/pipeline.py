@@ -220,6 +220,9 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                                  f"the calibration samples have {sampled}")
         shapes.update(given)
     graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
-    options = replace(options, calibration=tuple(calibration_batches(graph, calibration)))
+    notes: list[str] = []
+    options = replace(options, calibration=tuple(calibration_batches(graph, calibration, notes)))
+    if notes:
+        graph = replace(graph, notes=graph.notes + tuple(notes))
     stages = run_pipeline(graph, options)
     return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)

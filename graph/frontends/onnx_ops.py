@@ -178,10 +178,11 @@ def _clip(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
 
 def _reshape(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     _only(node, ("allowzero",))
-    _zero(node, "allowzero")
     shape = node.constant(1, "shape")
     if shape is None or shape.ndim != 1 or shape.dtype.kind not in "iu":
         raise node.fail("shape must be a constant 1-D integer tensor")
+    if node.attrs.get("allowzero", 0) and 0 in shape:  # (allowzero=1 without a 0: the same as 0)
+        raise node.fail("allowzero=1 with a 0 in the shape (a dimension of size 0) is not supported")
     return (node.inputs[0],), {"shape": tuple(int(v) for v in shape)}
 
 

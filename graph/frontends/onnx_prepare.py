@@ -47,7 +47,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,10 @@ OLDEST_OPSET = 7
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                          "Bernoulli", "Multinomial", "QuantizeLinear", "DequantizeLinear"})
 _ROUNDS = 8
+#: Operators folded by openvta's own kernel, not ``onnx.reference``'s, which is wrong for
+#: them: GatherElements from 64 entries on its axis (a BERT's ``token_type_ids`` buffer
+#: gathered by position; docs/DECISIONS.md).
+_FOLDED_BY_OPENVTA = frozenset({"GatherElements"})
 #: The batches a model with shape computations is folded with, to find what the batch reaches.
 _PROBES = (11, 13)
 
@@ -122,13 +126,31 @@ def _changed_ops(proto: Any, version: int) -> list[str]:
         if op_type in own:
             continue
         try:
-            old = onnx.defs.get_schema(op_type, version, "").since_version
-            new = onnx.defs.get_schema(op_type, TARGET_OPSET, "").since_version
+            old = onnx.defs.get_schema(op_type, version, "")
+            new = onnx.defs.get_schema(op_type, TARGET_OPSET, "")
         except onnx.defs.SchemaError:
             continue  # not an operator of that opset: the frontend names it
-        if old != new:
+        if old.since_version != new.since_version and _signature(old) != _signature(new) \
+                and not (op_type == "Resize" and old.since_version >= 11 and not _tf_resize(proto)):
             changed.append(op_type)
     return changed
+
+
+def _tf_resize(proto: Any) -> bool:
+    """Whether a Resize uses the mode opset 13 removed (``tf_half_pixel_for_nn``): Resize 11's
+    other forms are Resize 13's, its ``roi`` made optional (what the converter's adapter does)."""
+    return any(n.op_type == "Resize" and any(a.name == "coordinate_transformation_mode"
+                                             and a.s == b"tf_half_pixel_for_nn" for a in n.attribute)
+               for n in proto.graph.node)
+
+
+def _signature(schema: Any) -> tuple[object, ...]:
+    """What a new version of an operator can change but its types: its inputs (names and
+    optionality), outputs and attributes (names and defaults).  Two versions with one
+    signature differ in the types they take (Slice 11 and 13: bfloat16), which the version
+    converter's adapters bump without rewriting the node."""
+    return (tuple((i.name, i.option) for i in schema.inputs), tuple(o.name for o in schema.outputs),
+            tuple(sorted((name, str(a.default_value)) for name, a in schema.attributes.items())))
 
 
 def _initializer_names(proto: Any) -> set[str]:
@@ -189,7 +211,10 @@ def _shapes(proto: Any) -> dict[str, tuple[int, ...] | None]:
 
 def _without_weights(proto: Any) -> Any:
     """``proto`` with its large initializers as graph inputs of the same type and shape:
-    what shape inference needs, without copying the weights through protobuf."""
+    what shape inference needs, without copying the weights through protobuf.  The
+    exporter's own ``value_info`` is left out: shapes are inferred from the inputs' alone
+    (PaddlePaddle's exporter writes ``-1`` for the batch there, which contradicts a batch
+    given and stops ONNX's inference of every tensor after the first)."""
     from onnx import helper
 
     graph = proto.graph
@@ -198,8 +223,7 @@ def _without_weights(proto: Any) -> Any:
     heavy = [helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
              for init in graph.initializer if _elements(init) > 64 and init.name not in listed]
     return helper.make_model(
-        helper.make_graph(graph.node, graph.name, [*graph.input, *heavy], graph.output, keep,
-                          value_info=graph.value_info),
+        helper.make_graph(graph.node, graph.name, [*graph.input, *heavy], graph.output, keep),
         opset_imports=proto.opset_import, ir_version=proto.ir_version)
 
 
@@ -212,6 +236,14 @@ def _evaluate(node: Any, values: dict[str, np.ndarray], opset: Any) -> list[np.n
     from onnx.reference import ReferenceEvaluator
 
     inputs = [name for name in node.input if name]
+    if node.op_type in _FOLDED_BY_OPENVTA and node.domain in ("", "ai.onnx"):
+        from ..ir import Attrs, Op
+        from ..registry import op_def
+
+        kernel = op_def(Op(node.op_type)).float_ref
+        assert kernel is not None  # (every op of _FOLDED_BY_OPENVTA has one)
+        attrs = Attrs({k: tuple(v) if isinstance(v, list) else v for k, v in _attrs(node).items()})
+        return [np.asarray(kernel([values[n] for n in inputs], attrs))]
     graph = helper.make_graph(
         [node], "fold",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), values[n].shape)
@@ -370,6 +402,7 @@ def _batch_free(proto: Any) -> Any | None:
         return _restore_batch(folded[0], proto, {})
     shapes = _shapes(folded[0])
     patched: dict[str, np.ndarray] = {}
+    zero_means_copy: set[str] = set()  # Reshapes whose allowzero=1 a patched 0 would change
     uses = {name: [(n, k) for n in folded[0].graph.node for k, i in enumerate(n.input) if i == name]
             for name in changed}
     for name in changed:
@@ -380,25 +413,34 @@ def _batch_free(proto: Any) -> Any | None:
         ops = set()
         for node, k in uses[name]:
             data = shapes.get(node.input[0])
-            allowzero = any(attr.name == "allowzero" and attr.i for attr in node.attribute)
-            if k != 1 or node.op_type not in ("Reshape", "Expand") or allowzero or not data \
-                    or data[0] != _PROBES[0]:
+            if k != 1 or node.op_type not in ("Reshape", "Expand") or not data or data[0] != _PROBES[0]:
                 return None
+            if any(attr.name == "allowzero" and attr.i for attr in node.attribute):
+                if 0 in a:  # (a real 0 entry: allowzero=1 means an empty dimension there)
+                    return None
+                zero_means_copy.add(node.output[0])  # without a 0 in its shape, the same as allowzero=0
             ops.add(node.op_type)
         if len(ops) != 1:
             return None
         value = a.copy()
         value[0] = 0 if ops == {"Reshape"} else 1
         patched[name] = value
-    return _restore_batch(folded[0], proto, patched)
+    return _restore_batch(folded[0], proto, patched, zero_means_copy)
 
 
-def _restore_batch(folded: Any, original: Any, patched: Mapping[str, np.ndarray]) -> Any:
+def _restore_batch(folded: Any, original: Any, patched: Mapping[str, np.ndarray],
+                   zero_means_copy: Collection[str] = ()) -> Any:
     """``folded`` with the inputs' first dimensions as in ``original`` and the ``patched``
-    constants in place of the batch's."""
+    constants in place of the batch's; the Reshapes making ``zero_means_copy`` lose their
+    ``allowzero=1`` (their shapes hold no other 0: the patched one means "the input's")."""
     from onnx import numpy_helper
 
     result = _copy(folded)
+    for node in result.graph.node:
+        if node.output and node.output[0] in zero_means_copy:
+            kept = [attr for attr in node.attribute if attr.name != "allowzero"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
     dims = {v.name: v.type.tensor_type.shape.dim for v in original.graph.input}
     for value in result.graph.input:
         if value.name in dims and len(dims[value.name]):
@@ -424,10 +466,15 @@ def _canonical(proto: Any) -> Any:
     ``Mean`` or ``InvStdDev`` is read as the ops of its ONNX function (one output each)."""
     from onnx import helper
 
+    from onnx import numpy_helper
+
     graph = proto.graph
     read = {i for n in graph.node for i in n.input} | {v.name for v in graph.output}
     nodes = []
     changed = False
+    shapes: dict[str, tuple[int, ...] | None] | None = None
+    weights = {init.name: init for init in graph.initializer}
+    added: dict[str, np.ndarray] = {}  # the rewrites' new initializers
     for node, name in zip(graph.node, node_names(proto)):
         default = node.domain in ("", "ai.onnx")
         if default and node.op_type == "Sum" and len(node.input) != 2:
@@ -456,13 +503,111 @@ def _canonical(proto: Any) -> Any:
             changed = True
             nodes += _layer_norm_function(proto, node, name)
             continue
+        if default and node.op_type in _UPSAMPLERS:
+            shapes = shapes if shapes is not None else _shapes(_with_batch(proto, 1))  # (they copy the batch)
+            rewritten = _UPSAMPLERS[node.op_type](node, name, shapes, weights, added)
+            if rewritten is not None:
+                changed = True
+                nodes += rewritten
+                continue
         nodes.append(node)
     if not changed:
         return proto
     used = {i for n in nodes for i in n.input} | {v.name for v in graph.output}
     unused = {init.name for init in graph.initializer if init.name not in used}
-    return _with(proto, nodes, [init for init in graph.initializer if init.name not in unused],
-                 [v for v in graph.input if v.name not in unused])
+    initializers = [init for init in graph.initializer if init.name not in unused]
+    initializers += [numpy_helper.from_array(a, n) for n, a in added.items()]
+    return _with(proto, nodes, initializers, [v for v in graph.input if v.name not in unused])
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _depth_to_space(name: str, source: str, out: str, channels: int, block: int, height: int, width: int,
+                    added: dict[str, np.ndarray]) -> list:
+    """``source`` ``(N, C·b·b, H, W)`` → ``out`` ``(N, C, H·b, W·b)``, channel ``c·b² + i·b + j``
+    to pixel ``(h·b + i, w·b + j)`` (DepthToSpace's CRD order), as Reshape → Transpose →
+    Reshape: moves of int8 codes in the integer graph."""
+    from onnx import helper
+
+    split, joined = f"{name}.split_shape", f"{name}.joined_shape"
+    added[split] = np.array([0, channels, block, block, height, width], np.int64)  # (0: the batch, copied)
+    added[joined] = np.array([0, channels, height * block, width * block], np.int64)
+    return [helper.make_node("Reshape", [source, split], [f"{name}.blocks"], name=f"{name}.blocks"),
+            helper.make_node("Transpose", [f"{name}.blocks"], [f"{name}.interleaved"], perm=[0, 1, 4, 2, 5, 3],
+                             name=f"{name}.interleaved"),
+            helper.make_node("Reshape", [f"{name}.interleaved", joined], [out], name=name)]
+
+
+def _conv_transpose(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], weights: Mapping[str, Any],
+                    added: dict[str, np.ndarray]) -> list | None:
+    """A ConvTranspose whose kernel equals its stride (no padding, one group: DB's and U-Net's
+    2×2 stride-2 upsampling) as the 1×1 Conv to ``C_out·k·k`` channels it is, then a depth to
+    space: every output pixel is one tap of one input pixel, so the accelerator's conv2d
+    computes exactly the ConvTranspose's products.  Any other ConvTranspose: None (ONNX's
+    reference kernel runs it)."""
+    from onnx import helper, numpy_helper
+
+    attrs = _attrs(node)
+    data = shapes.get(node.input[0])
+    weight = weights.get(node.input[1]) if len(node.input) > 1 else None
+    bias = weights.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if weight is None or data is None or len(data) != 4 or len(weight.dims) != 4 \
+            or (len(node.input) > 2 and node.input[2] and bias is None):
+        return None
+    kernel = tuple(weight.dims[2:])
+    if attrs.get("group", 1) != 1 or kernel[0] != kernel[1] or tuple(attrs.get("strides", (1, 1))) != kernel \
+            or any(attrs.get("pads", (0, 0, 0, 0))) or any(attrs.get("output_padding", (0, 0))) \
+            or any(d != 1 for d in attrs.get("dilations", (1, 1))) or "output_shape" in attrs \
+            or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or kernel[0] < 2:
+        return None
+    k, (c_in, c_out) = kernel[0], tuple(weight.dims[:2])
+    w = numpy_helper.to_array(weight)  # (C_in, C_out, k, k)
+    added[f"{name}.weight"] = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(c_out * k * k, c_in, 1, 1))
+    inputs = [node.input[0], f"{name}.weight"]
+    if bias is not None:
+        added[f"{name}.bias"] = np.repeat(numpy_helper.to_array(bias), k * k).astype(np.float32)
+        inputs.append(f"{name}.bias")
+    conv = helper.make_node("Conv", inputs, [f"{name}.taps"], kernel_shape=[1, 1], name=f"{name}.taps")
+    return [conv, *_depth_to_space(name, f"{name}.taps", node.output[0], c_out, k, data[2], data[3], added)]
+
+
+def _resize(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], weights: Mapping[str, Any],
+            added: dict[str, np.ndarray]) -> list | None:
+    """A nearest-neighbour Resize of NCHW data by a whole factor in height and width (FPN's and
+    DB's upsampling) as the repetition it is: Reshape → Expand → Reshape, moves of int8 codes
+    in the integer graph.  Only the coordinate modes that make it a repetition: ``asymmetric``
+    with ``floor``, ``half_pixel``/``pytorch_half_pixel`` with a rounding ``nearest_mode``.
+    Any other Resize: None (ONNX's reference kernel runs it)."""
+    from onnx import helper
+
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in _attrs(node).items()}
+    data = shapes.get(node.input[0])
+    out = shapes.get(node.output[0])
+    mode, coords = attrs.get("mode", "nearest"), attrs.get("coordinate_transformation_mode", "half_pixel")
+    rounding = attrs.get("nearest_mode", "round_prefer_floor")
+    repeats = (coords == "asymmetric" and rounding == "floor") or (
+        coords in ("half_pixel", "pytorch_half_pixel") and rounding in ("round_prefer_floor", "round_prefer_ceil"))
+    if mode != "nearest" or not repeats or data is None or out is None or len(data) != 4 \
+            or data[:2] != out[:2] or attrs.get("antialias", 0) or "axes" in attrs \
+            or out[2] % data[2] or out[3] % data[3]:
+        return None
+    fh, fw = out[2] // data[2], out[3] // data[3]
+    n, c, h, w = data
+    grid, target, joined = f"{name}.grid", f"{name}.repeated_shape", f"{name}.joined_shape"
+    added[grid] = np.array([0, c, h, 1, w, 1], np.int64)
+    added[target] = np.array([1, 1, 1, fh, 1, fw], np.int64)
+    added[joined] = np.array([0, c, h * fh, w * fw], np.int64)
+    return [helper.make_node("Reshape", [node.input[0], grid], [f"{name}.pixels"], name=f"{name}.pixels"),
+            helper.make_node("Expand", [f"{name}.pixels", target], [f"{name}.repeated"], name=f"{name}.repeated"),
+            helper.make_node("Reshape", [f"{name}.repeated", joined], [node.output[0]], name=name)]
+
+
+#: Rewrites of upsampling ops into what the accelerator and the int8 moves compute.
+_UPSAMPLERS = {"ConvTranspose": _conv_transpose, "Resize": _resize}
 
 
 def _layer_norm_function(proto: Any, node: Any, name: str) -> list:

@@ -60,6 +60,7 @@ class QuantRule(enum.Enum):
     SOFTMAX = "softmax"  # the integer softmax kernel
     LAYER_NORM = "layer_norm"  # the integer layer normalization kernel
     REDUCE = "reduce"  # an int32 sum, then requantized (ReduceSum, ReduceMean)
+    CONCAT = "concat"  # each input requantized to the output's scale, the int8 codes joined
 
 
 class ScaleRule(enum.Enum):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import OpError
 from ..ir import Attrs, DType, Op, TensorType
-from .base import OnnxExample, OpDef, PatternKind, cpu_only, int_attr, ints_attr
+from .base import OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, int_attr, ints_attr
 from .elementwise import broadcast_shape
 from .tensor import checked_axis
 
@@ -140,7 +140,8 @@ DEFS = (
           examples=(OnnxExample(((4, 3),), constants={1: (1, -1)}), OnnxExample(((4, 3, 2),), constants={1: (2,)}))),
     OpDef(Op.CAST, PatternKind.ELEMWISE, (1, 1), _cast_infer, _cast, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4),), {"to": 1}),)),
-    OpDef(Op.EXPAND, PatternKind.BROADCAST, (1, 1), _expand_infer, _expand, None, accel_ok=_CPU,
-          examples=(OnnxExample(((3, 1),), constants={1: (2, 3, 4)}),
-                    OnnxExample(((2, 1, 5),), constants={1: (4, 1)}))),
+    OpDef(Op.EXPAND, PatternKind.BROADCAST, (1, 1), _expand_infer, _expand, _expand, accel_ok=_CPU,
+          scale_rule=ScaleRule.PRESERVE, examples=(OnnxExample(((3, 1),), constants={1: (2, 3, 4)}),
+                                                   OnnxExample(((2, 1, 5),), constants={1: (4, 1)})),
+          quantize=QuantRule.MOVE),
 )

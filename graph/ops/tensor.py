@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import OpError
-from ..ir import Attrs, Dim, Op, TensorType
+from ..ir import Attrs, Dim, DType, Op, TensorType
 from .base import (OnnxExample, OpDef, PatternKind, QuantRule, ScaleRule, cpu_only, float_attr, int_attr, ints_attr,
                    require_float)
 from .elementwise import broadcast_shape
@@ -28,13 +28,21 @@ __all__ = ["DEFS", "checked_axis"]
 
 
 def _mul_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    shape = broadcast_shape(inputs[0].shape, inputs[1].shape)
+    if all(t.dtype is DType.INT8 for t in inputs):  # the integer graph's product of two activations
+        return TensorType(shape, DType.INT32)
     for t in inputs:
         require_float(t, Op.MUL)
-    return TensorType(broadcast_shape(inputs[0].shape, inputs[1].shape), inputs[0].dtype)
+    return TensorType(shape, inputs[0].dtype)
 
 
 def _mul(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return (inputs[0] * inputs[1]).astype(np.float32)
+
+
+def _mul_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """int8 × int8 → int32 (at most 128², exact): a gate times the activation it scales."""
+    return inputs[0].astype(np.int32) * inputs[1].astype(np.int32)
 
 
 def _lrn_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -67,7 +75,8 @@ def checked_axis(attrs: Attrs, ndim: int, op: Op, default: int | None = None) ->
 def _concat_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
     first = inputs[0]
     for t in inputs:
-        require_float(t, Op.CONCAT)
+        if not (t.dtype is DType.INT8 and first.dtype is DType.INT8):  # (the integer graph's: int8 codes)
+            require_float(t, Op.CONCAT)
         if t.ndim != first.ndim:
             raise OpError(f"Concat inputs must have one rank, not {first.shape!r} and {t.shape!r}")
     axis = checked_axis(attrs, first.ndim, Op.CONCAT)
@@ -83,6 +92,10 @@ def _concat_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _concat(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.concatenate(inputs, axis=checked_axis(attrs, inputs[0].ndim, Op.CONCAT)).astype(np.float32)
+
+
+def _concat_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.concatenate(inputs, axis=checked_axis(attrs, inputs[0].ndim, Op.CONCAT))
 
 
 def _perm(attrs: Attrs, ndim: int) -> tuple[int, ...]:
@@ -220,7 +233,7 @@ def _im2col(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 _CPU = cpu_only("runs on the CPU (a float island between the accelerator's int8 regions)")
 DEFS = (
-    OpDef(Op.MUL, PatternKind.BROADCAST, (2, 2), _mul_infer, _mul, None, accel_ok=_CPU, examples=(
+    OpDef(Op.MUL, PatternKind.BROADCAST, (2, 2), _mul_infer, _mul, _mul_int, accel_ok=_CPU, examples=(
         OnnxExample(((2, 3, 4, 4), (3, 1, 1))),
         OnnxExample(((2, 3, 4), (2, 3, 4))),
         OnnxExample(((4, 5),), constants={1: (0.5, -1.0, 2.0, 0.0, 3.5)}),
@@ -229,17 +242,19 @@ DEFS = (
         OnnxExample(((2, 7, 3, 3),), {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
         OnnxExample(((1, 6, 4, 4),), {"size": 3, "alpha": 2e-5, "beta": 0.5, "bias": 2.0}),
     )),
-    OpDef(Op.CONCAT, PatternKind.INJECTIVE, (1, 1 << 16), _concat_infer, _concat, None, accel_ok=_CPU,
+    OpDef(Op.CONCAT, PatternKind.INJECTIVE, (1, 1 << 16), _concat_infer, _concat, _concat_int, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4, 4), (2, 5, 4, 4)), {"axis": 1}),
-                    OnnxExample(((2, 3), (2, 3), (2, 1)), {"axis": -1}))),
+                    OnnxExample(((2, 3), (2, 3), (2, 1)), {"axis": -1})), quantize=QuantRule.CONCAT),
     OpDef(Op.TRANSPOSE, PatternKind.INJECTIVE, (1, 1), _transpose_infer, _transpose, _transpose,
           accel_ok=cpu_only("a transpose runs on the CPU between accelerator regions"),
           scale_rule=ScaleRule.PRESERVE,
           examples=(OnnxExample(((2, 3, 4, 5, 6),), {"perm": [0, 2, 1, 3, 4]}),
                     OnnxExample(((3, 4),))), quantize=QuantRule.MOVE),
-    OpDef(Op.UNSQUEEZE, PatternKind.INJECTIVE, (1, 1), _unsqueeze_infer, _unsqueeze, None, accel_ok=_CPU,
+    OpDef(Op.UNSQUEEZE, PatternKind.INJECTIVE, (1, 1), _unsqueeze_infer, _unsqueeze, _unsqueeze, accel_ok=_CPU,
+          scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.MOVE,
           examples=(OnnxExample(((3, 4),), constants={1: (0, 3)}), OnnxExample(((2, 3, 4),), constants={1: (-1,)}))),
-    OpDef(Op.SQUEEZE, PatternKind.INJECTIVE, (1, 1), _squeeze_infer, _squeeze, None, accel_ok=_CPU,
+    OpDef(Op.SQUEEZE, PatternKind.INJECTIVE, (1, 1), _squeeze_infer, _squeeze, _squeeze, accel_ok=_CPU,
+          scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.MOVE,
           examples=(OnnxExample(((3, 1, 4, 1),), constants={1: (1,)}), OnnxExample(((1, 3, 1, 4),)))),
     OpDef(Op.PAD, PatternKind.INJECTIVE, (1, 1), _pad_infer, _pad, None, accel_ok=_CPU,
           examples=(OnnxExample(((1, 2, 3, 3),), constants={1: (0, 0, 1, 2, 0, 0, 2, 1), 2: 0.5}),

@@ -393,16 +393,29 @@ def _table(b: Builder, node: Node) -> bool:
 
 
 def _scale_by(b: Builder, node: Node) -> bool:
-    """Div or Mul of an int8 value by a positive scalar constant: a requantization."""
+    """Div or Mul of an int8 value by a positive scalar constant: a requantization.  A Mul
+    of two int8 activations (a squeeze-and-excitation gate times its feature map, SiLU's
+    ``x·sigmoid(x)``) is their int32 product in the scale ``s_a·s_b``, requantized."""
     x, c = node.inputs
     if node.op is Op.MUL and x in b.source.constants:
         x, c = c, x
+    if node.op is Op.MUL and all(v in b.int8 for v in node.inputs):
+        out = node.outputs[0]
+        acc_scale = b.scale(x) * b.scale(c)
+        product = b.emit(node.name, Op.MUL, (b.int8[x], b.int8[c]), b.name(f"{out}.acc"), {},
+                         QuantParams((acc_scale,)))
+        b.int8[out] = b.requantize(f"{node.name}", out, product, np.array([acc_scale / b.scale(out)]),
+                                   INT8_LIMIT * INT8_LIMIT, DType.INT8, b.scale(out), axis=-1)
+        return True
     constant = b.source.constants.get(c)
     if constant is None or constant.size != 1 or not _integer_source(b, x) or float(constant.reshape(())) <= 0:
         return False
     factor = float(constant.reshape(()))
     factor = 1.0 / factor if node.op is Op.DIV else factor
     out = node.outputs[0]
+    multiplier = b.scale(x) * factor / b.scale(out)
+    if b.mode is RequantMode.POW2 and multiplier != 2.0 ** round(math.log2(multiplier)):
+        return False  # shifts only: a factor that is not a power of two stays a float island
     b.int8[out] = b.requantize(node.name, out, b.as_int8(x), np.array([b.scale(x) * factor / b.scale(out)]),
                                INT8_LIMIT, DType.INT8, b.scale(out), axis=-1)
     return True
@@ -489,12 +502,30 @@ def _reduce(b: Builder, node: Node) -> bool:
     return True
 
 
+def _concat(b: Builder, node: Node) -> bool:
+    """Concat of int8 activations: each input requantized to the output's scale (none where
+    the scales agree), the codes joined.  A constant or float input: a float island."""
+    if any(v in b.source.constants or not _integer_source(b, v) for v in node.inputs):
+        return False
+    out = node.outputs[0]
+    scale = b.scale(out)
+    parts = []
+    for index, value in enumerate(node.inputs):
+        source = b.as_int8(value)
+        parts.append(source if b.scale(value) == scale else b.requantize(
+            f"{node.name}.in{index}", value, source, np.array([b.scale(value) / scale]), INT8_LIMIT, DType.INT8,
+            scale, axis=-1))
+    b.int8[out] = b.emit(node.name, Op.CONCAT, tuple(parts), b.name(f"{out}.q"), dict(node.attrs),
+                         QuantParams((scale,)))
+    return True
+
+
 #: The rewrite of each quantization rule (an op's ``OpDef.quantize``).
 BY_RULE: dict[QuantRule, Rule] = {
     QuantRule.PRODUCT: _linear, QuantRule.MATMUL: _matmul, QuantRule.ADD: _add, QuantRule.CLIP: _clip,
     QuantRule.MOVE: _same_op, QuantRule.PICK: _same_op, QuantRule.SAME: _same_op, QuantRule.TABLE: _table,
     QuantRule.SCALE_BY: _scale_by, QuantRule.SOFTMAX: _softmax, QuantRule.LAYER_NORM: _layer_norm,
-    QuantRule.REDUCE: _reduce,
+    QuantRule.REDUCE: _reduce, QuantRule.CONCAT: _concat,
 }
 _RULES: dict[Op, Rule] = {op: BY_RULE[d.quantize] for op, d in REGISTRY.items() if d.quantize is not None}
 

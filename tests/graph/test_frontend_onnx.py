@@ -9,6 +9,7 @@ import pytest
 from onnx import ModelProto, TensorProto, helper
 from onnx_models import make_model, tensor_input
 
+from openvta.graph.execute import execute
 from openvta.graph.errors import ModelError
 from openvta.graph.frontends.onnx import import_onnx
 from openvta.graph.ir import DType, Op
@@ -107,11 +108,24 @@ def test_an_older_opset_with_an_operator_whose_meaning_changed_is_kept() -> None
     assert graph.notes == ("opset 6 kept (onnx.version_converter upgrades from opset 7 on): every node runs on "
                            "ONNX's reference kernels, on the CPU",)
     assert graph.nodes[0].op is Op.ONNX_REFERENCE
+    from onnx.backend.test.case.node import collect_testcases
+
+    (scan,) = [case.model for case in collect_testcases() if case.name == "test_scan_sum"]  # Scan 8
+    graph = import_onnx(scan)
+    assert graph.notes == ("opset 8 kept (Scan changed meaning by opset 13 and openvta has no kernel for "
+                           "it): every node runs on ONNX's reference kernels, on the CPU",)
+
+
+def test_an_operator_whose_new_version_only_adds_types_is_upgraded() -> None:
+    """Upsample 9 and Resize 13 have one signature (the converter makes the one the other);
+    Slice 11 and 13 too (13 adds bfloat16): the model is upgraded, its nodes openvta's."""
     upsample = helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")
     graph = import_onnx(make_model([upsample], {"x": [1, 1, 2, 2]}, ["y"],
                                    {"s": np.array([1, 1, 2, 2], np.float32)}, opset=9))
-    assert graph.notes == ("opset 9 kept (Upsample changed meaning by opset 13 and openvta has no kernel for "
-                           "it): every node runs on ONNX's reference kernels, on the CPU",)
+    assert graph.notes == ("opset 9 upgraded to 13 with onnx.version_converter",)
+    assert [n.op for n in graph.nodes] == [Op.RESHAPE, Op.EXPAND, Op.RESHAPE]  # the nearest Resize a repetition
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    np.testing.assert_array_equal(execute(graph, {"x": x})["y"], x.repeat(2, axis=2).repeat(2, axis=3))
 
 
 def test_input_errors() -> None:

@@ -39,7 +39,7 @@ DECLINED = {
     r"dropout_default_mask": "Dropout's mask output",
     r"maxpool_with_argmax": "MaxPool's indices output",
     r"test_pow_types_int64_float32": "Pow of int64 data",
-    r"reshape_allowzero": "Reshape with allowzero=1",
+    r"reshape_allowzero": "Reshape with allowzero=1 and a 0 in its shape",
 }
 
 

@@ -34,6 +34,7 @@ class _Builder:
                                        data.draw(st.integers(3, 7)))
         self.value = "x"
         self.history: list[tuple[str, tuple[int, ...]]] = [("x", self.shape)]
+        self.flags: set[str] = set()  # the bool values (a comparison's)
 
     def const(self, shape: tuple[int, ...], positive: bool = False) -> str:
         name = f"k{len(self.inits)}"
@@ -70,11 +71,13 @@ class _Builder:
         if kind == "Where":  # a leaky ReLU by Greater and Where
             self.inits[f"where_zero{len(self.nodes)}"] = np.array(0.0, np.float32)
             self.add("Greater", [x, f"where_zero{len(self.nodes)}"], self.shape)
+            self.flags.add(self.value)  # (bool: no residual adds it)
             self.add("Mul", [x, self.const((1,))], self.shape)
             self.add("Where", [self.history[-2][0], x, self.value], self.shape)
         elif kind == "Equal":  # the positions of a max pool's maxima, as 0/1
             self.add("MaxPool", [x], self.shape, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
             self.add("Equal", [x, self.value], self.shape)
+            self.flags.add(self.value)
             self.add("Cast", [self.value], self.shape, to=1)
         elif kind == "TopK":
             k = self.data.draw(st.integers(1, w))
@@ -121,7 +124,7 @@ class _Builder:
         elif kind == "add_const":
             self.add("Add", [self.value, self.const((c, 1, 1))], self.shape)
         elif kind == "residual":
-            same = [v for v, shape in self.history if shape == self.shape]
+            same = [v for v, shape in self.history if shape == self.shape and v not in self.flags]
             self.add("Add", [self.value, self.data.draw(st.sampled_from(same))], self.shape)
         elif kind == "bn":
             self.add("BatchNormalization", [self.value, self.const((c,)), self.const((c,)),
