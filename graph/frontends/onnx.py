@@ -101,7 +101,16 @@ def calibration_shapes(proto: Any, calibration: object) -> dict[str, tuple[int, 
         given = {k: np.shape(v) for k, v in first.items() if k in inputs}
     else:
         return {}
-    return {name: tuple(int(n) for n in shape) for name, shape in given.items() if agrees(inputs[name], shape)}
+    shapes = {}
+    for name, shape in given.items():
+        shape = tuple(int(n) for n in shape)
+        dims = inputs[name].type.tensor_type.shape.dim
+        batch = dims[0].dim_value if len(dims) and dims[0].HasField("dim_value") else 0
+        if shape and batch > 0 and shape[0] % batch == 0:  # runs of a fixed batch (calibration_batches splits)
+            shape = (batch, *shape[1:])
+        if agrees(inputs[name], shape):
+            shapes[name] = shape
+    return shapes
 
 
 def agrees(value: Any, shape: Sequence[int]) -> bool:

@@ -254,3 +254,12 @@ def test_a_pow2_model_keeps_a_factor_that_is_no_power_of_two_in_float() -> None:
     (mul,) = [n for n in compiled.graph.nodes if n.op is Op.MUL]
     assert compiled.graph.types[mul.inputs[0]].dtype is DType.FLOAT32
     np.testing.assert_array_equal(compiled.run(x)["y"], compiled.reference(x)["y"])
+
+
+def test_eight_samples_calibrate_a_batch_one_export_with_a_dynamic_sequence() -> None:
+    """The sequence length comes from the samples; their batch of 8 is 8 runs of the model's 1."""
+    proto = onnx.load(EXPORTS / "bert_dynseq_dynamo.onnx")
+    feeds = _feeds(proto, batch=8, seq=20)
+    model = compile_model(proto, feeds)
+    assert model.graph.types["input_ids"].shape == (1, 20)
+    _check(model, proto, {k: v[:1] for k, v in feeds.items()})
