@@ -82,6 +82,7 @@ class Op(enum.Enum):
     GATHER = "Gather"
     CAST = "Cast"
     EXPAND = "Expand"
+    SLICE = "Slice"
     HARD_SWISH = "HardSwish"
     HARD_SIGMOID = "HardSigmoid"
     LEAKY_RELU = "LeakyRelu"

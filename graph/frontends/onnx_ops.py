@@ -211,6 +211,19 @@ def _axes_input(node: OnnxNode, required: bool) -> tuple[tuple[str, ...], Attrs]
     return (node.inputs[0],), {"axes": tuple(int(a) for a in axes.reshape(-1))}
 
 
+def _slice(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    """Slice's starts, ends, axes and steps: constant inputs (opset 10 on)."""
+    _only(node, ())
+    parts: Attrs = {}
+    for index, key in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
+        value = node.constant(index, key)
+        if value is not None:
+            parts[key] = tuple(int(v) for v in value.reshape(-1))
+    if "starts" not in parts or "ends" not in parts:
+        raise node.fail("needs its starts and ends (constant inputs)")
+    return (node.inputs[0],), parts
+
+
 def _reduce(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     """ReduceMean's and ReduceSum's axes: an attribute (ReduceMean before opset 18) or a
     constant second input; none is every axis, or with ``noop_with_empty_axes`` no axis
@@ -321,6 +334,7 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.GATHER: _plain("axis"),
     Op.CAST: _cast,
     Op.EXPAND: _expand,
+    Op.SLICE: _slice,
 }
 
 

@@ -131,9 +131,16 @@ def _changed_ops(proto: Any, version: int) -> list[str]:
         except onnx.defs.SchemaError:
             continue  # not an operator of that opset: the frontend names it
         if old.since_version != new.since_version and _signature(old) != _signature(new) \
-                and not (op_type == "Resize" and old.since_version >= 11 and not _tf_resize(proto)):
+                and not (old.since_version >= _CONVERTED_FROM.get(op_type, TARGET_OPSET + 1)
+                         and not (op_type == "Resize" and _tf_resize(proto))):
             changed.append(op_type)
     return changed
+
+
+#: Operators whose new signature by opset 13 the converter's adapters rewrite to the same
+#: meaning, from the version given: Split 11's attribute ``split`` becomes its input, Resize
+#: 11's ``roi`` optional (but for ``tf_half_pixel_for_nn``, which 13 removed).
+_CONVERTED_FROM = {"Split": 11, "Resize": 11}
 
 
 def _tf_resize(proto: Any) -> bool:
@@ -321,6 +328,7 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
         model's, or a node on constants that ``onnx.reference`` cannot evaluate.
     """
     notes: list[str] = []
+    proto = _inline_functions(proto, notes)
     proto = _upgrade(proto, notes)
     shapes = {name: tuple(int(d) for d in shape) for name, shape in (input_shapes or {}).items()}
     proto = _constants_not_inputs(proto)
@@ -337,6 +345,24 @@ def prepare(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
         work = _copy(proto)
         notes += _fix_inputs(work, shapes, batch=True)
     return _fold_all(work), notes
+
+
+def _inline_functions(proto: Any, notes: list[str]) -> Any:
+    """``proto`` with its model-local functions (what the dynamo exporter's onnxscript leaves
+    when it does not inline, a ``pkg.…`` domain per library) replaced by their bodies, by
+    ``onnx.inliner``; the notes say which."""
+    if not len(proto.functions):
+        return proto
+    from onnx import inliner
+
+    names = sorted({f"{f.domain}.{f.name}" for f in proto.functions})
+    try:
+        inlined = inliner.inline_local_functions(proto)
+    except Exception as exc:  # the inliner's C++ errors
+        raise ModelError(f"the model's local functions ({', '.join(names)}) cannot be inlined: "
+                         f"{_one_line(exc)}") from None
+    notes.append(f"{len(names)} local function{'s' * (len(names) > 1)} inlined ({', '.join(names)})")
+    return inlined
 
 
 def _constants_not_inputs(proto: Any) -> Any:
@@ -503,9 +529,9 @@ def _canonical(proto: Any) -> Any:
             changed = True
             nodes += _layer_norm_function(proto, node, name)
             continue
-        if default and node.op_type in _UPSAMPLERS:
+        if default and node.op_type in _REWRITES:
             shapes = shapes if shapes is not None else _shapes(_with_batch(proto, 1))  # (they copy the batch)
-            rewritten = _UPSAMPLERS[node.op_type](node, name, shapes, weights, added)
+            rewritten = _REWRITES[node.op_type](node, name, shapes, weights, added)
             if rewritten is not None:
                 changed = True
                 nodes += rewritten
@@ -606,8 +632,47 @@ def _resize(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], 
             helper.make_node("Reshape", [f"{name}.repeated", joined], [node.output[0]], name=name)]
 
 
-#: Rewrites of upsampling ops into what the accelerator and the int8 moves compute.
-_UPSAMPLERS = {"ConvTranspose": _conv_transpose, "Resize": _resize}
+def _split(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], weights: Mapping[str, Any],
+           added: dict[str, np.ndarray]) -> list | None:
+    """A Split as one Slice per output (openvta's graph has one output per node; a Slice moves
+    int8 codes); the sizes from its constant ``split`` input or attribute, or ``num_outputs``
+    (the last part the smaller), or equal parts.  None where the sizes are not known."""
+    from onnx import helper, numpy_helper
+
+    attrs = _attrs(node)
+    data = shapes.get(node.input[0])
+    if data is None:
+        return None
+    axis = int(attrs.get("axis", 0)) % len(data)
+    outputs = list(node.output)
+    if len(node.input) > 1 and node.input[1]:
+        if node.input[1] not in weights:
+            return None
+        sizes = [int(v) for v in numpy_helper.to_array(weights[node.input[1]]).reshape(-1)]
+    elif "split" in attrs:
+        sizes = [int(v) for v in attrs["split"]]
+    else:
+        parts = int(attrs.get("num_outputs", len(outputs)))
+        step = -(-data[axis] // parts) if "num_outputs" in attrs else data[axis] // parts
+        sizes = [min(step, data[axis] - k * step) for k in range(parts)]
+    if len(sizes) != len(outputs) or sum(sizes) != data[axis] or min(sizes) < 1:
+        return None  # (ONNX's own checks name it when the reference kernel runs it)
+    nodes, start = [], 0
+    for index, (out, size) in enumerate(zip(outputs, sizes)):
+        bounds = f"{name}.part{index}"
+        added[f"{bounds}.starts"], added[f"{bounds}.ends"] = np.array([start], np.int64), np.array([start + size],
+                                                                                                    np.int64)
+        added[f"{bounds}.axes"] = np.array([axis], np.int64)
+        start += size
+        if out:
+            nodes.append(helper.make_node("Slice", [node.input[0], f"{bounds}.starts", f"{bounds}.ends",
+                                                    f"{bounds}.axes"], [out], name=bounds))
+    return nodes
+
+
+#: Rewrites into what openvta's kernels compute: upsampling into the accelerator's conv2d
+#: and int8 moves, a Split into Slices.
+_REWRITES = {"ConvTranspose": _conv_transpose, "Resize": _resize, "Split": _split}
 
 
 def _layer_norm_function(proto: Any, node: Any, name: str) -> list:

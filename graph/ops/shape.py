@@ -1,4 +1,4 @@
-"""Flatten and Reshape: injective ops that only change the shape.
+"""Flatten, Reshape and Slice: injective ops that only change the shape (or pick a part).
 
 Both keep the dtype and the quantization scale, and run on the CPU (between
 accelerator regions a change of shape is a change of packed layout).  Reshape's target
@@ -94,6 +94,39 @@ def _reshape(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.reshape(x, target).copy()
 
 
+def _slices(attrs: Attrs, shape: Sequence[Dim]) -> tuple[slice, ...]:
+    """The numpy index of ONNX's Slice: ``starts``/``ends`` (clamped as ONNX does), ``axes``
+    (default every one from 0), ``steps`` (default 1, never 0); the symbolic batch whole."""
+    starts, ends = ints_attr(attrs, "starts"), ints_attr(attrs, "ends")
+    axes = ints_attr(attrs, "axes", default=tuple(range(len(starts))))
+    steps = ints_attr(attrs, "steps", default=(1,) * len(starts))
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise OpError(f"Slice starts, ends, axes and steps must have one length, not {starts!r}, {ends!r}, "
+                      f"{axes!r}, {steps!r}")
+    index = [slice(None)] * len(shape)
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if not -len(shape) <= axis < len(shape) or step == 0:
+            raise OpError(f"Slice axis {axis} must lie within the {len(shape)} dimensions and its step be "
+                          f"nonzero, not {step}")
+        size = shape[axis]
+        if not isinstance(size, int):
+            raise OpError(f"Slice of the symbolic batch (axis {axis}) is not supported")
+        first, stop, step = slice(start, end, step).indices(size)  # (ONNX's clamping is Python's)
+        index[axis % len(shape)] = slice(first, stop if stop >= 0 else None, step)  # (-1: before the first)
+    return tuple(index)
+
+
+def _slice_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    data = inputs[0]
+    index = _slices(attrs, data.shape)
+    shape = tuple(d if isinstance(d, str) else len(range(d)[s]) for d, s in zip(data.shape, index))
+    return TensorType(shape, data.dtype)
+
+
+def _slice(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.ascontiguousarray(inputs[0][_slices(attrs, inputs[0].shape)])
+
+
 _CPU = cpu_only("a change of shape runs on the CPU between accelerator regions")
 DEFS = (
     OpDef(Op.FLATTEN, PatternKind.INJECTIVE, (1, 1), _flatten_infer, _flatten, _flatten,
@@ -109,4 +142,10 @@ DEFS = (
               OnnxExample(((2, 3, 4),), constants={1: (4, 3, 2)}),
               OnnxExample(((2, 3, 4),), constants={1: (-1,)}),
           ), quantize=QuantRule.MOVE),
+    OpDef(Op.SLICE, PatternKind.INJECTIVE, (1, 1), _slice_infer, _slice, _slice,
+          accel_ok=cpu_only("a slice runs on the CPU between accelerator regions"), scale_rule=ScaleRule.PRESERVE,
+          examples=(OnnxExample(((2, 6, 5),), constants={1: (1, 0), 2: (5, 4), 3: (1, 2)}),
+                    OnnxExample(((4, 7),), constants={1: (-1,), 2: (-100,), 3: (1,), 4: (-2,)}),
+                    OnnxExample(((3, 8),), constants={1: (0, 2), 2: (2, 1000), 3: (0, 1), 4: (1, 3)})),
+          quantize=QuantRule.MOVE),
 )

@@ -263,3 +263,53 @@ def test_eight_samples_calibrate_a_batch_one_export_with_a_dynamic_sequence() ->
     model = compile_model(proto, feeds)
     assert model.graph.types["input_ids"].shape == (1, 20)
     _check(model, proto, {k: v[:1] for k, v in feeds.items()})
+
+
+def test_a_models_local_functions_are_inlined() -> None:
+    """onnxscript's form when it does not inline: a node of a ``pkg.…`` domain whose body is
+    a function of the model."""
+    body = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    silu = helper.make_function("pkg.onnxscript.torch_lib", "aten_silu", ["x"], ["y"], body,
+                                [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("aten_silu", ["x"], ["y"], domain="pkg.onnxscript.torch_lib")],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    proto = helper.make_model(graph, functions=[silu], opset_imports=[
+        helper.make_opsetid("", 18), helper.make_opsetid("pkg.onnxscript.torch_lib", 1)])
+    x = np.random.default_rng(6).standard_normal((2, 4)).astype(np.float32)
+    model = compile_model(proto, x)
+    assert "note: 1 local function inlined (pkg.onnxscript.torch_lib.aten_silu)" in model.summary()
+    assert [n.op for n in model.float_graph.nodes] == [Op.SIGMOID, Op.MUL]
+    _check(model, proto, {"x": x})
+
+
+@pytest.mark.parametrize("opset, split", [(13, {"inputs": [4, 4, 8]}), (18, {"num_outputs": 3}), (11, {})])
+def test_split_and_slice_move_int8_codes(opset: int, split: dict[str, Any]) -> None:
+    """A Split (sizes as an input, ``num_outputs``, or equal parts) is one Slice per output,
+    and a Slice of an activation moves its int8 codes, between two accelerator convolutions."""
+    rng = np.random.default_rng(7)
+    inputs = ["a", "sizes"] if "inputs" in split else ["a"]
+    attrs = {"axis": 1, **({"num_outputs": split["num_outputs"]} if "num_outputs" in split else {})}
+    if opset < 13:
+        attrs["split"] = [4, 4, 8]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Split", inputs, ["p0", "p1", "p2"], **attrs),
+             helper.make_node("Slice", ["p2", "starts", "ends", "axes", "steps"], ["s"]),
+             helper.make_node("Concat", ["p1", "s", "p0"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w1"], ["y"], pads=[1, 1, 1, 1])]
+    inits: dict[str, object] = {"w0": _conv(rng, "w0", 16, 16), "w1": _conv(rng, "w1", 16, 16),
+                                "starts": np.array([-1, 0], np.int64), "ends": np.array([-100, 8], np.int64),
+                                "axes": np.array([1, 2], np.int64), "steps": np.array([-1, 1], np.int64)}
+    if "inputs" in split:
+        inits["sizes"] = np.array(split["inputs"], np.int64)
+    elif opset >= 13 and "num_outputs" not in split:
+        inputs.append("")
+    if opset == 18:
+        nodes[1] = helper.make_node("Split", ["a"], ["p0", "p1", "p2"], axis=1, num_outputs=3)
+    proto = make_model(nodes, {"x": [1, 16, 8, 8]}, ["y"], inits, opset=opset)
+    x = rng.standard_normal((4, 16, 8, 8)).astype(np.float32)
+    model = compile_model(proto, x)
+    assert {n.op for n in model.float_graph.nodes} == {Op.CONV, Op.SLICE, Op.CONCAT}
+    slices = [n for n in model.graph.nodes if n.op is Op.SLICE]
+    assert all(model.graph.types[n.outputs[0]].dtype is DType.INT8 for n in slices)
+    _check(model, proto, {"x": x[:1]})
