@@ -49,9 +49,12 @@ def hardware_name(cfg: Config) -> str:
 
 def kernel_key_of(operator: str, params: Mapping[str, Any], epilogue: Epilogue, cfg: Config) -> str:
     """The kernel key of ``operator`` with ``params`` (every shape parameter), its whole
-    ``epilogue``, on ``cfg``: ``"conv2d(n=1, ci=64, …; SHR 8, ADD bias[c], …) on default@…"``."""
+    ``epilogue``, on ``cfg``: ``"conv2d(n=1, ci=64, …; SHR 8, ADD bias[c], …) on default@…"``.
+
+    A shape parameter that is None (or not given) is left out: conv2d's ``w`` of square data,
+    so that the keys of square kernels are those from before it existed."""
     spec = operator_spec(operator)
-    shape = ", ".join(f"{name}={params[name]}" for name in spec.shape_params)
+    shape = ", ".join(f"{name}={params[name]}" for name in spec.shape_params if params.get(name) is not None)
     return f"{operator}({shape}; {epilogue.describe()}) on {hardware_name(cfg)}"
 
 

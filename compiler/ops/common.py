@@ -28,8 +28,8 @@ from ..schedule import Schedule
 from ..workloads import BIAS_BITS
 
 __all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "acc_operands", "as_operand", "benchmark_operands", "buffer_refusals",
-           "check_tensors", "divisors", "epilogue_operands", "operator_epilogue", "padded_data", "params_epilogue",
-           "schedule_conv_tiles", "thread_split_refusals"]
+           "check_tensors", "divisors", "epilogue_operands", "operator_epilogue", "out_size", "padded_data",
+           "params_epilogue", "schedule_conv_tiles", "thread_split_refusals"]
 
 # The memory fields below have the same widths in every configuration (docs/ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
@@ -270,18 +270,26 @@ def params_epilogue(owner: str) -> Callable[[Mapping[str, Any]], Epilogue]:
     return epilogue
 
 
-def padded_data(data: te.Tensor, hw: int, pad: int) -> te.Tensor:
+def out_size(size: int, kernel: int, pad: int, stride: int) -> int:
+    """Outputs of a convolution along an axis of ``size`` inputs (rows or columns).
+
+    >>> out_size(56, 3, 1, 2)
+    28
+    """
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def padded_data(data: te.Tensor, pad: int) -> te.Tensor:
     """``data`` (``(N/B, C/BI, H, W, B, BI)``) zero-padded by ``pad`` on each side: a stage the
     schedule inlines into the input cache, so that the DMA pads rows and columns itself."""
     if not pad:
         return data
-    n_t, c_t, _, _, b, bi = data.shape
-    size = hw + 2 * pad
+    n_t, c_t, height, width, b, bi = data.shape
     return te.compute(
-        (n_t, c_t, size, size, b, bi),
+        (n_t, c_t, height + 2 * pad, width + 2 * pad, b, bi),
         lambda i, c, y, x, j, k: te.select(
-            (te.less_equal(pad, y), te.less(y, hw + pad), te.less_equal(pad, x),
-             te.less(x, hw + pad)), data[i, c, y - pad, x - pad, j, k], 0),
+            (te.less_equal(pad, y), te.less(y, height + pad), te.less_equal(pad, x),
+             te.less(x, width + pad)), data[i, c, y - pad, x - pad, j, k], 0),
         "data_pad")
 
 

@@ -3,7 +3,8 @@
 ``out = clip((conv2d(data, weight) >> shift) + bias, 0, 127)`` as int8 (docs/WORKLOADS.md),
 then the stages of ``epilogue`` (an :class:`~openvta.compiler.epilogue.Epilogue`)
 before the cast; data ``NCHW{B}n{BI}c``, kernel ``OIHW{BO}o{BI}i``, bias and channel
-operands ``C{B}n{BO}c``, out and tensor operands ``NCHW{B}n{BO}c``.  Padding is a
+operands ``C{B}n{BO}c``, out and tensor operands ``NCHW{B}n{BO}c``.  The data is ``hw`` rows of
+``w`` columns (``w`` None: square), the kernel square, with one stride and one padding.  Padding is a
 zero-padding stage inlined into the input cache, so the DMA pads rows and columns itself;
 a strided 1×1 conv2d reads its input through an inlined stage that keeps every
 ``stride``-th row, so the DMA loads only the rows it uses (a LOAD whose row stride is
@@ -40,8 +41,8 @@ from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unp
 from ..schedule import create_schedule
 from ..workloads import RESNET18, workload
 from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, divisors,
-                     epilogue_operands, operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles,
-                     thread_split_refusals, tile_sizes)
+                     epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
+                     schedule_conv_tiles, thread_split_refusals, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
                          plan_knobs)
@@ -65,8 +66,11 @@ class Conv2dPlan:
 
 
 def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int,
-                stride: int, vthreads: int = 1, *, epilogue: Epilogue | None = None) -> Conv2dPlan:
+                stride: int, vthreads: int = 1, *, epilogue: Epilogue | None = None,
+                w: int | None = None) -> Conv2dPlan:
     """The tiling that fits ``cfg``'s buffers with the fewest tiles.
+
+    ``hw`` is the data's height, ``w`` its width (None: ``hw``, square data).
 
     Tile sizes need not divide their loop (the last tile is a smaller tail tile).  On the
     axis the virtual threads split, a plan whose tiles divide the axis is chosen when one
@@ -78,20 +82,20 @@ def plan_conv2d(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad
     None).
     """
     for uneven in (False, True):
-        plan = _best_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue, uneven)
+        plan = _best_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue, uneven, w)
         if plan is not None:
             return plan
     raise LoweringError("plan conv2d", _no_plan(cfg, n, ci, co, hw, kernel, pad, stride, vthreads, epilogue))
 
 
 def _best_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: int, stride: int, vthreads: int,
-               epilogue: Epilogue | None, uneven: bool) -> Conv2dPlan | None:
+               epilogue: Epilogue | None, uneven: bool, w: int | None) -> Conv2dPlan | None:
     ci_t, co_t = -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT)
-    oh = (hw + 2 * pad - kernel) // stride + 1
+    oh, ow = out_size(hw, kernel, pad, stride), out_size(hw if w is None else w, kernel, pad, stride)
     best = None
     for cob in tile_sizes(co_t):
         for yb in tile_sizes(oh):
-            for xb in tile_sizes(oh):
+            for xb in tile_sizes(ow):
                 for icb in divisors(ci_t):
                     for split in ("co", "y"):
                         plan = Conv2dPlan(cob, yb, xb, icb, vthreads, split)
@@ -100,8 +104,8 @@ def _best_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad:
                             continue
                         # fewest tiles (most output per tile), the longest reduction step, fewest uops;
                         # on machine v2, the fewest estimated cycles first (docs/DECISIONS.md)
-                        count = -(-co_t // cob) * -(-oh // yb) * -(-oh // xb)
-                        cost = _estimate(cfg, n, ci_t, co_t, oh, kernel, stride, plan) if cfg.has_drain else 0.0
+                        count = -(-co_t // cob) * -(-oh // yb) * -(-ow // xb)
+                        cost = _estimate(cfg, n, ci_t, co_t, oh, ow, kernel, stride, plan) if cfg.has_drain else 0.0
                         score = (-cost, -count, icb, -_uops(cob, yb, xb, icb, kernel), split == "co")
                         if best is None or score > best[0]:
                             best = (score, plan)
@@ -113,7 +117,7 @@ def _no_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: int, pad: i
     """Why no tiling fits: the refusals of the smallest tiles (on the split axis, the smallest
     the threads can split, unevenly if need be), on the axis that fares best — more tiles
     cannot help, so these are the real reasons."""
-    co_t, oh = -(-co // cfg.BLOCK_OUT), (hw + 2 * pad - kernel) // stride + 1
+    co_t, oh = -(-co // cfg.BLOCK_OUT), out_size(hw, kernel, pad, stride)
     found = {}
     for split, extent in (("co", co_t), ("y", oh)):
         size = min((t for t in tile_sizes(extent) if -(-extent // t) % vthreads == 0), default=1)
@@ -141,7 +145,9 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     in channels.  With ``uneven`` (only :func:`plan_conv2d`'s fallback: the tuner's space
     keeps the strict rule) the split axis may end in a tail tile, the last thread's last
     tile, as long as the threads divide its tiles.  An empty list: the plan fits (lowering
-    may still refuse it).
+    may still refuse it).  ``hw`` is the data's height: the data's width changes nothing
+    here (a tile's buffers hold its window whatever the width; the threads never split
+    columns), so a rectangular conv2d's plan is checked with its height alone.
 
     Examples
     --------
@@ -155,7 +161,7 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     """
     co_t = -(-co // cfg.BLOCK_OUT)
     tiles, vectors = acc_operands(epilogue)
-    oh = (hw + 2 * pad - kernel) // stride + 1
+    oh = out_size(hw, kernel, pad, stride)
     threads = plan.vthreads
     # the threads split whole tiles of their axis: it has no tail tile (uneven: but the last thread's)
     extent, size = (co_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
@@ -171,7 +177,7 @@ def check_conv2d_plan(cfg: Config, n: int, ci: int, co: int, hw: int, kernel: in
     return reasons
 
 
-def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, kernel: int, stride: int,
+def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, ow: int, kernel: int, stride: int,
               plan: Conv2dPlan) -> float:
     """Cycles of ``plan`` as a pipeline of reduction steps (machine v2's default planner).
 
@@ -187,7 +193,7 @@ def _estimate(cfg: Config, n: int, ci_t: int, co_t: int, oh: int, kernel: int, s
     ranks plans; it does not predict cycles exactly.
     """
     t = timing_for(cfg)
-    tiles = -(-co_t // plan.cob) * -(-oh // plan.yb) * -(-oh // plan.xb)
+    tiles = -(-co_t // plan.cob) * -(-oh // plan.yb) * -(-ow // plan.xb)
     steps = ci_t // plan.icb
     rows, cols = _window(plan.yb, kernel, stride), (plan.xb - 1) * stride + kernel
     row_cost = t.dma_row_cycles + t.request_cycles + t.dram_read_latency_cycles
@@ -233,13 +239,14 @@ def _uops(cob: int, yb: int, xb: int, icb: int, kernel: int) -> int:
     return count
 
 
-def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, pad: int = 0,
-           stride: int = 1, shift: int | None = 8, bias: bool = True,
+def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, w: int | None = None, kernel: int,
+           pad: int = 0, stride: int = 1, shift: int | None = 8, bias: bool = True,
            clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
            vthreads: int = 1, plan: Conv2dPlan | None = None) -> Operator:
     """The fused conv2d layer (see the module docstring) with its default schedule.
 
     The parameters are described in :data:`CONV2D_PARAMS` (``openvta compile conv2d --help``).
+    The data is ``hw`` rows of ``w`` columns (``w`` None or ``hw``: square, recorded as None).
 
     Raises
     ------
@@ -252,30 +259,33 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         when no tiling fits the buffers with ``vthreads`` threads.
     """
     params = check_params(CONV2D_PARAMS, "conv2d", locals())
-    if kernel > hw + 2 * pad:
-        raise ValueError(f"conv2d kernel must fit the padded input (hw + 2*pad = {hw} + 2*{pad} = "
-                         f"{hw + 2 * pad}), not {kernel}")
+    w = params["w"] = None if w == hw else w  # one kernel key for one kernel
+    width = hw if w is None else w
+    for name, size in (("hw", hw), ("w", width)):
+        if kernel > size + 2 * pad:
+            raise ValueError(f"conv2d kernel must fit the padded input ({name} + 2*pad = {size} + 2*{pad} = "
+                             f"{size + 2 * pad}), not {kernel}")
     if pad >= kernel:
         raise ValueError(f"conv2d pad must be less than the kernel ({kernel}), not {pad}")
     full = operator_epilogue("conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, ci_t, co_t = -(-n // b), -(-ci // bi), -(-co // bo)
-    oh = (hw + 2 * pad - kernel) // stride + 1
-    data = te.placeholder((n_t, ci_t, hw, hw, b, bi), "int8", "data")
+    oh, ow = out_size(hw, kernel, pad, stride), out_size(width, kernel, pad, stride)
+    data = te.placeholder((n_t, ci_t, hw, width, b, bi), "int8", "data")
     weight = te.placeholder((co_t, ci_t, kernel, kernel, bo, bi), "int8", "weight")
-    out_shape = (n_t, co_t, oh, oh, b, bo)
+    out_shape = (n_t, co_t, oh, ow, b, bo)
     check_tensors("conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (co_t, b, bo)),
                                   te.placeholder(out_shape, "int8", "out")])
-    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads, epilogue=full)
+    plan = plan or plan_conv2d(cfg, n_t, ci, co, hw, kernel, pad, stride, vthreads, epilogue=full, w=w)
     rows_only = kernel == 1 and stride > 1  # pad < kernel: no padding
     # a strided 1×1 conv2d reads every stride-th row: the DMA loads only those
-    padded = te.compute((n_t, ci_t, oh, hw, b, bi), lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k],
-                        "data_rows") if rows_only else padded_data(data, hw, pad)
+    padded = te.compute((n_t, ci_t, oh, width, b, bi), lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k],
+                        "data_rows") if rows_only else padded_data(data, pad)
     ic = te.reduce_axis(ci_t, "ic")
     kh, kw = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw")
     k = te.reduce_axis(bi, "k")
     acc = te.compute(
-        (n_t, co_t, oh, oh, b, bo),
+        out_shape,
         lambda i, o, y, x, j, m: te.sum(
             padded[i, ic, y + kh if rows_only else y * stride + kh, x * stride + kw, j, k].astype("int32")
             * weight[o, ic, kh, kw, m, k].astype("int32"), axis=[ic, kh, kw, k]),
@@ -297,27 +307,29 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, kernel: int, p
         s[cache].compute_at(s[acc], ic_o)
         s[cache].pragma(s[cache].leaf[0], "dma_copy")
     s[acc].tensorize(jc, gemm_intrinsic(cfg))
-    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, co, (n, co, oh, oh), out_layout(cfg))
+    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, co, (n, co, oh, ow), out_layout(cfg))
     inputs = {"data": data, "weight": weight, **tail.operands}
     layouts = {"data": data_layout(cfg), "weight": kernel_layout(cfg), "out": out_layout(cfg), **extra_layouts}
-    shapes: dict[str, tuple[int, ...]] = {"data": (n, ci, hw, hw), "weight": (co, ci, kernel, kernel),
-                                          "out": (n, co, oh, oh), **extra_shapes}
+    shapes: dict[str, tuple[int, ...]] = {"data": (n, ci, hw, width), "weight": (co, ci, kernel, kernel),
+                                          "out": (n, co, oh, ow), **extra_shapes}
     return Operator(
         name="conv2d", cfg=cfg, schedule=s, inputs=inputs, output=out, layouts=layouts,
         roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, co), reference_fn=conv2d_reference,
-        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * co * ci, params=params,
+        logical_shapes=shapes, ops=2 * n * oh * ow * kernel * kernel * co * ci, params=params,
         plan=plan, epilogue=full,
-        used_elems={"data": conv2d_used_input_elems(n, ci, hw, kernel, pad, stride)})
+        used_elems={"data": conv2d_used_input_elems(n, ci, hw, kernel, pad, stride, w=w)})
 
 
-def conv2d_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, stride: int) -> int:
-    """Elements of the ``(n, ci, hw, hw)`` input that some output of the conv2d reads.
+def conv2d_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, stride: int, *,
+                            w: int | None = None) -> int:
+    """Elements of the ``(n, ci, hw, w)`` input (``w`` None: ``hw``) that some output of the
+    conv2d reads.
 
     Rows and columns are independent: an input row is read if a kernel row of some output
-    row lands on it (padding rows are not input).  A 1×1 stride-2 conv2d reads every other
-    row and column, a quarter of its input.
+    row lands on it (padding rows are not input), a column likewise.  A 1×1 stride-2 conv2d
+    reads every other row and column, a quarter of its input.
 
     Examples
     --------
@@ -327,11 +339,14 @@ def conv2d_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, str
     25
     >>> conv2d_used_input_elems(1, 1, 6, kernel=2, pad=0, stride=3)   # rows and columns 0, 1, 3, 4
     16
+    >>> conv2d_used_input_elems(1, 1, 6, kernel=2, pad=0, stride=3, w=8)   # columns 0, 1, 3, 4, 6, 7
+    24
     """
-    oh = (hw + 2 * pad - kernel) // stride + 1
-    lines = {y * stride + k - pad for y in range(oh) for k in range(kernel)}
-    used = sum(1 for line in lines if 0 <= line < hw)
-    return n * ci * used * used
+    def used(size: int) -> int:
+        lines = {y * stride + k - pad for y in range(out_size(size, kernel, pad, stride)) for k in range(kernel)}
+        return sum(1 for line in lines if 0 <= line < size)
+
+    return n * ci * used(hw) * used(hw if w is None else w)
 
 
 def conv2d_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
@@ -354,7 +369,9 @@ CONV2D_PARAMS = describe_params(
     Param("n", "batch size N of the data (NCHW)", low=1, flag="batch", shape=True, sample=(1, 2)),
     Param("ci", "input channels C", low=1, shape=True, sample=(1, 24)),
     Param("co", "output channels (filters)", low=1, shape=True, sample=(1, 24)),
-    Param("hw", "height = width of the data", low=1, shape=True, sample=(1, 12)),
+    Param("hw", "height of the data (and its width unless w is given)", low=1, shape=True, sample=(1, 12)),
+    Param("w", "width of the data when it differs from its height (None: hw, square data)", low=1,
+          shape=True, sample=(1, 12)),
     Param("kernel", "kernel height = width", low=1, shape=True, sample=(1, 5)),
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD,
           shape=True, sample=(0, 3)),
@@ -375,16 +392,19 @@ conv2d_epilogue = params_epilogue("conv2d")
 
 
 def conv2d_dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
-    """Tile counts of a conv2d: batch, input and output channel blocks, output rows."""
-    oh = (params["hw"] + 2 * params["pad"] - params["kernel"]) // params["stride"] + 1
-    return {"n_t": tiles(params["n"], cfg.BATCH), "ci_t": tiles(params["ci"], cfg.BLOCK_IN),
-            "co_t": tiles(params["co"], cfg.BLOCK_OUT), "oh": oh}
+    """Tile counts of a conv2d: batch, input and output channel blocks, output rows and columns;
+    the data's width (``w``, else ``hw``)."""
+    p = params
+    width = p["hw"] if p.get("w") is None else p["w"]
+    return {"n_t": tiles(p["n"], cfg.BATCH), "ci_t": tiles(p["ci"], cfg.BLOCK_IN),
+            "co_t": tiles(p["co"], cfg.BLOCK_OUT), "oh": out_size(p["hw"], p["kernel"], p["pad"], p["stride"]),
+            "ow": out_size(width, p["kernel"], p["pad"], p["stride"]), "width": width}
 
 
 def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
     dims = conv2d_dims(cfg, params)
     return (Knob("cob", tuple(tile_sizes(dims["co_t"]))), Knob("yb", tuple(tile_sizes(dims["oh"]))),
-            Knob("xb", tuple(tile_sizes(dims["oh"]))), Knob("icb", tuple(divisors(dims["ci_t"]))),
+            Knob("xb", tuple(tile_sizes(dims["ow"]))), Knob("icb", tuple(divisors(dims["ci_t"]))),
             Knob("vthreads", THREADS), Knob("split", ("co", "y")))
 
 
@@ -400,18 +420,18 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
     """The default plan of a kernel the graph level compiles: on machine v2 the one of 1 or
     2 virtual threads with the fewer estimated cycles (:func:`_estimate`), else 1 thread."""
-    shape, epilogue = _shape(cfg, params), conv2d_epilogue(params)
+    shape, epilogue, w = _shape(cfg, params), conv2d_epilogue(params), params.get("w")
     if not cfg.has_drain:
-        return default_knobs(lambda: plan_conv2d(*shape, epilogue=epilogue))
+        return default_knobs(lambda: plan_conv2d(*shape, epilogue=epilogue, w=w))
     best: tuple[float, Knobs] | None = None
+    d = conv2d_dims(cfg, params)
     for threads in (1, 2):
-        knobs = default_knobs(partial(plan_conv2d, *shape, threads, epilogue=epilogue))
+        knobs = default_knobs(partial(plan_conv2d, *shape, threads, epilogue=epilogue, w=w))
         if knobs is None:
             continue
         plan = Conv2dPlan(**knobs)
-        n, ci, co, hw, kernel, pad, stride = shape[1:]
-        oh = (hw + 2 * pad - kernel) // stride + 1
-        cost = _estimate(cfg, n, -(-ci // cfg.BLOCK_IN), -(-co // cfg.BLOCK_OUT), oh, kernel, stride, plan)
+        cost = _estimate(cfg, shape[1], d["ci_t"], d["co_t"], d["oh"], d["ow"], params["kernel"], params["stride"],
+                         plan)
         if best is None or cost < best[0]:
             best = (cost, knobs)
     return None if best is None else best[1]
@@ -420,18 +440,18 @@ def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
     d = conv2d_dims(cfg, params)
     kernel, stride, v = params["kernel"], params["stride"], k["vthreads"]
-    tc, ty, tx = tiles(d["co_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["oh"], k["xb"])
+    tc, ty, tx = tiles(d["co_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["ow"], k["xb"])
     count, steps = d["n_t"] * tc * ty * tx, d["ci_t"] // k["icb"]  # one batch tile per tile
     inp = k["icb"] * _window(k["yb"], kernel, stride) * ((k["xb"] - 1) * stride + kernel) * d["n_t"]
     rows_only = kernel == 1 and stride > 1
     rows = loaded_lines(d["oh"], k["yb"], 1 if rows_only else kernel, stride, params["pad"], params["hw"],
                         rows_only)
-    cols = loaded_lines(d["oh"], k["xb"], kernel, stride, params["pad"], params["hw"], False)
+    cols = loaded_lines(d["ow"], k["xb"], kernel, stride, params["pad"], d["width"], False)
     wgt = k["cob"] * k["icb"] * kernel * kernel
     acc = k["cob"] * k["yb"] * k["xb"] * d["n_t"]
     uops = _uops(k["cob"], k["yb"], k["xb"], k["icb"], kernel)
     inp_elem, wgt_elem = cfg.BATCH * cfg.BLOCK_IN, cfg.BLOCK_OUT * cfg.BLOCK_IN
-    out_elems = d["co_t"] * d["oh"] ** 2 * d["n_t"] * cfg.BATCH * cfg.BLOCK_OUT
+    out_elems = d["co_t"] * d["oh"] * d["ow"] * d["n_t"] * cfg.BATCH * cfg.BLOCK_OUT
     epilogue = conv2d_epilogue(params)
     channels, stages = len(epilogue.channel_operands), len(epilogue.stages)
     moved = {"inp": tc * d["ci_t"] * d["n_t"] * rows * cols * inp_elem,
@@ -439,11 +459,11 @@ def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> d
              "acc": d["n_t"] * ty * tx * d["co_t"] * channels * cfg.BATCH * cfg.BLOCK_OUT * INT32_BYTES,
              "out": out_elems}
     macs = d["n_t"] * cfg.BATCH * d["ci_t"] * cfg.BLOCK_IN * out_elems // cfg.BATCH * kernel * kernel
-    waste = tc * ty * tx * k["cob"] * k["yb"] * k["xb"] / (d["co_t"] * d["oh"] ** 2)
+    waste = tc * ty * tx * k["cob"] * k["yb"] * k["xb"] / (d["co_t"] * d["oh"] * d["ow"])
     occupancy = {"inp": v * inp / cfg.inp_depth, "wgt": v * wgt / cfg.wgt_depth,
                  "acc": v * acc / cfg.acc_depth, "uop": uops / cfg.uop_depth}
     return {"cob": k["cob"], "yb": k["yb"], "xb": k["xb"], "icb": k["icb"], "split_co": float(k["split"] == "co"),
-            "ci_t": d["ci_t"], "co_t": d["co_t"], "oh": d["oh"], "kernel": kernel, "stride": stride,
+            "ci_t": d["ci_t"], "co_t": d["co_t"], "oh": d["oh"], "ow": d["ow"], "kernel": kernel, "stride": stride,
             "tiles": count, "steps": steps, "tail_waste": waste, "uops": uops,
             "loads_per_step_bytes": inp * inp_elem + wgt * wgt_elem,
             **common_features(cfg, macs, out_elems // (cfg.BATCH * cfg.BLOCK_OUT) * stages, moved,
@@ -451,7 +471,8 @@ def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> d
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
-    """A Conv (one group) of int8 data and constant int8 weights, square, one stride and padding."""
+    """A Conv (one group) of int8 data and constant int8 weights: a square kernel, one stride and
+    padding (the data may be rectangular)."""
     if anchor.op != "Conv" or int(anchor.attrs.get("group", 1)) != 1:
         return None  # a grouped convolution is another operator's
     if anchor.dtypes[0] != "int8":
@@ -462,12 +483,12 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
     pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
     _, channels, height, width = anchor.shapes[0]
     out_ch, _, kh, kw = anchor.shapes[1]
-    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
-        return "the accelerator's conv2d needs square data and kernel, one stride and the same padding on every side"
+    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1:
+        return "the accelerator's conv2d needs a square kernel, one stride and the same padding on every side"
     if 2 * channels < cfg.BLOCK_IN:
         return f"{channels} input channels fill less than half of a {cfg.BLOCK_IN}-lane input block"
-    return ({"n": cfg.BATCH, "ci": channels, "co": out_ch, "hw": height, "kernel": kh, "pad": pads[0],
-             "stride": strides[0], "bias": len(anchor.shapes) > 2},
+    return ({"n": cfg.BATCH, "ci": channels, "co": out_ch, "hw": height, **({} if width == height else {"w": width}),
+             "kernel": kh, "pad": pads[0], "stride": strides[0], "bias": len(anchor.shapes) > 2},
             f"int8 conv2d {kh}x{kw}/{strides[0]}, {channels}->{out_ch} channels")
 
 

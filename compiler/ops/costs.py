@@ -43,10 +43,10 @@ def common_features(cfg: Config, macs: float, alu: float, moved: dict[str, float
             "compute_bound": float(compute >= nbytes / cfg.bus_bytes)}
 
 
-def loaded_lines(out: int, size: int, kernel: int, stride: int, pad: int, hw: int, used_only: bool) -> int:
+def loaded_lines(out: int, size: int, kernel: int, stride: int, pad: int, lines: int, used_only: bool) -> int:
     """Input rows (or columns) the tiles of ``size`` outputs of a loop of ``out`` load, added
-    up: each tile's window clipped to the input (the DMA adds the padding itself); a strided
-    1×1 conv2d loads only the rows it uses."""
+    up: each tile's window clipped to the input's ``lines`` rows (or columns; the DMA adds the
+    padding itself); a strided 1×1 conv2d loads only the rows it uses."""
     total = 0
     for start in range(0, out, size):
         extent = min(size, out - start)
@@ -54,5 +54,5 @@ def loaded_lines(out: int, size: int, kernel: int, stride: int, pad: int, hw: in
             total += extent
             continue
         low, high = start * stride - pad, (start + extent - 1) * stride - pad + kernel - 1
-        total += max(0, min(high, hw - 1) - max(low, 0) + 1)
+        total += max(0, min(high, lines - 1) - max(low, 0) + 1)
     return total

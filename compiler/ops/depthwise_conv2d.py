@@ -6,7 +6,8 @@ channel ``c`` (ONNX's Conv with ``group`` equal to the channels and one filter p
 MobileNet's depthwise layers), then the stages of ``epilogue`` before the cast; data
 ``NCHW{B}n{BI}c``, out and tensor operands ``NCHW{B}n{BO}c``, bias and channel operands
 ``C{B}n{BO}c``.  With ``group_size = c > 1`` it is a grouped convolution of ``C/c`` groups of
-``c`` channels in and ``c`` out (ShuffleNet's, ResNeXt's), ``c`` dividing ``BLOCK_IN``.
+``c`` channels in and ``c`` out (ShuffleNet's, ResNeXt's), ``c`` dividing ``BLOCK_IN``.  The data is
+``hw`` rows of ``w`` columns (``w`` None: square), the kernel square, as conv2d's.
 
 The mapping: the GEMM core multiplies a ``[B][BI]`` input tile by a ``[BO][BI]`` weight
 tile, so channel block ``c``'s taps are weight tiles that are diagonal — ``weight[c, kh,
@@ -42,8 +43,8 @@ from ..ir import LoweringError
 from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
 from ..schedule import create_schedule
 from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors,
-                     epilogue_operands, operator_epilogue, padded_data, params_epilogue, schedule_conv_tiles,
-                     thread_split_refusals, tile_sizes)
+                     epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
+                     schedule_conv_tiles, thread_split_refusals, tile_sizes)
 from .conv2d import conv2d_used_input_elems
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
@@ -142,7 +143,9 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
     """Why ``plan`` cannot tile this depthwise layer on ``cfg`` (``"<kind>: <detail>"`` each;
     empty: it fits): the planner's and the tuner's one truth.  ``n`` is in batch tiles.
     With ``uneven`` (only :func:`plan_depthwise`'s fallback) the split axis may end in a
-    tail tile, the last thread's last tile, as long as the threads divide its tiles.
+    tail tile, the last thread's last tile, as long as the threads divide its tiles.  ``hw`` is
+    the data's height; its width changes nothing here (a tile's buffers hold its window, and
+    the threads never split columns).
 
     >>> from openvta.isa import preset
     >>> for reason in check_depthwise_plan(preset("tiny"), 1, 8, 8, 3, 1, 1, DepthwisePlan(2, 8, 8, 2, "co")):
@@ -152,7 +155,7 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
     acc buffer overflow: 2 threads × 130 = 260 entries > 256
     """
     c_t = ceil_div(channels, cfg.BLOCK_OUT)
-    oh = (hw + 2 * pad - kernel) // stride + 1
+    oh = out_size(hw, kernel, pad, stride)
     operands, vectors = acc_operands(epilogue)
     threads = plan.vthreads
     extent, size = (c_t, plan.cob) if plan.split == "co" else (oh, plan.yb)
@@ -168,23 +171,23 @@ def check_depthwise_plan(cfg: Config, n: int, channels: int, hw: int, kernel: in
 
 
 def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad: int, stride: int,
-                   vthreads: int = 1, *, epilogue: Epilogue | None = None) -> DepthwisePlan:
+                   vthreads: int = 1, *, epilogue: Epilogue | None = None, w: int | None = None) -> DepthwisePlan:
     """The tiling that fits ``cfg``'s buffers with the fewest tiles (then the fewest micro-ops);
     a tail tile on the axis the threads split (the last thread's) only when no plan without
-    one fits."""
+    one fits.  ``hw`` is the data's height, ``w`` its width (None: ``hw``)."""
     c_t = ceil_div(channels, cfg.BLOCK_OUT)
-    oh = (hw + 2 * pad - kernel) // stride + 1
+    oh, ow = out_size(hw, kernel, pad, stride), out_size(hw if w is None else w, kernel, pad, stride)
     for uneven in (False, True):
         best = None
         for cob in tile_sizes(c_t):
             for yb in tile_sizes(oh):
-                for xb in tile_sizes(oh):
+                for xb in tile_sizes(ow):
                     for split in ("co", "y"):
                         plan = DepthwisePlan(cob, yb, xb, vthreads, split)
                         if check_depthwise_plan(cfg, n, channels, hw, kernel, pad, stride, plan, epilogue=epilogue,
                                                 uneven=uneven):
                             continue
-                        count = -(-c_t // cob) * -(-oh // yb) * -(-oh // xb)
+                        count = -(-c_t // cob) * -(-oh // yb) * -(-ow // xb)
                         score = (-count, -_uops(cob, yb, xb, kernel), split == "co")
                         if best is None or score > best[0]:
                             best = (score, plan)
@@ -200,13 +203,14 @@ def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad
 # -- the operator -----------------------------------------------------------------------------------
 
 
-def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel: int, pad: int = 0,
-                     stride: int = 1, group_size: int = 1, shift: int | None = 8, bias: bool = True,
+def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, w: int | None = None, kernel: int,
+                     pad: int = 0, stride: int = 1, group_size: int = 1, shift: int | None = 8, bias: bool = True,
                      clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
                      vthreads: int = 1, plan: DepthwisePlan | None = None) -> Operator:
     """The fused depthwise conv2d layer (module docstring) with its default schedule.
 
-    The parameters are described in :data:`DEPTHWISE_PARAMS`.
+    The parameters are described in :data:`DEPTHWISE_PARAMS`.  The data is ``hw`` rows of ``w``
+    columns (``w`` None or ``hw``: square, recorded as None).
 
     Raises
     ------
@@ -222,9 +226,12 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
     if cfg.BLOCK_IN != cfg.BLOCK_OUT:
         raise ValueError(f"depthwise_conv2d needs BLOCK_IN = BLOCK_OUT (diagonal weight tiles), not "
                          f"{cfg.BLOCK_IN} and {cfg.BLOCK_OUT}")
-    if kernel > hw + 2 * pad:
-        raise ValueError(f"depthwise_conv2d kernel must fit the padded input (hw + 2*pad = {hw + 2 * pad}), "
-                         f"not {kernel}")
+    w = params["w"] = None if w == hw else w  # one kernel key for one kernel
+    width = hw if w is None else w
+    for name, size in (("hw", hw), ("w", width)):
+        if kernel > size + 2 * pad:
+            raise ValueError(f"depthwise_conv2d kernel must fit the padded input ({name} + 2*pad = "
+                             f"{size + 2 * pad}), not {kernel}")
     if pad >= kernel:
         raise ValueError(f"depthwise_conv2d pad must be less than the kernel ({kernel}), not {pad}")
     if channels % group_size or cfg.BLOCK_IN % group_size:
@@ -233,14 +240,14 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
     full = operator_epilogue("depthwise_conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, c_t = ceil_div(n, b), ceil_div(channels, bo)
-    oh = (hw + 2 * pad - kernel) // stride + 1
-    data = te.placeholder((n_t, c_t, hw, hw, b, bi), "int8", "data")
+    oh, ow = out_size(hw, kernel, pad, stride), out_size(width, kernel, pad, stride)
+    data = te.placeholder((n_t, c_t, hw, width, b, bi), "int8", "data")
     weight = te.placeholder((c_t, kernel, kernel, bo, bi), "int8", "weight")
-    out_shape = (n_t, c_t, oh, oh, b, bo)
+    out_shape = (n_t, c_t, oh, ow, b, bo)
     check_tensors("depthwise_conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (c_t, b, bo)),
                                             te.placeholder(out_shape, "int8", "out")])
-    plan = plan or plan_depthwise(cfg, n_t, channels, hw, kernel, pad, stride, vthreads, epilogue=full)
-    padded = padded_data(data, hw, pad)
+    plan = plan or plan_depthwise(cfg, n_t, channels, hw, kernel, pad, stride, vthreads, epilogue=full, w=w)
+    padded = padded_data(data, pad)
     kh, kw, k = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw"), te.reduce_axis(bi, "k")
     acc = te.compute(
         out_shape,
@@ -263,20 +270,20 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, kernel:
         s[cache].compute_at(s[out], x_o)
         s[cache].pragma(s[cache].leaf[0], "dma_copy")
     s[acc].tensorize(ja, gemm_intrinsic(cfg))
-    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, channels, (n, channels, oh, oh),
+    extra_layouts, extra_roles, extra_shapes = epilogue_operands(cfg, full, channels, (n, channels, oh, ow),
                                                                  out_layout(cfg))
     layouts = {"data": data_layout(cfg), "weight": depthwise_kernel_layout(cfg), "out": out_layout(cfg),
                **extra_layouts}
-    shapes: dict[str, tuple[int, ...]] = {"data": (n, channels, hw, hw),
+    shapes: dict[str, tuple[int, ...]] = {"data": (n, channels, hw, width),
                                           "weight": (channels, group_size, kernel, kernel),
-                                          "out": (n, channels, oh, oh), **extra_shapes}
+                                          "out": (n, channels, oh, ow), **extra_shapes}
     return Operator(
         name="depthwise_conv2d", cfg=cfg, schedule=s, inputs={"data": data, "weight": weight, **tail.operands},
         output=out, layouts=layouts, roles={"data": Role.INPUT, "weight": Role.WEIGHT, **extra_roles},
         pack=lambda name, array: pack_by_layout(array, layouts[name], cfg),
         unpack=lambda packed: unpack_data(packed, n, channels), reference_fn=depthwise_reference,
-        logical_shapes=shapes, ops=2 * n * oh * oh * kernel * kernel * channels * group_size, params=params, plan=plan,
-        epilogue=full, used_elems={"data": conv2d_used_input_elems(n, channels, hw, kernel, pad, stride)})
+        logical_shapes=shapes, ops=2 * n * oh * ow * kernel * kernel * channels * group_size, params=params, plan=plan,
+        epilogue=full, used_elems={"data": conv2d_used_input_elems(n, channels, hw, kernel, pad, stride, w=w)})
 
 
 def depthwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
@@ -294,7 +301,9 @@ DEPTHWISE_PARAMS = describe_params(
     depthwise_conv2d,
     Param("n", "batch size N of the data (NCHW)", low=1, flag="batch", shape=True, sample=(1, 2)),
     Param("channels", "channels C (one filter each)", low=1, shape=True, sample=(1, 24)),
-    Param("hw", "height = width of the data", low=1, shape=True, sample=(1, 12)),
+    Param("hw", "height of the data (and its width unless w is given)", low=1, shape=True, sample=(1, 12)),
+    Param("w", "width of the data when it differs from its height (None: hw, square data)", low=1,
+          shape=True, sample=(1, 12)),
     Param("kernel", "kernel height = width", low=1, shape=True, sample=(1, 5)),
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD, shape=True,
           sample=(0, 3)),
@@ -315,8 +324,11 @@ depthwise_epilogue = params_epilogue("depthwise_conv2d")
 
 
 def _dims(cfg: Config, params: Mapping[str, Any]) -> dict[str, int]:
-    oh = (params["hw"] + 2 * params["pad"] - params["kernel"]) // params["stride"] + 1
-    return {"n_t": tiles(params["n"], cfg.BATCH), "c_t": tiles(params["channels"], cfg.BLOCK_OUT), "oh": oh}
+    p = params
+    width = p["hw"] if p.get("w") is None else p["w"]
+    return {"n_t": tiles(p["n"], cfg.BATCH), "c_t": tiles(p["channels"], cfg.BLOCK_OUT),
+            "oh": out_size(p["hw"], p["kernel"], p["pad"], p["stride"]),
+            "ow": out_size(width, p["kernel"], p["pad"], p["stride"]), "width": width}
 
 
 def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Config, int, int, int, int, int, int]:
@@ -327,7 +339,7 @@ def _shape(cfg: Config, params: Mapping[str, Any]) -> tuple[Config, int, int, in
 def _knobs(cfg: Config, params: Mapping[str, Any]) -> tuple[Knob, ...]:
     d = _dims(cfg, params)
     return (Knob("cob", tuple(tile_sizes(d["c_t"]))), Knob("yb", tuple(tile_sizes(d["oh"]))),
-            Knob("xb", tuple(tile_sizes(d["oh"]))), Knob("vthreads", THREADS), Knob("split", ("co", "y")))
+            Knob("xb", tuple(tile_sizes(d["ow"]))), Knob("vthreads", THREADS), Knob("split", ("co", "y")))
 
 
 def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
@@ -335,21 +347,22 @@ def _check(cfg: Config, params: Mapping[str, Any], knobs: Knobs) -> list[str]:
 
 
 def _default(cfg: Config, params: Mapping[str, Any]) -> Knobs | None:
-    return default_knobs(lambda: plan_depthwise(*_shape(cfg, params), epilogue=depthwise_epilogue(params)))
+    return default_knobs(lambda: plan_depthwise(*_shape(cfg, params), epilogue=depthwise_epilogue(params),
+                                                w=params.get("w")))
 
 
 def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> dict[str, float]:
     d = _dims(cfg, params)
     kernel, stride, pad, hw, v = params["kernel"], params["stride"], params["pad"], params["hw"], k["vthreads"]
-    tc, ty, tx = tiles(d["c_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["oh"], k["xb"])
+    tc, ty, tx = tiles(d["c_t"], k["cob"]), tiles(d["oh"], k["yb"]), tiles(d["ow"], k["xb"])
     count = d["n_t"] * tc * ty * tx
     inp = k["cob"] * _window(k["yb"], kernel, stride) * _window(k["xb"], kernel, stride) * d["n_t"]
     rows = loaded_lines(d["oh"], k["yb"], kernel, stride, pad, hw, False)
-    cols = loaded_lines(d["oh"], k["xb"], kernel, stride, pad, hw, False)
+    cols = loaded_lines(d["ow"], k["xb"], kernel, stride, pad, d["width"], False)
     wgt, acc = k["cob"] * kernel * kernel, k["cob"] * k["yb"] * k["xb"] * d["n_t"]
     uops = _uops(k["cob"], k["yb"], k["xb"], kernel)
     vector = cfg.BATCH * cfg.BLOCK_OUT
-    out_elems = d["c_t"] * d["oh"] ** 2 * d["n_t"] * vector
+    out_elems = d["c_t"] * d["oh"] * d["ow"] * d["n_t"] * vector
     epilogue = depthwise_epilogue(params)
     channels, stages = len(epilogue.channel_operands), len(epilogue.stages)
     moved = {"inp": d["c_t"] * d["n_t"] * rows * cols * cfg.BATCH * cfg.BLOCK_IN,
@@ -360,13 +373,14 @@ def _features(cfg: Config, params: Mapping[str, Any], k: Mapping[str, Any]) -> d
     occupancy = {"inp": v * inp / cfg.inp_depth, "wgt": v * wgt / cfg.wgt_depth, "acc": v * acc / cfg.acc_depth,
                  "uop": uops / cfg.uop_depth}
     return {"cob": k["cob"], "yb": k["yb"], "xb": k["xb"], "split_co": float(k["split"] == "co"),
-            "c_t": d["c_t"], "oh": d["oh"], "kernel": kernel, "stride": stride, "tiles": count, "uops": uops,
+            "c_t": d["c_t"], "oh": d["oh"], "ow": d["ow"], "kernel": kernel, "stride": stride, "tiles": count,
+            "uops": uops,
             **common_features(cfg, macs, out_elems // vector * stages, moved, count * 9, v, occupancy)}
 
 
 def _match(anchor: Anchor, cfg: Config) -> Matched | None:
     """A Conv of groups of ``c`` channels in and out (``c`` dividing ``BLOCK_IN``; 1: depthwise),
-    int8, square, one stride and padding."""
+    int8, a square kernel, one stride and padding (the data may be rectangular)."""
     if anchor.op != "Conv" or int(anchor.attrs.get("group", 1)) == 1:
         return None
     _, channels, height, width = anchor.shapes[0]
@@ -385,14 +399,14 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
                 f"accelerator's group sizes divide BLOCK_IN, {cfg.BLOCK_IN})")
     strides = tuple(anchor.attrs.get("strides", (1, 1)))
     pads = tuple(anchor.attrs.get("pads", (0, 0, 0, 0)))
-    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1 or height != width:
-        return ("the accelerator's depthwise conv2d needs square data and kernel, one stride and the same "
-                "padding on every side")
+    if kh != kw or strides[0] != strides[1] or len(set(pads)) != 1:
+        return "the accelerator's depthwise conv2d needs a square kernel, one stride and the same padding on every side"
     if cfg.BLOCK_IN != cfg.BLOCK_OUT:
         return f"depthwise conv2d needs BLOCK_IN = BLOCK_OUT, not {cfg.BLOCK_IN} and {cfg.BLOCK_OUT}"
     what = f"{channels} channels" if per_group == 1 else f"{group} groups of {per_group} channels"
-    return ({"n": cfg.BATCH, "channels": channels, "hw": height, "kernel": kh, "pad": pads[0],
-             "stride": strides[0], "group_size": per_group, "bias": len(anchor.shapes) > 2},
+    return ({"n": cfg.BATCH, "channels": channels, "hw": height, **({} if width == height else {"w": width}),
+             "kernel": kh, "pad": pads[0], "stride": strides[0], "group_size": per_group,
+             "bias": len(anchor.shapes) > 2},
             f"int8 {'depthwise' if per_group == 1 else 'grouped'} conv2d {kh}x{kw}/{strides[0]}, {what}")
 
 

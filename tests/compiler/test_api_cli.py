@@ -71,6 +71,21 @@ def test_cli_compile_conv2d_and_run(tmp_path, capsys) -> None:
     assert main(["run", str(path), "--backend", "cycle", "--quiet"]) == 0
 
 
+def test_cli_compile_rectangular_conv2d(tmp_path, capsys) -> None:
+    path = tmp_path / "r.npz"
+    assert main(["compile", "conv2d", "--hw", "6", "--w", "10", "--ci", "8", "--co", "8", "--kernel", "3",
+                 "--pad", "1", "--stride", "2", "--config", "tiny", "--seed", "5", "-o", str(path)]) == 0
+    program = load_program(path)
+    op = openvta.operator("conv2d", hw=6, w=10, ci=8, co=8, kernel=3, pad=1, stride=2, config="tiny")
+    inputs = REGISTRY["conv2d"].random_operands(op, 5)
+    assert program.symbols["data"].logical_shape == (1, 8, 6, 10)
+    np.testing.assert_array_equal(openvta.simulate(program)["out"], op.reference(inputs))
+    capsys.readouterr()
+    assert main(["compile", "conv2d", "--layer", "resnet18.C5", "--w", "10", "-o", str(tmp_path / "x.npz")]) == 1
+    assert capsys.readouterr().err == ("openvta: error: --layer resnet18.C5 fixes the shape; give either --layer "
+                                       "or --w, not both\n")
+
+
 def test_cli_compile_dense_layer_and_errors(tmp_path, capsys) -> None:
     assert main(["compile", "dense", "--batch", "4", "--in", "32", "--out", "16", "--config",
                  "tiny", "-o", str(tmp_path / "d.npz")]) == 0

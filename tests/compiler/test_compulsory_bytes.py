@@ -21,15 +21,14 @@ from openvta.isa import AluOp
 from openvta.runtime.program import load_program, program_bytes
 
 
-def _naive_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, stride: int) -> int:
+def _naive_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, stride: int, w: int) -> int:
     """Mark every input pixel some output's window touches, in two dimensions at once."""
-    size = hw + 2 * pad
-    oh = (size - kernel) // stride + 1
-    touched = np.zeros((size, size), bool)
-    for y in range(oh):
-        for x in range(oh):
+    rows, cols = hw + 2 * pad, w + 2 * pad
+    touched = np.zeros((rows, cols), bool)
+    for y in range((rows - kernel) // stride + 1):
+        for x in range((cols - kernel) // stride + 1):
             touched[y * stride:y * stride + kernel, x * stride:x * stride + kernel] = True
-    return n * ci * int(touched[pad:pad + hw, pad:pad + hw].sum())
+    return n * ci * int(touched[pad:pad + hw, pad:pad + w].sum())
 
 
 @pytest.mark.parametrize("shape, used", [
@@ -47,21 +46,24 @@ def _naive_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, str
     (dict(n=1, ci=1, hw=3, kernel=3, pad=0, stride=1), 9),
     # 1x1 stride 3 pad 0 on 4: rows 0 and 3
     (dict(n=1, ci=1, hw=4, kernel=1, pad=0, stride=3), 4),
+    # rectangular: 1x1 stride 2 on 5 rows of 8 columns reads rows 0, 2, 4 and columns 0, 2, 4, 6
+    (dict(n=1, ci=2, hw=5, w=8, kernel=1, pad=0, stride=2), 2 * 3 * 4),
+    # 2x2 stride 3 on 4 rows of 7 columns: rows 0, 1; columns 0, 1, 3, 4
+    (dict(n=1, ci=1, hw=4, w=7, kernel=2, pad=0, stride=3), 2 * 4),
 ])
 def test_used_input_elems_by_hand(shape: dict[str, int], used: int) -> None:
     assert conv2d_used_input_elems(**shape) == used
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 2), ci=st.integers(1, 3), hw=st.integers(1, 12), kernel=st.integers(1, 5),
-       pad=st.integers(0, 4), stride=st.integers(1, 4))
-def test_used_input_elems_equal_the_naive_two_dimensional_count(n: int, ci: int, hw: int, kernel: int,
-                                                                 pad: int, stride: int) -> None:
-    if kernel > hw + 2 * pad:
-        kernel = hw + 2 * pad
+@given(n=st.integers(1, 2), ci=st.integers(1, 3), hw=st.integers(1, 12), w=st.none() | st.integers(1, 12),
+       kernel=st.integers(1, 5), pad=st.integers(0, 4), stride=st.integers(1, 4))
+def test_used_input_elems_equal_the_naive_two_dimensional_count(n: int, ci: int, hw: int, w: int | None,
+                                                                 kernel: int, pad: int, stride: int) -> None:
+    kernel = min(kernel, hw + 2 * pad, (hw if w is None else w) + 2 * pad)
     pad = min(pad, kernel - 1)
-    assert conv2d_used_input_elems(n, ci, hw, kernel, pad, stride) == \
-        _naive_used_input_elems(n, ci, hw, kernel, pad, stride)
+    assert conv2d_used_input_elems(n, ci, hw, kernel, pad, stride, w=w) == \
+        _naive_used_input_elems(n, ci, hw, kernel, pad, stride, hw if w is None else w)
 
 
 def test_conv2d_1x1_stride_2_compulsory_bytes() -> None:
