@@ -83,6 +83,7 @@ class Op(enum.Enum):
     CAST = "Cast"
     EXPAND = "Expand"
     SLICE = "Slice"
+    RESIZE = "Resize"
     HARD_SWISH = "HardSwish"
     HARD_SIGMOID = "HardSigmoid"
     LEAKY_RELU = "LeakyRelu"

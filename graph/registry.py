@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from .ir import Op
-from .ops import elementwise, indexing, linear, onnx_reference, pool, quant, shape, tensor, transformer
+from .ops import elementwise, indexing, linear, onnx_reference, pool, quant, resize, shape, tensor, transformer
 from .ops.base import OpDef
 
 __all__ = ["REGISTRY", "ONNX_OPS", "INTERNAL_OPS", "QUANT_OPS", "check_registry", "op_def"]
 
 REGISTRY: Mapping[Op, OpDef] = MappingProxyType({
-    d.op: d for module in (linear, elementwise, pool, shape, quant, tensor, transformer, indexing, onnx_reference)
+    d.op: d for module in (linear, elementwise, pool, shape, resize, quant, tensor, transformer, indexing,
+                           onnx_reference)
     for d in module.DEFS})
 
 # The integer graph's own ops and the fallback; every other op is an ONNX op of the same name.

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import ModelError
 from ..ir import Op, TensorType
 from ..registry import ONNX_OPS
+from ..ops.resize import COORDINATE_MODES, NEAREST_MODES
 
 __all__ = ["Converter", "CONVERTERS", "OnnxNode", "check_converters"]
 
@@ -224,6 +225,38 @@ def _slice(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     return (node.inputs[0],), parts
 
 
+def _resize(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
+    """Resize of NCHW data in height and width (``graph/ops/resize.py``): its constant
+    ``scales`` or ``sizes`` made the output size and the scale each coordinate uses."""
+    _only(node, ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                 "extrapolation_value", "antialias", "keep_aspect_ratio_policy"))
+    mode = node.attrs.get("mode", "nearest")
+    coords = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    rounding = node.attrs.get("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear") or coords not in COORDINATE_MODES or rounding not in NEAREST_MODES:
+        raise node.fail(f"mode {mode!r} with coordinate_transformation_mode {coords!r} is not openvta's "
+                        f"(nearest or linear; {', '.join(COORDINATE_MODES)})")
+    if node.attrs.get("antialias", 0) or node.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise node.fail("antialias and an aspect-ratio policy are not supported")
+    shape = node.spatial(0)
+    scales, sizes = node.constant(2, "scales"), node.constant(3, "sizes")
+    if scales is not None and scales.size:
+        factors = [float(v) for v in scales.reshape(-1)]
+        if len(factors) != 4 or factors[:2] != [1.0, 1.0] or min(factors) <= 0:
+            raise node.fail(f"scales must be (1, 1, height, width) and positive, not {tuple(factors)!r}")
+        size = tuple(int(np.floor(n * f)) for n, f in zip(shape, factors[2:]))
+        per_axis = (factors[2], factors[3])
+    elif sizes is not None and sizes.size == 4:
+        size = tuple(int(v) for v in sizes.reshape(-1)[2:])
+        if min(size) < 1:
+            raise node.fail(f"sizes must be positive, not {tuple(sizes.reshape(-1))!r}")
+        per_axis = (size[0] / shape[0], size[1] / shape[1])
+    else:
+        raise node.fail("needs constant scales or sizes of the 4 axes")
+    return (node.inputs[0],), {"mode": mode, "coordinate_transformation_mode": coords, "nearest_mode": rounding,
+                               "size": size, "scales": per_axis}
+
+
 def _reduce(node: OnnxNode) -> tuple[tuple[str, ...], Attrs]:
     """ReduceMean's and ReduceSum's axes: an attribute (ReduceMean before opset 18) or a
     constant second input; none is every axis, or with ``noop_with_empty_axes`` no axis
@@ -335,6 +368,7 @@ CONVERTERS: Mapping[Op, Converter] = {
     Op.CAST: _cast,
     Op.EXPAND: _expand,
     Op.SLICE: _slice,
+    Op.RESIZE: _resize,
 }
 
 

@@ -570,11 +570,15 @@ def _depth_to_space(name: str, source: str, out: str, channels: int, block: int,
 
 def _conv_transpose(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], weights: Mapping[str, Any],
                     added: dict[str, np.ndarray]) -> list | None:
-    """A ConvTranspose whose kernel equals its stride (no padding, one group: DB's and U-Net's
-    2×2 stride-2 upsampling) as the 1×1 Conv to ``C_out·k·k`` channels it is, then a depth to
-    space: every output pixel is one tap of one input pixel, so the accelerator's conv2d
-    computes exactly the ConvTranspose's products.  Any other ConvTranspose: None (ONNX's
-    reference kernel runs it)."""
+    """A 2-D ConvTranspose (one group, constant weights) as the sub-pixel convolution it is:
+    output pixel ``o' = q·s + r`` of the unpadded transpose sums ``x[q − m]·w[r + m·s]`` over
+    ``m < M = ⌈k/s⌉``, so one Conv of ``M×M`` taps (padded ``M − 1``) to ``C_out·s·s``
+    channels computes every phase ``r`` at once, a depth to space interleaves them, and a
+    Slice crops the ConvTranspose's pads.  The accelerator's conv2d then computes its
+    products without zero insertion (exactly them when ``s`` divides ``k``: DB's 2×2 stride
+    2 is a 1×1 Conv, no crop).  None for a form it does not cover (groups, dilation, an
+    ``output_shape``, ``auto_pad``, output padding beyond the end pads): ONNX's reference
+    kernel runs it."""
     from onnx import helper, numpy_helper
 
     attrs = _attrs(node)
@@ -584,21 +588,41 @@ def _conv_transpose(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] |
     if weight is None or data is None or len(data) != 4 or len(weight.dims) != 4 \
             or (len(node.input) > 2 and node.input[2] and bias is None):
         return None
-    kernel = tuple(weight.dims[2:])
-    if attrs.get("group", 1) != 1 or kernel[0] != kernel[1] or tuple(attrs.get("strides", (1, 1))) != kernel \
-            or any(attrs.get("pads", (0, 0, 0, 0))) or any(attrs.get("output_padding", (0, 0))) \
+    kernel = tuple(int(d) for d in weight.dims[2:])
+    strides = tuple(int(v) for v in attrs.get("strides", (1, 1)))
+    pads = tuple(int(v) for v in attrs.get("pads", (0, 0, 0, 0)))
+    extra = tuple(int(v) for v in attrs.get("output_padding", (0, 0)))
+    if attrs.get("group", 1) != 1 or kernel[0] != kernel[1] or strides[0] != strides[1] or strides[0] < 2 \
             or any(d != 1 for d in attrs.get("dilations", (1, 1))) or "output_shape" in attrs \
-            or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or kernel[0] < 2:
+            or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or len(pads) != 4 \
+            or any(e > pads[2 + axis] for axis, e in enumerate(extra)):
         return None
-    k, (c_in, c_out) = kernel[0], tuple(weight.dims[:2])
+    k, s, (c_in, c_out) = kernel[0], strides[0], tuple(int(d) for d in weight.dims[:2])
+    taps = -(-k // s)
     w = numpy_helper.to_array(weight)  # (C_in, C_out, k, k)
-    added[f"{name}.weight"] = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(c_out * k * k, c_in, 1, 1))
+    full = np.zeros((c_in, c_out, taps * s, taps * s), w.dtype)
+    full[:, :, :k, :k] = w
+    # V[(co, rh, rw), ci, jh, jw] = w[ci, co, rh + (M−1−jh)·s, rw + (M−1−jw)·s]
+    phases = full.reshape(c_in, c_out, taps, s, taps, s)[:, :, ::-1, :, ::-1, :]
+    added[f"{name}.weight"] = np.ascontiguousarray(phases.transpose(1, 3, 5, 0, 2, 4).reshape(
+        c_out * s * s, c_in, taps, taps))
     inputs = [node.input[0], f"{name}.weight"]
     if bias is not None:
-        added[f"{name}.bias"] = np.repeat(numpy_helper.to_array(bias), k * k).astype(np.float32)
+        added[f"{name}.bias"] = np.repeat(numpy_helper.to_array(bias), s * s).astype(np.float32)
         inputs.append(f"{name}.bias")
-    conv = helper.make_node("Conv", inputs, [f"{name}.taps"], kernel_shape=[1, 1], name=f"{name}.taps")
-    return [conv, *_depth_to_space(name, f"{name}.taps", node.output[0], c_out, k, data[2], data[3], added)]
+    rows, cols = data[2] + taps - 1, data[3] + taps - 1
+    conv = helper.make_node("Conv", inputs, [f"{name}.taps"], kernel_shape=[taps, taps], pads=[taps - 1] * 4,
+                            name=f"{name}.taps")
+    out_rows = (data[2] - 1) * s + k - pads[0] - pads[2] + extra[0]
+    out_cols = (data[3] - 1) * s + k - pads[1] - pads[3] + extra[1]
+    if (pads[0], pads[1], out_rows, out_cols) == (0, 0, rows * s, cols * s):
+        return [conv, *_depth_to_space(name, f"{name}.taps", node.output[0], c_out, s, rows, cols, added)]
+    added[f"{name}.crop_starts"] = np.array([pads[0], pads[1]], np.int64)
+    added[f"{name}.crop_ends"] = np.array([pads[0] + out_rows, pads[1] + out_cols], np.int64)
+    added[f"{name}.crop_axes"] = np.array([2, 3], np.int64)
+    crop = helper.make_node("Slice", [f"{name}.full", f"{name}.crop_starts", f"{name}.crop_ends",
+                                      f"{name}.crop_axes"], [node.output[0]], name=f"{name}.crop")
+    return [conv, *_depth_to_space(name, f"{name}.taps", f"{name}.full", c_out, s, rows, cols, added), crop]
 
 
 def _resize(node: Any, name: str, shapes: Mapping[str, tuple[int, ...] | None], weights: Mapping[str, Any],

@@ -48,9 +48,9 @@ def test_a_float_graph_stays_on_the_cpu() -> None:
 
 @pytest.mark.parametrize(("channels", "attrs", "reason"), [
     (1, {}, "1 input channels fill less than half of a 16-lane input block"),
-    (16, {"group": 16, "strides": (2, 1)}, "the accelerator's depthwise conv2d needs square data and kernel, "
+    (16, {"group": 16, "strides": (2, 1)}, "the accelerator's depthwise conv2d needs a square kernel, "
                                            "one stride and the same padding on every side"),
-    (16, {"strides": (1, 2)}, "the accelerator's conv2d needs square data and kernel, one stride "
+    (16, {"strides": (1, 2)}, "the accelerator's conv2d needs a square kernel, one stride "
                               "and the same padding on every side"),
 ])
 def test_conv_predicate_reasons(channels: int, attrs: dict, reason: str) -> None:
