@@ -45,7 +45,7 @@ from .passes.pack_layouts import pack_layouts
 from .passes.partition import parse_cpu_ops, partition
 from .passes.plan_memory import plan_memory
 from .passes.canonicalize import (check_float, drop_identities, fold_batch_norms, fold_channel_affines,
-                                  fold_constants)
+                                  fold_constants, fold_hard_sigmoids)
 from .passes.canonicalize_idioms import fuse_gelu, fuse_layer_norm
 from .passes.legalize import LegalizeOptions, batch_norms_as_depthwise, dense_groups, pack_few_channels
 from .passes.legalize_dense import dense_as_gemm, flatten_dense, flatten_heads
@@ -82,6 +82,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("canonicalize: fold constants", lambda g, o: fold_constants(g)),  # all-constant nodes → constants
     ("canonicalize: fold batch norms", lambda g, o: fold_batch_norms(g)),  # Conv + BatchNormalization → Conv
     ("canonicalize: fold channel affines", lambda g, o: fold_channel_affines(g)),  # + Mul/Add per channel → Conv
+    ("canonicalize: fold hard sigmoids", lambda g, o: fold_hard_sigmoids(g)),  # Conv + HardSigmoid → Conv + Clip
     ("canonicalize: fuse gelu", lambda g, o: fuse_gelu(g)),  # x·(1 + erf(x/√2))·0.5, its tanh form → Gelu
     ("canonicalize: fuse layer norm", lambda g, o: fuse_layer_norm(g)),  # ReduceMean … Div, Mul, Add → LayerNorm
     # legalize (passes/legalize*.py): what the accelerator needs; o.legalization from cfg, mode, placement

@@ -39,14 +39,14 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import OpError, PassError
-from ..ir import DType, Graph, Node, Op, TensorType
+from ..ir import Attrs, DType, Graph, Node, Op, TensorType
 from ..ops.base import float_attr
 from ..registry import QUANT_OPS, op_def
 from ..rewrite import add_constant, prune, rename_values
 from .canonicalize_idioms import fuse_gelu, fuse_layer_norm
 from .infer_shapes import infer_shapes
 
-__all__ = ["canonicalize", "check_float", "drop_identities", "fold_constants", "fold_batch_norms",
+__all__ = ["canonicalize", "check_float", "drop_identities", "fold_constants", "fold_batch_norms", "fold_hard_sigmoids",
            "fold_channel_affines", "batch_norm_affine", "STEPS"]
 
 _PASS = "canonicalize"
@@ -215,12 +215,42 @@ def fold_channel_affines(graph: Graph) -> Graph:
     return graph
 
 
+def fold_hard_sigmoids(graph: Graph) -> Graph:
+    """``graph`` with a HardSigmoid right after a Conv (constant weights; its output read by
+    the HardSigmoid only) as the Clip to ``[0, 1]`` of the Conv scaled by ``alpha`` and shifted
+    by ``beta`` — ``clip(α·(W∗x + b) + β, 0, 1) = clip((αW)∗x + (αb + β), 0, 1)`` — so the
+    accelerator's conv2d computes it with its clip (a squeeze-and-excitation gate's, PP-LCNet's
+    and MobileNetV3's); exact in float."""
+    constants, producers, consumers = graph.constants, graph.producers(), graph.consumers()
+    swaps: dict[str, Node] = {}
+    new_constants = dict(constants)
+    used = graph.names()
+    for node in graph.nodes:
+        conv = producers.get(node.inputs[0]) if node.op is Op.HARD_SIGMOID else None
+        if conv is None or conv.op is not Op.CONV or node.inputs[0] in graph.outputs \
+                or [n.name for n in consumers[node.inputs[0]]] != [node.name] \
+                or not all(v in constants for v in conv.inputs[1:]) or conv.name in swaps:
+            continue
+        channels = constants[conv.inputs[1]].shape[0]
+        alpha, beta = float_attr(node.attrs, "alpha", 0.2), float_attr(node.attrs, "beta", 0.5)
+        inputs = _scaled_inputs(conv, np.full(channels, alpha), np.full(channels, beta), new_constants, used)
+        swaps[conv.name] = replace(conv, inputs=inputs)
+        swaps[node.name] = Node(node.name, Op.CLIP, node.inputs, node.outputs, Attrs({"min": 0.0, "max": 1.0}))
+    if not swaps:
+        return graph
+    types = dict(graph.types)
+    types.update({k: TensorType(v.shape, DType.FLOAT32) for k, v in new_constants.items() if k not in constants})
+    nodes = tuple(swaps.get(n.name, n) for n in graph.nodes)
+    return prune(graph.replace(nodes=nodes, constants=new_constants, types=types))
+
+
 #: The target-free rewrites, in the order :func:`canonicalize` and the pipeline run them.
 STEPS: tuple[Callable[[Graph], Graph], ...] = (
     drop_identities,  # Identity, Dropout: no-ops at inference
     fold_constants,  # all-constant nodes → constants
     fold_batch_norms,  # Conv + BatchNormalization → Conv
     fold_channel_affines,  # Conv or BatchNormalization + Mul/Add of a per-channel constant → one node
+    fold_hard_sigmoids,  # Conv + HardSigmoid → the Conv scaled and shifted + Clip(0, 1)
     fuse_gelu,  # x·(1 + erf(x/√2))·0.5, its tanh form → Gelu
     fuse_layer_norm,  # ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add → LayerNorm
 )

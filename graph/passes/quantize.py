@@ -369,13 +369,15 @@ def _table(b: Builder, node: Node) -> bool:
     """An element-wise function of an int8 value as the table of its 256 codes: int8 in the
     output's scale, and int32 in its wide scale for a reader with a 16-bit input."""
     x, out = node.inputs[0], node.outputs[0]
-    if len(node.inputs) != 1 or not _integer_source(b, x):
-        return False
+    extra = [b.source.constants.get(v) for v in node.inputs[1:]]  # (PRelu's slope)
+    if not _integer_source(b, x) or any(c is None or np.unique(c).size != 1 for c in extra):
+        return False  # a function of one input (and of constants of one value: a single PRelu slope)
     function = op_def(node.op).float_ref
     if function is None:
         return False
     codes = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64)
-    values = function([(codes * b.scale(x)).astype(np.float32)], node.attrs).astype(np.float64)
+    constants = [np.asarray(c).reshape(-1)[:1].astype(np.float32) for c in extra if c is not None]
+    values = function([(codes * b.scale(x)).astype(np.float32), *constants], node.attrs).astype(np.float64)
     if not np.all(np.isfinite(values)):
         return False
     source = b.as_int8(x)

@@ -344,3 +344,19 @@ def test_any_convtranspose_is_a_subpixel_convolution_on_the_accelerator(kernel: 
     assert conv.placement is not None and conv.placement.device is Device.ACCEL, conv.placement
     _check(model, proto, {"x": x[:1]})
     np.testing.assert_array_equal(model.run(x[:1], backend="cycle")["y"], model.reference(x[:1])["y"])
+
+
+@pytest.mark.parametrize("slopes", [(0.25,), (0.1, 0.2, 0.3)])
+def test_a_prelu_with_one_slope_is_an_int8_table(slopes: tuple[float, ...]) -> None:
+    """torch's nn.PReLU() (one slope) is a table of int8 codes; per-channel slopes stay float."""
+    rng = np.random.default_rng(8)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c", "slope"], ["p"]), helper.make_node("Conv", ["p", "w2"], ["y"])]
+    proto = make_model(nodes, {"x": ["N", 16, 6, 6]}, ["y"],
+                       {"w": _conv(rng, "w", 16, 3), "w2": _conv(rng, "w2", 3, 16, 1),
+                        "slope": np.array(slopes, np.float32).reshape(-1, 1, 1)})
+    x = rng.standard_normal((4, 16, 6, 6)).astype(np.float32)
+    model = compile_model(proto, x)
+    tables = [n for n in model.graph.nodes if n.op is Op.TABLE]
+    assert len(tables) == (len(slopes) == 1)
+    _check(model, proto, {"x": x[:2]})

@@ -71,6 +71,20 @@ def test_batch_norm_stays_when_the_conv_output_is_shared() -> None:
     assert [n.op for n in canonicalize(g).nodes] == [Op.CONV, Op.BATCH_NORM, Op.ADD]
 
 
+def test_a_hard_sigmoid_after_a_conv_is_its_clip() -> None:
+    """SE's gate: Conv → HardSigmoid becomes the Conv scaled by alpha, shifted by beta, and a
+    Clip to [0, 1], the same function; with another reader of the Conv, it stays."""
+    consts = {"w": RNG.standard_normal((4, 3, 1, 1)).astype(np.float32), "b": RNG.standard_normal(4).astype(np.float32)}
+    g = build([node("conv", Op.CONV, ("x", "w", "b"), "c"),
+               node("gate", Op.HARD_SIGMOID, ("c",), "y", alpha=1 / 6, beta=0.5)], {"x": ("N", 3, 1, 1)}, ("y",), consts)
+    s = verify_graph(canonicalize(g))
+    assert [(n.op, dict(n.attrs)) for n in s.nodes][1:] == [(Op.CLIP, {"min": 0.0, "max": 1.0})]
+    _same_function(g, s, 4 * RNG.standard_normal((5, 3, 1, 1)).astype(np.float32))
+    shared = build([node("conv", Op.CONV, ("x", "w", "b"), "c"), node("gate", Op.HARD_SIGMOID, ("c",), "h"),
+                    node("add", Op.ADD, ("h", "c"), "y")], {"x": ("N", 3, 1, 1)}, ("y",), consts)
+    assert [n.op for n in canonicalize(shared).nodes] == [Op.CONV, Op.HARD_SIGMOID, Op.ADD]
+
+
 def test_canonicalize_errors() -> None:
     q = Graph("g", ("x",), ("y",), (node("q", Op.QUANTIZE, ("x",), "y", scale=0.1),), {},
               {"x": TensorType((2,), DType.FLOAT32), "y": TensorType((2,), DType.INT8)})
