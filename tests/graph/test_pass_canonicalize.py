@@ -76,7 +76,8 @@ def test_a_hard_sigmoid_after_a_conv_is_its_clip() -> None:
     Clip to [0, 1], the same function; with another reader of the Conv, it stays."""
     consts = {"w": RNG.standard_normal((4, 3, 1, 1)).astype(np.float32), "b": RNG.standard_normal(4).astype(np.float32)}
     g = build([node("conv", Op.CONV, ("x", "w", "b"), "c"),
-               node("gate", Op.HARD_SIGMOID, ("c",), "y", alpha=1 / 6, beta=0.5)], {"x": ("N", 3, 1, 1)}, ("y",), consts)
+               node("gate", Op.HARD_SIGMOID, ("c",), "y", alpha=1 / 6, beta=0.5)],
+              {"x": ("N", 3, 1, 1)}, ("y",), consts)
     s = verify_graph(canonicalize(g))
     assert [(n.op, dict(n.attrs)) for n in s.nodes][1:] == [(Op.CLIP, {"min": 0.0, "max": 1.0})]
     _same_function(g, s, 4 * RNG.standard_normal((5, 3, 1, 1)).astype(np.float32))
