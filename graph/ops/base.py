@@ -61,6 +61,7 @@ class QuantRule(enum.Enum):
     LAYER_NORM = "layer_norm"  # the integer layer normalization kernel
     REDUCE = "reduce"  # an int32 sum, then requantized (ReduceSum, ReduceMean)
     CONCAT = "concat"  # each input requantized to the output's scale, the int8 codes joined
+    PRELU = "prelu"  # one slope: a table; slopes per channel: its two halves requantized, added
 
 
 class ScaleRule(enum.Enum):

@@ -307,7 +307,7 @@ DEFS = (
           quantize=QuantRule.TABLE),
     OpDef(Op.PRELU, PatternKind.BROADCAST, (2, 2), _prelu_infer, _prelu, None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3, 4, 4), (3, 1, 1))), OnnxExample(((2, 5),), constants={1: 0.25})),
-          quantize=QuantRule.TABLE),  # (one slope: torch's nn.PReLU() default; per-channel slopes: float)
+          quantize=QuantRule.PRELU),
     OpDef(Op.IS_NAN, PatternKind.ELEMWISE, (1, 1), _is_nan_infer, _unary_bool(np.isnan), None, accel_ok=_CPU,
           examples=(OnnxExample(((2, 3),)),)),
     OpDef(Op.TANH, PatternKind.ELEMWISE, (1, 1), _unary_infer(Op.TANH), _unary(np.tanh), None, accel_ok=_CPU,

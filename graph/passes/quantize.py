@@ -394,6 +394,39 @@ def _table(b: Builder, node: Node) -> bool:
     return True
 
 
+def _prelu(b: Builder, node: Node) -> bool:
+    """PRelu of an int8 value: with one slope (torch's ``nn.PReLU()``) the table of its codes;
+    with positive slopes per channel its halves, ``relu(x)`` and ``min(x, 0)``, each
+    requantized to int32 in the output's scale (the negative half per channel, by its
+    slope), added and saturated — Add's integer form.  Other slopes: a float island."""
+    if _table(b, node):
+        return True
+    x, out = node.inputs[0], node.outputs[0]
+    slope = b.source.constants.get(node.inputs[1])
+    data = b.source.types[x]
+    channels = data.shape[1] if data.ndim >= 2 else None
+    per_channel = (channels,) + (1,) * (data.ndim - 2)
+    if slope is None or not _integer_source(b, x) or not isinstance(channels, int) or slope.size != channels \
+            or slope.ndim < data.ndim - 1 or tuple(slope.shape[slope.ndim - len(per_channel):]) != per_channel \
+            or slope.reshape(-1).min() <= 0:
+        return False  # (a slope along another axis than the channels', or not positive)
+    scale, out_scale = b.scale(x), b.scale(out)
+    source = b.as_int8(x)
+    positive = b.emit(f"{node.name}.positive", Op.RELU, (source,), b.name(f"{out}.positive"), {},
+                      QuantParams((scale,)))
+    negative = b.emit(f"{node.name}.negative", Op.CLIP, (source,), b.name(f"{out}.negative"),
+                      {"min": INT8_MIN, "max": 0}, QuantParams((scale,)))
+    halves = (b.requantize(f"{node.name}.positive", f"{out}.positive", positive, np.array([scale / out_scale]),
+                           INT8_LIMIT, DType.INT32, out_scale, axis=-1),
+              b.requantize(f"{node.name}.negative", f"{out}.negative", negative,
+                           slope.reshape(-1).astype(np.float64) * scale / out_scale, INT8_LIMIT, DType.INT32,
+                           out_scale, axis=1))
+    total = b.emit(node.name, Op.ADD, halves, b.name(f"{out}.sum"), {}, QuantParams((out_scale,)))
+    b.int8[out] = b.emit(f"{node.name}.saturate", Op.CLIP, (total,), b.name(f"{out}.q"),
+                         {"min": INT8_MIN, "max": INT8_MAX}, QuantParams((out_scale,)))
+    return True
+
+
 def _scale_by(b: Builder, node: Node) -> bool:
     """Div or Mul of an int8 value by a positive scalar constant: a requantization.  A Mul
     of two int8 activations (a squeeze-and-excitation gate times its feature map, SiLU's
@@ -527,7 +560,7 @@ BY_RULE: dict[QuantRule, Rule] = {
     QuantRule.PRODUCT: _linear, QuantRule.MATMUL: _matmul, QuantRule.ADD: _add, QuantRule.CLIP: _clip,
     QuantRule.MOVE: _same_op, QuantRule.PICK: _same_op, QuantRule.SAME: _same_op, QuantRule.TABLE: _table,
     QuantRule.SCALE_BY: _scale_by, QuantRule.SOFTMAX: _softmax, QuantRule.LAYER_NORM: _layer_norm,
-    QuantRule.REDUCE: _reduce, QuantRule.CONCAT: _concat,
+    QuantRule.REDUCE: _reduce, QuantRule.CONCAT: _concat, QuantRule.PRELU: _prelu,
 }
 _RULES: dict[Op, Rule] = {op: BY_RULE[d.quantize] for op, d in REGISTRY.items() if d.quantize is not None}
 

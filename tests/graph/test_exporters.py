@@ -347,8 +347,9 @@ def test_any_convtranspose_is_a_subpixel_convolution_on_the_accelerator(kernel: 
 
 
 @pytest.mark.parametrize("slopes", [(0.25,), (0.1, 0.2, 0.3)])
-def test_a_prelu_with_one_slope_is_an_int8_table(slopes: tuple[float, ...]) -> None:
-    """torch's nn.PReLU() (one slope) is a table of int8 codes; per-channel slopes stay float."""
+def test_a_prelu_runs_on_int8_codes(slopes: tuple[float, ...]) -> None:
+    """torch's nn.PReLU() (one slope) is a table of int8 codes; slopes per channel its two
+    halves requantized and added."""
     rng = np.random.default_rng(8)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("PRelu", ["c", "slope"], ["p"]), helper.make_node("Conv", ["p", "w2"], ["y"])]
@@ -359,4 +360,20 @@ def test_a_prelu_with_one_slope_is_an_int8_table(slopes: tuple[float, ...]) -> N
     model = compile_model(proto, x)
     tables = [n for n in model.graph.nodes if n.op is Op.TABLE]
     assert len(tables) == (len(slopes) == 1)
+    assert Op.PRELU not in {n.op for n in model.graph.nodes}  # (no float island)
     _check(model, proto, {"x": x[:2]})
+
+
+def test_the_newest_opset_the_pinned_onnx_knows_compiles() -> None:
+    rng = np.random.default_rng(9)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Reshape", ["r", "s"], ["f"], allowzero=1),
+             helper.make_node("Gemm", ["f", "g"], ["y"], transB=1)]
+    proto = make_model(nodes, {"x": [1, 16, 4, 4]}, ["y"],
+                       {"w": _conv(rng, "w", 16, 16), "s": np.array([1, 256], np.int64),
+                        "g": rng.standard_normal((10, 256)).astype(np.float32) * 0.05},
+                       opset=onnx.defs.onnx_opset_version())
+    x = rng.standard_normal((4, 16, 4, 4)).astype(np.float32)
+    model = compile_model(proto, x)
+    assert _accelerator_share(model) == 1.0
+    _check(model, proto, {"x": x[:1]})
