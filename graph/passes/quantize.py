@@ -453,8 +453,8 @@ def _scale_by(b: Builder, node: Node) -> bool:
     if node.op is Op.MUL and x in b.source.constants:
         x, c = c, x
     if node.op is Op.MUL and all(v in b.int8 for v in node.inputs):
-        if _wants_wide(b, node.outputs[0])[0] or not _is_gate(b, node):
-            return False  # a float product (module docstring of the choice: docs/DECISIONS.md)
+        if _wants_wide(b, node.outputs[0])[0] or not _is_gate(b, node) or any(v in b.real for v in node.inputs):
+            return False  # a float product (an operand made in float stays so; docs/DECISIONS.md)
         out = node.outputs[0]
         acc_scale = b.scale(x) * b.scale(c)
         product = b.emit(node.name, Op.MUL, (b.int8[x], b.int8[c]), b.name(f"{out}.acc"), {},
