@@ -377,3 +377,22 @@ def test_the_newest_opset_the_pinned_onnx_knows_compiles() -> None:
     model = compile_model(proto, x)
     assert _accelerator_share(model) == 1.0
     _check(model, proto, {"x": x[:1]})
+
+
+def test_a_concats_inputs_take_its_scale_so_no_requantization_runs_between() -> None:
+    """SqueezeNet's fire module: two convolutions (with their ReLUs) joined by Concat; each
+    convolution requantizes straight to the Concat's scale (its epilogue has one
+    requantization), and the int8 Concat joins the codes."""
+    rng = np.random.default_rng(10)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["ra"]),
+             helper.make_node("Conv", ["x", "w3"], ["b"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["b"], ["rb"]),
+             helper.make_node("Concat", ["ra", "rb"], ["y"], axis=1)]
+    proto = make_model(nodes, {"x": ["N", 16, 6, 6]}, ["y"],
+                       {"w1": _conv(rng, "w1", 16, 16, 1), "w3": 3 * _conv(rng, "w3", 16, 16)})
+    x = rng.standard_normal((4, 16, 6, 6)).astype(np.float32)
+    model = compile_model(proto, x)
+    (concat,) = [n for n in model.graph.nodes if n.op is Op.CONCAT]
+    scales = {model.graph.types[v].quant.scale for v in (*concat.inputs, concat.outputs[0])}
+    assert len(scales) == 1
+    assert [n.name for n in model.graph.nodes if n.op is Op.REQUANTIZE] == ["Conv_0.requantize", "Conv_2.requantize"]
+    _check(model, proto, {"x": x[:2]})
