@@ -17,7 +17,7 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["ModelError", "GraphError", "PassError", "OpError", "ExecutionError"]
+__all__ = ["ModelError", "GraphError", "PassError", "OutOfRange", "OpError", "ExecutionError"]
 
 
 class ModelError(ValueError):
@@ -38,6 +38,12 @@ class PassError(ValueError):
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where}: {message}")
         self.where = where
+
+
+class OutOfRange(PassError):
+    """A node's numbers that the integer graph cannot hold (a bias beyond int32 in its
+    accumulator's scale, a requantization multiplier out of range): the quantize pass runs
+    that node in float instead, and the summary says so."""
 
 
 class ExecutionError(RuntimeError):

@@ -34,7 +34,7 @@ import numpy as np
 from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_BYTE_SHIFT, WIDE_MAX,
                         WIDE_RANGE)
 
-from ..errors import PassError
+from ..errors import OutOfRange, PassError
 from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode
 from ..ops.base import float_attr, int_attr
 from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION, SOFTMAX_TABLE_MAX
@@ -145,7 +145,7 @@ def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarra
     if b.mode is RequantMode.FIXED and limit < INT32_LIMIT:
         bias_q = bias_q + ((1 << pre_shift_for(limit)) >> 1)  # the pre-shift rounds to nearest
     if np.abs(bias_q).max() >= INT32_LIMIT:
-        raise PassError(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
+        raise OutOfRange(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
                                    "accumulator's scale")
     return bias_q.astype(np.int32), bound
 
@@ -345,7 +345,7 @@ def _add(b: Builder, node: Node) -> bool:
         if value in b.source.constants:
             q = np.rint(b.source.constants[value].astype(np.float64) / out_scale)
             if np.abs(q).max(initial=0) >= INT32_LIMIT:
-                raise PassError(PASS_NAME, f"node {node.label}: constant {value!r} does not fit "
+                raise OutOfRange(PASS_NAME, f"node {node.label}: constant {value!r} does not fit "
                                            "int32 in the output's scale")
             operands.append(b.constant(f"{value}.q32", q.astype(np.int32), QuantParams((out_scale,))))
         else:
@@ -590,6 +590,7 @@ def quantize(graph: Graph, mode: RequantMode) -> Graph:
     rules = EXACT_RULES if mode is RequantMode.EXACT else _RULES
     island = exact_island if mode is RequantMode.EXACT else float_island
     b = Builder(graph, mode)
+    notes: list[str] = []  # the nodes whose numbers the integer graph cannot hold
     for node in graph.nodes:
         if node.op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.REQUANTIZE):
             raise PassError(PASS_NAME, f"node {node.label} is already an integer-graph op")
@@ -598,10 +599,19 @@ def quantize(graph: Graph, mode: RequantMode) -> Graph:
             float_island(b, node)  # ONNX's reference kernel, or reads an index tensor (token ids, a mask)
             continue
         rule = rules.get(node.op)
-        if rule is None or not rule(b, node):
+        point = b.checkpoint()
+        try:
+            done = rule is not None and rule(b, node)
+        except OutOfRange as exc:
+            if mode is RequantMode.EXACT:
+                raise  # (a QDQ model's own numbers: its integer graph or none)
+            b.restore(point)  # its numbers do not fit the integer graph: the node runs in float
+            notes.append(f"node {node.label} runs in float on the CPU: {str(exc).split(': ', 2)[-1]}")
+            done = False
+        if not done:
             island(b, node)
     for name in graph.outputs:
         b.as_real(name)
     result = Graph(graph.name, graph.inputs, graph.outputs, tuple(b.nodes), b.constants, b.types,
-                   notes=graph.notes)
+                   notes=graph.notes + tuple(notes))
     return infer_shapes(result)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import OpError, PassError
+from ..errors import OpError, OutOfRange, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from ..quantization import requant_params, wide_scale
 from ..rewrite import fresh
@@ -41,6 +41,22 @@ class Builder:
         self.scores: dict[str, str] = {}  # a Softmax's masked scores: int32, the scores' scale
         self.real: dict[str, str] = {name: name for name in graph.inputs}
         self.dequantized: dict[str, str] = {}  # exact mode: graph inputs on their int8 grid
+
+    #: The maps a rule adds to (in insertion order), which :meth:`restore` rolls back.
+    _GROWING = ("types", "constants", "int8", "wide", "scores", "real", "dequantized")
+
+    def checkpoint(self) -> tuple[int, ...]:
+        """Where the graph under construction stands: what :meth:`restore` returns to."""
+        return (len(self.nodes), *(len(getattr(self, field)) for field in self._GROWING))
+
+    def restore(self, point: tuple[int, ...]) -> None:
+        """Undo what was emitted after ``point`` (a rule that raised half way); names it took
+        stay taken."""
+        del self.nodes[point[0]:]
+        for field, length in zip(self._GROWING, point[1:]):
+            entries: dict = getattr(self, field)
+            for key in list(entries)[length:]:
+                del entries[key]
 
     def name(self, base: str) -> str:
         chosen = fresh(base, self.used)
@@ -130,7 +146,7 @@ class Builder:
         try:
             params = requant_params(self.mode, multipliers, bound)
         except ValueError as exc:
-            raise PassError(PASS_NAME, f"node {base!r}: {exc}") from None
+            raise OutOfRange(PASS_NAME, f"node {base!r}: {exc}") from None
         attrs = {"mode": self.mode, "pre_shift": params.pre_shift, "multiplier": params.multiplier,
                  "post_shift": params.post_shift, "axis": axis, "out_dtype": out_dtype}
         out = self.name(f"{value}.q" if out_dtype is DType.INT8 else f"{value}.r")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from graphs import build, conv_relu_graph, node, residual_graph
@@ -112,15 +114,45 @@ def test_quantize_errors() -> None:
 
 
 @pytest.mark.parametrize(("mode", "message"), [
-    (RequantMode.FIXED, r"^quantize: node 'conv': requantization multiplier must be below \S+ "
-                        r"after a pre-shift of \d+, not \S+$"),
-    (RequantMode.POW2, r"^quantize: node 'conv': a left shift by \d+ of accumulators up to \d+ "
-                       r"must fit int32, and does not$"),
+    (RequantMode.FIXED, r"^node 'conv' \(Conv\) runs in float on the CPU: requantization multiplier must be "
+                        r"below \S+ after a pre-shift of \d+, not \S+$"),
+    (RequantMode.POW2, r"^node 'conv' \(Conv\) runs in float on the CPU: a left shift by \d+ of accumulators "
+                       r"up to \d+ must fit int32, and does not$"),
 ])
-def test_a_requantization_the_alu_cannot_do_is_an_error(mode: RequantMode, message: str) -> None:
+def test_a_requantization_the_alu_cannot_do_runs_in_float(mode: RequantMode, message: str) -> None:
     g = conv_relu_graph()
     x = np.random.default_rng(0).standard_normal((4, 16, 6, 6)).astype(np.float32)
     c = calibrate(g, [{"x": x}], mode)
     tiny = c.replace(types={**c.types, "c": c.types["c"].with_quant(QuantParams((2.0 ** -40,)))})
-    with pytest.raises(PassError, match=message):
-        quantize(tiny, mode)
+    q = quantize(tiny, mode)
+    (note,) = q.notes
+    assert re.match(message, note), note
+    (conv,) = [n for n in q.nodes if n.op is Op.CONV]
+    assert q.types[conv.outputs[0]].dtype is DType.FLOAT32
+
+
+def test_a_node_whose_numbers_int8_cannot_hold_runs_in_float() -> None:
+    """A bias beyond int32 in the accumulator's scale (weights of 1e-3, a bias of 1e9): the
+    Conv runs in float on the CPU, the rest in int8, and the summary says which and why."""
+    from onnx import helper
+    from onnx_models import make_model
+
+    from openvta.graph import compile_model
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["y"])]
+    proto = make_model(nodes, {"x": ["N", 16, 6, 6]}, ["y"],
+                       {"w": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 1e-3,
+                        "b": np.full(16, 1e9, np.float32),
+                        "w2": rng.standard_normal((16, 16, 1, 1)).astype(np.float32) * 0.1})
+    x = rng.standard_normal((4, 16, 6, 6)).astype(np.float32)
+    model = compile_model(proto, x)
+    assert ("note: node 'Conv_0' (Conv) runs in float on the CPU: its bias does not fit int32 in the "
+            "accumulator's scale") in model.summary()
+    first, second = [n for n in model.graph.nodes if n.op is Op.CONV]
+    assert model.graph.types[first.outputs[0]].dtype is DType.FLOAT32
+    assert second.placement is not None and second.placement.device.value == "accel"
+    np.testing.assert_array_equal(model.run(x)["y"], model.reference(x)["y"])
+    expected = model.float_reference(x)["y"]
+    assert np.abs(model.reference(x)["y"] - expected).max() <= 0.05 * np.abs(expected).max()
