@@ -279,6 +279,25 @@ def out_size(size: int, kernel: int, pad: int, stride: int) -> int:
     return (size + 2 * pad - kernel) // stride + 1
 
 
+def check_window(name: str, hw: int, w: int | None, kernel: int, pad: int) -> tuple[int | None, int]:
+    """A convolution's width as its kernel key holds it (None when the data is square) and as
+    a size; raises ValueError, naming ``name``, for a kernel larger than the padded height or
+    width, or a pad not smaller than the kernel.
+
+    >>> check_window("conv2d", 8, 8, 3, 1)
+    (None, 8)
+    """
+    w = None if w == hw else w  # one kernel key for one kernel
+    width = hw if w is None else w
+    for axis, size in (("hw", hw), ("w", width)):
+        if kernel > size + 2 * pad:
+            raise ValueError(f"{name} kernel must fit the padded input ({axis} + 2*pad = {size} + 2*{pad} = "
+                             f"{size + 2 * pad}), not {kernel}")
+    if pad >= kernel:
+        raise ValueError(f"{name} pad must be less than the kernel ({kernel}), not {pad}")
+    return w, width
+
+
 def padded_data(data: te.Tensor, pad: int) -> te.Tensor:
     """``data`` (``(N/B, C/BI, H, W, B, BI)``) zero-padded by ``pad`` on each side: a stage the
     schedule inlines into the input cache, so that the DMA pads rows and columns itself."""

@@ -40,7 +40,8 @@ from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import RESNET18, workload
-from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, divisors,
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, check_window,
+                     divisors,
                      epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
                      schedule_conv_tiles, thread_split_refusals, tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
@@ -259,14 +260,8 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, w: int | None 
         when no tiling fits the buffers with ``vthreads`` threads.
     """
     params = check_params(CONV2D_PARAMS, "conv2d", locals())
-    w = params["w"] = None if w == hw else w  # one kernel key for one kernel
-    width = hw if w is None else w
-    for name, size in (("hw", hw), ("w", width)):
-        if kernel > size + 2 * pad:
-            raise ValueError(f"conv2d kernel must fit the padded input ({name} + 2*pad = {size} + 2*{pad} = "
-                             f"{size + 2 * pad}), not {kernel}")
-    if pad >= kernel:
-        raise ValueError(f"conv2d pad must be less than the kernel ({kernel}), not {pad}")
+    w, width = check_window("conv2d", hw, w, kernel, pad)
+    params["w"] = w
     full = operator_epilogue("conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, ci_t, co_t = -(-n // b), -(-ci // bi), -(-co // bo)

@@ -42,7 +42,7 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
 from ..schedule import create_schedule
-from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors,
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, check_window,
                      epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
                      schedule_conv_tiles, thread_split_refusals, tile_sizes)
 from .conv2d import conv2d_used_input_elems
@@ -226,14 +226,8 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, w: int 
     if cfg.BLOCK_IN != cfg.BLOCK_OUT:
         raise ValueError(f"depthwise_conv2d needs BLOCK_IN = BLOCK_OUT (diagonal weight tiles), not "
                          f"{cfg.BLOCK_IN} and {cfg.BLOCK_OUT}")
-    w = params["w"] = None if w == hw else w  # one kernel key for one kernel
-    width = hw if w is None else w
-    for name, size in (("hw", hw), ("w", width)):
-        if kernel > size + 2 * pad:
-            raise ValueError(f"depthwise_conv2d kernel must fit the padded input ({name} + 2*pad = "
-                             f"{size + 2 * pad}), not {kernel}")
-    if pad >= kernel:
-        raise ValueError(f"depthwise_conv2d pad must be less than the kernel ({kernel}), not {pad}")
+    w, width = check_window("depthwise_conv2d", hw, w, kernel, pad)
+    params["w"] = w
     if channels % group_size or cfg.BLOCK_IN % group_size:
         raise ValueError(f"depthwise_conv2d group_size must divide the {channels} channels and BLOCK_IN "
                          f"({cfg.BLOCK_IN}), not {group_size}")

@@ -134,7 +134,7 @@ def test_square_data_is_w_none_in_params_key_and_program(name: str) -> None:
 @pytest.mark.parametrize("name", ["conv2d", "depthwise_conv2d"])
 def test_a_kernel_wider_than_the_padded_width_is_refused(name: str) -> None:
     shape = {"ci": 4, "co": 4} if name == "conv2d" else {"channels": 4}
-    detail = "2 + 2*1 = 4" if name == "conv2d" else "4"
+    detail = "2 + 2*1 = 4"
     with pytest.raises(ValueError, match=rf"^{name} kernel must fit the padded input \(w \+ 2\*pad = "
                                          rf"{re.escape(detail)}\), not 5$"):
         REGISTRY[name].operator(TINY, **shape, hw=8, w=2, kernel=5, pad=1)
