@@ -1,4 +1,4 @@
-"""``openvta model``: compile an ONNX model, run it, show it.
+"""``openvta model``: compile an ONNX model, run it, show it, evaluate it on a dataset.
 
     openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
                           [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|int16]
@@ -6,6 +6,8 @@
                           [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
+    openvta model evaluate MODEL.ovta --dataset DATA.npz|FOLDER [--metric top1|top5|cosine] ...
+                                         (see openvta/evaluate_cli.py)
 
 ``CALIB.npz`` and ``X.npz`` hold one array per graph input, by name (any batch size);
 ``Y.npz`` gets one float32 array per graph output.  ``--records`` takes a tuning log
@@ -26,13 +28,15 @@ from openvta.isa import PRESETS
 from openvta.runtime import ProgramError, backends
 from openvta.runtime.npz import read_npz as read_arrays
 
+from .evaluate_cli import add_evaluate_parser, run_evaluate_command
+
 __all__ = ["add_model_parser", "parse_input_shapes", "read_npz", "run_model_command"]
 
 
 def add_model_parser(sub: Any) -> None:
-    model = sub.add_parser("model", help="compile an ONNX model to int8, run it, show it")
+    model = sub.add_parser("model", help="compile an ONNX model to int8, run it, show it, evaluate it")
     verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB",
-                                 help="compile, run or show")
+                                 help="compile, run, show or evaluate")
     comp = verbs.add_parser("compile", help="quantize, partition and fuse a float ONNX model")
     comp.add_argument("model", help="the float32 ONNX model (opset 7 or newer; older than 13 upgraded)")
     comp.add_argument("--calibration", required=True,
@@ -66,6 +70,7 @@ def add_model_parser(sub: Any) -> None:
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     show = verbs.add_parser("show", help="print every node: op, placement and why, group, MACs")
     show.add_argument("model", help="the compiled model (.ovta)")
+    add_evaluate_parser(verbs)
 
 
 def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
@@ -115,6 +120,8 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         if plans:
             print(f"{plans} ({args.records})")
         return 0
+    if args.verb == "evaluate":
+        return run_evaluate_command(args, output)
     model = load_model(args.model)
     if args.verb == "show":
         print(model.summary())
