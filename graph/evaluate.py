@@ -220,40 +220,50 @@ def evaluate(model: Model, model_file: bytes, load: Callable[[bytes], Model], da
                "preprocess": (samples.folder.preprocess.to_json() if isinstance(samples, ImageSamples) else None)}
     digest = model_digest(model_file)
     key = RunKey(digest, samples.fingerprint(), samples.count, options)
-    done = read_report(report, key) if report is not None else {}
-    reused = len(done)
-    bounds = [(i, start, min(start + chunk, samples.count)) for i, start in enumerate(range(0, samples.count, chunk))]
-    jobs = [ChunkJob(i, start, stop, model_file, digest, load, samples.chunk(start, stop), metric, backend,
-                     batch)
-            for i, start, stop in bounds if i not in done]
+    recorder = _Recorder(read_report(report, key) if report is not None else {}, report, key, model_name,
+                         samples.description, progress)
+    jobs = [ChunkJob(i, start, min(start + chunk, samples.count), model_file, digest, load,
+                     samples.chunk(start, min(start + chunk, samples.count)), metric, backend, batch)
+            for i, start in enumerate(range(0, samples.count, chunk)) if i not in recorder.done]
+    reused = len(recorder.done)
     _LOADED[digest] = model  # this process's chunks use the model object itself
-    finished = [sum(c.stop - c.start for c in done.values())]
-    last_save = [time.monotonic()]
-
-    def save(result: dict[str, Any] | None = None) -> None:
-        if report is not None:
-            write_report(report, key, model_name, samples.description, done, result)
-        last_save[0] = time.monotonic()
-
-    def record(result: ChunkResult) -> None:
-        done[result.index] = result
-        finished[0] += result.stop - result.start
-        if progress is not None:
-            progress("samples", finished[0], samples.count)
-        if time.monotonic() - last_save[0] >= SAVE_INTERVAL_S:
-            save()
-
-    if progress is not None:
-        progress("samples", finished[0], samples.count)
     try:
-        retried = _run_jobs(jobs, executor, record)
+        retried = _run_jobs(jobs, executor, recorder)
     finally:
         _LOADED.pop(digest, None)
         if jobs:
-            save()
-    evaluation = _assemble(done, options, reused, retried)
-    save(evaluation.to_json())
+            recorder.save()
+    evaluation = _assemble(recorder.done, options, reused, retried)
+    recorder.save(evaluation.to_json())
     return evaluation
+
+
+class _Recorder:
+    """Keeps the finished chunks, says how far the run is, and rewrites the report at most
+    every :data:`SAVE_INTERVAL_S` (and when asked: at the end, on an interruption)."""
+
+    def __init__(self, done: dict[int, ChunkResult], report: str | Path | None, key: RunKey,
+                 model_name: str | None, source: str,
+                 progress: Callable[[str, int, int | None], None] | None) -> None:
+        self.done, self.report, self.key = done, report, key
+        self.model_name, self.source, self.progress = model_name, source, progress
+        self.finished = sum(c.stop - c.start for c in done.values())
+        self.saved = time.monotonic()
+        if progress is not None:
+            progress("samples", self.finished, key.samples)
+
+    def __call__(self, result: ChunkResult) -> None:
+        self.done[result.index] = result
+        self.finished += result.stop - result.start
+        if self.progress is not None:
+            self.progress("samples", self.finished, self.key.samples)
+        if time.monotonic() - self.saved >= SAVE_INTERVAL_S:
+            self.save()
+
+    def save(self, result: dict[str, Any] | None = None) -> None:
+        if self.report is not None:
+            write_report(self.report, self.key, self.model_name, self.source, self.done, result)
+        self.saved = time.monotonic()
 
 
 def _batch_size(model: Model, batch_size: int | None, count: int) -> int:
