@@ -34,7 +34,8 @@ from .frontends.onnx import agrees, calibration_shapes, check_input_shapes, impo
 from .ir import Graph, Op, RequantMode
 from .group_match import Plans
 from .compiled_model import CompiledModel
-from .quantization import parse_precision
+from .quantization import parse_budget, parse_precision
+from .ranges import parse_calibration_method
 from .verify import verify_graph
 from .passes.calibrate import calibrate
 from .passes.fuse import fuse
@@ -66,6 +67,8 @@ class CompileOptions:
     cpu_nodes: frozenset[str] = frozenset()
     plans: Plans | None = None  # kernel key → tuned knobs; None: every kernel's default plan
     wide_below: float | None = None  # mixed precision: the int8 SQNR (dB) below which a product is 16-bit
+    method: tuple[str, float | None] = ("minmax", None)  # the calibration method (graph/ranges.py)
+    budget: float | None = None  # precision "auto": 16-bit by sensitivity within this MAC-pass budget
 
     @property
     def legalization(self) -> LegalizeOptions:
@@ -93,7 +96,8 @@ PASSES: list[tuple[str, Pass]] = [
     ("legalize: dense as gemm", lambda g, o: dense_as_gemm(g, o.legalization)),  # MatMul (+ Add), Gemm → Gemm (out, in)
     ("legalize: pack few channels", lambda g, o: pack_few_channels(g, o.legalization)),  # a stem's windows: Im2Col
     ("legalize: drop unread", lambda g, o: infer_shapes(prune(g))),  # what nobody reads: the float model
-    ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below)),  # scales, activation bits
+    ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below, o.method,
+                                                      o.budget)),  # scales, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
     ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
@@ -142,7 +146,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  precision: str | None = None) -> CompiledModel:
+                  precision: str | None = None, calibration_method: str = "minmax") -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -201,11 +205,12 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     mode = _mode(quantize)
     wide_below = parse_precision(precision if precision is not None else
                                  "int8" if mode is RequantMode.EXACT else "mixed")
-    if wide_below is not None and mode is RequantMode.EXACT:
+    budget = parse_budget(precision)
+    if (wide_below is not None or budget is not None) and mode is RequantMode.EXACT:
         raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
                          "an exact QDQ model keeps its own int8 scales")
     options = CompileOptions(cfg, mode, parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
-                             _plans(plans), wide_below)
+                             _plans(plans), wide_below, parse_calibration_method(calibration_method), budget)
     if not isinstance(model, Graph):
         if not isinstance(calibration, (np.ndarray, Mapping, str, bytes)) and isinstance(calibration, Iterable):
             calibration = list(calibration)  # (read twice: for the shapes, then as batches)

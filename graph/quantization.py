@@ -38,7 +38,7 @@ from .ir import Node, RequantMode
 
 __all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
            "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for",
-           "PRECISIONS", "activation_bits", "int8_sqnr", "parse_precision", "wide_scale"]
+           "PRECISIONS", "activation_bits", "int8_sqnr", "parse_budget", "parse_precision", "wide_scale"]
 
 MULTIPLIER_BITS = IMM_FIELD.width - 1  # m < 2**15: a 16-bit signed ALU immediate
 X_BITS = INT32_LIMIT.bit_length() - 1 - MULTIPLIER_BITS  # |acc >> pre| <= 2**16, so |x * m| < 2**31
@@ -147,7 +147,7 @@ def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Re
 
 #: ``precision`` values: every activation int8; 16 bits where int8 loses (below
 #: :data:`MIXED_SQNR_DB`, or ``mixed:<dB>``); every product's input and output 16 bits.
-PRECISIONS = ("int8", "mixed", "mixed:<dB>", "int16")
+PRECISIONS = ("int8", "mixed", "mixed:<dB>", "auto", "auto:<budget>", "int16")
 #: The int8 SQNR below which ``mixed`` makes a product's activation 16 bits.
 MIXED_SQNR_DB = 20.0
 
@@ -160,9 +160,9 @@ def parse_precision(precision: object) -> float | None:
     >>> parse_precision("int4")
     Traceback (most recent call last):
     ...
-    ValueError: precision must be one of int8, mixed, mixed:<dB>, int16, not 'int4'
+    ValueError: precision must be one of int8, mixed, mixed:<dB>, auto, auto:<budget>, int16, not 'int4'
     """
-    if precision == "int8":
+    if precision == "int8" or parse_budget(precision) is not None:
         return None
     if precision == "int16":
         return math.inf
@@ -176,6 +176,33 @@ def parse_precision(precision: object) -> float | None:
         if math.isfinite(threshold):
             return threshold
     raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+
+
+def parse_budget(precision: object) -> float | None:
+    """The cycle budget of ``precision="auto"`` (``"auto:<budget>"``: MAC-passes at most that
+    many times the all-int8 model's, :mod:`~openvta.graph.sensitivity`), else None.
+
+    >>> parse_budget("auto"), parse_budget("auto:1.5"), parse_budget("mixed")
+    (1.25, 1.5, None)
+    >>> parse_budget("auto:0.9")
+    Traceback (most recent call last):
+    ...
+    ValueError: precision auto:<budget> needs a budget of at least 1 (the all-int8 model's cycles), not 'auto:0.9'
+    """
+    from .sensitivity import DEFAULT_BUDGET
+
+    if precision == "auto":
+        return DEFAULT_BUDGET
+    if not (isinstance(precision, str) and precision.startswith("auto:")):
+        return None
+    try:
+        budget = float(precision[len("auto:"):])
+    except ValueError:
+        budget = math.nan
+    if not budget >= 1.0 or not math.isfinite(budget):
+        raise ValueError(f"precision auto:<budget> needs a budget of at least 1 (the all-int8 model's cycles), "
+                         f"not {precision!r}")
+    return budget
 
 
 def int8_sqnr(power: float, scale: float) -> float:

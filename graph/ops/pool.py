@@ -155,6 +155,6 @@ DEFS = (
                                                "count_include_pad": 1}),
           )),
     OpDef(_Op.GLOBAL_AVERAGE_POOL, PatternKind.OUT_ELEMWISE_FUSABLE, (1, 1), _global_infer,
-          _global_average, _global_average, accel_ok=_CPU, scale_rule=ScaleRule.PRESERVE, quantize=QuantRule.SAME,
+          _global_average, _global_average, accel_ok=_CPU, quantize=QuantRule.REDUCE,
           examples=(OnnxExample(((2, 3, 4, 5),)),)),
 )

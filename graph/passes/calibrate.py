@@ -30,7 +30,7 @@ Postconditions: the same graph, every float activation typed with a per-tensor s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -41,6 +41,8 @@ from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode, Te
 from ..ops.base import ScaleRule, float_attr
 from ..registry import QUANT_OPS, op_def
 from ..quantization import choose_scale, int8_sqnr
+from ..ranges import BINS, clip_range
+from ..sensitivity import wide_values
 
 #: An Add's operands whose ranges differ by more than this keep the sum in float: one 16-bit
 #: scale cannot hold both.
@@ -116,10 +118,14 @@ def _model_params(graph: Graph) -> Graph:
 
 
 def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
-              mode: RequantMode, wide_below: float | None = None) -> Graph:
+              mode: RequantMode, wide_below: float | None = None,
+              method: tuple[str, float | None] = ("minmax", None), budget: float | None = None) -> Graph:
     """The graph with int8 scales on its float activations and, with ``wide_below`` (an
     SQNR in dB, :func:`~openvta.graph.quantization.parse_precision`), the activation bits
-    of its products (module docstring)."""
+    of its products (module docstring); ``method``: the calibration method
+    (:func:`~openvta.graph.ranges.parse_calibration_method`); with ``budget`` (``precision="auto"``),
+    the activation bits chosen by measured sensitivity within that many times the all-int8
+    model's MAC-passes (:mod:`~openvta.graph.sensitivity`)."""
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
@@ -130,6 +136,8 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         return _model_params(graph)
     ranges, power = _observed(graph, feeds)
     users, producers = graph.consumers(), graph.producers()
+    if method[0] != "minmax":
+        ranges = _clipped(graph, feeds, ranges, users, method)
     shared = _concat_sources(graph, users, producers, ranges)
     types = dict(graph.types)
     order = list(graph.inputs) + [n.outputs[0] for n in graph.nodes]
@@ -148,11 +156,54 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         else:
             raise PassError(_PASS, f"value {name!r} was never computed on the calibration data")
         types[name] = types[name].with_quant(quant)
-    if wide_below is None:
+    if wide_below is None and budget is None:
         return graph.replace(types=types)
     consumers = graph.consumers()
-    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, power, wide_below, consumers)
+    if budget is not None:
+        wide = wide_values(graph.replace(types=types), feeds, budget)
+        loses: Callable[[str], bool] = wide.__contains__
+    else:
+        assert wide_below is not None
+        threshold = wide_below
+
+        def loses(value: str) -> bool:
+            quant = types[value].quant
+            return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < threshold
+
+    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, loses, consumers)
                                                   for n in graph.nodes))
+
+
+def _clipped(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]], ranges: dict[str, tuple[float, float]],
+             users: Mapping[str, list[Node]], method: tuple[str, float | None]) -> dict[str, tuple[float, float]]:
+    """``ranges`` clipped by ``method`` (:mod:`~openvta.graph.ranges`), from a histogram of
+    each value's magnitudes over the feeds: of its positive part where only its positive
+    part is kept (:func:`_positive_only`), else of ``|x|``."""
+    tops: dict[str, tuple[float, bool]] = {}
+    for name, observed in ranges.items():
+        readers = users.get(name, []) if name not in graph.outputs else []
+        positive = _positive_only(readers) is not None
+        tops[name] = (_range(name, observed, readers), positive)
+    counts = {name: np.zeros(BINS, np.int64) for name, (top, _) in tops.items() if top > 0}
+
+    def observe(name: str, value: np.ndarray) -> None:
+        if name not in counts or value.dtype.kind != "f":
+            return
+        top, positive = tops[name]
+        flat = value.ravel()
+        flat = flat[np.isfinite(flat)]
+        magnitude = np.maximum(flat, 0) if positive else np.abs(flat)
+        index = np.minimum((magnitude.astype(np.float64) * (BINS / top)).astype(np.int64), BINS - 1)
+        counts[name] += np.bincount(index, minlength=BINS)
+
+    for feed in feeds:
+        execute(graph, feed, observe)
+    clipped = dict(ranges)
+    for name, histogram in counts.items():
+        clip = clip_range(histogram, tops[name][0], *method)
+        low, high = ranges[name]
+        clipped[name] = (max(low, -clip), min(high, clip))
+    return clipped
 
 
 #: The least fraction of a Concat's range an input's must reach to take the Concat's scale
@@ -214,20 +265,16 @@ def _wide_sum(node: Node, graph: Graph, types: Mapping[str, TensorType],
     return replace(node, precision=Precision(8, 16))
 
 
-def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], power: Mapping[str, float],
-               wide_below: float, consumers: Mapping[str, list[Node]]) -> Node:
-    """``node`` with its ``activation_bits`` if int8 loses more than ``wide_below`` dB on its
-    input or output (a Conv or Gemm with constant weights), else ``node``; an Add read by
-    LayerNorms has a 16-bit sum (:func:`_wide_sum`)."""
+def _with_bits(node: Node, graph: Graph, types: Mapping[str, TensorType], loses: Callable[[str], bool],
+               consumers: Mapping[str, list[Node]]) -> Node:
+    """``node`` with its ``activation_bits`` if int8 ``loses`` its input or output (a Conv or
+    Gemm with constant weights), else ``node``; an Add read by LayerNorms has a 16-bit sum
+    (:func:`_wide_sum`)."""
     if node.op is Op.ADD:
         return _wide_sum(node, graph, types, consumers)
     if node.op not in (Op.CONV, Op.GEMM) or len(node.inputs) < 2 or node.inputs[1] not in graph.constants \
             or node.inputs[0] in graph.constants:
         return node
-
-    def loses(value: str) -> bool:
-        quant = types[value].quant
-        return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < wide_below
 
     bits = (16 if loses(node.inputs[0]) else 8, 16 if loses(node.outputs[0]) else 8)
     if bits == (8, 8):

@@ -537,20 +537,27 @@ def _layer_norm(b: Builder, node: Node) -> bool:
 
 
 def _reduce(b: Builder, node: Node) -> bool:
-    """ReduceMean or ReduceSum of an int8 value (axes as an attribute): the int32 sum, then a
-    requantization by ``s_in / (count · s_out)`` (``s_in / s_out`` for a sum) to int8."""
+    """ReduceMean, ReduceSum (axes as an attribute) or GlobalAveragePool of an int8 value: the
+    int32 sum, then a requantization by ``s_in / (count · s_out)`` (``s_in / s_out`` for a
+    sum) to int8 — the mean in its own calibrated scale (an SE block's pooled values are a
+    few codes of the input's)."""
     x, out = node.inputs[0], node.outputs[0]
     data = b.source.types[x]
-    if len(node.inputs) != 1 or not _integer_source(b, x) or not all(isinstance(d, int) for d in data.shape):
+    if len(node.inputs) != 1 or not _integer_source(b, x):
         return False
-    axes = node.attrs.get("axes")
+    attrs: dict[str, object] = dict(node.attrs)
+    if node.op is Op.GLOBAL_AVERAGE_POOL:  # the mean over every dimension after the channels
+        attrs = {"axes": tuple(range(2, data.ndim)), "keepdims": 1}
+    axes = attrs.get("axes")
     axes = tuple(range(data.ndim)) if axes is None else axes
     if not isinstance(axes, tuple) or not all(isinstance(a, int) for a in axes):
         return False
-    shape = [int(d) for d in data.shape]  # (static: checked above)
-    reduced = math.prod(shape[int(a)] for a in axes)
-    count = reduced if node.op is Op.REDUCE_MEAN else 1
-    total = b.emit(f"{node.name}.sum", Op.REDUCE_SUM, (b.as_int8(x),), b.name(f"{out}.sum"), dict(node.attrs))
+    sizes = [data.shape[int(a)] for a in axes]
+    if not all(isinstance(d, int) for d in sizes):  # (a free batch is not reduced)
+        return False
+    reduced = math.prod(int(d) for d in sizes)
+    count = 1 if node.op is Op.REDUCE_SUM else reduced
+    total = b.emit(f"{node.name}.sum", Op.REDUCE_SUM, (b.as_int8(x),), b.name(f"{out}.sum"), attrs)
     bound = INT8_LIMIT * reduced
     b.int8[out] = b.requantize(node.name, out, total, np.array([b.scale(x) / (count * b.scale(out))]), bound,
                                DType.INT8, b.scale(out), axis=-1)

@@ -119,8 +119,10 @@ def test_mixed_is_the_default_and_int8_is_asked_for() -> None:
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"precision": "int4"}, "precision must be one of int8, mixed, mixed:<dB>, int16, not 'int4'"),
-    ({"precision": "mixed:loud"}, "precision must be one of int8, mixed, mixed:<dB>, int16, not 'mixed:loud'"),
+    ({"precision": "int4"}, "precision must be one of int8, mixed, mixed:<dB>, auto, auto:<budget>, int16, "
+                            "not 'int4'"),
+    ({"precision": "mixed:loud"}, "precision must be one of int8, mixed, mixed:<dB>, auto, auto:<budget>, int16, "
+                                  "not 'mixed:loud'"),
     ({"precision": "mixed", "quantize": "exact"},
      "precision 'mixed' needs calibrated scales (quantize 'fixed' or 'pow2'); an exact QDQ model keeps its own "
      "int8 scales"),
