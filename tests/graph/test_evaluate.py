@@ -54,7 +54,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Data:
 # -- metrics against a hand computation ------------------------------------------------------
 
 def test_top1_is_the_share_of_argmax_equal_to_the_label(model: CompiledModel, data: Data) -> None:
-    result = model.evaluate(data.npz, metric="top1", chunk_size=8)
+    told: list[tuple[str, int, int | None]] = []
+    result = model.evaluate(data.npz, metric="top1", chunk_size=8, progress=lambda *a: told.append(a))
+    assert told == [("samples", n, SAMPLES) for n in (0, 8, 16, 24)]
     int8 = model.reference(data.x)["logits"].argmax(axis=1) == data.y
     floats = model.float_reference(data.x)["logits"].argmax(axis=1) == data.y
     assert result.int8_values == tuple(float(v) for v in int8)
@@ -135,6 +137,14 @@ def test_a_folder_of_images_is_its_pixels_over_255(model: CompiledModel, data: D
     assert cosine == model.evaluate(hand, metric="cosine")
     _write_images(tmp_path / "unlabelled", pixels[:5], None)
     assert model.evaluate(tmp_path / "unlabelled", metric="cosine").int8_values == cosine.int8_values[:5]
+
+
+def test_images_without_pillow_are_one_line(model: CompiledModel, data: Data, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_images(tmp_path / "digits", np.zeros((2, 8, 8), np.uint8), None)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # what an absent package looks like to import
+    with pytest.raises(DatasetError, match=r"^reading images needs Pillow \(pip install pillow\)$"):
+        model.evaluate(tmp_path / "digits", metric="cosine")
 
 
 def test_preprocessing_resizes_crops_normalizes_and_lays_out() -> None:
