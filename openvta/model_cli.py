@@ -1,7 +1,8 @@
 """``openvta model``: compile an ONNX model, run it, show it, evaluate it on a dataset.
 
     openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
-                          [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|int16]
+                          [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|auto[:B]|int16]
+                          [--calibration-method minmax|percentile[:P]|mse|entropy]
                           [--cpu-ops Conv,Gemm]
                           [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
@@ -50,8 +51,15 @@ def add_model_parser(sub: Any) -> None:
     comp.add_argument("--precision", default=None,
                       help="activations: mixed (the default with fixed and pow2: a Conv's or Gemm's "
                            "input or output whose int8 SQNR on the calibration samples is below 20 dB, "
-                           "or mixed:DB, is 16-bit, in int8 passes of the accelerator); int8 (every one "
+                           "or mixed:DB, is 16-bit, in int8 passes of the accelerator); auto[:BUDGET] (16-bit "
+                           "where the output feels int8 most, measured on the calibration samples, within "
+                           "BUDGET times the all-int8 MAC-passes, default 1.25); int8 (every one "
                            "int8; the default with exact); int16 (every one 16-bit)")
+    comp.add_argument("--calibration-method", default="minmax",
+                      help="the range each activation's int8 scale covers: minmax (the largest magnitude "
+                           "seen), percentile[:P] (P %% of the values below it, default 99.99), mse (the clip "
+                           "with the least squared int8 error) or entropy (TensorRT's KL divergence); "
+                           "default minmax")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "
@@ -109,7 +117,8 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         start = time.perf_counter()
         model = compile_model(args.model, calibration, config=args.config,
                               quantize=args.quantize, cpu_ops=cpu_ops, records=args.records,
-                              input_shapes=shapes or None, precision=args.precision)
+                              input_shapes=shapes or None, precision=args.precision,
+                              calibration_method=args.calibration_method)
         model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "

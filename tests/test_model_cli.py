@@ -45,6 +45,17 @@ def test_compile_show_run(data: Path, capsys: pytest.CaptureFixture[str]) -> Non
     np.testing.assert_array_equal(logits, model.reference(x)["logits"])
 
 
+def test_a_calibration_method_and_auto_precision_from_the_command_line(data: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    model_path = data / "mse.ovta"
+    assert main(["model", "compile", str(DIGITS / "digits.onnx"), "--calibration", str(data / "calib.npz"),
+                 "--calibration-method", "mse", "--precision", "auto", "-o", str(model_path)]) == 0
+    model = openvta.load_model(model_path)
+    x = np.load(data / "x.npz")["image"]
+    np.testing.assert_array_equal(model.run({"image": x}, backend="functional")["logits"],
+                                  model.reference({"image": x})["logits"])
+
+
 def test_the_facade_is_the_graph_level(data: Path) -> None:
     x_train, _, x_test, _ = load_split()
     model = openvta.compile_model(DIGITS / "digits.onnx", calibration=x_train[:32], config="tiny",
@@ -72,6 +83,12 @@ def test_the_facade_is_the_graph_level(data: Path) -> None:
      r"openvta: error: calibration file '/dev/null' is not a calibration set \(an empty file\)"),
     (["model", "compile", "DIGITS", "--calibration", "GARBAGE", "-o", "m.ovta"],
      r"openvta: error: calibration file 'GARBAGE' is not a calibration set \(not an npz archive\)"),
+    (["model", "compile", "DIGITS", "--calibration", "CALIB", "--calibration-method", "kl", "-o", "m.ovta"],
+     r"openvta: error: calibration_method must be one of minmax, percentile, percentile:<p>, mse, entropy, "
+     r"not 'kl'"),
+    (["model", "compile", "DIGITS", "--calibration", "CALIB", "--precision", "auto:0", "-o", "m.ovta"],
+     r"openvta: error: precision auto:<budget> needs a budget of at least 1 \(the all-int8 model's cycles\), "
+     r"not 'auto:0'"),
 ])
 def test_bad_input_is_one_line(data: Path, tmp_path: Path, argv: list[str], message: str,
                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
