@@ -38,6 +38,7 @@ from .quantization import parse_budget, parse_precision
 from .ranges import parse_calibration_method
 from .verify import verify_graph
 from .passes.calibrate import calibrate
+from .passes.correct_biases import correct_biases
 from .passes.fuse import fuse
 from .passes.infer_shapes import infer_shapes
 from .passes.lower import lower_regions
@@ -69,6 +70,7 @@ class CompileOptions:
     wide_below: float | None = None  # mixed precision: the int8 SQNR (dB) below which a product is 16-bit
     method: tuple[str, float | None] = ("minmax", None)  # the calibration method (graph/ranges.py)
     budget: float | None = None  # precision "auto": 16-bit by sensitivity within this MAC-pass budget
+    bias_correction: bool = False  # each product's bias corrected for its int8 weights' mean error
 
     @property
     def legalization(self) -> LegalizeOptions:
@@ -96,6 +98,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("legalize: dense as gemm", lambda g, o: dense_as_gemm(g, o.legalization)),  # MatMul (+ Add), Gemm → Gemm (out, in)
     ("legalize: pack few channels", lambda g, o: pack_few_channels(g, o.legalization)),  # a stem's windows: Im2Col
     ("legalize: drop unread", lambda g, o: infer_shapes(prune(g))),  # what nobody reads: the float model
+    ("correct biases", lambda g, o: correct_biases(g, o.calibration, o.mode) if o.bias_correction else g),
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below, o.method,
                                                       o.budget)),  # scales, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
@@ -146,7 +149,8 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  precision: str | None = None, calibration_method: str = "minmax") -> CompiledModel:
+                  precision: str | None = None, calibration_method: str = "minmax",
+                  bias_correction: bool = False) -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -210,7 +214,8 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
                          "an exact QDQ model keeps its own int8 scales")
     options = CompileOptions(cfg, mode, parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
-                             _plans(plans), wide_below, parse_calibration_method(calibration_method), budget)
+                             _plans(plans), wide_below, parse_calibration_method(calibration_method), budget,
+                             bool(bias_correction))
     if not isinstance(model, Graph):
         if not isinstance(calibration, (np.ndarray, Mapping, str, bytes)) and isinstance(calibration, Iterable):
             calibration = list(calibration)  # (read twice: for the shapes, then as batches)

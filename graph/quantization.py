@@ -42,7 +42,7 @@ __all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_wei
 
 MULTIPLIER_BITS = IMM_FIELD.width - 1  # m < 2**15: a 16-bit signed ALU immediate
 X_BITS = INT32_LIMIT.bit_length() - 1 - MULTIPLIER_BITS  # |acc >> pre| <= 2**16, so |x * m| < 2**31
-_TINY_RANGE = 1e-6
+_TINY_RANGE = 1e-30  # a range below it is no range: a normal float32's least is 1.2e-38
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,10 @@ def choose_scale(value_range: float, mode: RequantMode) -> float:
     True
     """
     # A value that is zero on every calibration sample is 0 at any scale; like
-    # onnxruntime, take a unit range then: a scale of 1e-6/127 would put a bias of 1 in
-    # the reader's accumulator at 10**10, beyond int32.
+    # onnxruntime, take a unit range then.  A tiny range is the value's own, however small
+    # (activations near 1e-14): a unit range would round every one of them to 0, a silently
+    # wrong answer; where its readers' numbers then do not fit int8's (a bias beyond int32
+    # in their accumulator's scale), the quantize pass runs them in float on the CPU.
     scale = (float(value_range) if value_range >= _TINY_RANGE else 1.0) / float(INT8_MAX)
     if mode is RequantMode.POW2:
         return 2.0 ** math.ceil(math.log2(scale))

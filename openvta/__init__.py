@@ -30,7 +30,8 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config = "defau
                   cpu_ops: Collection[Any] = (), cpu_nodes: Collection[str] = (),
                   records: str | os.PathLike[str] | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  precision: str | None = None, calibration_method: str = "minmax") -> "CompiledModel":
+                  precision: str | None = None, calibration_method: str = "minmax",
+                  bias_correction: bool = False) -> "CompiledModel":
     """Import, quantize, partition, fuse, plan and lower a float model
     (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
     tuned plans of a log.
@@ -57,7 +58,7 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config = "defau
         plans = best_plans(records)
     return compile_graph(model, calibration, config=config, quantize=quantize, cpu_ops=cpu_ops,
                          cpu_nodes=cpu_nodes, plans=plans, input_shapes=input_shapes, precision=precision,
-                         calibration_method=calibration_method)
+                         calibration_method=calibration_method, bias_correction=bias_correction)
 
 
 def __getattr__(name: str) -> Any:

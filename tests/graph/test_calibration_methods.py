@@ -155,3 +155,63 @@ def test_a_pooled_mean_takes_its_own_scale() -> None:
                                       model.reference({"x": sample})["y"])
         exact = model.float_reference({"x": sample})["y"]
         assert np.abs(model.reference({"x": sample})["y"] - exact).max() < 0.05 * np.abs(exact).max()
+
+
+def _tiny(scale_back: float, bias: float) -> object:
+    """Conv with weights near 1e-14 (activations near 1e-13, as an EfficientNet's were), ReLU,
+    then a Conv whose weights scale them back up by ``scale_back``, with ``bias``."""
+    rng = np.random.default_rng(0)
+    w1 = (rng.normal(size=(8, 4, 3, 3)) * 1e-14).astype(np.float32)
+    w2 = (rng.normal(size=(8, 8, 1, 1)) * scale_back).astype(np.float32)
+    b2 = np.full(8, bias, np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+                               numpy_helper.from_array(b2, "b2")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("scale_back, bias, on_cpu", [
+    (1e13, 0.0, False),  # tiny activations at their own tiny scale: every number fits, all int8
+    (1.0, 1.0, True),  # a bias of 1 at a 1e-16 accumulator scale: beyond int32, that Conv in float
+])
+def test_activations_near_1e_14_keep_their_own_scale(scale_back: float, bias: float, on_cpu: bool) -> None:
+    x = np.random.default_rng(1).normal(size=(4, 1, 4, 8, 8)).astype(np.float32)
+    model = openvta.compile_model(_tiny(scale_back, bias), [{"x": s} for s in x])
+    notes = [n for n in model.graph.notes if "runs in float on the CPU" in n]
+    assert notes == (["node 'Conv_2' (Conv) runs in float on the CPU: its bias does not fit int32 in the "
+                      "accumulator's scale"] if on_cpu else []), notes
+    exact = model.float_reference({"x": x[0]})["y"]
+    got = model.run({"x": x[0]}, backend="functional")["y"]
+    np.testing.assert_array_equal(got, model.reference({"x": x[0]})["y"])
+    assert np.abs(got - exact).max() <= 0.02 * np.abs(exact).max()  # before: 0 everywhere, 100 % off
+
+
+def _depthwise() -> object:
+    """ReLU → depthwise 3×3 Conv (nine weights a channel, drawn so that int8 rounds them off
+    centre) → output: its mean error is ``ΔW``'s sum times the input's mean."""
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(16, 1, 3, 3)).astype(np.float32)
+    w[:, :, 0, 0] = 4.0  # the peak: one step is 4/127, the others rounded off by up to half of it
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Conv", ["r", "w"], ["y"], group=16)]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_bias_correction_takes_the_mean_error_of_int8_weights_out() -> None:
+    x = (np.random.default_rng(6).normal(size=(8, 1, 16, 10, 10)) + 2.0).astype(np.float32)
+    feeds = [{"x": s} for s in x]
+    plain = openvta.compile_model(_depthwise(), feeds, precision="int8")
+    corrected = openvta.compile_model(_depthwise(), feeds, precision="int8", bias_correction=True)
+
+    def mean_error(model: openvta.CompiledModel) -> float:
+        errors = [model.reference(f)["y"] - model.float_reference(f)["y"] for f in feeds]
+        return float(np.abs(np.mean(errors, axis=(0, 1, 3, 4))).mean())  # per channel, then averaged
+
+    assert mean_error(corrected) < mean_error(plain) / 3
+    for feed in feeds[:2]:
+        np.testing.assert_array_equal(corrected.run(feed, backend="functional")["y"], corrected.reference(feed)["y"])
