@@ -18,7 +18,7 @@
     openvta config [PRESET]
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
-    openvta model compile|run|show ...   (see openvta/model_cli.py)
+    openvta model compile|run|show|evaluate ...   (see openvta/model_cli.py)
     openvta tune conv2d --layer resnet18.C5 --trials N --tuner xgb --executor local:2 --log C5.jsonl
                                          (see openvta/tune_cli.py)
 

@@ -55,7 +55,7 @@ from openvta.hw.fpga.boards import FitError, board, check_fit
 from openvta.hw.rtl.compute import LeanBuild
 from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, DrainError, Timing, parse_drain_ops, timing_for
 from openvta.isa.counters import CounterSet
-from openvta.tune.executors import DASK_TIMEOUT_S, check_executor, open_executor
+from openvta.runtime.executors import DASK_TIMEOUT_S, check_executor, open_executor, worker_lost
 
 __all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
            "JobResult", "PointJob", "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front",
@@ -556,11 +556,6 @@ def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mh
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 
-#: What a Dask future raises when the worker running its job was lost (the scheduler
-#: gave the task up); a local pool's is ``BrokenExecutor``.  Such a job runs once more.
-_LOST = ("KilledWorker", "CommClosedError")
-
-
 def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                   record: Callable[[int, JobResult], None], say: Callable[[str], None]) -> None:
     """Run the jobs with work left on ``executor``, recording each as it finishes.  A job
@@ -596,7 +591,7 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                 try:
                     result = future.result()
                 except BaseException as exc:
-                    if not _lost(exc):
+                    if not worker_lost(exc):  # (a lost worker's job runs once more)
                         raise
                     lost.append(i)
                     continue
@@ -611,7 +606,7 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
             try:
                 result = pool.submit(run_point_job, jobs[i]).result()
             except BaseException as exc:
-                if not _lost(exc):
+                if not worker_lost(exc):  # (a lost worker's job runs once more)
                     raise
                 detail = str(exc).splitlines()[0] if str(exc) else ""
                 reason = f"its worker was lost twice ({type(exc).__name__}: {detail})"
@@ -622,11 +617,6 @@ def _run_parallel(jobs: list[PointJob], executor: str | Executor,
                                         lines=[f"cycles: {reason}"]))
                 continue
         done(i, result)
-
-
-def _lost(exc: BaseException) -> bool:
-    """Whether ``exc`` says the worker running a job was lost (not that the job failed)."""
-    return isinstance(exc, BrokenExecutor) or type(exc).__name__ in _LOST
 
 
 def _prefixed(say: Callable[[str], None], head: str) -> Callable[[str], None]:
