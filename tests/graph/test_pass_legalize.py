@@ -165,7 +165,7 @@ def test_each_step_is_a_named_pipeline_step_after_canonicalize() -> None:
     assert steps == [f"legalize: {step.__name__.replace('_', ' ')}" for step in STEPS] + ["legalize: drop unread"]
     assert names[names.index(steps[0]):names.index(steps[-1]) + 1] == steps
     assert names[names.index(steps[0]) - 1].startswith("canonicalize: ")
-    assert steps[-1] == FLOAT_STAGE and names[names.index(FLOAT_STAGE) + 1] == "calibrate"
+    assert steps[-1] == FLOAT_STAGE and names[names.index(FLOAT_STAGE) + 1] == "correct biases"
 
 
 @pytest.mark.parametrize("mode", [RequantMode.FIXED, RequantMode.EXACT])
