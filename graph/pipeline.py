@@ -71,6 +71,7 @@ class CompileOptions:
     method: tuple[str, float | None] = ("minmax", None)  # the calibration method (graph/ranges.py)
     budget: float | None = None  # precision "auto": 16-bit by sensitivity within this MAC-pass budget
     bias_correction: bool = False  # each product's bias corrected for its int8 weights' mean error
+    costs: Mapping[str, int] | None = None  # precision "auto": each product's cycles in the all-int8 build
 
     @property
     def legalization(self) -> LegalizeOptions:
@@ -100,7 +101,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("legalize: drop unread", lambda g, o: infer_shapes(prune(g))),  # what nobody reads: the float model
     ("correct biases", lambda g, o: correct_biases(g, o.calibration, o.mode) if o.bias_correction else g),
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below, o.method,
-                                                      o.budget)),  # scales, activation bits
+                                                      o.budget, o.costs)),  # scales, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
     ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
@@ -235,5 +236,23 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     options = replace(options, calibration=tuple(calibration_batches(graph, calibration, notes)))
     if notes:
         graph = replace(graph, notes=graph.notes + tuple(notes))
+    if options.budget is not None:
+        options = replace(options, costs=_product_cycles(graph, options))
     stages = run_pipeline(graph, options)
     return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)
+
+
+def _product_cycles(graph: Graph, options: CompileOptions) -> dict[str, int] | None:
+    """``precision="auto"``'s costs: each accelerator kernel's cycles in the all-int8 build,
+    on the cycle model, for the first calibration sample, by the names of its nodes (a wide
+    product's passes cost about as many times its kernel's cycles: the budget is in
+    cycles, not in MACs, since a depthwise or memory-bound kernel costs far more per MAC).
+    None without the cycle model (``pip install 'openvta[cycle]'``): MACs then."""
+    try:
+        import simpy  # noqa: F401  (the cycle model's)
+    except ImportError:
+        return None
+    stages = run_pipeline(graph, replace(options, budget=None, wide_below=None))
+    model = CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], options.cfg, options.mode)
+    report = model.run(dict(options.calibration[0]), backend="cycle").report
+    return {name: kernel.cycles for kernel in report.kernels if kernel.cycles for name in kernel.name.split("+")}

@@ -119,13 +119,15 @@ def _model_params(graph: Graph) -> Graph:
 
 def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
               mode: RequantMode, wide_below: float | None = None,
-              method: tuple[str, float | None] = ("minmax", None), budget: float | None = None) -> Graph:
+              method: tuple[str, float | None] = ("minmax", None), budget: float | None = None,
+              costs: Mapping[str, int] | None = None) -> Graph:
     """The graph with int8 scales on its float activations and, with ``wide_below`` (an
     SQNR in dB, :func:`~openvta.graph.quantization.parse_precision`), the activation bits
     of its products (module docstring); ``method``: the calibration method
     (:func:`~openvta.graph.ranges.parse_calibration_method`); with ``budget`` (``precision="auto"``),
     the activation bits chosen by measured sensitivity within that many times the all-int8
-    model's MAC-passes (:mod:`~openvta.graph.sensitivity`)."""
+    model's cycles (``costs``: each product's, by node name; MACs without them;
+    :mod:`~openvta.graph.sensitivity`)."""
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
@@ -160,7 +162,7 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         return graph.replace(types=types)
     consumers = graph.consumers()
     if budget is not None:
-        wide = wide_values(graph.replace(types=types), feeds, budget)
+        wide = wide_values(graph.replace(types=types), feeds, budget, costs)
         loses: Callable[[str], bool] = wide.__contains__
     else:
         assert wide_below is not None

@@ -215,3 +215,23 @@ def test_bias_correction_takes_the_mean_error_of_int8_weights_out() -> None:
     assert mean_error(corrected) < mean_error(plain) / 3
     for feed in feeds[:2]:
         np.testing.assert_array_equal(corrected.run(feed, backend="functional")["y"], corrected.reference(feed)["y"])
+
+
+def test_auto_counts_its_budget_in_the_int8_builds_cycles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The costs ``auto`` weighs are each product's kernel cycles in the all-int8 build on the
+    cycle model (a depthwise or memory-bound kernel costs far more per MAC than a dense one)."""
+    import openvta.graph.passes.calibrate as calibrate_pass
+
+    seen: list[object] = []
+    original = calibrate_pass.wide_values
+
+    def spy(graph: object, feeds: object, budget: float, costs: object = None) -> set[str]:
+        seen.append(costs)
+        return original(graph, feeds, budget, costs)
+
+    monkeypatch.setattr(calibrate_pass, "wide_values", spy)
+    x = _samples()
+    openvta.compile_model(_two_layers(), x, precision="auto")
+    int8 = openvta.compile_model(_two_layers(), x, precision="int8").run(x, backend="cycle").report  # (its feed)
+    expected = {name: k.cycles for k in int8.kernels if k.cycles for name in k.name.split("+")}
+    assert seen == [expected] and {"MatMul_0", "MatMul_2"} <= set(expected), (seen, expected)
