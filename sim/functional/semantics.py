@@ -122,12 +122,13 @@ class MachineState:
 
 
 def _check_sram(state: MachineState, memory_type: MemoryType, lo: int, hi: int, what: str) -> None:
+    # both ends: a drain descriptor's residual base is a signed int32, and numpy would read
+    # a negative start from the buffer's end (instruction fields are unsigned)
     depth = state.cfg.buffer_depth(memory_type)
-    if hi > depth:
+    if lo < 0 or hi > depth:
         name = {MemoryType.ACC_8BIT: "acc", MemoryType.EPI_8BIT: "epi"}.get(memory_type, memory_type.name.lower())
-        raise MemoryAccessError(
-            f"{what} accesses {name} buffer elements {lo}..{hi - 1}, past its depth ({depth})"
-        )
+        where = "before its first element (0)" if lo < 0 else f"past its depth ({depth})"
+        raise MemoryAccessError(f"{what} accesses {name} buffer elements {lo}..{hi - 1}, {where}")
 
 
 def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
@@ -233,7 +234,7 @@ def loop_grids(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> tupl
     """The micro-op loops of ``insn`` as unexpanded :class:`~.gemm.Grid` s (dst, src, wgt),
     checking every range."""
     cfg = state.cfg
-    if insn.uop_end > cfg.uop_depth or insn.uop_bgn > insn.uop_end:
+    if insn.uop_bgn < 0 or insn.uop_end > cfg.uop_depth or insn.uop_bgn > insn.uop_end:
         raise MemoryAccessError(
             f"{what} uses micro-ops {insn.uop_bgn}..{insn.uop_end - 1}, outside the micro-op "
             f"buffer (depth {cfg.uop_depth})"
@@ -245,7 +246,8 @@ def loop_grids(state: MachineState, insn: GemmInsn | AluInsn, what: str) -> tupl
 
     def expand(name: str, factor_out: int, factor_in: int, depth: int, buffer: str) -> Grid:
         base = uops[name]
-        # factors are unsigned: the largest index is at the last iteration of both loops
+        # micro-op fields and factors are unsigned: the smallest index is base.min() >= 0, the
+        # largest at the last iteration of both loops
         if base.size and insn.iter_out and insn.iter_in:
             top = int(base.max()) + (insn.iter_out - 1) * factor_out + (insn.iter_in - 1) * factor_in
             if top >= depth:
