@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import naive_models as naive
 from openvta.compiler.reference import conv2d_nchw, dense, fused_dense, fused_layer, shift_bias_clip
@@ -68,6 +70,25 @@ def test_conv2d_groups_and_asymmetric_geometry_match_naive(stride: int | tuple[i
     w = rng.integers(-128, 128, (8, 4 // groups, 3, 2), dtype=np.int8)
     np.testing.assert_array_equal(conv2d_nchw(x, w, stride, pad, groups),
                                   naive.conv2d(x, w, stride, pad, groups))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_depthwise_conv2d_matches_naive(data: st.DataObject) -> None:
+    # one data channel per group (MobileNet's depthwise layers): every group in one einsum
+    groups, multiplier = data.draw(st.integers(2, 6)), data.draw(st.integers(1, 3))
+    kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    stride = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    top, left, bottom, right = (data.draw(st.integers(0, 2)) for _ in range(4))
+    pad = (top, left, bottom, right)
+    h = data.draw(st.integers(max(1, kh - pad[0] - pad[2]), 8))
+    w_ = data.draw(st.integers(max(1, kw - pad[1] - pad[3]), 8))
+    wide = data.draw(st.booleans())  # int32 operands: the int64 path, wrapped to 32 bits
+    low, high, dtype = (-2**31, 2**31, np.int32) if wide else (-128, 128, np.int8)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.integers(low, high, (2, groups, h, w_), dtype=dtype)
+    w = rng.integers(low, high, (groups * multiplier, 1, kh, kw), dtype=dtype)
+    np.testing.assert_array_equal(conv2d_nchw(x, w, stride, pad, groups), naive.conv2d(x, w, stride, pad, groups))
 
 
 def test_conv2d_of_floats_is_float64() -> None:
