@@ -9,17 +9,17 @@ accumulator into the next tensor's scale with the integer steps of
 - ``pow2``: every scale is a power of two, so each channel's multiplier
   ``M = s_in · s_w / s_out`` is ``2**-k`` and requantization is a rounding shift by
   ``k`` (VTA's scheme; a negative ``k`` shifts left).
-- ``fixed``: ``M ≈ m · 2**-(pre + post)`` with a multiplier ``m < 2**15``.  For every
-  accumulator the weights allow (``bound = 128 · Σ|w| + |bias|``), ``x = acc >> pre``
-  times ``m`` stays below ``2**31``: no step overflows int32.  Of the pre-shifts that
-  allow it, the one with the least error is taken (:func:`fixed_requant`).  ``m`` fits
-  the ALU's 16-bit signed immediate when per tensor.  The quantize pass adds
-  ``2**(pre-1)`` to the int32 bias, so the pre-shift rounds to nearest too.
+- ``fixed``: ``M ≈ m · 2**-(pre + post)`` with a 15-bit multiplier ``m < 2**15``.  The
+  pre-shift makes ``|acc >> pre| ≤ 2**16`` for every accumulator the weights allow
+  (``bound = 128 · Σ|w| + |bias|``), so ``x · m`` stays below ``2**31``: no step
+  overflows int32.  ``m`` fits the ALU's 16-bit signed immediate when per tensor.  The
+  quantize pass adds ``2**(pre-1)`` to the int32 bias, so the pre-shift rounds to
+  nearest too.
 
 Examples
 --------
 >>> fixed_requant(np.array([0.001]), bound=100_000)
-Requant(pre_shift=0, multiplier=(16777,), post_shift=(24,))
+Requant(pre_shift=1, multiplier=(16777,), post_shift=(23,))
 >>> pow2_requant(np.array([0.25, 2.0]), bound=1000)
 Requant(pre_shift=0, multiplier=(1,), post_shift=(2, -1))
 """
@@ -93,17 +93,8 @@ def pre_shift_for(bound: int) -> int:
     return pre
 
 
-def fixed_requant(multipliers: np.ndarray, bound: int, out_max: int = INT8_MAX) -> Requant:
-    """Per-channel multipliers with one pre-shift and one post-shift (module docstring).
-
-    The pre-shift's rounding step, ``2**pre · M`` output codes, is a second rounding before
-    the output's own; the multiplier's, ``1/(2m)`` of each output, a gain error per channel.
-    Every pre-shift from 0 to :func:`pre_shift_for`'s (``|x| ≤ 2**16``, so that a 15-bit
-    multiplier cannot overflow) is tried with the largest multipliers that keep
-    ``|x · m| < 2**31`` and ``m < 2**15``, and the one with the least sum of the two errors'
-    mean squares is taken, outputs counted at a quarter of ``out_max`` (the output type's
-    largest code).  Deep layers' worst-case bounds (``128 · Σ|w|`` near 2**25) made that
-    step half an output code; the least error keeps it a few hundredths.
+def fixed_requant(multipliers: np.ndarray, bound: int) -> Requant:
+    """Per-channel 15-bit multipliers with per-tensor shifts (module docstring).
 
     Raises
     ------
@@ -111,32 +102,20 @@ def fixed_requant(multipliers: np.ndarray, bound: int, out_max: int = INT8_MAX) 
         if a multiplier is too large for the ALU (``M`` of 2**15 or more after the shift).
     """
     multipliers = np.asarray(multipliers, dtype=np.float64)
-    widest = pre_shift_for(bound)
+    pre = pre_shift_for(bound)
     peak = float(multipliers.max())
     if peak <= 0:
-        return Requant(widest, (0,) * len(multipliers), (0,))
-    best: tuple[float, Requant] | None = None
-    live = multipliers[multipliers > 0]
-    typical = out_max / 4
-    for pre in range(widest, -1, -1):
-        x_max = (bound + ((1 << pre) >> 1)) >> pre
-        cap = min(2 ** MULTIPLIER_BITS - 1, (INT32_LIMIT - 1) // max(x_max, 1))
-        if round(peak * 2.0 ** pre) > cap:
-            break  # smaller pre-shifts leave even less room for the multiplier
-        total = math.floor(math.log2(cap / peak))
-        while round(peak * 2.0 ** total) > cap:
-            total -= 1
-        total = min(total, pre + MAX_SHR_AMOUNT)
-        m = np.rint(multipliers * 2.0 ** total)
-        gain = (m[multipliers > 0] / 2.0 ** total - live) / live
-        error = (2.0 ** pre * peak) ** 2 / 12 + float(np.mean((typical * gain) ** 2))
-        if best is None or error < best[0]:
-            best = (error, Requant(pre, tuple(int(v) for v in m), (total - pre,)))
-    if best is None:
-        limit = (2 ** MULTIPLIER_BITS - 1) / 2 ** widest
+        return Requant(pre, (0,) * len(multipliers), (0,))
+    total = math.floor(math.log2((2 ** MULTIPLIER_BITS - 1) / peak))
+    while round(peak * 2.0 ** total) >= 2 ** MULTIPLIER_BITS:
+        total -= 1
+    total = min(total, pre + MAX_SHR_AMOUNT)
+    if total < pre:
+        limit = (2 ** MULTIPLIER_BITS - 1) / 2 ** pre
         raise ValueError(f"requantization multiplier must be below {limit:.3g} after a "
-                         f"pre-shift of {widest}, not {peak:.6g}")
-    return best[1]
+                         f"pre-shift of {pre}, not {peak:.6g}")
+    m = tuple(int(v) for v in np.rint(multipliers * 2.0 ** total))
+    return Requant(pre, m, (total - pre,))
 
 
 def pow2_requant(multipliers: np.ndarray, bound: int) -> Requant:
@@ -159,15 +138,13 @@ def pow2_requant(multipliers: np.ndarray, bound: int) -> Requant:
     return Requant(0, (1,), tuple(int(s) for s in shifts))
 
 
-def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int,
-                   out_max: int = INT8_MAX) -> Requant:
-    """The requantization of ``mode`` for real ``multipliers``, accumulators up to ``bound``
-    and outputs up to ``out_max``."""
+def requant_params(mode: RequantMode, multipliers: np.ndarray, bound: int) -> Requant:
+    """The requantization of ``mode`` for real ``multipliers`` and accumulators up to ``bound``."""
     if bound >= INT32_LIMIT:
         raise ValueError(f"accumulators up to {bound} must fit int32, and may not")
     if mode is RequantMode.POW2:
         return pow2_requant(multipliers, bound)
-    return fixed_requant(multipliers, bound, out_max)
+    return fixed_requant(multipliers, bound)
 
 
 #: ``precision`` values: every activation int8; 16 bits where int8 loses (below

@@ -42,7 +42,7 @@ from ..ops.quant import SATURATED_RANGE, TABLE_SIZE
 from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
 from ..ops.base import QuantRule
 from ..registry import REGISTRY, op_def
-from ..quantization import activation_bits, fixed_requant, quantize_weights, wide_scale
+from ..quantization import activation_bits, pre_shift_for, quantize_weights, wide_scale
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 from .quantize_exact import EXACT_RULES, exact_island
@@ -122,7 +122,7 @@ def _linear(b: Builder, node: Node) -> bool:
         return True
     data_scale, out_scale = b.scale(node.inputs[0]), b.scale(out)
     acc_scales = data_scale * w_scales
-    bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums, acc_scales / out_scale, INT8_MAX)
+    bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums)
     inputs = (b.as_int8(node.inputs[0]),
               b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis)),
               b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0)))
@@ -134,22 +134,16 @@ def _linear(b: Builder, node: Node) -> bool:
 
 
 def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarray,
-          weight_sums: np.ndarray, multipliers: np.ndarray, out_max: int,
-          limit: int | None = None) -> tuple[np.ndarray, int]:
-    """The int32 bias in the accumulator's scale, with the rounding term of the fixed
-    pre-shift that requantizes it by ``multipliers`` to outputs up to ``out_max`` for the
-    bound ``limit`` (default: the accumulator's), and the accumulator's bound
+          weight_sums: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, int]:
+    """The int32 bias in the accumulator's scale, with the fixed pre-shift's rounding term
+    for the bound ``limit`` (default: the accumulator's), and the accumulator's bound
     ``128 · Σ|w| + |bias|``."""
     bias_q = np.zeros(len(acc_scales), np.int64) if bias is None else \
         np.rint(bias.astype(np.float64) / acc_scales).astype(np.int64)
     bound = int((INT8_LIMIT * weight_sums + np.abs(bias_q)).max())
     limit = bound if limit is None else limit
     if b.mode is RequantMode.FIXED and limit < INT32_LIMIT:
-        try:
-            pre = fixed_requant(multipliers, limit, out_max).pre_shift
-        except ValueError:
-            pre = 0  # no requantization fits: the Requantize after it says so
-        bias_q = bias_q + ((1 << pre) >> 1)  # the pre-shift rounds to nearest
+        bias_q = bias_q + ((1 << pre_shift_for(limit)) >> 1)  # the pre-shift rounds to nearest
     if np.abs(bias_q).max() >= INT32_LIMIT:
         raise OutOfRange(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
                                    "accumulator's scale")
@@ -208,10 +202,9 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     multipliers = acc_scales / out_scale
     # the accumulator clipped to what maps to twice the output's range: a finer requantization
     saturation = int(np.ceil(2 * (WIDE_MAX if bits[1] == 16 else INT8_MAX) / multipliers.min()))
-    out_max = WIDE_MAX if bits[1] == 16 else INT8_MAX
-    bound += _bias(b, node, bias, acc_scales, weight_sums, multipliers, out_max)[1]
+    bound += _bias(b, node, bias, acc_scales, weight_sums)[1]
     limit = min(bound, saturation)
-    bias_q = _bias(b, node, bias, acc_scales, weight_sums, multipliers, out_max, limit)[0]
+    bias_q = _bias(b, node, bias, acc_scales, weight_sums, limit)[0]
     bias_name = b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0))
     stored = []
     for part in ("high", "low") if bits[1] == 16 else ("",):

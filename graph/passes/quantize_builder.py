@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openvta.isa import INT8_MAX, WIDE_MAX
-
 from ..errors import OpError, OutOfRange, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from ..quantization import requant_params, wide_scale
@@ -146,7 +144,7 @@ class Builder:
                    out_dtype: DType, out_scale: float, axis: int = 1) -> str:
         """Requantize ``src`` (node ``base``.requantize) into ``value``.q or ``value``.r."""
         try:
-            params = requant_params(self.mode, multipliers, bound, out_limit(out_dtype))
+            params = requant_params(self.mode, multipliers, bound)
         except ValueError as exc:
             raise OutOfRange(PASS_NAME, f"node {base!r}: {exc}") from None
         attrs = {"mode": self.mode, "pre_shift": params.pre_shift, "multiplier": params.multiplier,
@@ -154,11 +152,6 @@ class Builder:
         out = self.name(f"{value}.q" if out_dtype is DType.INT8 else f"{value}.r")
         return self.emit(f"{base}.requantize", Op.REQUANTIZE, (src,), out, attrs,
                          QuantParams((out_scale,)))
-
-
-def out_limit(out_dtype: DType) -> int:
-    """The largest code of a requantization's output: int8's, else the 16-bit range's."""
-    return INT8_MAX if out_dtype is DType.INT8 else WIDE_MAX
 
 
 #: A rule rewrites one float node into the builder; False when it does not apply.
