@@ -66,7 +66,7 @@ from pathlib import Path
 from openvta.dse import DseError, lean_build, parse_spec
 from openvta.hw.fpga.bitstream import BitstreamReport, build_bitstream
 from openvta.hw.fpga.boards import BOARDS, FitError
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.isa import preset
 
 #: The UP5K's lean ``tiny`` and the build options that shrink it, in turn and together.

@@ -54,7 +54,7 @@ from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit,
                     dram_type, module_of, modules_of)
 from .report import InsnTiming, LinkTiming, Roofline, RunReport, UnitTiming, unit_timing
-from .timing import TIMING_PRESETS, Timing, drain_fill_cycles, sdram_timing, spram_timing, timing_for
+from .timing import TIMING_PRESETS, LeanBuild, Timing, drain_fill_cycles, sdram_timing, spram_timing, timing_for
 from .instructions import (
     AluInsn,
     FinishInsn,
@@ -81,7 +81,7 @@ __all__ = [
     "decode_stream", "decode_table", "decode_uop", "decode_uops", "disassemble",
     "encode_stream", "encode_uops", "format_insn", "layouts_of", "module_of", "modules_of",
     "preset", "LOAD_MODULE_TYPES", "TIMING_PRESETS", "Timing", "timing_for", "sdram_timing", "spram_timing",
-    "HW_COUNTERS",
+    "LeanBuild", "HW_COUNTERS",
     "COUNTER_BASE", "REG_CONTROL", "REG_STATUS", "REG_INSN_ADDR", "REG_INSN_COUNT", "REG_COUNTERS",
     "CounterSet", "counter_set", "UNIT_COUNTERS", "UnitCounters", "Unit", "UnitTiming", "InsnTiming",
     "RunReport", "Roofline", "unit_timing", "LinkTiming",

@@ -48,13 +48,20 @@ from .enums import AluOp, DrainOp
 from .instructions import MemInsn
 from .widths import ConfigError
 
-__all__ = ["DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header",
+__all__ = ["DRAIN_CODE_BITS", "DRAIN_ON_RESIDUAL_BIT", "DRAIN_OPERAND_RESIDUAL_BIT", "EPI_BASE_FIELDS",
+           "DrainError", "DrainOp", "DrainStage", "drain_lanes", "decode_header", "drain_tiles", "encode_header",
            "epi_base_of", "format_drain_ops", "max_stages", "parse_drain_ops", "reads_residual", "stages_fit",
            "with_epi_base"]
 
-_CODE_BITS = 8
-_ON_R, _B_R = 1 << 3, 1 << 4
-_OP_MASK = 0b111
+#: Bits of a stage's code in a header lane: the op in the low bits, then whether the stage
+#: works on the residual and whether its operand is the residual.
+DRAIN_CODE_BITS = 8
+#: Bit of a stage code set when the stage works on the residual tile.
+DRAIN_ON_RESIDUAL_BIT = 3
+#: Bit of a stage code set when the stage's operand is the residual tile.
+DRAIN_OPERAND_RESIDUAL_BIT = 4
+_ON_R, _B_R = 1 << DRAIN_ON_RESIDUAL_BIT, 1 << DRAIN_OPERAND_RESIDUAL_BIT
+_OP_MASK = (1 << DRAIN_ON_RESIDUAL_BIT) - 1
 
 
 def drain_lanes(op: DrainOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -151,7 +158,7 @@ def encode_header(cfg: Config, stages: tuple[DrainStage, ...], res_base: int = 0
     lanes[0], lanes[1], lanes[2] = len(stages), res_base, stride
     for k, stage in enumerate(stages):
         lane, byte = divmod(k, DRAIN_CODES_PER_LANE)
-        lanes[DRAIN_HEADER_LANES + lane] |= stage.code << (_CODE_BITS * byte)
+        lanes[DRAIN_HEADER_LANES + lane] |= stage.code << (DRAIN_CODE_BITS * byte)
     return lanes.astype(np.uint32).astype(np.int32)
 
 
@@ -182,7 +189,7 @@ def _decode_header(header: np.ndarray, what: str) -> tuple[tuple[DrainStage, ...
     stages = []
     for k in range(count):
         lane, byte = divmod(k, DRAIN_CODES_PER_LANE)
-        code = (int(lanes[DRAIN_HEADER_LANES + lane]) >> (_CODE_BITS * byte)) & ((1 << _CODE_BITS) - 1)
+        code = (int(lanes[DRAIN_HEADER_LANES + lane]) >> (DRAIN_CODE_BITS * byte)) & ((1 << DRAIN_CODE_BITS) - 1)
         stages.append(DrainStage.from_code(code, what))
     return tuple(stages), int(np.int32(np.uint32(lanes[1]))), int(np.int32(np.uint32(lanes[2])))
 

@@ -38,7 +38,7 @@ cycle model follows the RTL's structure (``hw/``), and these are the costs it ch
 
 Defaults are calibrated against the RTL with cocotbext-axi's AxiRam as memory
 (``benchmarks/rtl.py`` reports the remaining error per program).  The three micro-op
-intervals are also how the RTL is built (``openvta.hw.rtl.compute.LeanBuild``):
+intervals are also how the RTL is built (:class:`LeanBuild`):
 ``gemm_ii_cycles`` = k folds the GEMM core over k cycles, ``alu_imm_ii_cycles`` = k the
 ALU's lanes, ``alu_vec_ii_cycles`` one above it leaves the accumulator one read port, and
 ``alu_mul_cycles`` = 2 registers the ALU's products before their sum.
@@ -47,14 +47,15 @@ ALU's lanes, ``alu_vec_ii_cycles`` one above it leaves the accumulator one read 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 from dataclasses import dataclass
 
 from .config import Config, ConfigError
 from .widths import INSN_WIDTH
 
 __all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for", "sdram_timing", "SDRAM_WORD_BYTES",
-           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES", "spram_timing"]
+           "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES", "spram_timing",
+           "LeanBuild", "PIPELINE_CYCLES", "check_fold"]
 
 #: AXI4 bursts never cross a 4 KiB address boundary (the RTL and the cycle model split
 #: them there), in bytes.
@@ -64,6 +65,9 @@ AXI_MAX_BURST_BEATS = 256
 #: ``insn_move_cycles``' values: an instruction in 1, 2, 4 or 8 words (of 128 to 16 bits;
 #: the router needs an instruction's module, opcode and memory type, in its first word).
 INSN_MOVE_CHOICES = (1, 2, 4, 8)
+#: The GEMM and ALU cycles besides one per pass (``Timing.gemm_pipeline_cycles``): the
+#: compute unit's five stages' fill and drain (one more with the micro-op stage).
+PIPELINE_CYCLES = 5
 
 
 @dataclass(frozen=True)
@@ -230,3 +234,117 @@ def spram_timing(cfg: Config, base: Timing | None = None) -> Timing:
     1
     """
     return (base or timing_for(cfg)).replace(dram_channels=1)
+
+
+def check_fold(fold: object, lanes: int, what: str, of: str) -> int:
+    """``fold`` if it is a positive integer dividing ``lanes``."""
+    if not isinstance(fold, int) or isinstance(fold, bool) or fold < 1 or lanes % fold:
+        raise ValueError(f"{what} must be a positive integer dividing {of} ({lanes}), "
+                         f"not {fold!r}")
+    return fold
+
+
+@dataclass(frozen=True)
+class LeanBuild:
+    """The compute unit's lean build options, and the :class:`Timing` they give the
+    machine (the RTL is built from the timing; the cycle model charges it).
+
+    Examples
+    --------
+    >>> lean = LeanBuild(gemm_ii=2, acc_ports=1)
+    >>> t = lean.timing(Timing())
+    >>> t.gemm_ii_cycles, t.alu_imm_ii_cycles, t.alu_vec_ii_cycles
+    (2, 1, 2)
+    >>> lean.label
+    'gemm_ii=2,acc_ports=1'
+    """
+
+    #: cycles per GEMM micro-op: the GEMM core has 1/gemm_ii of the multipliers
+    gemm_ii: int = 1
+    #: cycles per ALU micro-op: the ALU has 1/alu_ii of the lanes
+    alu_ii: int = 1
+    #: read ports of the accumulator buffer (1: an ALU micro-op with a tile operand
+    #: takes one cycle more)
+    acc_ports: int = 2
+    #: cycles of each lane pass of an ALU MUL (2: the products registered before the sum)
+    mul_cycles: int = 1
+    #: 1: the micro-op read from the uop buffer is registered (a sixth pipeline stage,
+    #: one cycle more per GEMM and ALU instruction)
+    uop_stage: int = 0
+    #: 1: one DMA reader per module, of the width each LOAD chooses, instead of one per
+    #: buffer (``openvta.hw.rtl.dma.DmaReaders``): the same cycles, so not in the timing
+    #: (:meth:`of` gives 0); the core's build option
+    shared_dma: int = 0
+    #: instructions held in the prefetch buffer and the command queues as this many
+    #: words (``Timing.insn_move_cycles``: 8 gives 16-bit entries, one iCE40 block RAM
+    #: per queue; each instruction then takes 8 cycles to route and to take)
+    insn_words: int = 1
+
+    #: The values of the options that have few, the full build's first (the folds
+    #: ``gemm_ii`` and ``alu_ii`` take any positive integer dividing their tile).
+    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {"acc_ports": (2, 1), "mul_cycles": (1, 2),
+                                                     "uop_stage": (0, 1), "shared_dma": (0, 1),
+                                                     "insn_words": INSN_MOVE_CHOICES}
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_ii", "alu_ii"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        for name, choices in self.CHOICES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in choices:
+                raise ValueError(f"{name} must be {' or '.join(map(str, sorted(choices)))}, "
+                                 f"not {value!r}")
+
+    @property
+    def label(self) -> str:
+        """The options that differ from the full build, as ``key=value,…`` ("" for none)."""
+        full = LeanBuild()
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                        if getattr(self, f.name) != getattr(full, f.name))
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    def timing(self, base: Timing) -> Timing:
+        """``base`` with the micro-op intervals of this build."""
+        return base.replace(gemm_ii_cycles=self.gemm_ii, alu_imm_ii_cycles=self.alu_ii,
+                            alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1),
+                            alu_mul_cycles=self.mul_cycles,
+                            gemm_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
+                            alu_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
+                            insn_move_cycles=self.insn_words)
+
+    @classmethod
+    def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
+        """The build ``timing`` describes for ``cfg``: the GEMM fold is
+        ``gemm_ii_cycles`` (dividing ``BLOCK_OUT``), the ALU's ``alu_imm_ii_cycles``
+        (dividing ``BATCH·BLOCK_OUT``), and ``alu_vec_ii_cycles`` is either
+        ``alu_imm_ii_cycles`` (two read ports) or one more (one read port);
+        ``alu_mul_cycles`` is 1 or 2; ``gemm_pipeline_cycles`` and
+        ``alu_pipeline_cycles`` are both 5, or both 6 (the micro-op register stage).
+
+        Raises
+        ------
+        ValueError
+            when no build of the compute unit has that timing.
+        """
+        gemm = check_fold(timing.gemm_ii_cycles, cfg.BLOCK_OUT, "gemm_ii_cycles (the GEMM "
+                          "core's fold)", "BLOCK_OUT")
+        alu = check_fold(timing.alu_imm_ii_cycles, cfg.BATCH * cfg.BLOCK_OUT,
+                         "alu_imm_ii_cycles (the ALU's fold)", "BATCH·BLOCK_OUT")
+        if timing.alu_vec_ii_cycles not in (alu, alu + 1):
+            raise ValueError(f"alu_vec_ii_cycles must be alu_imm_ii_cycles ({alu}: two "
+                             f"accumulator read ports) or one more ({alu + 1}: one read port), "
+                             f"not {timing.alu_vec_ii_cycles!r}")
+        if timing.alu_mul_cycles not in (1, 2):
+            raise ValueError(f"alu_mul_cycles must be 1 or 2 (the ALU's products registered "
+                             f"before their sum), not {timing.alu_mul_cycles!r}")
+        stages = (timing.gemm_pipeline_cycles, timing.alu_pipeline_cycles)
+        if stages not in ((PIPELINE_CYCLES, PIPELINE_CYCLES), (PIPELINE_CYCLES + 1, PIPELINE_CYCLES + 1)):
+            raise ValueError(f"gemm_pipeline_cycles and alu_pipeline_cycles must both be "
+                             f"{PIPELINE_CYCLES}, or both {PIPELINE_CYCLES + 1} (the micro-op "
+                             f"register stage), not {stages[0]} and {stages[1]}")
+        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles,
+                   stages[0] - PIPELINE_CYCLES, insn_words=timing.insn_move_cycles)

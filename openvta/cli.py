@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from openvta.hw.fpga.boards import BOARDS
-from openvta.isa import PRESETS, ConfigError, ISAError, MemInsn, MemoryType, decode_uops, format_insn
+from openvta.isa import PRESETS, ConfigError, ISAError, LeanBuild, MemInsn, MemoryType, decode_uops, format_insn
 from openvta.isa.counters import CounterSet
 from openvta.isa.timing import INSN_MOVE_CHOICES
 from openvta.runtime import BackendError, Device, ProgramError, RunReport, backends, load_program, load_result
@@ -52,7 +52,6 @@ from .progress import ProgressDisplay
 from .tune_cli import add_tune_parser, run_tune_command
 
 if TYPE_CHECKING:
-    from openvta.hw.rtl.compute import LeanBuild
     from openvta.isa import Config
 
 __all__ = ["main"]
@@ -161,7 +160,7 @@ def _bitstream_parser(sub: Any) -> None:
 
 
 def _add_lean_arguments(parser: argparse.ArgumentParser | Any) -> None:
-    """The lean build's options (:class:`~openvta.hw.rtl.compute.LeanBuild`), shared by
+    """The lean build's options (:class:`~openvta.isa.LeanBuild`), shared by
     ``bitstream`` (the image) and ``run`` (its machine on the cycle and rtl back ends)."""
     parser.add_argument("--gemm-ii", type=_positive_int, default=1, metavar="N",
                         help="lean build: the GEMM core folded over N cycles, 1/N of the "
@@ -187,7 +186,6 @@ def _add_lean_arguments(parser: argparse.ArgumentParser | Any) -> None:
 
 
 def _lean_of(args: argparse.Namespace) -> LeanBuild:
-    from openvta.hw.rtl.compute import LeanBuild
 
     return LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports, args.mul_cycles, args.uop_stage,
                      int(args.shared_dma), args.insn_words)
@@ -218,7 +216,6 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend not in ("cycle", "rtl"):
             raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
-    from openvta.hw.rtl.compute import LeanBuild
 
     lean = _lean_of(args)
     is_lean = lean != LeanBuild()

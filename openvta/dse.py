@@ -52,7 +52,7 @@ import numpy as np
 from openvta.compiler.workloads import RESNET18
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, DrainError, Timing, parse_drain_ops, timing_for
 from openvta.isa.counters import CounterSet
 from openvta.runtime.executors import DASK_TIMEOUT_S, check_executor, open_executor, worker_lost
@@ -106,7 +106,7 @@ class DseError(ValueError):
 
 #: The build options a configuration may set besides the ISA's keys (lean builds), with
 #: their values, the first the default: ``counters`` (the hardware counters built) and the
-#: fields of :class:`~openvta.hw.rtl.compute.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
+#: fields of :class:`~openvta.isa.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
 #: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports;
 #: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
 #: micro-op read registered before its indices are added; ``shared_dma=1``: one DMA reader
@@ -118,7 +118,7 @@ BUILD_OPTIONS: dict[str, tuple[str, ...]] = {
 
 
 def lean_build(options: dict[str, str]) -> LeanBuild:
-    """The :class:`~openvta.hw.rtl.compute.LeanBuild` of a configuration's build options."""
+    """The :class:`~openvta.isa.LeanBuild` of a configuration's build options."""
     return LeanBuild(**{f.name: int(options[f.name]) for f in dataclasses.fields(LeanBuild)
                         if f.name in options})
 

@@ -26,7 +26,7 @@ from openvta import dse
 from openvta.cli import main
 from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
 from openvta.hw.fpga.boards import FitError
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.isa import preset, timing_for
 from openvta.tune.executors import ExecutorError
 

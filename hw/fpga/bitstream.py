@@ -42,11 +42,10 @@ from amaranth import Elaboratable, Module
 from amaranth.build import ResourceError
 from amaranth.lib import io
 
-from openvta.isa import Config, timing_for
+from openvta.isa import Config, LeanBuild, timing_for
 from openvta.isa.counters import CounterSet, counter_set
 
 from ..rtl.axi_ram import check_mem_bytes
-from ..rtl.compute import LeanBuild
 from ..rtl.axi_ram import SPRAM_NO_INIT
 from ..rtl.buffers import UNORDERED_READS_SCRIPT
 from ..rtl.fanout import KEEP_REPLICAS
@@ -223,7 +222,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
         ``REG_COUNTERS`` and the ``board`` back end returns only those.
     lean : LeanBuild, optional
         the compute unit's lean build (the GEMM core and the ALU folded over cycles, one
-        accumulator read port; :class:`~openvta.hw.rtl.compute.LeanBuild`); the full
+        accumulator read port; :class:`~openvta.isa.LeanBuild`); the full
         build if omitted.  The cycle model runs such an image's programs with
         ``lean.timing(timing_for(cfg))``.
     seed : int

@@ -40,9 +40,7 @@ first counts as an execution.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
@@ -50,10 +48,9 @@ from amaranth.lib.wiring import In, Out
 
 from amaranth.utils import ceil_log2
 
-from openvta.isa import AluOp, Config, Format, MemoryType, Opcode, Timing, layouts_of
+from openvta.isa import AluOp, Config, Format, LeanBuild, MemoryType, Opcode, Timing, layouts_of
 from openvta.isa import Module as Unit
 from openvta.isa.config import LOOP_ITER_WIDTH, UOP_WIDTH
-from openvta.isa.timing import INSN_MOVE_CHOICES
 
 from .buffers import read_port, write_port
 from .dma import DmaReaders
@@ -61,15 +58,12 @@ from .fanout import replicas
 from .fields import Decoded, uop_fields
 from .params import refusing
 from .stage import Stage
-from .units import AluLanes, GemmCore, check_fold, widen_lanes
+from .units import AluLanes, GemmCore, widen_lanes
 
-__all__ = ["ComputeUnit", "LeanBuild"]
+__all__ = ["ComputeUnit"]
 
 #: The micro-op's index fields, each offset by the loops (dst: acc/out, src: inp/acc, wgt).
 _INDICES = ("dst", "src", "wgt")
-#: The GEMM and ALU cycles besides one per pass (``Timing.gemm_pipeline_cycles``): the
-#: five stages' fill and drain (one more with the micro-op stage).
-PIPELINE_CYCLES = 5
 #: The buffers compute loads with LOAD, in the order of their burst ports.
 
 
@@ -416,113 +410,6 @@ class ComputeUnit(Stage):
             m.d.comb += [acc_w.en.eq(1), acc_w.addr.eq(executed.dst), acc_w.data.eq(result)]
             # a GEMM with reset_reg leaves the out buffer alone (docs/ISA.md decision)
             m.d.comb += [out_w.en.eq(~self.uop_reset), out_w.addr.eq(executed.dst), out_w.data.eq(low8)]
-
-
-@dataclass(frozen=True)
-class LeanBuild:
-    """The compute unit's lean build options, and the :class:`~openvta.isa.Timing` they
-    give the machine (the RTL is built from the timing; the cycle model charges it).
-
-    Examples
-    --------
-    >>> from openvta.isa import Timing
-    >>> lean = LeanBuild(gemm_ii=2, acc_ports=1)
-    >>> t = lean.timing(Timing())
-    >>> t.gemm_ii_cycles, t.alu_imm_ii_cycles, t.alu_vec_ii_cycles
-    (2, 1, 2)
-    >>> lean.label
-    'gemm_ii=2,acc_ports=1'
-    """
-
-    #: cycles per GEMM micro-op: the GEMM core has 1/gemm_ii of the multipliers
-    gemm_ii: int = 1
-    #: cycles per ALU micro-op: the ALU has 1/alu_ii of the lanes
-    alu_ii: int = 1
-    #: read ports of the accumulator buffer (1: an ALU micro-op with a tile operand
-    #: takes one cycle more)
-    acc_ports: int = 2
-    #: cycles of each lane pass of an ALU MUL (2: the products registered before the sum)
-    mul_cycles: int = 1
-    #: 1: the micro-op read from the uop buffer is registered (a sixth pipeline stage,
-    #: one cycle more per GEMM and ALU instruction)
-    uop_stage: int = 0
-    #: 1: one DMA reader per module, of the width each LOAD chooses, instead of one per
-    #: buffer (:class:`~.dma.DmaReaders`): the same cycles, so not in the timing
-    #: (:meth:`of` gives 0); the core's build option
-    shared_dma: int = 0
-    #: instructions held in the prefetch buffer and the command queues as this many
-    #: words (``Timing.insn_move_cycles``: 8 gives 16-bit entries, one iCE40 block RAM
-    #: per queue; each instruction then takes 8 cycles to route and to take)
-    insn_words: int = 1
-
-    #: The values of the options that have few, the full build's first (the folds
-    #: ``gemm_ii`` and ``alu_ii`` take any positive integer dividing their tile).
-    CHOICES: ClassVar[dict[str, tuple[int, ...]]] = {"acc_ports": (2, 1), "mul_cycles": (1, 2),
-                                                     "uop_stage": (0, 1), "shared_dma": (0, 1),
-                                                     "insn_words": INSN_MOVE_CHOICES}
-
-    def __post_init__(self) -> None:
-        for name in ("gemm_ii", "alu_ii"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        for name, choices in self.CHOICES.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or value not in choices:
-                raise ValueError(f"{name} must be {' or '.join(map(str, sorted(choices)))}, "
-                                 f"not {value!r}")
-
-    @property
-    def label(self) -> str:
-        """The options that differ from the full build, as ``key=value,…`` ("" for none)."""
-        full = LeanBuild()
-        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
-                        if getattr(self, f.name) != getattr(full, f.name))
-
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    def timing(self, base: Timing) -> Timing:
-        """``base`` with the micro-op intervals of this build."""
-        return base.replace(gemm_ii_cycles=self.gemm_ii, alu_imm_ii_cycles=self.alu_ii,
-                            alu_vec_ii_cycles=self.alu_ii + (self.acc_ports == 1),
-                            alu_mul_cycles=self.mul_cycles,
-                            gemm_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
-                            alu_pipeline_cycles=PIPELINE_CYCLES + self.uop_stage,
-                            insn_move_cycles=self.insn_words)
-
-    @classmethod
-    def of(cls, cfg: Config, timing: Timing) -> LeanBuild:
-        """The build ``timing`` describes for ``cfg``: the GEMM fold is
-        ``gemm_ii_cycles`` (dividing ``BLOCK_OUT``), the ALU's ``alu_imm_ii_cycles``
-        (dividing ``BATCH·BLOCK_OUT``), and ``alu_vec_ii_cycles`` is either
-        ``alu_imm_ii_cycles`` (two read ports) or one more (one read port);
-        ``alu_mul_cycles`` is 1 or 2; ``gemm_pipeline_cycles`` and
-        ``alu_pipeline_cycles`` are both 5, or both 6 (the micro-op register stage).
-
-        Raises
-        ------
-        ValueError
-            when no build of the compute unit has that timing.
-        """
-        gemm = check_fold(timing.gemm_ii_cycles, cfg.BLOCK_OUT, "gemm_ii_cycles (the GEMM "
-                          "core's fold)", "BLOCK_OUT")
-        alu = check_fold(timing.alu_imm_ii_cycles, cfg.BATCH * cfg.BLOCK_OUT,
-                         "alu_imm_ii_cycles (the ALU's fold)", "BATCH·BLOCK_OUT")
-        if timing.alu_vec_ii_cycles not in (alu, alu + 1):
-            raise ValueError(f"alu_vec_ii_cycles must be alu_imm_ii_cycles ({alu}: two "
-                             f"accumulator read ports) or one more ({alu + 1}: one read port), "
-                             f"not {timing.alu_vec_ii_cycles!r}")
-        if timing.alu_mul_cycles not in (1, 2):
-            raise ValueError(f"alu_mul_cycles must be 1 or 2 (the ALU's products registered "
-                             f"before their sum), not {timing.alu_mul_cycles!r}")
-        stages = (timing.gemm_pipeline_cycles, timing.alu_pipeline_cycles)
-        if stages not in ((PIPELINE_CYCLES, PIPELINE_CYCLES), (PIPELINE_CYCLES + 1, PIPELINE_CYCLES + 1)):
-            raise ValueError(f"gemm_pipeline_cycles and alu_pipeline_cycles must both be "
-                             f"{PIPELINE_CYCLES}, or both {PIPELINE_CYCLES + 1} (the micro-op "
-                             f"register stage), not {stages[0]} and {stages[1]}")
-        return cls(gemm, alu, 2 if timing.alu_vec_ii_cycles == alu else 1, timing.alu_mul_cycles,
-                   stages[0] - PIPELINE_CYCLES, insn_words=timing.insn_move_cycles)
 
 
 def _selects_ahead(m: Module, name: str, writes: tuple, addr: Value, lanes: int) -> list[list[Signal]]:

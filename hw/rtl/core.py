@@ -37,6 +37,7 @@ from openvta.isa import (
     INSN_BYTES,
     Config,
     Counter,
+    LeanBuild,
     MemoryType,
     Opcode,
     Timing,
@@ -46,7 +47,7 @@ from openvta.isa import (
 from openvta.isa.counters import COUNTER_WIDTH, REG_WIDTH, CounterSet, counter_set
 
 from .buffers import buffer_geometry
-from .compute import ComputeUnit, LeanBuild
+from .compute import ComputeUnit
 from .fetch import INSN_BITS, CommandQueue, Fetch, TokenCounter
 from .fields import Decoded
 from .loadstore import LoadUnit, StoreUnit
@@ -67,7 +68,7 @@ class Core(wiring.Component):
     timing :
         its ``max_burst_beats`` sets the longest AXI burst (default: the preset's), and its
         ``gemm_ii_cycles``, ``alu_imm_ii_cycles`` and ``alu_vec_ii_cycles`` the lean
-        build of the compute unit (:class:`~.compute.LeanBuild`: the GEMM core and the ALU
+        build of the compute unit (:class:`~openvta.isa.LeanBuild`: the GEMM core and the ALU
         folded over that many cycles, one accumulator read port), and its
         ``insn_move_cycles`` the words of an instruction in the prefetch buffer and the
         command queues (:class:`~.fetch.CommandQueue`).

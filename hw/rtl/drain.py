@@ -63,6 +63,7 @@ from amaranth.utils import ceil_log2
 
 from openvta.isa import AluOp, Config, DrainOp
 from openvta.isa.config import DRAIN_HEADER_LANES, SHR_AMOUNT_WIDTH, SRAM_BASE_WIDTH
+from openvta.isa.drain import DRAIN_CODE_BITS, DRAIN_ON_RESIDUAL_BIT, DRAIN_OPERAND_RESIDUAL_BIT
 from openvta.isa.encoding import MEM_FIELDS
 
 from .buffers import read_port, write_port
@@ -74,8 +75,6 @@ __all__ = ["DrainLanes", "DrainUnit", "EPI_BASE_BITS", "WRITER_START_CYCLES", "d
 _FIELDS = {name: width for name, width, _ in MEM_FIELDS}
 #: Bits of a STORE ACC's descriptor index (its four 4-bit pad fields).
 EPI_BASE_BITS = 4 * _FIELDS["y_pad_0"]
-#: Bits of a stage code in a header lane.
-_CODE_BITS = 8
 #: Tiles the output FIFO holds beyond the stages: the acc read, its register, the FIFO
 #: write and the cycle the credit takes to come back.
 _FIFO_EXTRA = 4
@@ -233,7 +232,7 @@ class DrainUnit(wiring.Component):
         x_size, y_size = Signal.like(x, name="x_size_q"), Signal.like(y, name="y_size_q")
         ebase, stride, waddr = Signal(epi_bits), Signal(epi_bits), Signal(epi_bits)
         count = Signal(width)  # the descriptor's stage count (lane 0, unsigned)
-        codes = Signal(_CODE_BITS * stages)
+        codes = Signal(DRAIN_CODE_BITS * stages)
         words = [Signal(lanes * width, name=f"word_{k}") for k in range(stages)]
         k = Signal(range(stages + 1))
         tap = Signal(range(stages + 1))  # the stage register the FIFO is written from: the count
@@ -302,9 +301,9 @@ class DrainUnit(wiring.Component):
             # the stage's own copy of its code and of whether the count reaches it, a cycle
             # behind ``codes`` and ``count`` (set in HEADER; the first tile reaches stage 0 two
             # cycles after RUN begins): placed by the stage, not routed across the chip to it
-            code, active = Signal(_CODE_BITS, name=f"code_{s}"), Signal(name=f"active_{s}")
-            m.d.sync += [code.eq(codes[_CODE_BITS * s:][:_CODE_BITS]), active.eq(count > s)]
-            on_r, b_r = code[3], code[4]
+            code, active = Signal(DRAIN_CODE_BITS, name=f"code_{s}"), Signal(name=f"active_{s}")
+            m.d.sync += [code.eq(codes[DRAIN_CODE_BITS * s:][:DRAIN_CODE_BITS]), active.eq(count > s)]
+            on_r, b_r = code[DRAIN_ON_RESIDUAL_BIT], code[DRAIN_OPERAND_RESIDUAL_BIT]
             m.d.comb += [alu.op.eq(code[:len(alu.op)]),
                          alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
             nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")

@@ -22,6 +22,7 @@ from amaranth.lib.wiring import Out
 
 from openvta.isa import Config, MemoryType, Opcode
 from openvta.isa import Module as Unit
+from openvta.isa.drain import EPI_BASE_FIELDS
 
 from .buffers import read_port, write_port
 from .dma import WRITE_FIELDS, DmaReaders, DmaWriter, dma_fields
@@ -170,7 +171,7 @@ class StoreUnit(Stage):
             m.d.comb += [dma.start.eq(first & ~sync & ~load), drain.start.eq(first & ~sync & drains),
                          drain.sram_base.eq(insn.mem("sram_base")), drain.y_size.eq(insn.mem("y_size")),
                          drain.x_size.eq(insn.mem("x_size")),
-                         drain.epi_base.eq(Cat(*(insn.mem(f) for f in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))))]
+                         drain.epi_base.eq(Cat(*(insn.mem(f) for f in EPI_BASE_FIELDS)))]
             return done
 
         self.instruction_cycle(m, execute)

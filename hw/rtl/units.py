@@ -24,11 +24,12 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from openvta.isa import SHR_AMOUNT_WIDTH, AluOp, Config, Format, layouts_of
+from openvta.isa.timing import check_fold
 
 from .fanout import replicas
 from .params import refusing
 
-__all__ = ["GemmCore", "AluLanes", "check_fold", "widen_lanes"]
+__all__ = ["GemmCore", "AluLanes", "widen_lanes"]
 
 
 class GemmCore(wiring.Component):
@@ -227,14 +228,6 @@ def _split_product(m: Module, w: int, a: Value, b: Value, bits: int) -> Value:
     m.d.sync += [low.eq(a_u[:half] * b_u[:half]),
                  cross.eq(a_u[half:] * b_u[:half] + a_u[:half] * b_u[half:])]
     return (low + Cat(Const(0, half), cross))[:bits]
-
-
-def check_fold(fold: object, lanes: int, what: str, of: str) -> int:
-    """``fold`` if it is a positive integer dividing ``lanes``."""
-    if not isinstance(fold, int) or isinstance(fold, bool) or fold < 1 or lanes % fold:
-        raise ValueError(f"{what} must be a positive integer dividing {of} ({lanes}), "
-                         f"not {fold!r}")
-    return fold
 
 
 def widen_lanes(tile: Value, lanes: int, cfg: Config) -> Value:

@@ -35,7 +35,7 @@ from openvta.hw.fpga.boards import (
     check_synthesis,
     synthesis_usage,
 )
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.isa import preset
 
 ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]

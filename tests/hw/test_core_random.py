@@ -31,7 +31,7 @@ from openvta.blocked_gemm import (  # noqa: E402
     read_gemm_output,
     reference_gemm,
 )
-from openvta.hw.rtl.compute import LeanBuild  # noqa: E402
+from openvta.isa import LeanBuild  # noqa: E402
 from openvta.isa import (  # noqa: E402
     EVENT_COUNTERS,
     HW_COUNTERS,

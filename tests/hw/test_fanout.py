@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from openvta.hw.fpga.bitstream import TOP_NAME, _plan, _tool_path
 from openvta.hw.fpga.boards import board
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.hw.rtl.fanout import KEEP_REPLICAS, REPLICA_ATTR, replicas
 from openvta.isa import preset
 from openvta.isa.counters import counter_set

@@ -25,7 +25,7 @@ from openvta.blocked_gemm import build_blocked_gemm
 from openvta.hw.fpga import bridge_protocol as bp
 from openvta.hw.fpga.backend import BoardBackend, BoardError
 from openvta.hw.fpga.bridge_protocol import Command, ProtocolError, Status
-from openvta.hw.rtl.compute import LeanBuild
+from openvta.isa import LeanBuild
 from openvta.hw.rtl.sdram import AS4C32M16SB_7
 from openvta.isa import (
     COUNTER_BASE,

@@ -392,7 +392,7 @@ def test_run_with_a_lean_build(gemm_file: Any, monkeypatch: pytest.MonkeyPatch,
     """The lean build's options give the cycle model a lean image's timing, exactly as
     ``LeanBuild.timing`` (with the memory's on top), and the rtl back end that image's
     RTL; elsewhere they are refused, as is a fold that does not divide the tile."""
-    from openvta.hw.rtl.compute import LeanBuild
+    from openvta.isa import LeanBuild
     from openvta.hw.rtl.top import Top
     from openvta.isa import spram_timing, timing_for
     from openvta.sim.cycle import simulate_cycles
