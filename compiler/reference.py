@@ -139,8 +139,8 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int] = 1,
     out_per_group, in_per_group = w.shape[0] // groups, w.shape[1]
     weights = w.astype(dtype)
     if in_per_group == 1 and groups > 1:
-        # depthwise: one data channel per group, every group at once (a loop of ``groups``
-        # products of one channel each was most of a MobileNet's float run)
+        # depthwise: one data channel per group, every group in one product (one product
+        # per group would dominate a MobileNet's float run)
         per_group = weights.reshape(groups, out_per_group, kh, kw)
         acc = np.einsum("ngijkl,gokl->nijgo", windows, per_group).reshape(
             windows.shape[0], oh, ow, groups * out_per_group).transpose(0, 3, 1, 2)
