@@ -63,10 +63,10 @@ import sys
 import time
 from pathlib import Path
 
-from openvta.dse import DseError, lean_build, parse_spec
-from openvta.hw.fpga.bitstream import BitstreamReport, build_bitstream
+from openvta.dse import DseError, parse_spec
+from openvta.hw.fpga.bitstream import BitstreamReport, SocOptions, build_bitstream
 from openvta.hw.fpga.boards import BOARDS, FitError
-from openvta.isa import LeanBuild
+from openvta.isa import LeanBuild, Machine
 from openvta.isa import preset
 
 #: The UP5K's lean ``tiny`` and the build options that shrink it, in turn and together.
@@ -250,10 +250,9 @@ def up5k_options(out: Path) -> None:
         lean = {k: v for k, v in options.items() if k != "spram"}
         spram = bool(options.get("spram"))
         try:
-            build_bitstream("icebreaker", preset("tiny"), folder, preset_name="tiny",
-                            mem_bytes=None if spram else 1024, counters="none",
-                            lean=LeanBuild(**UP5K_LEAN, **lean), spram=spram,
-                            progress=lambda line: None)
+            machine = Machine(preset("tiny"), LeanBuild(**UP5K_LEAN, **lean), "none", "spram" if spram else "on-chip")
+            build_bitstream("icebreaker", machine, SocOptions(mem_bytes=None if spram else 1024), out_dir=folder,
+                            name="tiny", progress=lambda line: None)
         except FitError as exc:
             status = "does not fit"
             print(f"   {str(exc).split(': ', 1)[1]}", flush=True)
@@ -317,15 +316,13 @@ def main() -> None:
             report: BitstreamReport | None = None
             error = ""
             try:
-                cfg, options = parse_spec("tiny" if link else name)
+                machine = parse_spec("tiny" if link else name)
             except DseError as exc:
                 sys.exit(str(exc))
             folder = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
             try:
-                report = build_bitstream(board, cfg, Path(args.out) / f"{board}-{folder}",
-                                         preset_name=name, link_test=link,
-                                         counters=options.get("counters", "all"),
-                                         lean=lean_build(options), seed=args.seed)
+                report = build_bitstream(board, machine, SocOptions(link_test=link, seed=args.seed),
+                                         out_dir=Path(args.out) / f"{board}-{folder}", name=name)
             except FitError as exc:
                 error = str(exc).split(": ", 1)[1]
                 print(f"   {error}", flush=True)

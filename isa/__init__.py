@@ -55,6 +55,7 @@ from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Mo
                     dram_type, module_of, modules_of)
 from .report import InsnTiming, LinkTiming, Roofline, RunReport, UnitTiming, unit_timing
 from .timing import TIMING_PRESETS, LeanBuild, Timing, drain_fill_cycles, sdram_timing, spram_timing, timing_for
+from .machine import MACHINES, MEMORIES, Machine, machine, parse_machine
 from .instructions import (
     AluInsn,
     FinishInsn,
@@ -74,7 +75,8 @@ from .instructions import (
 )
 
 __all__ = [
-    "AluInsn", "AluOp", "AsmError", "COUNTER_DOC", "CYCLE_COUNTERS", "Config", "ConfigError",
+    "AluInsn", "AluOp", "MACHINES", "MEMORIES", "Machine", "machine", "parse_machine",
+    "AsmError", "COUNTER_DOC", "CYCLE_COUNTERS", "Config", "ConfigError",
     "Counter", "EVENT_COUNTERS", "Field", "FinishInsn", "Format", "GemmInsn", "INSN_BYTES",
     "ISAError", "ISA_KEYS", "Instruction", "Layout", "MACHINE_KEYS", "MemInsn", "MemoryType",
     "Module", "Opcode", "PRESETS", "TokenQueue", "UOP_BYTES", "Uop", "assemble", "decode",

@@ -23,13 +23,13 @@ from openvta.compiler.limits import MAX_INSNS
 from openvta.compiler.ops import OPERATORS, operator_spec
 from openvta.compiler.ops.common import Operator, as_operand
 from openvta.compiler.pipeline import Progress
-from openvta.isa import Config, RunReport
+from openvta.isa import Config, Machine, RunReport, parse_machine
 from openvta.runtime import Device, Program, Role, load_program
 
 __all__ = ["compile", "simulate", "operator", "random_operands", "Simulated", "OPERATORS"]
 
 
-def operator(name: str, *, config: str | Config = "default", layer: str | None = None,
+def operator(name: str, *, config: str | Config | Machine = "default", layer: str | None = None,
              records: str | os.PathLike[str] | None = None, **params: Any) -> Operator:
     """The scheduled operator ``name`` of the registry (``conv2d``, ``dense``, ``elementwise``).
 
@@ -38,7 +38,10 @@ def operator(name: str, *, config: str | Config = "default", layer: str | None =
     name :
         a key of :data:`OPERATORS` (``openvta.compiler.ops.REGISTRY``).
     config :
-        a preset name or a :class:`~openvta.isa.Config`.
+        the machine it is scheduled for: a preset name, a machine's text
+        (:func:`~openvta.isa.parse_machine`: ``"ulx3s"``, ``"small:alu_ii=2"``), a
+        :class:`~openvta.isa.Machine` or a :class:`~openvta.isa.Config` (its
+        configuration is what the schedule depends on).
     layer :
         a named shape of the operator: ``"resnet18.C5"`` (conv2d, docs/WORKLOADS.md's ResNet-18
         layers) or ``"dense_128x128x128"`` (dense).  A layer fixes the shape parameters
@@ -63,6 +66,7 @@ def operator(name: str, *, config: str | Config = "default", layer: str | None =
         parameter (``plan``, ``vthreads``, ``block``) given with ``records``.
     """
     spec = operator_spec(name)
+    config = parse_machine(config).config
     op = spec.operator(config, layer=layer, **params)
     if records is None:
         return op
@@ -111,6 +115,11 @@ def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None
     records :
         with an operator name: a tuning log whose best plan for the kernel schedules it
         (see :func:`operator`).
+    params :
+        with an operator name, its parameters and ``config``, as :func:`operator` takes
+        them; the program records a ``config`` that is a machine with more than its
+        configuration (a lean build, other counters or memory: :meth:`Program.on`), and the
+        cycle and rtl back ends run it on that machine.
 
     Raises
     ------
@@ -125,12 +134,13 @@ def compile(op: str | Operator, *, inputs: Mapping[str, ArrayLike] | None = None
             given = [*params, *(["records"] if records is not None else [])]
             raise TypeError(f"compile takes operator parameters with an operator name, not with "
                             f"an Operator ({', '.join(given)})")
-        operator_ = op
+        operator_, machine = op, Machine(op.cfg)
     else:
-        operator_ = operator(op, records=records, **params)
+        machine = parse_machine(params.pop("config", "default"))
+        operator_ = operator(op, records=records, config=machine, **params)
     if inputs is None and seed is not None:
         inputs = random_operands(operator_, seed)
-    return operator_.build(inputs, progress=progress, max_insns=max_insns)
+    return operator_.build(inputs, progress=progress, max_insns=max_insns).on(machine)
 
 
 class NoSuchOutputError(KeyError):
@@ -181,7 +191,7 @@ def simulate(program: Program | str | os.PathLike[str], inputs: Mapping[str, Arr
     if not isinstance(program, Program):
         program = load_program(program)
     program = Program(program.config, program.dram.copy(), program.insn_addr, program.insn_count,
-                      dict(program.symbols))
+                      dict(program.symbols), program.machine)
     for name, array in (inputs or {}).items():
         symbol = program.symbol(name)
         shaped = symbol.logical_shape is not None and bool(symbol.layout)

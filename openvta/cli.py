@@ -2,7 +2,7 @@
 
     openvta run PROGRAM.npz [--backend functional|cycle|rtl|board] [-o RESULT.npz] [--quiet]
                 [--no-race-check] [--trace TRACE.json] [--timeline TIMELINE.png]
-                [--max-cycles N] [--waves RUN.vcd] [--memory on-chip|sdram|spram]
+                [--max-cycles N] [--waves RUN.vcd] [--machine MACHINE] [--memory on-chip|sdram|spram]
                 [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
                 [--uop-stage 0|1] [--shared-dma] [--insn-words 1|2|4|8] [--port PORT] [--baud N]
     openvta read RESULT.npz SYMBOL [-o ARRAY.npy] [--packed] [--program PROGRAM.npz]
@@ -10,12 +10,15 @@
     openvta compile conv2d --hw H --ci CI --co CO --kernel K [--pad P] [--stride S] ... -o PROG.npz
     openvta compile conv2d --layer resnet18.C5 ... [--records C5.jsonl] -o PROG.npz
     openvta compile dense --batch N --in I --out O ... -o PROG.npz
-    openvta verilog [--config PRESET] -o FILE.v [--lint]
-    openvta bitstream --board icebreaker|ulx3s-85f [--config PRESET] [-o DIR] [--mem-kib N]
+    openvta verilog [--machine MACHINE] -o FILE.v [--lint]
+    openvta bitstream --board icebreaker|ulx3s-85f [--machine MACHINE] [-o DIR] [--mem-kib N] [--sdram]
                       [--link-test] [--counters all|cycles|none]
                       [--gemm-ii N] [--alu-ii N] [--acc-ports 1|2] [--mul-cycles 1|2]
                       [--uop-stage 0|1] [--shared-dma] [--insn-words 1|2|4|8] [--seed N]
-    openvta config [PRESET]
+    openvta config [MACHINE]
+
+A MACHINE is a preset's name (``openvta config --list``), ``PRESET:KEY=VALUE,...``, a JSON
+object or a ``.json`` file (docs/MACHINES.md); ``--config`` is ``--machine``'s older name.
     openvta dse --board ulx3s-85f --workload resnet18 [--configs SPEC ...] -o DIR
                                          (see openvta/dse_cli.py)
     openvta model compile|run|show|evaluate ...   (see openvta/model_cli.py)
@@ -36,23 +39,22 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from openvta.hw.fpga.boards import BOARDS
-from openvta.isa import PRESETS, ConfigError, ISAError, LeanBuild, MemInsn, MemoryType, decode_uops, format_insn
+from openvta.isa import (MACHINES, MEMORIES, ConfigError, ISAError, Machine, MemInsn, MemoryType,
+                         decode_uops, format_insn, parse_machine)
 from openvta.isa.counters import CounterSet
 from openvta.isa.timing import INSN_MOVE_CHOICES
 from openvta.runtime import BackendError, Device, ProgramError, RunReport, backends, load_program, load_result
 
 from .dse_cli import add_dse_parser, run_dse_command
+from .machine_option import MACHINE_HELP, add_machine_option, machine_of
 from .model_cli import add_model_parser, run_model_command
 from .progress import ProgressDisplay
 from .tune_cli import add_tune_parser, run_tune_command
-
-if TYPE_CHECKING:
-    from openvta.isa import Config
 
 __all__ = ["main"]
 
@@ -85,14 +87,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-cycles", type=_positive_int,
                      help="cycle and rtl back ends: stop past this many cycles")
     run.add_argument("--waves", help="rtl back end: write the waveform (VCD) of the run here")
-    run.add_argument("--memory", choices=("on-chip", "sdram", "spram"), default="on-chip",
-                     help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (default), "
+    run.add_argument("--machine", "--config", dest="machine", metavar="MACHINE",
+                     help="cycle and rtl back ends: run on this machine (its configuration must be the "
+                          "program's); default: the machine the program file records, else its "
+                          "configuration's. " + MACHINE_HELP)
+    run.add_argument("--memory", choices=MEMORIES,
+                     help="cycle and rtl back ends: the DRAM of the machine: on-chip RAM (the default), "
                           "the ULX3S's SDR SDRAM behind the SoC's controller (the cycle model's "
                           "sdram_timing; on rtl, the controller on the model of its part), or "
                           "(cycle back end) the UP5K image's single-port SPRAM (spram_timing)")
     _add_lean_arguments(run.add_argument_group(
         "lean build", "cycle and rtl back ends: the machine of a lean image, as openvta bitstream builds "
-        "it with the same options (the cycle model charges each; rtl builds that RTL)"))
+        "it with the same options (the cycle model charges each; rtl builds that RTL); each replaces "
+        "the machine's"))
     run.add_argument("--port", help="board back end: the serial port of the board (e.g. /dev/ttyUSB0)")
     run.add_argument("--baud", type=_positive_int, default=115200,
                      help="board back end: serial speed (default 115200)")
@@ -108,26 +115,25 @@ def _parser() -> argparse.ArgumentParser:
     _compile_parser(sub)
     add_tune_parser(sub, add_operator_options)
     ver = sub.add_parser("verilog", help="export the accelerator's Verilog (module openvta_top)")
-    ver.add_argument("--config", default="default", choices=sorted(PRESETS),
-                     help="preset configuration (default default)")
+    add_machine_option(ver)
     ver.add_argument("-o", "--output", required=True, help="Verilog file to write")
     ver.add_argument("--lint", action="store_true",
                      help="also run verilator --lint-only -Wall (documented waivers only)")
     _bitstream_parser(sub)
     add_dse_parser(sub, sorted(BOARDS))
     add_model_parser(sub)
-    cfg = sub.add_parser("config", help="print a preset configuration as JSON")
-    cfg.add_argument("preset", nargs="?", default="default", choices=sorted(PRESETS),
-                     help="the preset (default default)")
+    cfg = sub.add_parser("config", help="print a machine's configuration as JSON (or the whole machine, when it "
+                         "is more than its configuration)")
+    cfg.add_argument("machine", nargs="?", default="default", help="the machine (default default). " + MACHINE_HELP)
+    cfg.add_argument("--list", action="store_true", help="list the preset machines, one per line")
     return parser
 
 
 def _bitstream_parser(sub: Any) -> None:
     bit = sub.add_parser("bitstream", help="build the SoC's FPGA bitstream with Yosys and nextpnr")
     bit.add_argument("--board", required=True, choices=sorted(BOARDS), help="the FPGA board")
-    bit.add_argument("--config", default="tiny", choices=sorted(PRESETS),
-                     help="accelerator preset (default tiny)")
-    bit.add_argument("-o", "--output", help="build directory (default build/BOARD-PRESET)")
+    add_machine_option(bit, "tiny")
+    bit.add_argument("-o", "--output", help="build directory (default build/BOARD-MACHINE)")
     bit.add_argument("--mem-kib", type=_positive_int, help="on-chip DRAM of the SoC in KiB (a power "
                      "of two; default 4 on icebreaker, 64 on ulx3s-85f)")
     bit.add_argument("--sdram", action="store_true",
@@ -135,7 +141,7 @@ def _bitstream_parser(sub: Any) -> None:
                           "ulx3s-85f's AS4C32M16SB-7, 64 MiB, enough for whole models (the controller "
                           "of openvta.hw.rtl.sdram; run its programs on the cycle model with "
                           "--memory sdram). Without it, --mem-kib of block RAM, which holds one "
-                          "small layer")
+                          "small layer; the same as the machine's memory=sdram")
     bit.add_argument("--spram", action="store_true",
                      help="the SoC's DRAM single-ported in the part's SPRAM instead of block RAM, "
                           "which it leaves to the accelerator: icebreaker's UP5K, up to 128 KiB "
@@ -147,9 +153,9 @@ def _bitstream_parser(sub: Any) -> None:
                      "(default 24 on icebreaker, 50 on ulx3s-85f)")
     bit.add_argument("--link-test", action="store_true",
                      help="build the link-test image: UART bridge and memory, no accelerator")
-    bit.add_argument("--counters", default="all", choices=[c.label for c in CounterSet],
+    bit.add_argument("--counters", choices=[c.label for c in CounterSet],
                      help="hardware counters built: all of them, only cycles, or none (smaller "
-                     "images; the board back end then reports only those) (default all)")
+                     "images; the board back end then reports only those) (default: the machine's)")
     _add_lean_arguments(bit)
     bit.add_argument("--seed", type=_positive_int, default=1,
                      help="nextpnr's placement seed (Fmax moves by a few percent with it, and a "
@@ -161,34 +167,44 @@ def _bitstream_parser(sub: Any) -> None:
 
 def _add_lean_arguments(parser: argparse.ArgumentParser | Any) -> None:
     """The lean build's options (:class:`~openvta.isa.LeanBuild`), shared by
-    ``bitstream`` (the image) and ``run`` (its machine on the cycle and rtl back ends)."""
-    parser.add_argument("--gemm-ii", type=_positive_int, default=1, metavar="N",
+    ``bitstream`` (the image) and ``run`` (its machine on the cycle and rtl back ends); each
+    given replaces the machine's (whose full build has 1, 1, 2, 1, 0, off, 1)."""
+    parser.add_argument("--gemm-ii", type=_positive_int, metavar="N",
                         help="lean build: the GEMM core folded over N cycles, 1/N of the "
-                        "multipliers, one micro-op every N cycles (default 1)")
-    parser.add_argument("--alu-ii", type=_positive_int, default=1, metavar="N",
-                        help="lean build: the ALU folded over N cycles, 1/N of its lanes (default 1)")
-    parser.add_argument("--acc-ports", type=int, default=2, choices=(1, 2),
+                        "multipliers, one micro-op every N cycles")
+    parser.add_argument("--alu-ii", type=_positive_int, metavar="N",
+                        help="lean build: the ALU folded over N cycles, 1/N of its lanes")
+    parser.add_argument("--acc-ports", type=int, choices=(1, 2),
                         help="lean build: read ports of the accumulator buffer; with 1, an ALU "
-                        "micro-op with a tile operand takes a cycle more (default 2)")
-    parser.add_argument("--mul-cycles", type=int, default=1, choices=(1, 2),
+                        "micro-op with a tile operand takes a cycle more")
+    parser.add_argument("--mul-cycles", type=int, choices=(1, 2),
                         help="lean build: cycles of each ALU MUL pass; 2 registers the products "
-                        "before their sum, for the clock (default 1)")
-    parser.add_argument("--uop-stage", type=int, default=0, choices=(0, 1),
+                        "before their sum, for the clock")
+    parser.add_argument("--uop-stage", type=int, choices=(0, 1),
                         help="1: register the micro-op read before its indices are added, a sixth "
-                        "pipeline stage for the clock (a cycle more per GEMM and ALU; default 0)")
-    parser.add_argument("--shared-dma", action="store_true",
+                        "pipeline stage for the clock (a cycle more per GEMM and ALU)")
+    parser.add_argument("--shared-dma", action="store_const", const=1,
                         help="lean build: one DMA reader per module, of the width each LOAD "
                         "chooses, instead of one per buffer: less logic, the same transfers")
-    parser.add_argument("--insn-words", type=int, default=1, choices=INSN_MOVE_CHOICES,
+    parser.add_argument("--insn-words", type=int, choices=INSN_MOVE_CHOICES,
                         help="lean build: instructions held in fetch's buffer and the command queues "
                         "as N words (8: 16-bit block RAM entries, one block per queue on the iCE40); "
-                        "each then takes N cycles to route and N to take (default 1)")
+                        "each then takes N cycles to route and N to take")
 
 
-def _lean_of(args: argparse.Namespace) -> LeanBuild:
+_LEAN_OPTIONS = ("gemm_ii", "alu_ii", "acc_ports", "mul_cycles", "uop_stage", "shared_dma", "insn_words")
 
-    return LeanBuild(args.gemm_ii, args.alu_ii, args.acc_ports, args.mul_cycles, args.uop_stage,
-                     int(args.shared_dma), args.insn_words)
+
+def _with_options(machine: Machine, args: argparse.Namespace) -> Machine:
+    """``machine`` with the lean build options, ``--counters`` and the memory given on the command line."""
+    changes: dict[str, Any] = {k: getattr(args, k) for k in _LEAN_OPTIONS if getattr(args, k, None) is not None}
+    if getattr(args, "counters", None) is not None:
+        changes["counters"] = args.counters
+    memory = getattr(args, "memory", None) or ("sdram" if getattr(args, "sdram", False) else None) \
+        or ("spram" if getattr(args, "spram", False) else None)
+    if memory is not None:
+        changes["memory"] = memory
+    return machine.replace(**changes)
 
 
 def _output(path: str | None) -> Path | None:
@@ -217,29 +233,25 @@ def _run(args: argparse.Namespace) -> int:
             raise ProgramError("--max-cycles needs --backend cycle or rtl")
         options["max_cycles"] = args.max_cycles
 
-    lean = _lean_of(args)
-    is_lean = lean != LeanBuild()
-    if is_lean and args.backend not in ("cycle", "rtl"):
-        raise ProgramError(f"the lean build's options ({lean.label}) need --backend cycle or rtl")
-    from openvta.isa import sdram_timing, spram_timing, timing_for
+    given = [k for k in _LEAN_OPTIONS if getattr(args, k) is not None]
+    if given and args.backend not in ("cycle", "rtl"):
+        lean = ", ".join(f"{k}={int(getattr(args, k))}" for k in given)
+        raise ProgramError(f"the lean build's options ({lean}) need --backend cycle or rtl")
+    if args.machine is not None and args.backend not in ("cycle", "rtl"):
+        raise ProgramError("--machine needs --backend cycle or rtl (the other back ends run the program's "
+                           "configuration as it is)")
+    if args.memory == "spram" and args.backend != "cycle":
+        raise ProgramError("--memory spram needs --backend cycle")
+    if args.memory == "sdram" and args.backend not in ("cycle", "rtl"):
+        raise ProgramError("--memory sdram needs --backend cycle or rtl")
+    machine = program.target if args.machine is None else machine_of(args)
+    if machine.config != program.config:
+        raise ProgramError(f"--machine {args.machine} has another configuration than the program's "
+                           f"({program.config.name}); a program runs on the configuration it was compiled for")
+    machine = _with_options(machine, args)
+    if args.backend in ("cycle", "rtl"):
+        program = program.on(machine)  # the cycle and rtl back ends run the machine the program records
 
-    timing = lean.timing(timing_for(program.config))
-    LeanBuild.of(program.config, timing)  # folds that do not divide the tile are refused here
-    if args.memory == "spram":
-        if args.backend != "cycle":
-            raise ProgramError("--memory spram needs --backend cycle")
-        timing = spram_timing(program.config, timing)
-    if args.memory == "sdram":
-        if args.backend == "cycle":
-            timing = sdram_timing(program.config, timing)
-        elif args.backend == "rtl":
-            options["memory"] = "sdram"
-        else:
-            raise ProgramError("--memory sdram needs --backend cycle or rtl")
-    if args.backend == "cycle":
-        options["timing"] = timing
-    if args.backend == "rtl" and is_lean:
-        options["top_factory"] = _lean_top(lean)
     if args.waves:
         if args.backend != "rtl":
             raise ProgramError("--waves needs --backend rtl")
@@ -273,18 +285,6 @@ def _run(args: argparse.Namespace) -> int:
             if path:
                 print(f"{what} written to {path}")
     return 0
-
-
-def _lean_top(lean: LeanBuild) -> Any:
-    """The rtl back end's top-level factory for a lean build (every counter, as the
-    default top level has, for the comparison with the simulators)."""
-    from openvta.hw.rtl.top import Top
-    from openvta.isa import timing_for
-
-    def factory(cfg: Config) -> Top:
-        return Top(cfg, lean.timing(timing_for(cfg)), shared_dma=bool(lean.shared_dma))
-
-    return factory
 
 
 def _read(args: argparse.Namespace) -> int:
@@ -354,8 +354,7 @@ def add_operator_options(op: argparse.ArgumentParser, spec: Any, *, skip: tuple[
         if param.cli and param.name not in skip:
             op.add_argument(param.option, dest=param.name, default=None, help=_param_help(param),
                             **_param_type(param))
-    op.add_argument("--config", default="default", choices=sorted(PRESETS),
-                    help="preset configuration (default default)")
+    add_machine_option(op)
 
 
 def operator_params(args: argparse.Namespace, spec: Any, verb: str) -> dict[str, Any]:
@@ -405,7 +404,7 @@ def _compile(args: argparse.Namespace) -> int:
     with ProgressDisplay(f"compile {spec.name}", enabled=False if args.quiet else None) as show, \
             warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always", TuningNote)
-        program = compile_operator(spec.name, config=args.config, seed=args.seed, progress=show,
+        program = compile_operator(spec.name, config=machine_of(args), seed=args.seed, progress=show,
                                    records=args.records, **given)
     for note in notes:
         print(f"openvta: note: {note.message}", file=sys.stderr)
@@ -417,13 +416,14 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _verilog(args: argparse.Namespace) -> int:
-    from openvta.hw.cosim.export import export_verilog, lint
+    from openvta.hw.cosim.export import lint, machine_verilog
 
+    machine = machine_of(args)
     out = _output_file(args.output)  # required by its parser
-    text = export_verilog(PRESETS[args.config])
+    text = machine_verilog(machine)
     out.write_text(text)
-    print(f"wrote {len(text.splitlines())} lines of Verilog (module openvta_top, config "
-          f"{args.config}) to {args.output}")
+    print(f"wrote {len(text.splitlines())} lines of Verilog (module openvta_top, machine "
+          f"{args.machine}) to {args.output}")
     if args.lint:
         findings = lint(text)
         for line in findings:
@@ -436,15 +436,19 @@ def _verilog(args: argparse.Namespace) -> int:
 def _bitstream(args: argparse.Namespace) -> int:
     from openvta.hw.fpga.bitstream import build_bitstream
 
-    out = args.output or f"build/{args.board}-{'link-test' if args.link_test else args.config}"
-    mem = None if args.mem_kib is None else args.mem_kib * 1024
-    if args.sdram and mem is not None:
-        raise ProgramError("--mem-kib sizes the on-chip DRAM; with --sdram the DRAM is the board's SDRAM")
-    if args.sdram and not BOARDS[args.board].sdram:
-        raise ProgramError(f"{args.board} has no SDRAM: build it without --sdram (on-chip DRAM, --mem-kib)")
+    from openvta.hw.fpga.bitstream import SocOptions
+
     if args.spram and args.sdram:
         raise ProgramError("--spram and --sdram both choose the DRAM: take one")
-    if args.spram and not BOARDS[args.board].spram_bytes:
+    machine = _with_options(machine_of(args), args)
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.machine)
+    out = args.output or f"build/{args.board}-{'link-test' if args.link_test else name}"
+    mem = None if args.mem_kib is None else args.mem_kib * 1024
+    if machine.memory == "sdram" and mem is not None:
+        raise ProgramError("--mem-kib sizes the on-chip DRAM; with --sdram the DRAM is the board's SDRAM")
+    if machine.memory == "sdram" and not BOARDS[args.board].sdram:
+        raise ProgramError(f"{args.board} has no SDRAM: build it without --sdram (on-chip DRAM, --mem-kib)")
+    if machine.memory == "spram" and not BOARDS[args.board].spram_bytes:
         raise ProgramError(f"{args.board}'s {BOARDS[args.board].part} has no SPRAM: build it without --spram")
     with ProgressDisplay(f"bitstream for {args.board}", enabled=False if args.quiet else None,
                          delay_s=0) as show:
@@ -454,13 +458,9 @@ def _bitstream(args: argparse.Namespace) -> int:
             elif not args.quiet:
                 print(line, flush=True)
 
-        report = build_bitstream(args.board, PRESETS[args.config], out, preset_name=args.config,
-                                 mem_bytes=mem, baud=args.baud, target_mhz=args.freq,
-                                 timeout_s=args.timeout, link_test=args.link_test,
-                                 counters=args.counters, progress=say,
-                                 lean=_lean_of(args),
-                                 seed=args.seed,
-                                 sdram=args.sdram, spram=args.spram)
+        soc = SocOptions(mem_bytes=mem, baud=args.baud, target_mhz=args.freq, link_test=args.link_test,
+                         seed=args.seed, timeout_s=args.timeout)
+        report = build_bitstream(args.board, machine, soc, out_dir=out, name=args.machine, progress=say)
     res = report.resources or {}
     print(json.dumps({"fmax_mhz": report.fmax_mhz, "timing_met": report.timing_met,
                       **{k: f"{v['used']}/{v['available']}" for k, v in res.items()}}))
@@ -468,8 +468,21 @@ def _bitstream(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    print(json.dumps(PRESETS[args.preset].to_dict(), indent=2))
+    if args.list:
+        for name, machine in MACHINES.items():
+            print(f"{name:<8} {_describe(machine)}")
+        return 0
+    machine = parse_machine(args.machine)
+    print(machine.config.to_json() if machine.is_plain else machine.to_json())
     return 0
+
+
+def _describe(machine: Machine) -> str:
+    cfg = machine.config
+    drain = f", drain unit of {cfg.DRAIN_STAGES} stages" if cfg.DRAIN_STAGES else ""
+    build = f", {machine.build.label}" if machine.build.label else ""
+    return (f"{cfg.BATCH}x{cfg.BLOCK_IN}x{cfg.BLOCK_OUT} GEMM{drain}{build}, counters {machine.counters.label}, "
+            f"{machine.memory} memory")
 
 
 def _model(args: argparse.Namespace) -> int:

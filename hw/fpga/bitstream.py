@@ -2,8 +2,8 @@
 
 ::
 
-    openvta bitstream --board ulx3s-85f --config small -o build/ulx3s
-    >>> report = build_bitstream("ulx3s-85f", preset("small"), "build/ulx3s")  # doctest: +SKIP
+    openvta bitstream --board ulx3s-85f --machine ulx3s -o build/ulx3s
+    >>> report = build_bitstream("ulx3s-85f", "ulx3s", SocOptions(seed=2), out_dir="build/ulx3s")  # doctest: +SKIP
 
 Steps, each announced with its elapsed time (and a heartbeat while a tool runs):
 
@@ -42,8 +42,8 @@ from amaranth import Elaboratable, Module
 from amaranth.build import ResourceError
 from amaranth.lib import io
 
-from openvta.isa import Config, LeanBuild, timing_for
-from openvta.isa.counters import CounterSet, counter_set
+from openvta.isa import MACHINES, Config, LeanBuild, Machine, parse_machine, timing_for
+from openvta.isa.counters import CounterSet
 
 from ..rtl.axi_ram import check_mem_bytes
 from ..rtl.axi_ram import SPRAM_NO_INIT
@@ -61,7 +61,7 @@ from .boards import (
     synthesis_usage,
 )
 
-__all__ = ["build_bitstream", "BitstreamReport", "BitstreamError", "FitError", "SocOnBoard",
+__all__ = ["build_bitstream", "SocOptions", "BitstreamReport", "BitstreamError", "FitError", "SocOnBoard",
            "DEFAULT_BAUD", "TOP_NAME", "REPORT_NAME"]
 
 DEFAULT_BAUD = 115200
@@ -162,6 +162,7 @@ class BitstreamReport:
     seed: int = 1  # nextpnr's --seed
     sdram: str = ""  # the SDRAM part holding the DRAM ("": on-chip block RAM)
     spram: bool = False  # the on-chip DRAM single-ported, in the UP5K's SPRAM
+    machine: dict[str, Any] | None = None  # Machine.to_dict(); None for the link-test image
     times_s: dict[str, float] = field(default_factory=dict)  # per step
     status: str = "running"  # then "ok", "does not fit" or "too slow for the board clock"
     synthesis_cells: dict[str, int] | None = None  # Yosys's cell counts
@@ -186,87 +187,93 @@ class BitstreamReport:
         (out_dir / REPORT_NAME).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
-def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str], *,
-                    preset_name: str = "", mem_bytes: int | None = None,
-                    baud: int = DEFAULT_BAUD, target_mhz: float | None = None,
-                    timeout_s: float = 7200.0, link_test: bool = False,
-                    counters: str = "all", lean: LeanBuild | None = None, seed: int = 1,
-                    progress: Callable[[str], None] | None = None, sdram: bool = False,
-                    spram: bool = False) -> BitstreamReport:
-    """Build the SoC's bitstream for ``board_name``; returns the report (also in ``report.json``).
+@dataclass(frozen=True)
+class SocOptions:
+    """What the SoC around the accelerator is built with, besides the machine (whose
+    ``memory`` chooses the DRAM: on-chip block RAM, the board's SDRAM or the part's SPRAM).
+
+    Examples
+    --------
+    >>> SocOptions(mem_bytes=65536, seed=2).baud
+    115200
+    """
+
+    #: the on-chip DRAM (a power of two); the board's default if None (the part's SPRAM
+    #: with ``memory=spram``); must be None with ``memory=sdram``
+    mem_bytes: int | None = None
+    #: the UART bridge's line rate
+    baud: int = DEFAULT_BAUD
+    #: the Fmax nextpnr is asked for; the board's target if None
+    target_mhz: float | None = None
+    #: build the link-test image instead (bridge and memory, no accelerator): it fits any
+    #: board and checks the serial link; START answers "bad command"
+    link_test: bool = False
+    #: nextpnr's placement seed (its result moves by a few percent with it)
+    seed: int = 1
+    #: seconds each tool may run
+    timeout_s: float = 7200.0
+
+
+def build_bitstream(board_name: str, machine: Machine | Config | str, soc: SocOptions | None = None, *,
+                    out_dir: str | os.PathLike[str] | None = None, name: str = "",
+                    progress: Callable[[str], None] | None = None) -> BitstreamReport:
+    """Build the SoC's bitstream of ``machine`` for ``board_name``, in the manner of LiteX's
+    ``Builder(soc).build()``; returns the report (also in ``report.json``).
 
     Parameters
     ----------
     board_name : str
         ``icebreaker`` or ``ulx3s-85f`` (:data:`~openvta.hw.fpga.boards.BOARDS`).
-    cfg : Config
-        the accelerator's configuration.
-    out_dir : path
-        the build directory (created): sources, tool logs, bitstream, ``report.json``.
-    preset_name : str
-        the preset's name, for messages and the report.
-    mem_bytes : int, optional
-        the SoC's on-chip DRAM (a power of two); the board's default if omitted.
-    baud : int
-        the UART bridge's line rate.
-    target_mhz : float, optional
-        the Fmax nextpnr is asked for; the board's target if omitted.
-    timeout_s : float
-        seconds each tool may run.
-    link_test : bool
-        build the link-test image instead (bridge and memory, no accelerator): it
-        fits any board and checks the serial link; START answers "bad command".
-    counters : str
-        the hardware counters built: ``"all"`` (every counter of ``HW_COUNTERS``),
-        ``"cycles"`` (only ``cycles``) or ``"none"``; the image reports which in
-        ``REG_COUNTERS`` and the ``board`` back end returns only those.
-    lean : LeanBuild, optional
-        the compute unit's lean build (the GEMM core and the ALU folded over cycles, one
-        accumulator read port; :class:`~openvta.isa.LeanBuild`); the full
-        build if omitted.  The cycle model runs such an image's programs with
-        ``lean.timing(timing_for(cfg))``.
-    seed : int
-        nextpnr's placement seed (its result moves by a few percent with it).
+    machine : Machine, Config or str
+        the accelerator (:class:`~openvta.isa.Machine`, or what
+        :func:`~openvta.isa.parse_machine` reads: ``"ulx3s"``, ``"small:alu_ii=2"``): its
+        configuration, its build (the compute unit's lean options), the hardware counters
+        built (the ``board`` back end returns only those) and its memory (``on-chip``
+        block RAM; ``sdram``, the board's SDR SDRAM through the controller of
+        :mod:`openvta.hw.rtl.sdram`, 64 MiB on the ULX3S; ``spram``, the on-chip DRAM
+        single-ported in the part's SPRAM, which leaves the block RAM to the accelerator).
+        Its programs run on the cycle model with :attr:`Machine.timing <openvta.isa.Machine.timing>`.
+    soc : SocOptions, optional
+        the SoC's options (on-chip DRAM size, baud, target Fmax, link test, seed, tool
+        timeout); the defaults if omitted.
+    out_dir : path, optional
+        the build directory (created): sources, tool logs, bitstream, ``report.json``;
+        default ``build/BOARD-NAME``.
+    name : str
+        the machine's name, for messages and the report (default its preset name or
+        :attr:`~openvta.isa.Machine.spec`).
     progress : callable, optional
         receives each progress line; by default they are printed.
-    sdram : bool
-        the SoC's DRAM is the board's SDR SDRAM (:attr:`~.boards.Board.sdram`, the
-        controller of :mod:`openvta.hw.rtl.sdram` at the board's clock) instead of
-        on-chip RAM: the whole part (64 MiB on the ULX3S) holds the models, and
-        ``mem_bytes`` must be left out.  Its programs run on the cycle model with
-        :func:`openvta.isa.sdram_timing`.
-    spram : bool
-        the on-chip DRAM single-ported, in the part's SPRAM (:attr:`~.boards.Board.spram_bytes`:
-        the UP5K's 128 KiB, the default ``mem_bytes`` then) instead of block RAM, which it
-        leaves to the accelerator.  Its programs run on the cycle model with
-        :func:`openvta.isa.spram_timing`.
 
     Raises
     ------
     ValueError
-        when an option is out of range (``counters`` names no counter set, ``lean``
-        folds the GEMM core or the ALU by what does not divide it).
+        when an option is out of range (a machine or SoC option, a memory the board lacks).
     FitError
-        before synthesis, or before place and route, when ``cfg`` cannot fit.
+        before synthesis, or before place and route, when the machine cannot fit.
     BitstreamError
         when a tool is missing, fails or exceeds ``timeout_s``, or the design's Fmax is
         below the board clock.
     """
+    machine = parse_machine(machine)
+    soc = SocOptions() if soc is None else soc
+    if not isinstance(soc, SocOptions):
+        raise ValueError(f"soc must be SocOptions, not {type(soc).__name__}")
+    name = name or machine.spec
+    cfg, mem_bytes, baud, target_mhz = machine.config, soc.mem_bytes, soc.baud, soc.target_mhz
+    link_test, seed, timeout_s = soc.link_test, soc.seed, soc.timeout_s
+    sdram, spram = machine.memory == "sdram", machine.memory == "spram"
+    out_dir = f"build/{board_name}-{'link-test' if link_test else name}" if out_dir is None else out_dir
     target = board(board_name)
-    built = counter_set(counters)  # checked even for the link-test image, which has none
-    built = CounterSet.NONE if link_test else built
-    lean = LeanBuild() if lean is None or link_test else lean
-    if not link_test:
-        LeanBuild.of(cfg, lean.timing(timing_for(cfg)))  # the folds must divide the tile
+    built = CounterSet.NONE if link_test else machine.counters
+    lean = LeanBuild() if link_test else machine.build
     if sdram:
         if not target.sdram:
-            raise ValueError(f"{target.name} has no SDRAM: build it with on-chip DRAM (without sdram)")
+            raise ValueError(f"{target.name} has no SDRAM: build it with on-chip DRAM (not memory=sdram)")
         if mem_bytes is not None:
-            raise ValueError("mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole SDRAM part")
-        if spram:
-            raise ValueError("the DRAM is the SDRAM (sdram) or the part's SPRAM (spram), not both")
+            raise ValueError("mem_bytes sizes the on-chip DRAM; with memory=sdram the DRAM is the whole SDRAM part")
     if spram and not target.spram_bytes:
-        raise ValueError(f"{target.name}'s {target.part} has no SPRAM: build it with block RAM (without spram)")
+        raise ValueError(f"{target.name}'s {target.part} has no SPRAM: build it with block RAM (not memory=spram)")
     if mem_bytes is None:
         mem_bytes = target.spram_bytes if spram else target.default_mem_bytes
     mem_bytes = check_mem_bytes(mem_bytes)
@@ -283,7 +290,7 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     say, t0 = progress or _say, time.monotonic()
     # 1. the fit pre-check
     # (with the SDRAM, no block RAM holds the DRAM: the fit counts the buffers alone)
-    what = _pre_check(target, cfg, 0 if sdram or spram else mem_bytes, preset_name, link_test, say, t0,
+    what = _pre_check(target, cfg, 0 if sdram or spram else mem_bytes, name, link_test, say, t0,
                       lean.gemm_ii)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -298,11 +305,12 @@ def build_bitstream(board_name: str, cfg: Config, out_dir: str | os.PathLike[str
     commands = json.loads((out / f"build_{TOP_NAME}.json").read_text())["commands"]
     report = BitstreamReport(
         board=target.name, part=target.part,
-        config="link-test" if link_test else (preset_name or cfg.name),
+        config="link-test" if link_test else name,
         config_keys=None if link_test else cfg.to_dict(),
         mem_bytes=_sdram_part(target).size_bytes if sdram else mem_bytes, baud=baud,
         clock_mhz=target.clock_hz / 1e6, target_mhz=target_mhz, counters=built.label,
-        lean=lean.to_dict(), seed=seed, sdram=target.sdram if sdram else "", spram=spram)
+        lean=lean.to_dict(), seed=seed, sdram=target.sdram if sdram else "", spram=spram,
+        machine=None if link_test else machine.to_dict())
     # 3. and 4. synthesis, place and route, bitstream
     for command in commands:
         _tool_step(command[0], list(command[1:]), target, out, report, what, timeout_s, say, t0)
@@ -334,7 +342,8 @@ def _pre_check(target: Board, cfg: Config, mem_bytes: int, preset_name: str, lin
         what = "the link-test image"
         say(f"[{_clock(t0)}] {what} (UART bridge and memory, no accelerator) on {target.name}")
         return what
-    what = f"preset {preset_name!r}" if preset_name else "the configuration"
+    kind = "preset" if preset_name in MACHINES else "machine"
+    what = f"{kind} {preset_name!r}" if preset_name else "the configuration"
     estimate = check_fit(target, cfg, mem_bytes, preset_name, gemm_ii)
     say(f"[{_clock(t0)}] {what} on {target.name} ({target.part}): pre-check passed "
         f"({estimate['multipliers']} GEMM multipliers, "

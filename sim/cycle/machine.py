@@ -54,7 +54,6 @@ from openvta.isa import (
     Unit,
     drain_fill_cycles,
     epi_base_of,
-    timing_for,
     unit_timing,
 )
 from openvta.runtime.program import Program, Progress, Result
@@ -95,7 +94,8 @@ class CycleModel:
     program :
         the program to run.
     timing :
-        timing parameters (default: the preset of the program's configuration).
+        timing parameters (default: the machine the program records, :attr:`Program.target
+        <openvta.runtime.Program.target>`; its configuration's preset timing when it records none).
     check_races :
         run the race checker on this model's schedule.
     max_cycles :
@@ -125,7 +125,7 @@ class CycleModel:
         if not isinstance(event_by_event, bool):
             raise TypeError(f"event_by_event must be a bool, not {event_by_event!r}")
         self.cfg = cfg = program.config
-        self.timing = timing or timing_for(cfg)
+        self.timing = timing or program.target.timing  # the machine the program records
         self.max_cycles = max_cycles
         self.progress = progress
         self.machine = Machine(program, check_races=check_races)

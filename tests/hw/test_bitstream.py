@@ -23,6 +23,7 @@ from openvta.hw.fpga.bitstream import (
     BitstreamReport,
     _cell_counts,
     _pnr_report,
+    SocOptions,
     _run,
     build_bitstream,
 )
@@ -35,8 +36,7 @@ from openvta.hw.fpga.boards import (
     check_synthesis,
     synthesis_usage,
 )
-from openvta.isa import LeanBuild
-from openvta.isa import preset
+from openvta.isa import LeanBuild, Machine, preset
 
 ICE, ECP = BOARDS["icebreaker"], BOARDS["ulx3s-85f"]
 #: tests that run the YoWASP tools share one xdist worker: the first run of a tool
@@ -189,15 +189,15 @@ def test_command_line_passes_the_counters_option(option: str, monkeypatch: pytes
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
-        seen.update(kwargs)
+    def fake(board_name: str, machine: Machine, soc: SocOptions, **kwargs: Any) -> BitstreamReport:
+        seen.update(machine=machine, soc=soc, **kwargs)
         return BitstreamReport("ulx3s-85f", "p", "small", {}, 1024, 115200, 25.0, 50.0,
-                               counters=kwargs["counters"])
+                               counters=machine.counters.label)
 
     monkeypatch.setattr(bitstream, "build_bitstream", fake)
     assert main(["bitstream", "--board", "ulx3s-85f", "--config", "small", "--quiet",
                  "--counters", option]) == 0
-    assert seen["counters"] == option
+    assert seen["machine"].counters.label == option
     capsys.readouterr()
 
 
@@ -205,8 +205,8 @@ def test_command_line_passes_the_lean_build(monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
-        seen.update(kwargs)
+    def fake(board_name: str, machine: Machine, soc: SocOptions, **kwargs: Any) -> BitstreamReport:
+        seen.update(lean=machine.build, seed=soc.seed, machine=machine, **kwargs)
         return BitstreamReport("ulx3s-85f", "p", "small", {}, 1024, 115200, 25.0, 50.0)
 
     monkeypatch.setattr(bitstream, "build_bitstream", fake)
@@ -230,8 +230,8 @@ def test_the_sdram_option_reaches_the_build_and_is_refused_where_it_means_nothin
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(*args: Any, **kwargs: Any) -> BitstreamReport:
-        seen.update(kwargs)
+    def fake(board_name: str, machine: Machine, soc: SocOptions, **kwargs: Any) -> BitstreamReport:
+        seen.update(sdram=machine.memory == "sdram", mem_bytes=soc.mem_bytes, machine=machine, **kwargs)
         return BitstreamReport("ulx3s-85f", "p", "small", {}, 1 << 26, 115200, 25.0, 50.0, sdram="AS4C32M16SB-7")
 
     monkeypatch.setattr(bitstream, "build_bitstream", fake)
@@ -249,9 +249,9 @@ def test_the_sdram_option_reaches_the_build_and_is_refused_where_it_means_nothin
     assert main(["bitstream", "--board", "ulx3s-85f", "--spram"]) == 1
     assert capsys.readouterr().err == ("openvta: error: ulx3s-85f's ECP5 LFE5U-85F has no SPRAM: build it "
                                        "without --spram\n")
-    with pytest.raises(ValueError, match="^mem_bytes sizes the on-chip DRAM; with sdram the DRAM is the whole "
-                                         "SDRAM part$"):
-        build_bitstream("ulx3s-85f", preset("small"), tmp_path / "b", sdram=True, mem_bytes=65536)
+    with pytest.raises(ValueError, match="^mem_bytes sizes the on-chip DRAM; with memory=sdram the DRAM is the "
+                                         "whole SDRAM part$"):
+        build_bitstream("ulx3s-85f", "small:memory=sdram", SocOptions(mem_bytes=65536), out_dir=tmp_path / "b")
     assert not (tmp_path / "b").exists()
 
 
@@ -269,18 +269,21 @@ def test_command_line_names_the_counters_choices(capsys: pytest.CaptureFixture[s
     ({"mem_bytes": 3072}, r"^mem_bytes must be a power of two of at least 1024, not 3072$"),
     ({"target_mhz": 0}, r"^the target Fmax must be a positive number of MHz, not 0$"),
     ({"timeout_s": -1}, r"^timeout_s must be a positive number of seconds, not -1$"),
-    ({"counters": "few"}, r"^counters must be one of 'all', 'cycles', 'none', not 'few'$"),
+    ({"machine": "tiny:counters=few"}, r"^machine 'tiny:counters=few': counters must be one of 'all', 'cycles', "
+                                       r"'none', not 'few'$"),
     ({"seed": 0}, r"^seed must be a positive integer, not 0$"),
-    ({"sdram": True}, r"^icebreaker has no SDRAM: build it with on-chip DRAM \(without sdram\)$"),
-    ({"lean": LeanBuild(gemm_ii=3), "link_test": False},
-     r"^gemm_ii_cycles \(the GEMM core's fold\) must be a positive integer dividing BLOCK_OUT "
+    ({"machine": "tiny:memory=sdram"}, r"^icebreaker has no SDRAM: build it with on-chip DRAM \(not memory=sdram\)$"),
+    ({"machine": "tiny:gemm_ii=3", "link_test": False},
+     r"^machine 'tiny:gemm_ii=3': gemm_ii \(the GEMM core's fold\) must be a positive integer dividing BLOCK_OUT "
      r"\(4\), not 3$"),
+    ({"machine": "tiny:memory"}, r"^machine 'tiny:memory': 'memory' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
 ])
 def test_build_options_are_checked_before_anything_runs(tmp_path: Path, options: dict,
                                                         message: str) -> None:
     options = {"link_test": True, **options}
+    machine = options.pop("machine", "tiny")
     with pytest.raises(ValueError, match=message):
-        build_bitstream("icebreaker", preset("tiny"), tmp_path / "b", progress=None, **options)
+        build_bitstream("icebreaker", machine, SocOptions(**options), out_dir=tmp_path / "b", progress=None)
     assert not (tmp_path / "b").exists()
 
 
@@ -294,7 +297,7 @@ def test_link_test_builds_for_the_icebreaker(tmp_path: Path,
     # heartbeats as on a slow machine (or YoWASP's first compile), however fast this one is
     monkeypatch.setattr(bitstream, "HEARTBEAT_S", 0.05)
     lines: list[str] = []
-    report = build_bitstream("icebreaker", preset("tiny"), tmp_path, link_test=True,
+    report = build_bitstream("icebreaker", preset("tiny"), SocOptions(link_test=True), out_dir=tmp_path,
                              progress=lines.append)
     written = json.loads((tmp_path / "report.json").read_text())
     assert report.to_dict() == written
@@ -344,8 +347,8 @@ def test_the_up5k_design_stops_after_packing_with_its_logic_cells(tmp_path: Path
     with pytest.raises(FitError, match=r"^preset 'tiny' does not fit icebreaker \(iCE40 UP5K\) after packing: "
                                        r"\d+ logic cells \(a LUT4, a flip-flop and a carry each\) of 5280 \(\d+ %\); "
                                        r"place and route was not started\.$"):
-        build_bitstream("icebreaker", preset("tiny"), tmp_path, preset_name="tiny", counters="none",
-                        lean=lean, spram=True, progress=lambda line: None)
+        build_bitstream("icebreaker", Machine(preset("tiny"), lean, "none", "spram"), out_dir=tmp_path,
+                        name="tiny", progress=lambda line: None)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["status"] == "does not fit" and "fmax_mhz" not in report
     assert report["packed"]["lut"]["used"] > 5280 and report["packed"]["spram"]["used"] == 4

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from amaranth.back import rtlil
 
-from openvta.hw.fpga.bitstream import _tool_path, build_bitstream
+from openvta.hw.fpga.bitstream import SocOptions, _tool_path, build_bitstream
 from openvta.hw.fpga.boards import board
 from openvta.hw.rtl.axi_ram import SPRAM_NO_INIT, AxiRam
-from openvta.isa import preset
+from openvta.isa import Machine, preset
 
 #: tests that run the YoWASP tools share one xdist worker (tests/hw/test_bitstream.py)
 YOWASP = pytest.mark.xdist_group("yowasp")
@@ -49,16 +49,14 @@ def test_without_the_command_the_memory_stays_in_block_ram(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("board_name, kwargs, message", [
-    ("ulx3s-85f", {"spram": True}, r"^ulx3s-85f's ECP5 LFE5U-85F has no SPRAM: build it with block RAM "
-                                   r"\(without spram\)$"),
-    ("ulx3s-85f", {"spram": True, "sdram": True},
-     r"^the DRAM is the SDRAM \(sdram\) or the part's SPRAM \(spram\), not both$"),
-    ("icebreaker", {"spram": True, "mem_bytes": 262144},
+    ("ulx3s-85f", {}, r"^ulx3s-85f's ECP5 LFE5U-85F has no SPRAM: build it with block RAM "
+                      r"\(not memory=spram\)$"),
+    ("icebreaker", {"mem_bytes": 262144},
      r"^mem_bytes must be at most the iCE40 UP5K's 128 KiB of SPRAM, not 262144$"),
 ])
 def test_spram_options_are_checked(tmp_path: Path, board_name: str, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        build_bitstream(board_name, preset("tiny"), tmp_path / "b", **kwargs)
+        build_bitstream(board_name, "tiny:memory=spram", SocOptions(**kwargs), out_dir=tmp_path / "b")
     assert not (tmp_path / "b").exists()  # nothing was built
 
 
@@ -69,10 +67,11 @@ def test_a_dram_shaped_for_more_sprams_than_the_part_has_is_refused(tmp_path: Pa
     with pytest.raises(ValueError, match=r"^a DRAM of 128 KiB on a 8-bit bus takes 8 SPRAMs of 16K 16-bit "
                                          r"words, and the iCE40 UP5K has 4: choose a smaller mem_bytes or a "
                                          r"narrower bus$"):
-        build_bitstream("icebreaker", narrow, tmp_path / "b", spram=True)
+        build_bitstream("icebreaker", Machine(narrow, memory="spram"), out_dir=tmp_path / "b")
     wide = preset("tiny").replace(LOG_BUS_WIDTH=7)
     with pytest.raises(ValueError, match=r"^a DRAM of 16 KiB on a 128-bit bus takes 8 SPRAMs"):
-        build_bitstream("icebreaker", wide, tmp_path / "b", spram=True, mem_bytes=16384)
+        build_bitstream("icebreaker", Machine(wide, memory="spram"), SocOptions(mem_bytes=16384),
+                        out_dir=tmp_path / "b")
     assert not (tmp_path / "b").exists()
     icebreaker = board("icebreaker")
     assert icebreaker.spram_blocks == 4

@@ -206,7 +206,7 @@ def test_run_on_a_backend_without_counters(registry: None, gemm_file: Any, tmp_p
 
 
 def test_bad_command_lines_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in ([], ["run"], ["frobnicate"], ["config", "huge"], ["disasm"]):
+    for argv in ([], ["run"], ["frobnicate"], ["disasm"]):  # (a machine that does not exist: one line, status 1)
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2, argv
@@ -393,6 +393,7 @@ def test_run_with_a_lean_build(gemm_file: Any, monkeypatch: pytest.MonkeyPatch,
     ``LeanBuild.timing`` (with the memory's on top), and the rtl back end that image's
     RTL; elsewhere they are refused, as is a fold that does not divide the tile."""
     from openvta.isa import LeanBuild
+    from openvta.hw.cosim.backend import _lean_top
     from openvta.hw.rtl.top import Top
     from openvta.isa import spram_timing, timing_for
     from openvta.sim.cycle import simulate_cycles
@@ -420,12 +421,15 @@ def test_run_with_a_lean_build(gemm_file: Any, monkeypatch: pytest.MonkeyPatch,
             seen.update(options, backend=backend)
 
         def run(self, program: Any) -> Any:
+            seen["program"] = program
             raise SystemExit(0)
 
     monkeypatch.setattr("openvta.cli.Device", Capture)
     with pytest.raises(SystemExit):
         main(["run", str(path), "--backend", "rtl", "--gemm-ii", "4", "--shared-dma"])
-    top = seen["top_factory"](cfg)
+    build = seen["program"].target.build  # the program runs on the machine it records
+    assert build == LeanBuild(gemm_ii=4, shared_dma=1)
+    top = _lean_top(build)(cfg)  # what the rtl back end builds for it
     assert isinstance(top, Top) and top.shared_dma
     assert top.timing == LeanBuild(gemm_ii=4).timing(timing_for(cfg))
     monkeypatch.undo()
@@ -433,5 +437,5 @@ def test_run_with_a_lean_build(gemm_file: Any, monkeypatch: pytest.MonkeyPatch,
     assert capsys.readouterr().err == ("openvta: error: the lean build's options (gemm_ii=2) need "
                                        "--backend cycle or rtl\n")
     assert main(["run", str(path), "--backend", "cycle", "--gemm-ii", "3"]) == 1
-    assert capsys.readouterr().err == ("openvta: error: gemm_ii_cycles (the GEMM core's fold) must be a "
+    assert capsys.readouterr().err == ("openvta: error: gemm_ii (the GEMM core's fold) must be a "
                                        "positive integer dividing BLOCK_OUT (4), not 3\n")
