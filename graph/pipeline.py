@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from openvta.isa import Config, preset
+from openvta.isa import Config, DrainOp, Machine, format_drain_ops, parse_machine
 
 from .errors import GraphError, PassError
 from .feeds import Feed, calibration_batches
@@ -136,6 +136,18 @@ def _mode(quantize: str | RequantMode) -> RequantMode:
                          f"not {quantize!r}") from None
 
 
+def _requant_mode(quantize: str | RequantMode | None, cfg: Config) -> tuple[RequantMode, str]:
+    """The requantization, and a note when it was chosen for the machine: ``fixed``, or
+    ``pow2`` when the machine's drain unit has no MUL stage (``fixed`` multiplies)."""
+    if quantize is not None:
+        return _mode(quantize), ""
+    if cfg.DRAIN_STAGES and not any(DrainOp.MUL in ops for ops in cfg.drain_stage_ops):
+        return RequantMode.POW2, (f"requantization pow2 (shifts only): the machine's drain unit has no MUL stage "
+                                  f"(DRAIN_OPS {format_drain_ops(cfg)}), so fixed's multiply would keep every "
+                                  f"epilogue on the ALU; quantize='fixed' chooses it anyway")
+    return RequantMode.FIXED, ""
+
+
 def _plans(plans: object) -> Plans | None:
     if plans is None:
         return None
@@ -146,7 +158,7 @@ def _plans(plans: object) -> Plans | None:
 
 
 def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarray]], *,
-                  config: str | Config = "default", quantize: str | RequantMode = "fixed",
+                  config: str | Config | Machine = "default", quantize: str | RequantMode | None = None,
                   cpu_ops: Collection[str | Op] = (), cpu_nodes: Collection[str] = (),
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -163,8 +175,12 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         for a single-input model an array holding a batch of samples (any batch size), or
         a mapping ``{input_name: array}``, or an iterable of such mappings.
     config :
-        the accelerator configuration (a preset name or a ``Config``).
+        the accelerator: a preset name, a machine (:func:`openvta.isa.parse_machine`'s text
+        or a :class:`~openvta.isa.Machine`: its configuration) or a ``Config``.
     quantize :
+        None (the default): ``"fixed"``, or ``"pow2"`` on a machine whose drain unit has no
+        MUL stage (it then runs the requantization, where ``fixed``'s multiply would keep
+        the epilogue on the ALU; ``model.summary()`` says so);
         ``"fixed"`` (a 15-bit multiplier and rounding shifts), ``"pow2"`` (shifts only)
         or ``"exact"``: a QDQ model (onnxruntime's ``quantize_static``) with its own
         scales and zero points and onnxruntime's float32 requantization, bit for bit; the
@@ -204,10 +220,10 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     PassError
         for a pass that cannot do its work, naming the pass and the node.
     """
-    cfg = config if isinstance(config, Config) else preset(config)
+    cfg = parse_machine(config).config
     if isinstance(cpu_nodes, str):
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
-    mode = _mode(quantize)
+    mode, chosen = _requant_mode(quantize, cfg)
     wide_below = parse_precision(precision if precision is not None else
                                  "int8" if mode is RequantMode.EXACT else "mixed")
     budget = parse_budget(precision)
@@ -232,7 +248,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                                  f"the calibration samples have {sampled}")
         shapes.update(given)
     graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
-    notes: list[str] = []
+    notes: list[str] = [chosen] if chosen else []
     options = replace(options, calibration=tuple(calibration_batches(graph, calibration, notes)))
     if notes:
         graph = replace(graph, notes=graph.notes + tuple(notes))

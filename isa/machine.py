@@ -204,13 +204,15 @@ class Machine:
 #: on-chip memory), and the board machines:
 #:
 #: ``ulx3s``
-#:     what ``make bitstream-ecp5`` puts on the ULX3S (ECP5-85F): ``small`` with a three-stage
-#:     lean drain unit (``RSHR+SHR/ADD/CLIP``: the requantizing shift, the bias or
-#:     residual add, the clip), the lean compute unit that reaches 50 MHz, no hardware
-#:     counters but cycles' register, and its DRAM on the board's 64 MiB SDRAM.
+#:     what ``make bitstream-ecp5`` puts on the ULX3S (ECP5-85F): ``small`` with a lean
+#:     five-stage drain unit, one operation a stage, the epilogue of ``compile_model``'s
+#:     default (``fixed``) requantization of a convolution or dense layer
+#:     (``ADD/SHR/MUL/RSHR/CLIP``: the bias, the pre-shift, the multiplier, the rounding
+#:     shift, the clip; a residual block's longer epilogue stays on the ALU), the lean
+#:     compute unit, no hardware counters, and its DRAM on the board's 64 MiB SDRAM.
 MACHINES: dict[str, Machine] = {name: Machine(cfg) for name, cfg in PRESETS.items()}
 MACHINES["ulx3s"] = Machine(
-    PRESETS["small"].replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=3, DRAIN_OPS=parse_drain_ops("RSHR+SHR/ADD/CLIP")),
+    PRESETS["small"].replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=5, DRAIN_OPS=parse_drain_ops("ADD/SHR/MUL/RSHR/CLIP")),
     LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1), CounterSet.NONE, "sdram")
 
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from openvta.isa import PRESETS, Config, preset
+from openvta.isa import PRESETS, Config, Machine, preset
 from openvta.runtime import Device, Program, ProgramBuilder, Result, load_program
 
 from .api import Simulated, compile, operator, simulate
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 _LAZY = {"load_model": "openvta.graph.compiled_model", "CompiledModel": "openvta.graph.compiled_model"}
 
 
-def compile_model(model: Any, calibration: Any, *, config: str | Config = "default", quantize: Any = "fixed",
+def compile_model(model: Any, calibration: Any, *, config: str | Config | Machine = "default", quantize: Any = None,
                   cpu_ops: Collection[Any] = (), cpu_nodes: Collection[str] = (),
                   records: str | os.PathLike[str] | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -69,6 +69,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'openvta' has no attribute {name!r}")
 
 
-__all__ = ["PRESETS", "CompiledModel", "Config", "Device", "Program", "ProgramBuilder", "Result",
+__all__ = ["PRESETS", "CompiledModel", "Config", "Device", "Machine", "Program", "ProgramBuilder", "Result",
            "Simulated", "compile", "compile_model", "load_model", "load_program", "operator",
            "preset", "simulate", "__version__"]

@@ -43,10 +43,11 @@ def add_model_parser(sub: Any) -> None:
     comp.add_argument("--calibration", required=True,
                       help="calibration samples: an .npz with one array per graph input")
     add_machine_option(comp)
-    comp.add_argument("--quantize", default="fixed", choices=("fixed", "pow2", "exact"),
+    comp.add_argument("--quantize", choices=("fixed", "pow2", "exact"),
                       help="requantization: fixed (integer multiply and rounding shift), pow2 "
                            "(shifts only, VTA's) or exact (an already-quantized QDQ model's own "
-                           "scales and onnxruntime's rounding, on the CPU); default fixed")
+                           "scales and onnxruntime's rounding, on the CPU); default fixed, or pow2 on a "
+                           "machine whose drain unit has no MUL stage (the summary says so)")
     comp.add_argument("--precision", default=None,
                       help="activations: mixed (the default with fixed and pow2: a Conv's or Gemm's "
                            "input or output whose int8 SQNR on the calibration samples is below 20 dB, "

@@ -62,7 +62,7 @@ def test_presets_are_machines_and_the_board_machine_is_named() -> None:
     assert board.config.replace(LOG_EPI_BUFF_SIZE=0, DRAIN_STAGES=0, DRAIN_OPS=0) == PRESETS["small"]
     assert board.memory == "sdram" and board.counters is CounterSet.NONE
     assert parse_machine("ulx3s:gemm_ii=2").spec == "ulx3s:gemm_ii=2"
-    assert parse_machine("small:DRAIN_OPS=RSHR+SHR/ADD/CLIP,LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=3,alu_ii=2,"
+    assert parse_machine("small:DRAIN_OPS=ADD/SHR/MUL/RSHR/CLIP,LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=5,alu_ii=2,"
                          "acc_ports=1,mul_cycles=2,uop_stage=1,counters=none,memory=sdram") == board
 
 
