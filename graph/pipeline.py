@@ -176,7 +176,9 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         a mapping ``{input_name: array}``, or an iterable of such mappings.
     config :
         the accelerator: a preset name, a machine (:func:`openvta.isa.parse_machine`'s text
-        or a :class:`~openvta.isa.Machine`: its configuration) or a ``Config``.
+        or a :class:`~openvta.isa.Machine`) or a ``Config``.  The programs are compiled for
+        its configuration and record the rest (a lean build, counters, memory), which the
+        cycle and rtl back ends then run and the model file keeps.
     quantize :
         None (the default): ``"fixed"``, or ``"pow2"`` on a machine whose drain unit has no
         MUL stage (it then runs the requantization, where ``fixed``'s multiply would keep
@@ -220,7 +222,8 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     PassError
         for a pass that cannot do its work, naming the pass and the node.
     """
-    cfg = parse_machine(config).config
+    machine = parse_machine(config)
+    cfg = machine.config
     if isinstance(cpu_nodes, str):
         raise ValueError(f"cpu_nodes must be a collection of node names, not the string {cpu_nodes!r}")
     mode, chosen = _requant_mode(quantize, cfg)
@@ -255,7 +258,17 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     if options.budget is not None:
         options = replace(options, costs=_product_cycles(graph, options))
     stages = run_pipeline(graph, options)
-    return CompiledModel(stages[PASSES[-1][0]], stages[FLOAT_STAGE], cfg, options.mode)
+    return CompiledModel(_on(stages[PASSES[-1][0]], machine), stages[FLOAT_STAGE], cfg, options.mode)
+
+
+def _on(graph: Graph, machine: Machine) -> Graph:
+    """``graph`` with each region's program recording ``machine`` (:meth:`Program.on
+    <openvta.runtime.Program.on>`: nothing, for a plain machine), so that the cycle and rtl
+    back ends run the model on it, and the model file keeps it."""
+    if machine.is_plain:
+        return graph
+    regions = tuple(replace(r, program=r.program.on(machine)) if r.program is not None else r for r in graph.regions)
+    return replace(graph, regions=regions)
 
 
 def _product_cycles(graph: Graph, options: CompileOptions) -> dict[str, int] | None:

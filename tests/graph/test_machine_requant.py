@@ -66,3 +66,21 @@ def test_the_board_machine_drains_the_default_epilogue_exactly(digits: tuple[np.
         got = model.run(images, backend=backend)
         assert all(np.array_equal(got[name], value) for name, value in expected.items())
     assert all(np.array_equal(plain.reference(images)[k], v) for k, v in expected.items())
+
+
+def test_the_model_runs_on_its_machine_and_its_file_keeps_it(digits: tuple[np.ndarray, ...], tmp_path: Path) -> None:
+    """The programs record the machine: the cycle back end charges its timing (the SDRAM, the
+    folded ALU), and a saved model reads back with it."""
+    from openvta.graph.compiled_model import load_model
+
+    calibration, images = digits
+    board = MACHINES["ulx3s"]
+    model = openvta.compile_model(DIGITS / "digits.onnx", calibration, config=board)
+    assert all(region.program.machine == board for region in model.graph.regions)
+    on_board = model.run(images[:1], backend="cycle").report.cycles
+    on_chip = model.run(images[:1], backend="cycle", timing=parse_machine("ulx3s:memory=on-chip").timing).report.cycles
+    assert on_board is not None and on_chip is not None and on_board > on_chip
+    model.save(tmp_path / "m.npz")
+    again = load_model(tmp_path / "m.npz")
+    assert all(region.program.machine == board for region in again.graph.regions)
+    assert again.run(images[:1], backend="cycle").report.cycles == on_board
