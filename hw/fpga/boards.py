@@ -126,9 +126,7 @@ def buffer_bits(cfg: Config) -> int:
     when ``cfg`` has a drain unit)."""
     total = (1 << cfg.LOG_UOP_BUFF_SIZE) + (1 << cfg.LOG_INP_BUFF_SIZE) \
         + (1 << cfg.LOG_WGT_BUFF_SIZE) + (1 << cfg.LOG_ACC_BUFF_SIZE)
-    total += (1 << cfg.LOG_ACC_DEPTH) * cfg.out_elem_bytes
-    if cfg.has_drain:
-        total += 1 << cfg.LOG_EPI_BUFF_SIZE
+    total += (1 << cfg.LOG_ACC_DEPTH) * cfg.out_elem_bytes + cfg.epi_depth * cfg.acc_elem_bytes
     return total * 8
 
 
