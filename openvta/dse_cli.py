@@ -34,11 +34,11 @@ def add_dse_parser(sub: Any, boards: list[str]) -> None:
     p.add_argument("--board", required=True, choices=boards, help="the FPGA board")
     p.add_argument("--workload", default="resnet18", choices=sorted(WORKLOADS),
                    help="the layers run on the cycle model (default resnet18: C2-C11)")
-    p.add_argument("--configs", nargs="+", metavar="SPEC",
-                   help="configurations: PRESET or PRESET:KEY=VALUE,... (KEY a Config key, machine "
-                   "v2's LOG_EPI_BUFF_SIZE, DRAIN_STAGES and DRAIN_OPS (RSHR+SHR/ADD/CLIP) included, or a lean build "
-                   "option; default: "
-                   "the board's set, see docs/DSE.md)")
+    p.add_argument("--machines", "--configs", dest="configs", nargs="+", metavar="MACHINE",
+                   help="the machines explored: PRESET or PRESET:KEY=VALUE,... (KEY a Config key, machine "
+                   "v2's LOG_EPI_BUFF_SIZE, DRAIN_STAGES and DRAIN_OPS (RSHR+SHR/ADD/CLIP) included, a lean build "
+                   "option, counters or memory; docs/PRESETS.md); default: the board's set, see docs/DSE.md; "
+                   "--configs is its older name")
     p.add_argument("-o", "--output", required=True, help="output folder (resumed if it holds a dse.json)")
     p.add_argument("--layers", help="a subset of the workload's layers, e.g. C2,C5")
     p.add_argument("--records", help="a tuning log: layers use its best plans where it has them")
