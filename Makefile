@@ -26,15 +26,14 @@ bench: $(STAMP)
 # the ALU on half its lanes, one accumulator read port, the two-cycle MUL, the micro-op
 # stage): about 7 minutes and 1.5 GB here, 58.1 MHz with nextpnr's seed 2 (docs/FPGA.md, docs/FIGURES.md).
 bitstream-ecp5: $(STAMP)
-	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
-		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 2 -o build/ulx3s-85f-small
+	$(BIN)/openvta bitstream --board ulx3s-85f --machine ulx3s:memory=on-chip --seed 2 -o build/ulx3s-85f-small
 
-# The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM
-# (docs/FPGA.md; docs/DECISIONS.md, "The SDRAM in the SoC"): 54.6 MHz with nextpnr's seed 1
-# asked for 56 MHz, about 5 minutes (other seeds: docs/FPGA_NOTES.md).
+# The same image with its DRAM on the ULX3S's 64 MiB SDRAM instead of 64 KiB of block RAM, the
+# board machine `ulx3s` (docs/PRESETS.md; docs/DECISIONS.md, "The SDRAM in the SoC"): 54.6 MHz
+# with nextpnr's seed 1 asked for 56 MHz, about 5 minutes (other seeds: docs/FPGA_NOTES.md).
+# With machine v2's drain unit (--machine ulx3s-v2) the image does not route yet.
 bitstream-ecp5-sdram: $(STAMP)
-	$(BIN)/openvta bitstream --board ulx3s-85f --config small --counters none --alu-ii 2 \
-		--acc-ports 1 --mul-cycles 2 --uop-stage 1 --seed 1 --freq 56 --sdram -o build/ulx3s-85f-small-sdram
+	$(BIN)/openvta bitstream --board ulx3s-85f --machine ulx3s --seed 1 --freq 56 -o build/ulx3s-85f-small-sdram
 
 # The ICEBreaker (iCE40 UP5K) link-test image: no accelerator build fits the UP5K (its leanest
 # design packs into 7 862 logic cells of 5 280; docs/FPGA_NOTES.md).

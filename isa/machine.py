@@ -65,8 +65,8 @@ class Machine:
 
     Examples
     --------
-    >>> Machine(PRESETS["small"]).name, MACHINES["ulx3s"].memory
-    ('small', 'sdram')
+    >>> Machine(PRESETS["small"]).name, MACHINES["ulx3s"].memory, MACHINES["ulx3s-v2"].config.DRAIN_STAGES
+    ('small', 'sdram', 5)
     """
 
     config: Config = field(default_factory=Config)
@@ -204,16 +204,20 @@ class Machine:
 #: on-chip memory), and the board machines:
 #:
 #: ``ulx3s``
-#:     what ``make bitstream-ecp5`` puts on the ULX3S (ECP5-85F): ``small`` with a lean
-#:     five-stage drain unit, one operation a stage, the epilogue of ``compile_model``'s
-#:     default (``fixed``) requantization of a convolution or dense layer
-#:     (``ADD/SHR/MUL/RSHR/CLIP``: the bias, the pre-shift, the multiplier, the rounding
-#:     shift, the clip; a residual block's longer epilogue stays on the ALU), the lean
-#:     compute unit, no hardware counters, and its DRAM on the board's 64 MiB SDRAM.
+#:     what ``make bitstream-ecp5-sdram`` puts on the ULX3S (ECP5-85F): ``small`` with the
+#:     lean compute unit that routes above 50 MHz, no hardware counters, and its DRAM on the
+#:     board's 64 MiB SDRAM.
+#: ``ulx3s-v2``
+#:     the same with machine v2's drain unit: five stages, one operation each, the epilogue
+#:     of ``compile_model``'s default (``fixed``) requantization of a convolution or dense
+#:     layer (``ADD/SHR/MUL/RSHR/CLIP``: the bias, the pre-shift, the multiplier, the
+#:     rounding shift, the clip; a residual block's longer epilogue stays on the ALU).  Its
+#:     image does not route on the ECP5-85F yet (docs/FPGA_NOTES.md).
 MACHINES: dict[str, Machine] = {name: Machine(cfg) for name, cfg in PRESETS.items()}
-MACHINES["ulx3s"] = Machine(
-    PRESETS["small"].replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=5, DRAIN_OPS=parse_drain_ops("ADD/SHR/MUL/RSHR/CLIP")),
-    LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1), CounterSet.NONE, "sdram")
+MACHINES["ulx3s"] = Machine(PRESETS["small"], LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1),
+                            CounterSet.NONE, "sdram")
+MACHINES["ulx3s-v2"] = MACHINES["ulx3s"].replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=5,
+                                                 DRAIN_OPS=parse_drain_ops("ADD/SHR/MUL/RSHR/CLIP"))
 
 
 def machine(name: str) -> Machine:

@@ -74,7 +74,8 @@ def test_parse_config_changes_keys_of_a_preset() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("huge", "configuration 'huge': machine must be one of default, vta, v2, small, tiny, ulx3s, not 'huge'"),
+    ("huge", "configuration 'huge': machine must be one of default, vta, v2, small, tiny, ulx3s, ulx3s-v2, "
+             "not 'huge'"),
     ("tiny:FOO=1", "configuration 'tiny:FOO=1': 'FOO=1' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
     ("tiny:LOG_BLOCK", "'LOG_BLOCK' is not KEY=VALUE"),
     ("tiny:LOG_BLOCK=x", "configuration 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),

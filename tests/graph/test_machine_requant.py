@@ -46,7 +46,7 @@ def test_a_drain_unit_without_mul_gets_pow2_and_the_summary_says_so(digits: tupl
     assert asked.mode is RequantMode.FIXED and "requantization pow2" not in asked.summary()
 
 
-@pytest.mark.parametrize("machine", ["v2", "ulx3s", "small"])
+@pytest.mark.parametrize("machine", ["v2", "ulx3s-v2", "small"])
 def test_a_machine_with_a_mul_stage_or_no_drain_keeps_fixed(machine: str, digits: tuple[np.ndarray, ...]) -> None:
     calibration, _ = digits
     model = openvta.compile_model(DIGITS / "digits.onnx", calibration, config=machine)
@@ -54,10 +54,10 @@ def test_a_machine_with_a_mul_stage_or_no_drain_keeps_fixed(machine: str, digits
 
 
 def test_the_board_machine_drains_the_default_epilogue_exactly(digits: tuple[np.ndarray, ...]) -> None:
-    """``ulx3s``'s five stages run every convolution's and the dense layer's epilogue of the
+    """``ulx3s-v2``'s five stages run every convolution's and the dense layer's epilogue of the
     default requantization, and the result is the integer reference's."""
     calibration, images = digits
-    board = MACHINES["ulx3s"]
+    board = MACHINES["ulx3s-v2"]
     model = openvta.compile_model(DIGITS / "digits.onnx", calibration, config=board)
     plain = openvta.compile_model(DIGITS / "digits.onnx", calibration, config=parse_machine("small"))
     assert _drained(model) > 0 and _drained(plain) == 0
@@ -74,11 +74,12 @@ def test_the_model_runs_on_its_machine_and_its_file_keeps_it(digits: tuple[np.nd
     from openvta.graph.compiled_model import load_model
 
     calibration, images = digits
-    board = MACHINES["ulx3s"]
+    board = MACHINES["ulx3s-v2"]
     model = openvta.compile_model(DIGITS / "digits.onnx", calibration, config=board)
     assert all(region.program.machine == board for region in model.graph.regions)
     on_board = model.run(images[:1], backend="cycle").report.cycles
-    on_chip = model.run(images[:1], backend="cycle", timing=parse_machine("ulx3s:memory=on-chip").timing).report.cycles
+    on_chip_timing = parse_machine("ulx3s-v2:memory=on-chip").timing
+    on_chip = model.run(images[:1], backend="cycle", timing=on_chip_timing).report.cycles
     assert on_board is not None and on_chip is not None and on_board > on_chip
     model.save(tmp_path / "m.npz")
     again = load_model(tmp_path / "m.npz")

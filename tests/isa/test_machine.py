@@ -54,16 +54,18 @@ def test_the_timing_is_the_builds_on_the_memorys(machine: Machine) -> None:
         **{**machine.build.to_dict(), "shared_dma": 0})  # the build the timing describes (shared_dma has none)
 
 
-def test_presets_are_machines_and_the_board_machine_is_named() -> None:
+def test_presets_are_machines_and_the_board_machines_are_named() -> None:
     for name, cfg in PRESETS.items():
         assert MACHINES[name] == Machine(cfg) and MACHINES[name].is_plain
-    board = MACHINES["ulx3s"]
+    board, v2 = MACHINES["ulx3s"], MACHINES["ulx3s-v2"]
     assert board.name == "ulx3s" and board.spec == "ulx3s" and not board.is_plain
-    assert board.config.replace(LOG_EPI_BUFF_SIZE=0, DRAIN_STAGES=0, DRAIN_OPS=0) == PRESETS["small"]
-    assert board.memory == "sdram" and board.counters is CounterSet.NONE
+    assert board.config == PRESETS["small"] and board.memory == "sdram" and board.counters is CounterSet.NONE
+    assert board.build == LeanBuild(alu_ii=2, acc_ports=1, mul_cycles=2, uop_stage=1)
+    assert v2.config.replace(LOG_EPI_BUFF_SIZE=0, DRAIN_STAGES=0, DRAIN_OPS=0) == board.config
+    assert (v2.build, v2.counters, v2.memory) == (board.build, board.counters, board.memory)
     assert parse_machine("ulx3s:gemm_ii=2").spec == "ulx3s:gemm_ii=2"
     assert parse_machine("small:DRAIN_OPS=ADD/SHR/MUL/RSHR/CLIP,LOG_EPI_BUFF_SIZE=12,DRAIN_STAGES=5,alu_ii=2,"
-                         "acc_ports=1,mul_cycles=2,uop_stage=1,counters=none,memory=sdram") == board
+                         "acc_ports=1,mul_cycles=2,uop_stage=1,counters=none,memory=sdram") == v2
 
 
 def test_a_json_file_is_a_machine(tmp_path: Path) -> None:
@@ -75,7 +77,7 @@ def test_a_json_file_is_a_machine(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("huge", "machine must be one of default, vta, v2, small, tiny, ulx3s, not 'huge'"),
+    ("huge", "machine must be one of default, vta, v2, small, tiny, ulx3s, ulx3s-v2, not 'huge'"),
     ("tiny:FOO=1", "machine 'tiny:FOO=1': 'FOO=1' is not KEY=VALUE with a key of LOG_INP_WIDTH"),
     ("tiny:LOG_BLOCK=x", "machine 'tiny:LOG_BLOCK=x': LOG_BLOCK must be an integer, not 'x'"),
     ("tiny:LOG_BLOCK=9", "machine 'tiny:LOG_BLOCK=9': LOG_BLOCK must be between 1 and 6, not 9"),
@@ -164,9 +166,10 @@ def test_the_command_line_compiles_for_a_machine_and_runs_on_it(tmp_path: Path,
     assert ["cycles", str(cycles)] in [line.split() for line in capsys.readouterr().out.splitlines()]
     # another machine of the same configuration; the configuration itself cannot change
     assert main(["run", str(prog), "--backend", "cycle", "--machine", "ulx3s:memory=on-chip", "--quiet"]) == 0
-    assert main(["run", str(prog), "--backend", "cycle", "--machine", "small", "--quiet"]) == 1
-    assert capsys.readouterr().err == ("openvta: error: --machine small has another configuration than the "
-                                       "program's (custom); a program runs on the configuration it was compiled "
+    assert main(["run", str(prog), "--backend", "cycle", "--machine", "small", "--quiet"]) == 0  # the full build
+    assert main(["run", str(prog), "--backend", "cycle", "--machine", "tiny", "--quiet"]) == 1
+    assert capsys.readouterr().err == ("openvta: error: --machine tiny has another configuration than the "
+                                       "program's (small); a program runs on the configuration it was compiled "
                                        "for\n")
     assert main(["run", str(prog), "--machine", "ulx3s"]) == 1
     assert "--machine needs --backend cycle or rtl" in capsys.readouterr().err
@@ -186,4 +189,4 @@ def test_openvta_config_prints_and_lists_machines(capsys: pytest.CaptureFixture[
     assert Machine.from_json(capsys.readouterr().out) == MACHINES["ulx3s"]
     assert main(["config", "nope"]) == 1
     assert capsys.readouterr().err == ("openvta: error: machine must be one of default, vta, v2, small, tiny, ulx3s, "
-                                       "not 'nope'\n")
+                                       "ulx3s-v2, not 'nope'\n")
