@@ -177,7 +177,8 @@ def test_the_exact_levers_are_the_isa_s_shifts(lever: str, ops: tuple[DrainOp, .
             assert out == _want(op, a, b), f"{lever} {op.name} a={a} b={b}"
 
 
-@pytest.mark.parametrize("ops", [(DrainOp.RSHR, DrainOp.SHR), (DrainOp.ADD,), (DrainOp.CLIP,)], ids=_name)
+@pytest.mark.parametrize("ops", [(DrainOp.RSHR, DrainOp.SHR), (DrainOp.RSHR,), (DrainOp.ADD,), (DrainOp.CLIP,),
+                                 tuple(DrainOp)], ids=_name)
 @FEW
 @given(random=LANE_VECTORS)
 def test_the_rtl_lanes_are_the_isa_s_and_through_passes_a(ops: tuple[DrainOp, ...],
@@ -187,8 +188,10 @@ def test_the_rtl_lanes_are_the_isa_s_and_through_passes_a(ops: tuple[DrainOp, ..
     vectors = _vectors(EDGES, random)
     rtl = _simulate(ds.LANES["rtl"](CFG, frozenset(ops)), ops, vectors)
     through = _simulate(ds.LANES["through"](CFG, frozenset(ops)), ops[:1], vectors)
-    for (a, b), out, passed in zip(vectors, rtl[ops[0]], through[ops[0]]):
-        assert out == _want(ops[0], a, b)
+    for op in ops:
+        for (a, b), out in zip(vectors, rtl[op]):
+            assert out == _want(op, a, b), f"{op.name} a={a} b={b}"
+    for (a, _), passed in zip(vectors, through[ops[0]]):
         assert passed == [v & 0xFFFFFFFF for v in a]
 
 
