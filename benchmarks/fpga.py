@@ -241,6 +241,31 @@ def sdram_resnet18(config: str, size: int) -> None:
           f"({cycles / rtl - 1:+.2%}; target within 2 %); {time.perf_counter() - start:.0f} s wall")
 
 
+def digits_on(machine: str, count: int) -> None:
+    """The digits CNN (``examples/digits``) compiled for ``machine`` (its drain unit, build and
+    memory: ``ulx3s-v2``'s SDRAM on the part's model) on the Verilated design, against the
+    integer reference and the cycle model's timing of the same machine."""
+    import numpy as np
+
+    import openvta
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "examples" / "digits"))
+    from digits_data import load_split
+
+    train, _, test, _ = load_split()
+    model = openvta.compile_model(Path(__file__).parent.parent / "examples" / "digits" / "digits.onnx", train[:32],
+                                  config=machine)
+    feed = test[:count]
+    reference = model.reference(feed)
+    cycles = model.run(feed, backend="cycle").report.cycles or 0
+    start = time.perf_counter()
+    out = model.run(feed, backend="rtl")
+    same = all(np.array_equal(out[k], v) for k, v in reference.items())
+    rtl = out.report.cycles or 0
+    print(f"digits CNN ({count} images) on rtl ({machine}): equal to the reference: {same}; {rtl:,} cycles, "
+          f"the cycle model {cycles:,} ({cycles / rtl - 1:+.2%}); {time.perf_counter() - start:.0f} s wall")
+
+
 def up5k_options(out: Path) -> None:
     """Each UP5K build option's figures: Yosys's cells, then nextpnr's logic cells after
     packing, which decide the fit (the image does not fit, so placement never starts)."""
@@ -294,10 +319,15 @@ def main() -> None:
     parser.add_argument("--sdram-size", type=int, default=224, help="--sdram's ResNet-18 input size (default 224)")
     parser.add_argument("--sdram-resnet18", metavar="MACHINE", help="only the whole ResNet-18 on the Verilated "
                         "SDRAM, on this preset (e.g. v2), against the cycle model's SDRAM timing")
+    parser.add_argument("--digits-rtl", metavar="MACHINE", help="only the digits CNN compiled for MACHINE "
+                        "(e.g. ulx3s-v2) on the Verilated design, against the reference and the cycle model")
     parser.add_argument("--up5k", metavar="OUT", help="each UP5K build option's synthesis and packing figures")
     args = parser.parse_args()
     if args.up5k:
         up5k_options(Path(args.up5k))
+        return
+    if args.digits_rtl:
+        digits_on(args.digits_rtl, 2)
         return
     if args.sdram_resnet18:
         sdram_resnet18(args.sdram_resnet18, args.sdram_size)
