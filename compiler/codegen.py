@@ -75,36 +75,39 @@ def emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Sym
     BuildError
         from the builder (an instruction that does not encode, a region past a tensor).
     """
-    if lowered.cfg.has_drain:  # machine v2: every GEMM kernel in one LOAD UOP, before the first
-        recorder = _Recorder()
-        emitter = _emitter(cast(ProgramBuilder, recorder), lowered, tensors)  # it takes the builder's calls
-        emitter.ticker = ticker
-        emitter.emit(lowered.body, {}, 0)
-        recorder.replay(builder)
-        return
-    emitter = _emitter(builder, lowered, tensors)
-    emitter.ticker = ticker
-    emitter.emit(lowered.body, {}, 0)
+    if lowered.cfg.has_drain:  # machine v2: every GEMM kernel in one LOAD UOP, before the first;
+        recorder = _Recorder()  # the inp and wgt slices that stay resident (:class:`_Resident`)
+        _emit(cast(ProgramBuilder, recorder), lowered, tensors, ticker, _residents(lowered))
+        recorder.replay(builder)  # it took the builder's calls
+    else:
+        _emit(builder, lowered, tensors, ticker, {})
 
 
-def _emitter(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Symbol]) -> _Emitter:
-    """An emitter of ``lowered`` into ``builder``; on machine v2 it has run the host loops
-    once already for the order of the inp and wgt loads (:class:`_Resident`)."""
+def _residents(lowered: Lowered) -> dict[Scope, _Resident]:
+    """Machine v2: the inp and wgt scopes no load run loads twice, whose slices stay in
+    their buffers from one run to the next (:class:`_Resident`)."""
+    depths = {Scope.INP: lowered.cfg.inp_depth, Scope.WGT: lowered.cfg.wgt_depth}
+    return {scope: _Resident(depth // (lowered.vthreads * lowered.slices[scope]))
+            for scope, depth in depths.items()
+            if lowered.slices.get(scope) and _one_load_per_run(lowered.body, scope)}
+
+
+def _emit(builder: ProgramBuilder, lowered: Lowered, tensors: Mapping[Tensor, Symbol], ticker: Ticker | None,
+          resident: dict[Scope, _Resident]) -> None:
+    """Emit ``lowered`` into ``builder``; with ``resident`` scopes, after a dry run of the
+    host loops for the order of their loads."""
     emitter = _Emitter(builder, dict(tensors), lowered.cfg, lowered.slices)
     emitter.copies, emitter.threads = lowered.load_copies, lowered.vthreads
     emitter.acc_copies = lowered.acc_copies
-    if lowered.cfg.has_drain:
-        depths = {Scope.INP: lowered.cfg.inp_depth, Scope.WGT: lowered.cfg.wgt_depth}
-        for scope, depth in depths.items():
-            if lowered.slices.get(scope) and _one_load_per_run(lowered.body, scope):
-                emitter.resident[scope] = _Resident(depth // (lowered.vthreads * lowered.slices[scope]))
+    emitter.resident.update(resident)
     if emitter.resident:
         emitter.dry = True
         emitter.emit(lowered.body, {}, 0)
         emitter.dry = False
-        for resident in emitter.resident.values():
-            resident.seen.clear()
-    return emitter
+        for r in emitter.resident.values():
+            r.seen.clear()
+    emitter.ticker = ticker
+    emitter.emit(lowered.body, {}, 0)
 
 
 class _Recorder:

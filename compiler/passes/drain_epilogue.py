@@ -1,7 +1,8 @@
 """Pass: a conv2d's or dense layer's epilogue moves from the compute ALU to the drain unit.
 
-Machine v2 only (``cfg.has_drain``, docs/ISA.md §9); on any other machine the pass returns
-its input.  Pre: the ALU instructions of :mod:`.lower_alu`, the DMA of :mod:`.inject_dma`.
+Machine v2 only (the drain unit, docs/ISA.md §9): on any other machine the pass returns
+its input, since no descriptor fits an epi buffer of no words.  Pre: the ALU instructions
+of :mod:`.lower_alu`, the DMA of :mod:`.inject_dma`.
 In each block that stores the output of a GEMM, when every ALU instruction updates the
 output tile or one whole-tensor operand (a residual, ``R``) with an immediate, a
 per-channel operand or ``R``, and there are at most ``DRAIN_STAGES`` of them once the
@@ -59,8 +60,6 @@ __all__ = ["drain_epilogue", "load_copies"]
 
 def drain_epilogue(lowered: Lowered) -> Lowered:
     cfg = lowered.cfg
-    if not cfg.has_drain:
-        return lowered
     sizes: list[int] = []
     drained: set[Buffer] = set()
 
@@ -109,11 +108,9 @@ def _uses_acc_besides_drains(stmt: Stmt) -> bool:
 
 
 def load_copies(cfg: Config, vthreads: int, slices: Mapping[Scope, int]) -> int:
-    """Copies of each thread's inp and wgt slices that its loads alternate between: 2 on
-    machine v2 when every thread's fit twice (a step's loads beside the thread's previous
-    GEMM), else 1."""
-    if not cfg.has_drain:
-        return 1
+    """Copies of each thread's inp and wgt slices that its loads alternate between on
+    machine v2 (:func:`drain_epilogue` sets them; 1 on any other machine): 2 when every
+    thread's fit twice (a step's loads beside the thread's previous GEMM), else 1."""
     fits = (2 * vthreads * slices.get(Scope.INP, 0) <= cfg.inp_depth
             and 2 * vthreads * slices.get(Scope.WGT, 0) <= cfg.wgt_depth)
     return 2 if fits else 1

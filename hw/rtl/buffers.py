@@ -1,7 +1,7 @@
 """The on-chip buffers (docs/ISA.md §1): their geometry, and the signatures of their ports
 as the modules that drive them see them.
 
-One element per word: inp, wgt, acc, out and uop, and on machine v2 (``cfg.has_drain``)
+One element per word: inp, wgt, acc, out and uop, and on machine v2 (docs/ISA.md §9)
 the drain unit's epi buffer (words as wide as an acc tile).  :class:`~.core.Core` builds each as
 an :class:`amaranth.lib.memory.Memory` and connects its ports to the modules' members
 typed here (:func:`write_port`, :func:`read_port`), so both sides agree on every width.

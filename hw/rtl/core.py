@@ -7,7 +7,7 @@ burst masters (fetch; load's inp and wgt readers; compute's uop, acc and acc8 re
 store's writer) arbitrated onto the ``m_axi_*`` AXI4 master; with ``shared_dma``, four
 (one reader per module: :class:`~.dma.DmaReaders`).
 
-Machine v2 (``cfg.has_drain``) adds the epi buffer (one write and one read port, the
+Machine v2 (docs/ISA.md §9) adds the epi buffer (one write and one read port, the
 store module's), a read port of the acc buffer for the store module's drain unit
 (:mod:`.drain`), two burst masters (store's EPI and EPI_8BIT readers) after the seven, and
 a **cleared bit per accumulator tile** (:class:`ClearedTiles`): the drain zeroes what it
@@ -104,33 +104,36 @@ class Core(wiring.Component):
         members.update(axi_master_signature(self.bus_bits))
         super().__init__(members)
 
-    def _memories(self, m: Module, acc_ports: int) -> dict[str, Any]:
-        """The buffers, and their ports by the names of the modules' members."""
+    def _memories(self, m: Module, acc_ports: int) -> tuple[dict[str, Any], Memory]:
+        """The buffers, and their ports by the names of the modules' members; the acc buffer
+        (machine v2's drain reads it through a port of its own: :meth:`_drain`)."""
         mems = {name: Memory(shape=unsigned(width), depth=depth, init=[])
                 for name, (width, depth) in buffer_geometry(self.cfg).items()}
         for name, mem in mems.items():
             m.submodules[f"{name}_buffer"] = mem
         ports: dict[str, Any] = {}
-        for name in ("inp", "wgt", "out", "uop"):
+        for name in (n for n in mems if n != "acc"):  # (machine v2's epi buffer: the store module's)
             ports[f"{name}_w"] = mems[name].write_port()
             ports[f"{name}_r"] = mems[name].read_port()
         ports["acc_w"] = mems["acc"].write_port()
         ports["acc_ra"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
         if acc_ports == 2:
             ports["acc_rb"] = mems["acc"].read_port(transparent_for=(ports["acc_w"],))
-        if self.cfg.has_drain:  # the store module's: the EPI loads, the drain (:mod:`.drain`)
-            ports["epi_w"] = mems["epi"].write_port()
-            ports["epi_r"] = mems["epi"].read_port()
-            ports["acc_d"] = mems["acc"].read_port()
-        return ports
+        return ports, mems["acc"]
 
-    def _cleared_tiles(self, m: Module, ports: dict[str, Any], compute: Any, store: Any) -> None:
-        """Machine v2: the drained tiles' cleared bits between the acc buffer's read ports
-        and the modules that read them (their data zero while the bit is set); the drain's
-        zeroing port sets the bits, compute's acc writes clear them."""
-        readers = [(compute.acc_ra, ports["acc_ra"]), (store.acc_d, ports["acc_d"])]
+    def _drain(self, m: Module, ports: dict[str, Any], acc: Memory,
+               units: tuple[LoadUnit, ComputeUnit, StoreUnit]) -> list[Any]:
+        """Machine v2 (docs/ISA.md §9): the drain's read port of the acc buffer, and the
+        drained tiles' cleared bits between the acc buffer's read ports and the modules that
+        read them (their data zero while the bit is set; the drain's zeroing port sets the
+        bits, compute's acc writes clear them).  It takes the read ports it wires out of
+        ``ports`` and connects the others (:func:`_connect_ports`, first: the netlist's
+        names follow the statements' order); it returns the store module's burst masters."""
+        _, compute, store = units
+        readers = [(compute.acc_ra, ports.pop("acc_ra")), (store.acc_d, acc.read_port())]
         if "acc_rb" in ports:
-            readers.append((compute.acc_rb, ports["acc_rb"]))
+            readers.append((compute.acc_rb, ports.pop("acc_rb")))
+        _connect_ports(m, ports, units)
         m.submodules.cleared = cleared = ClearedTiles(self.cfg.acc_depth, len(readers))
         write = ports["acc_w"]
         m.d.comb += [cleared.set_en.eq(store.acc_z.en), cleared.set_addr.eq(store.acc_z.addr),
@@ -139,12 +142,13 @@ class Core(wiring.Component):
             m.d.comb += [mem_port.addr.eq(unit_port.addr), mem_port.en.eq(unit_port.en),
                          cleared.read_addr[i].eq(unit_port.addr), cleared.read_en[i].eq(unit_port.en),
                          unit_port.data.eq(Mux(cleared.read_bit[i], 0, mem_port.data))]
+        return [getattr(store, n) for n in store.readers.port_names()]
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg, burst = self.cfg, self.timing.max_burst_beats
         compute = ComputeUnit(cfg, self.bus_bits, self.timing, self.shared_dma)
-        ports = self._memories(m, compute.lean.acc_ports)
+        ports, acc = self._memories(m, compute.lean.acc_ports)
         words = self.timing.insn_move_cycles
         fifos: list[Any] = [SyncFIFOBuffered(width=INSN_BITS, depth=cfg.CMD_QUEUE_DEPTH) if words == 1
                             else CommandQueue(cfg.CMD_QUEUE_DEPTH, words) for _ in range(3)]
@@ -161,18 +165,12 @@ class Core(wiring.Component):
             wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
             _connect_tokens(m, unit, tokens)
-        masked = ("acc_ra", "acc_rb", "acc_d") if cfg.has_drain else ()  # through the cleared bits
-        for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r", "epi_w", "epi_r", "acc_d")),
-                            (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r",
-                                       "out_w"))):
-            for name in (n for n in names if n in ports and n not in masked):
-                wiring.connect(m, getattr(unit, name), ports[name])
-        if cfg.has_drain:
-            self._cleared_tiles(m, ports, compute, store)
         masters = [fetch.mem, *(getattr(load, n) for n in load.readers.port_names()),
                    *(getattr(compute, n) for n in compute.readers.port_names()), store.out_mem]
         if cfg.has_drain:
-            masters += [getattr(store, n) for n in store.readers.port_names()]
+            masters += self._drain(m, ports, acc, (load, compute, store))
+        else:
+            _connect_ports(m, ports, (load, compute, store))
         m.submodules.arbiter = arbiter = AxiArbiter(len(masters), self.bus_bits)
         for i, port in enumerate(masters):
             wiring.connect(m, port, arbiter.masters[i])
@@ -233,17 +231,16 @@ class Core(wiring.Component):
             (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC, cfg.acc_elem_bytes),
             (Counter.ACC_LOAD_BYTES, compute, cd, MemoryType.ACC_8BIT, cfg.out_elem_bytes),
         ]
-        if cfg.has_drain:  # the store module's loads
+        storing = started_mem(store, sd, None)
+        if cfg.has_drain:  # machine v2 (docs/ISA.md §9): the store module also runs the EPI loads
             byte_counts += [(Counter.ACC_LOAD_BYTES, store, sd, MemoryType.EPI, cfg.acc_elem_bytes),
                             (Counter.ACC_LOAD_BYTES, store, sd, MemoryType.EPI_8BIT, cfg.out_elem_bytes)]
+            storing = storing & (sd.opcode == Opcode.STORE)
         for counter, unit, d, mtype, size in byte_counts:
             amount = started_mem(unit, d, mtype) & (d.opcode == Opcode.LOAD)
             inc[counter].append(amount * moved(d, size))
             inc[Counter.DRAM_READ_BYTES].append(amount * moved(d, size))
         inc[Counter.DRAM_READ_BYTES].append(fetch.fetched * INSN_BYTES)
-        storing = started_mem(store, sd, None)
-        if cfg.has_drain:  # not the store module's loads
-            storing = storing & (sd.opcode == Opcode.STORE)
         stored = storing * moved(sd, cfg.out_elem_bytes)
         inc[Counter.OUT_STORE_BYTES].append(stored)
         inc[Counter.DRAM_WRITE_BYTES].append(stored)
@@ -269,6 +266,16 @@ class Core(wiring.Component):
                 m.d.sync += value.eq(0)
             with m.Elif(running):
                 m.d.sync += value.eq(value + total)
+
+
+def _connect_ports(m: Module, ports: dict[str, Any], units: tuple[LoadUnit, ComputeUnit, StoreUnit]) -> None:
+    """The modules' buffer ports to the buffers' (those in ``ports``: a module's member
+    without a port there is not this machine's, or wired through :class:`ClearedTiles`)."""
+    load, compute, store = units
+    for unit, names in ((load, ("inp_w", "wgt_w")), (store, ("out_r", "epi_w", "epi_r")),
+                        (compute, ("uop_w", "uop_r", "acc_w", "acc_ra", "acc_rb", "inp_r", "wgt_r", "out_w"))):
+        for name in (n for n in names if n in ports):
+            wiring.connect(m, getattr(unit, name), ports[name])
 
 
 def _connect_tokens(m: Module, unit: Stage, tokens: dict[TokenQueue, TokenCounter]) -> None:

@@ -200,7 +200,7 @@ class DrainLanes(wiring.Component):
 
 
 class DrainUnit(wiring.Component):
-    """The drain unit of a machine with ``cfg.has_drain`` (see the module docstring).
+    """The drain unit of machine v2 (docs/ISA.md §9; see the module docstring).
 
     Members
     -------

@@ -2,7 +2,7 @@
 
 Load runs LOAD INP and LOAD WGT with one DMA reader per buffer (or, with
 ``shared_dma``, one reader of both widths: :class:`~.dma.DmaReaders`); store runs STORE
-with one DMA writer from the out buffer.  On machine v2 (``cfg.has_drain``) the store
+with one DMA writer from the out buffer.  On machine v2 (docs/ISA.md §9) the store
 module also runs LOAD EPI and EPI_8BIT into the epi buffer (two DMA readers, or one
 shared, as compute's ACC and ACC_8BIT loads: padding zeros, int8 lanes sign-extended),
 and STORE ACC through the drain unit (:class:`~.drain.DrainUnit`), whose stream of int8
@@ -85,7 +85,7 @@ class StoreUnit(Stage):
     out_mem : Out(mem_port(bus_bits))
         the DMA writer's burst port.
 
-    With a drain unit (``cfg.has_drain``), also:
+    On machine v2 (docs/ISA.md §9), also:
 
     epi_w, epi_r : :func:`~.buffers.write_port`, :func:`~.buffers.read_port`
         the epi buffer's ports (the EPI loads write it; the drain reads it).
@@ -106,17 +106,17 @@ class StoreUnit(Stage):
     def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False,
                  insn_words: int = 1) -> None:
         members: dict[str, wiring.Member] = {"out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits))}
-        if cfg.has_drain:
+        self.drain: DrainUnit | None = None
+        if cfg.has_drain:  # machine v2: the EPI loads' readers, and the drain, whose tiles the writer sends
             self.readers = DmaReaders({MemoryType.EPI: cfg.acc_elem_bytes * 8,
                                        MemoryType.EPI_8BIT: cfg.out_elem_bytes * 8}, bus_bits, max_burst,
                                       shared_dma)
             members.update({"epi_w": write_port(cfg, "epi"), "epi_r": read_port(cfg, "epi"),
                             "acc_d": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"),
                             **self.readers.members()})
-        super().__init__(Unit.STORE, cfg, bus_bits, members, insn_words)
-        self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=cfg.has_drain)
-        if cfg.has_drain:
             self.drain = DrainUnit(cfg)
+        super().__init__(Unit.STORE, cfg, bus_bits, members, insn_words)
+        self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=self.drain is not None)
 
     def elaborate(self, platform: object) -> Module:
         if self.cfg.has_drain:
@@ -143,6 +143,7 @@ class StoreUnit(Stage):
         cfg = self.cfg
         m.submodules.dma = dma = self.dma
         m.submodules.drain = drain = self.drain
+        assert drain is not None  # (built with it)
         readers_waiting = self.readers.elaborate_into(m, self)
         wiring.connect(m, wiring.flipped(self.out_mem), dma.mem)
         wiring.connect(m, wiring.flipped(self.acc_d), drain.acc_r)

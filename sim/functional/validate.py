@@ -6,6 +6,7 @@ import numpy as np
 
 from openvta.isa import AluOp, Config, MemoryType, Opcode, layouts_of
 from openvta.isa.encoding import Format
+from openvta.isa.instructions import valid_members
 
 from ..errors import EncodingError
 
@@ -44,9 +45,9 @@ def check_stream(table: dict[str, np.ndarray], words: np.ndarray, cfg: Config) -
     is_load, is_store = op == Opcode.LOAD, op == Opcode.STORE
     is_mem = is_load | is_store
     mtype = table["memory_type"]
-    if not cfg.has_drain:
-        _fail(is_mem & (mtype > MemoryType.ACC_8BIT),
-              "invalid memory_type (6-7 are not memory types on a machine without a drain unit)")
+    # (only machine v2's may be missing: docs/ISA.md §9)
+    _fail(is_mem & ~np.isin(mtype, list(valid_members("memory_type", cfg))),
+          "invalid memory_type (6-7 are not memory types on a machine without a drain unit)")
     _fail((op == Opcode.ALU) & (table["alu_opcode"] > max(AluOp)), "invalid alu_opcode (5-7 are not ALU ops)")
     on_load = is_load & ((mtype == MemoryType.INP) | (mtype == MemoryType.WGT))
     _fail(on_load & ((table["pop_prev_dep"] | table["push_prev_dep"]) != 0),
