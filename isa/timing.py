@@ -178,16 +178,14 @@ TIMING_PRESETS: dict[str, Timing] = {
 def drain_fill_cycles(cfg: Config, timing: Timing, stages: int) -> int:
     """What a draining STORE ACC whose descriptor has ``stages`` stages costs beyond the
     STORE of the out buffer it replaces: two cycles per stage (its operand word's read, its
-    pipeline register; one word's read even for none) and ``drain_extra_cycles``; 0
-    without a drain unit.  Measured on the RTL (``hw/rtl/drain.py``,
-    ``tests/hw/test_drain_rtl.py``): ``2·stages + 1``.
+    pipeline register; one word's read even for none) and ``drain_extra_cycles`` (a STORE
+    ACC, which only a machine with a drain unit runs).  Measured on the RTL
+    (``hw/rtl/drain.py``, ``tests/hw/test_drain_rtl.py``): ``2·stages + 1``.
 
     >>> from openvta.isa import preset
     >>> drain_fill_cycles(preset("v2"), Timing(), 3), drain_fill_cycles(preset("v2"), Timing(), 12)
     (7, 25)
     """
-    if not cfg.has_drain:
-        return 0
     count = min(stages, cfg.DRAIN_STAGES)
     return max(count, 1) + count + timing.drain_extra_cycles
 
