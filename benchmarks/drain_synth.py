@@ -34,9 +34,10 @@ unit alone takes 5–45 s on this project's 2-core machine (``--jobs 2`` runs tw
 
 ``--soc``: the SDRAM image of ``make bitstream-ecp5-sdram`` (its SoC, as the bitstream
 flow writes it) synthesized without the drain, with it, and with it but without the
-cleared bits of the acc tiles (hw/rtl/core.py's ClearedTiles, the drain's other large
-part); the differences are the drain's cost the board target counts (at most 30 % of the
-image without it).  ``--soc-lever NAME[+NAME…]`` adds the image with levers
+cleared bits of the acc tiles (hw/rtl/core.py's ClearedTiles, in block RAM; in
+flip-flops, their first version, they were the drain's other large part); the
+differences are the drain's cost the board target counts (at most 30 % of the image
+without it).  ``--soc-lever NAME[+NAME…]`` adds the image with levers
 (:data:`LEVERS`, :data:`CLEARED_LEVERS`), ``--soc-modules`` the two images per module
 (``synth_ecp5 -noflatten``: what the drain adds, module by module).  About 2–4 minutes
 each.  The netlists and Yosys logs stay in ``build/drain-synth/``.
@@ -64,7 +65,6 @@ from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.back import rtlil
-from amaranth.lib.memory import Memory
 
 from openvta.hw.rtl import core as core_rtl
 from openvta.hw.rtl import drain as drain_rtl
@@ -132,7 +132,7 @@ class SharedShiftLanes(DrainLanes):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         if not self.ops or self.ops - {DrainOp.RSHR, DrainOp.SHR}:
-            m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops)
+            m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops, self.mul_stage)
             m.d.comb += [inner.op.eq(self.op), inner.a.eq(self.a), inner.b.eq(self.b), self.out.eq(inner.out)]
             return m
         bits, lanes = self.cfg.ACC_WIDTH, []
@@ -213,7 +213,7 @@ class RoundBitLanes(DrainLanes):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         if not self.ops or self.ops - {DrainOp.RSHR, DrainOp.SHR}:
-            m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops)
+            m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops, self.mul_stage)
             m.d.comb += [inner.op.eq(self.op), inner.a.eq(self.a), inner.b.eq(self.b), self.out.eq(inner.out)]
             return m
         bits, lanes = self.cfg.ACC_WIDTH, []
@@ -257,7 +257,7 @@ class NarrowLanes(DrainLanes):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bits, n = self.cfg.ACC_WIDTH, self.cfg.BATCH * self.cfg.BLOCK_OUT
-        m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops)
+        m.submodules.lanes = inner = DrainLanes(self.cfg, self.ops, self.mul_stage)
         a = Cat(*(self._sext(self.a.word_select(w, bits)) for w in range(n)))
         b = self.b if DrainOp.CLIP in self.ops else Cat(*(self._sext(self.b.word_select(w, bits))
                                                           for w in range(n)))
@@ -280,56 +280,28 @@ class NoClearedTiles(ClearedTiles):
         return Module()
 
 
-class MemoryClearedTiles(ClearedTiles):
-    """Lever: the cleared bits in block RAM instead of flip-flops.  Two memories of a bit
-    per tile, ``S`` written by the drain's sets and ``C`` by compute's clears, the bit their
-    XOR: a set writes ``S[i] = ~C[i]``, a clear ``C[i] = S[i]``, each a cycle after it is
-    asked (the other memory's bit read then), and every reader has its copy of both.  The
-    reads correct what is still pending (a set or a clear of the cycle before) and, as the
-    flip-flops do, a clear of their tile in their own cycle.  The same bits as
-    :class:`ClearedTiles` when no tile is both set and cleared within two cycles (the tokens
-    keep them apart far longer); ``2·(reads + 1)`` RAMs of ``depth`` bits."""
+class FlipFlopClearedTiles(ClearedTiles):
+    """The cleared bits' first version, in flip-flops: ``depth`` bits, a set and a clear
+    decoder and a read multiplexer per port (4,702 LUT4 of ``small``'s SDRAM image).  The
+    same bits as :class:`~openvta.hw.rtl.core.ClearedTiles` (block RAM) when no tile is both
+    set and cleared within two cycles."""
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        depth = self.depth
-        width = len(self.set_addr)
-        pend_set, pend_set_addr = Signal(), Signal(width)
-        pend_clear, pend_clear_addr = Signal(), Signal(width)
-        m.d.sync += [pend_set.eq(self.set_en), pend_set_addr.eq(self.set_addr),
-                     pend_clear.eq(self.clear_en), pend_clear_addr.eq(self.clear_addr)]
-        copies = len(self.read_addr)
-        s_mems = [Memory(shape=1, depth=depth, init=[], attrs={"ram_style": "block"}) for _ in range(copies + 1)]
-        c_mems = [Memory(shape=1, depth=depth, init=[], attrs={"ram_style": "block"}) for _ in range(copies + 1)]
-        for k, mem in enumerate(s_mems + c_mems):
-            m.submodules[f"cleared_{'sc'[k // (copies + 1)]}{k % (copies + 1)}"] = mem
-        s_for_clear = s_mems[-1].read_port()  # S at the clear's tile, for C's write next cycle
-        c_for_set = c_mems[-1].read_port()
-        m.d.comb += [s_for_clear.addr.eq(self.clear_addr), c_for_set.addr.eq(self.set_addr)]
-        for mem in s_mems:
-            port = mem.write_port()
-            m.d.comb += [port.en.eq(pend_set), port.addr.eq(pend_set_addr), port.data.eq(~c_for_set.data)]
-        for mem in c_mems:
-            port = mem.write_port()
-            m.d.comb += [port.en.eq(pend_clear), port.addr.eq(pend_clear_addr), port.data.eq(s_for_clear.data)]
-        for i, (en, addr, bit) in enumerate(zip(self.read_en, self.read_addr, self.read_bit)):
-            s_read, c_read = s_mems[i].read_port(), c_mems[i].read_port()
-            hit_set, hit_clear, clear_now = Signal(name=f"hit_set_{i}"), Signal(name=f"hit_clear_{i}"), \
-                Signal(name=f"clear_now_{i}")
-            m.d.comb += [s_read.addr.eq(addr), c_read.addr.eq(addr), s_read.en.eq(en), c_read.en.eq(en)]
+        bits = Signal(self.depth)
+        one = Const(1, self.depth)
+        set_mask = Mux(self.set_en, one << self.set_addr, 0)
+        clear_mask = Mux(self.clear_en, one << self.clear_addr, 0)
+        m.d.sync += bits.eq((bits | set_mask) & ~clear_mask)
+        for en, addr, bit in zip(self.read_en, self.read_addr, self.read_bit):
             with m.If(en):
-                m.d.sync += [hit_set.eq(pend_set & (pend_set_addr == addr)),
-                             hit_clear.eq(pend_clear & (pend_clear_addr == addr)),
-                             clear_now.eq(self.clear_en & (self.clear_addr == addr))]
-            m.d.comb += bit.eq(~clear_now & (hit_set | ~hit_clear & (s_read.data ^ c_read.data)))
+                m.d.sync += bit.eq(bits.bit_select(addr, 1) & ~(self.clear_en & (self.clear_addr == addr)))
         return m
 
 
 #: The cleared bits' stand-ins by name: "rtl" is hw/rtl/core.py's ClearedTiles.
-CLEARED: dict[str, type[ClearedTiles]] = {"rtl": ClearedTiles, "none": NoClearedTiles, "memory": MemoryClearedTiles}
-#: The collisions of the memory stand-in's reads and writes are its own to handle (its
-#: reads correct what is pending), as the buffers' are (UNORDERED_READS_SCRIPT).
-CLEARED_UNORDERED = "setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 r:MEMID=*cleared_* %i"
+CLEARED: dict[str, type[ClearedTiles]] = {"rtl": ClearedTiles, "none": NoClearedTiles,
+                                          "flip-flops": FlipFlopClearedTiles}
 
 
 @contextlib.contextmanager
@@ -344,7 +316,7 @@ def cleared_tiles(kind: str) -> Iterator[None]:
 
 
 #: The stand-ins by name: "rtl" is hw/rtl/drain.py's DrainLanes.
-LANES: dict[str, Callable[[Config, frozenset[DrainOp]], DrainLanes]] = {
+LANES: dict[str, type[DrainLanes]] = {
     "rtl": DrainLanes, "through": ThroughLanes, "shared-shift": SharedShiftLanes, "product-shift": ProductShiftLanes,
     "fine-shift": FineShiftLanes, "round-bit": RoundBitLanes, "narrow": NarrowLanes}
 #: The levers measured by ``--levers``: the lanes of each stage (the rest "rtl").
@@ -366,9 +338,9 @@ def stage_lanes(kinds: Sequence[str]) -> Iterator[None]:
     original = drain_rtl.DrainLanes
     built = itertools.count()
 
-    def lanes(cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp)) -> DrainLanes:
+    def lanes(cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp), mul_stage: bool = False) -> DrainLanes:
         k = next(built) % cfg.DRAIN_STAGES
-        return LANES[kinds[k] if k < len(kinds) else "rtl"](cfg, ops)
+        return LANES[kinds[k] if k < len(kinds) else "rtl"](cfg, ops, mul_stage=mul_stage)
 
     setattr(drain_rtl, "DrainLanes", lanes)  # noqa: B010 -- the module global DrainUnit reads
     try:
@@ -584,7 +556,7 @@ def share_line(drain_lut4: int, image_lut4: int, what: str) -> str:
 
 #: The SoC's cleared bits by lever name (see ``--soc-lever``).
 CLEARED_LEVERS = {"no-cleared": ("the cleared bits left out (their cost; wrong results)", "none"),
-                  "memory-cleared": ("the cleared bits in block RAM (a stand-in)", "memory")}
+                  "flip-flop-cleared": ("the cleared bits in flip-flops (their first version)", "flip-flops")}
 
 
 def soc_lever(text: str) -> tuple[tuple[str, ...], str]:
@@ -617,10 +589,6 @@ def write_soc(folder: Path, with_drain: bool, lanes: Sequence[str] = (), cleared
         build = bitstream._plan(target, cfg, 0, bitstream.DEFAULT_BAUD, True, target.target_mhz, CounterSet.NONE,
                                 LeanBuild(**SDRAM_LEAN), target.sdram)
         build.extract(str(folder))
-    script = folder / f"{bitstream.TOP_NAME}.ys"
-    lines = script.read_text().splitlines()
-    at = next(i for i, line in enumerate(lines) if line.strip().startswith("synth_ecp5"))
-    script.write_text("\n".join(lines[:at] + [CLEARED_UNORDERED] * (cleared == "memory") + lines[at:]) + "\n")
     return folder
 
 
@@ -675,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--soc", action="store_true", help="the SDRAM image's SoC with and without the drain")
     parser.add_argument("--soc-lever", action="append", default=[], metavar="NAME[+NAME…]",
                         help="with --soc: the SoC with the drain and these levers too (repeatable; LEVERS, "
-                             "no-cleared, memory-cleared)")
+                             "no-cleared, flip-flop-cleared)")
     parser.add_argument("--soc-modules", action="store_true",
                         help="the SoC with and without the drain per module (synth_ecp5 -noflatten)")
     parser.add_argument("--jobs", type=int, default=1, help="synthesis runs at once (default 1)")

@@ -69,7 +69,7 @@ def measure(path: Path, repeats: int, cycle: bool) -> str:
     try:
         for _ in range(repeats):
             start = time.perf_counter()
-            model = compile_model(proto, calibration)
+            model = compile_model(proto, calibration, config="vta")
             times.append(time.perf_counter() - start)
     except Exception as exc:  # a refusal is a row of the table, with its one line
         return f"| {path.stem} | refused: {str(exc).splitlines()[0][:160]} | | | | | |"

@@ -65,6 +65,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from openvta.dse import DseError, parse_spec
 from openvta.hw.fpga.bitstream import BitstreamReport, SocOptions, build_bitstream
@@ -218,8 +219,6 @@ def sdram_resnet18(config: str, size: int) -> None:
     design with the SDRAM (weights and activations put in its storage through the simulation's
     back door, the ``$readmemh`` of each program's image, not through the UART), against the
     integer reference and the cycle model with :func:`openvta.isa.sdram_timing`."""
-    import numpy as np
-
     import openvta
     from openvta.isa import preset, sdram_timing
 
@@ -229,24 +228,32 @@ def sdram_resnet18(config: str, size: int) -> None:
     model_proto = build_resnet18(size=size)
     images = random_images(4, size=size)
     model = openvta.compile_model(model_proto, images[:3], config=config)
-    feed = images[3:4]
-    reference = model.reference(feed)
-    cycles = model.run(feed, backend="cycle", timing=sdram_timing(preset(config))).report.cycles or 0
-    start = time.perf_counter()
-    out = model.run(feed, backend="rtl", memory="sdram", max_cycles=200_000_000)
-    same = all(np.array_equal(out[k], v) for k, v in reference.items())
-    rtl = out.report.cycles or 0
+    verdict = rtl_against_cycle(model, images[3:4], {"timing": sdram_timing(preset(config))},
+                                {"memory": "sdram", "max_cycles": 200_000_000}, "; target within 2 %")
     print(f"ResNet-18 ({size}x{size}) on rtl ({config}, the SDRAM controller on the AS4C32M16SB-7's model): "
-          f"equal to the reference: {same}; {rtl:,} cycles, the cycle model {cycles:,} "
-          f"({cycles / rtl - 1:+.2%}; target within 2 %); {time.perf_counter() - start:.0f} s wall")
+          f"{verdict}")
+
+
+def rtl_against_cycle(model: Any, feed: Any, cycle: dict[str, Any], rtl: dict[str, Any], target: str = "") -> str:
+    """``model`` run on ``feed`` on the ``cycle`` back end and on the Verilated design (each
+    with its options): whether the RTL equals the integer reference, and both cycle counts
+    (``target`` after their difference)."""
+    import numpy as np
+
+    reference = model.reference(feed)
+    cycles = model.run(feed, backend="cycle", **cycle).report.cycles or 0
+    start = time.perf_counter()
+    out = model.run(feed, backend="rtl", **rtl)
+    same = all(np.array_equal(out[k], v) for k, v in reference.items())
+    count = out.report.cycles or 0
+    return (f"equal to the reference: {same}; {count:,} cycles, the cycle model {cycles:,} "
+            f"({cycles / count - 1:+.2%}{target}); {time.perf_counter() - start:.0f} s wall")
 
 
 def digits_on(machine: str, count: int) -> None:
     """The digits CNN (``examples/digits``) compiled for ``machine`` (its drain unit, build and
     memory: ``ulx3s-v2``'s SDRAM on the part's model) on the Verilated design, against the
     integer reference and the cycle model's timing of the same machine."""
-    import numpy as np
-
     import openvta
 
     sys.path.insert(0, str(Path(__file__).parent.parent / "examples" / "digits"))
@@ -255,15 +262,7 @@ def digits_on(machine: str, count: int) -> None:
     train, _, test, _ = load_split()
     model = openvta.compile_model(Path(__file__).parent.parent / "examples" / "digits" / "digits.onnx", train[:32],
                                   config=machine)
-    feed = test[:count]
-    reference = model.reference(feed)
-    cycles = model.run(feed, backend="cycle").report.cycles or 0
-    start = time.perf_counter()
-    out = model.run(feed, backend="rtl")
-    same = all(np.array_equal(out[k], v) for k, v in reference.items())
-    rtl = out.report.cycles or 0
-    print(f"digits CNN ({count} images) on rtl ({machine}): equal to the reference: {same}; {rtl:,} cycles, "
-          f"the cycle model {cycles:,} ({cycles / rtl - 1:+.2%}); {time.perf_counter() - start:.0f} s wall")
+    print(f"digits CNN ({count} images) on rtl ({machine}): {rtl_against_cycle(model, test[:count], {}, {})}")
 
 
 def up5k_options(out: Path) -> None:

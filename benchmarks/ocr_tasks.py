@@ -8,7 +8,7 @@ int8 model's difference from the anchor in points, compile time and run times; a
 whether int8 ``functional`` equals ``model.reference`` on the first sample.
 
 Each model is compiled with ``openvta.compile_model(path, {"x": calibration},
-config="default", input_shapes=...)`` on ``--calib`` samples from ``CALIBRATION_SEED``
+config="vta", input_shapes=...)`` on ``--calib`` samples from ``CALIBRATION_SEED``
 (never an evaluation sample): the classifier at a batch of ``--batch`` (it runs any batch),
 the detector at 1×3×320×640 (its calibration pages split into single runs).
 ``--option key=value`` passes more keyword arguments to ``compile_model`` (values read
@@ -84,7 +84,7 @@ def measure(task: str, inputs: np.ndarray, truth: np.ndarray, calibration: np.nd
     name = tasks.INPUT_NAME
     start = time.perf_counter()
     kwargs = {"input_shapes": {name: (batch, *inputs.shape[1:])}, **options}
-    model = openvta.compile_model(tasks.model_path(task), {name: calibration}, config="default", **kwargs)
+    model = openvta.compile_model(tasks.model_path(task), {name: calibration}, config="vta", **kwargs)
     compile_s = time.perf_counter() - start
     (out,) = model.outputs
     anchor = tasks.run_onnxruntime(task, inputs, batch)

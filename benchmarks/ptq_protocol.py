@@ -24,7 +24,7 @@ successive draws from ``default_rng(1)``, whose first 16 are the 16-set.  Agains
 onnxruntime's float output of the same file: mean cosine per input (float64), centered
 cosine (each side minus its mean over the evaluation set, since random weights give every
 input a large common component) and top-1 agreement.  openvta: ``compile_model(file,
-{"image": the 8 calibration inputs as one batch}, config="default", **options)`` run on
+{"image": the 8 calibration inputs as one batch}, config="vta", **options)`` run on
 ``functional``.  The anchor, in the same run: ``quant_pre_process(skip_symbolic_shape=True)``
 then ``quantize_static`` (QDQ, MinMax, QInt8 activations and weights), per-tensor and
 per-channel, run by onnxruntime.  The anchor of each metric is the better of the two
@@ -191,7 +191,7 @@ def measure_model(path: Path, options: Mapping[str, Any], evaluation: list[np.nd
             outputs[f"ort_{kind}"] = ort_outputs(qdq, evaluation)
     batch = {INPUT: np.concatenate(calibration)}
     try:
-        model, row["compile_s"] = timed(lambda: compile_model(path.as_posix(), batch, config="default", **options))
+        model, row["compile_s"] = timed(lambda: compile_model(path.as_posix(), batch, config="vta", **options))
     except Exception as exc:  # a refusal is a row of the table, with its first line
         row["refused"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         return {"row": row, "outputs": outputs}

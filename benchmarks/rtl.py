@@ -2,14 +2,14 @@
 cycle model's error against the RTL on every RTL test program; then one ResNet-18 layer
 on both DRAMs of the ``rtl`` back end, in one run.
 
-Targets: at least 20k simulated cycles/s on ``default``; model error at
-most 5 % on every program and 2 % on the blocked GEMM; C11 (``default``, 2
+Targets: at least 20k simulated cycles/s on ``vta``; model error at
+most 5 % on every program and 2 % on the blocked GEMM; C11 (``vta``, 2
 virtual threads) at 200k simulated cycles/s or more with the DRAM inside the design
 (``memory="native"``), with the same final DRAM and counters as cocotbext-axi's AxiRam
 (``memory="cocotb"``).  Wall times include each run's simulator start, image files and
 result; CPU times are the simulator process's.
 
-    .venv/bin/python benchmarks/rtl.py [--presets tiny,small,default] [--fresh]
+    .venv/bin/python benchmarks/rtl.py [--presets tiny,small,vta] [--fresh]
                                        [--memory native|cocotb] [--layer C11|''] [--v2-layers C4,C5,C11]
 
 Machine v2: C4, C5 and C11 (``--v2-layers``), the RTL with its drain unit
@@ -46,7 +46,7 @@ def _programs(cfg):  # the programs of tests/hw/test_rtl.py
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--presets", default="tiny,small,default")
+    parser.add_argument("--presets", default="tiny,small,vta")
     parser.add_argument("--fresh", action="store_true", help="time a build in an empty cache")
     parser.add_argument("--memory", default="native", choices=["native", "cocotb"])
     parser.add_argument("--layer", default="C11", help="ResNet-18 layer on both DRAMs ('' for none)")
@@ -61,7 +61,7 @@ def main() -> None:
         backend.build_dir(cfg)
         build_s = time.perf_counter() - start
         rng = np.random.default_rng(0)
-        size = {"tiny": 64, "small": 96, "default": 128}[name]
+        size = {"tiny": 64, "small": 96, "vta": 128}[name]
         big, small = (build_blocked_gemm(cfg, rng.integers(-128, 128, (n, n), dtype=np.int8),
                                          rng.integers(-128, 128, (n, n), dtype=np.int8),
                                          vthreads=2, shift=8) for n in (size * 2, size // 4))
@@ -87,20 +87,20 @@ def main() -> None:
         compare_drams(args.layer)
     if args.v2_layers:
         machine_v2(args.v2_layers.split(","))
-    print("targets: >= 20k cycles/s on default (steady); model error <= 5 % (2 % on the blocked GEMM); "
+    print("targets: >= 20k cycles/s on vta (steady); model error <= 5 % (2 % on the blocked GEMM); "
           "a layer at >= 200k cycles/s with the native DRAM, identical on both")
 
 
 def compare_drams(layer: str) -> None:
-    """One ResNet-18 layer on ``default`` (2 virtual threads) on both DRAMs, then the checks."""
+    """One ResNet-18 layer on ``vta`` (2 virtual threads) on both DRAMs, then the checks."""
     import openvta
     from openvta.compiler.workloads import RESNET18, random_inputs
 
     operands = random_inputs(RESNET18[layer], seed=0)
-    op = openvta.operator("conv2d", layer=layer, config="default", vthreads=2)
+    op = openvta.operator("conv2d", layer=layer, config="vta", vthreads=2)
     program = op.build({k: operands[k] for k in ("data", "weight", "bias")})
     results, rates = {}, {}
-    print(f"{layer} on default, 2 virtual threads ({len(program.dram):,} bytes of DRAM):")
+    print(f"{layer} on vta, 2 virtual threads ({len(program.dram):,} bytes of DRAM):")
     for memory in ("native", "cocotb"):
         backend = RtlBackend(max_cycles=20_000_000, memory=memory)
         backend.build_dir(program.config, len(program.dram))

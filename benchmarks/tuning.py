@@ -1,4 +1,4 @@
-"""The auto-tuner against an exhaustive reference: ResNet-18 C2–C11, default preset, cycle model.
+"""The auto-tuner against an exhaustive reference: ResNet-18 C2–C11, vta preset (VTA's machine), cycle model.
 
 The targets for ``openvta.tune``, all printed here:
 
@@ -95,7 +95,7 @@ class TileSpace(Space):
 
 
 def layer_space(layer: str, min_tile: int | None = None) -> TileSpace:
-    return TileSpace(tune.space("conv2d", layer=f"resnet18.{layer}", config="default"),
+    return TileSpace(tune.space("conv2d", layer=f"resnet18.{layer}", config="vta"),
                      min_tile or MIN_TILE)
 
 
@@ -360,11 +360,12 @@ def main() -> None:
                         help="the N best and N random reference configurations re-measured per layer")
     parser.add_argument("--live", default="C5", help="layers also tuned live on --executor (trials/s)")
     parser.add_argument("--min-tile", type=int, default=None, help=f"instead of {MIN_TILE}")
-    parser.add_argument("--config", default="default",
-                        help="another preset (v2: machine v2) is tuned live, without the exhaustive reference")
+    parser.add_argument("--config", default="vta",
+                        help="the exhaustive reference is VTA's machine's; another preset (v2, default: machine v2) "
+                             "is tuned live, without it")
     args = parser.parse_args()
     layers = args.layers.split(",")
-    if args.config != "default":
+    if args.config != "vta":
         tuned_machine(args.config, layers, args.trials, args.executor)
         return
     if args.sweep:
@@ -374,7 +375,7 @@ def main() -> None:
     tuners = args.tuners.split(",")
     sweeps_file = DATA / "sweeps.json"
     sweeps = json.loads(sweeps_file.read_text()) if sweeps_file.exists() else {}
-    print(f"ResNet-18 on the cycle model, default preset; output tiles of >= {args.min_tile or MIN_TILE} "
+    print(f"ResNet-18 on the cycle model, vta preset; output tiles of >= {args.min_tile or MIN_TILE} "
           f"vectors; {args.trials} trials, {args.seeds} seeds (replayed on the exhaustive reference)")
     print(f"{'layer':<5}{'tile>=':>7}{'valid':>6}{'<=1%':>5}{'sweep s':>8}{'meas/s':>7}{'default':>10}{'best':>10}"
           f"{'frac':>7}{'xgb best':>11}{'frac':>7}{'ceiling':>8}{'g/g+4':>7}"

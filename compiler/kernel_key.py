@@ -42,7 +42,7 @@ PLAN_KNOBS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 
 def hardware_name(cfg: Config) -> str:
-    """``"default@1a2b3c4d"``: the preset name (or ``custom``) and a hash of every key."""
+    """``"vta@8e2becee"``: the preset name (or ``custom``) and a hash of every key."""
     digest = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
     return f"{cfg.name}@{digest[:8]}"
 

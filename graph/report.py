@@ -24,7 +24,8 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from openvta.isa import UNIT_COUNTERS, AluInsn, Config, Counter, GemmInsn, InsnTiming, MemInsn, Opcode, Roofline, Unit
+from openvta.isa import (UNIT_COUNTERS, AluInsn, Config, Counter, GemmInsn, InsnTiming, MemInsn, Opcode, Roofline, Unit,
+                         dram_type)
 from openvta.runtime import Program
 
 from .ir import Device
@@ -281,7 +282,7 @@ def span_dram_bytes(program: Program, starts: Sequence[int], cfg: Config) -> lis
         read = written = 0
         for insn in insns[begin:end]:
             if isinstance(insn, MemInsn) and not insn.is_sync:
-                nbytes = insn.y_size * insn.x_size * cfg.elem_bytes(insn.memory_type)
+                nbytes = insn.y_size * insn.x_size * cfg.elem_bytes(dram_type(insn.opcode, insn.memory_type))
                 if insn.opcode == Opcode.STORE:
                     written += nbytes
                 else:

@@ -54,7 +54,8 @@ from .encoding import Field, Format, ISAError, Layout, layouts_of
 from .enums import (LOAD_MODULE_TYPES, STORE_MODULE_TYPES, AluOp, MemoryType, Module, Opcode, TokenQueue, Unit,
                     dram_type, module_of, modules_of)
 from .report import InsnTiming, LinkTiming, Roofline, RunReport, UnitTiming, unit_timing
-from .timing import TIMING_PRESETS, LeanBuild, Timing, drain_fill_cycles, sdram_timing, spram_timing, timing_for
+from .timing import (TIMING_PRESETS, LeanBuild, Timing, drain_fill_cycles, drain_split_stages, sdram_timing,
+                     spram_timing, timing_for)
 from .machine import MACHINES, MEMORIES, Machine, machine, parse_machine
 from .instructions import (
     AluInsn,
@@ -94,5 +95,5 @@ __all__ = [
     "join_wide", "wide_high", "wide_low",
     "V2_KEYS", "STORE_MODULE_TYPES", "DrainError", "DrainOp", "DrainStage", "decode_header", "drain_tiles",
     "encode_header", "format_drain_ops", "parse_drain_ops", "stages_fit",
-    "reads_residual", "epi_base_of", "with_epi_base", "dram_type", "drain_fill_cycles",
+    "reads_residual", "epi_base_of", "with_epi_base", "dram_type", "drain_fill_cycles", "drain_split_stages",
 ]

@@ -20,7 +20,7 @@ from .encoding import layouts_of
 from .enums import DrainOp
 from .widths import INSN_BYTES, INSN_WIDTH, LOOP_ITER_WIDTH, SRAM_BASE_WIDTH, UOP_BYTES, UOP_WIDTH, ConfigError
 
-__all__ = ["Config", "ConfigError", "V2_KEYS", "V2_DRAIN", "DRAIN_OPS_BITS", "DRAIN_HEADER_LANES",
+__all__ = ["Config", "ConfigError", "DEFAULT_PRESET", "V2_KEYS", "V2_DRAIN", "DRAIN_OPS_BITS", "DRAIN_HEADER_LANES",
            "DRAIN_CODES_PER_LANE",
            "INSN_BYTES", "INSN_WIDTH", "LOOP_ITER_WIDTH", "SRAM_BASE_WIDTH",
            "UOP_BYTES", "UOP_WIDTH", "ISA_KEYS", "MACHINE_KEYS", "PRESETS", "preset"]
@@ -90,7 +90,7 @@ class Config:
         log2 of the memory bus width in bits (6: a 64-bit AXI bus as on VTA's Pynq).
     LOG_EPI_BUFF_SIZE, DRAIN_STAGES :
         machine v2's drain unit (docs/ISA.md §9): log2 of its epi buffer in bytes and the
-        stages its pipeline has; both 0 (VTA's machine, the default) or both set.
+        stages its pipeline has; both 0 (VTA's machine, ``Config()``'s) or both set.
     DRAIN_OPS :
         the operations each drain stage has (docs/ISA.md §9): 0, every stage has all of
         :class:`~openvta.isa.DrainOp`'s seven; otherwise stage ``k``'s set is byte ``k``
@@ -388,11 +388,9 @@ class Config:
 
     @property
     def name(self) -> str:
-        """The preset name this configuration equals, or ``"custom"``."""
-        for preset_name, cfg in PRESETS.items():
-            if cfg == self:
-                return preset_name
-        return "custom"
+        """The preset this configuration equals, by its own name (``v2``, never its alias
+        ``default``), or ``"custom"``."""
+        return next((name for name, cfg in PRESETS.items() if name != DEFAULT_PRESET and cfg == self), "custom")
 
 
 def _log2(value: int) -> int:
@@ -408,13 +406,21 @@ def _check_range(key: str, value: int, low: int, high: int) -> None:
 #: pipeline stages, enough for ResNet's residual blocks (docs/DECISIONS.md, "Machine v2").
 V2_DRAIN: dict[str, Any] = {"LOG_EPI_BUFF_SIZE": 14, "DRAIN_STAGES": 12}
 
+#: The preset a user gets who names none: an alias of machine v2's (``v2``), not a
+#: configuration of its own.  ``Config()`` stays VTA's machine (``vta``), and a program
+#: compiled for it stays VTA's, byte for byte (docs/DECISIONS.md, "v2 as the default").
+DEFAULT_PRESET = "default"
+
+_V2 = Config(**V2_DRAIN)
+
 PRESETS: dict[str, Config] = {
-    # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc.
-    "default": Config(),
-    # The same machine under its own name: the programs compiled for it are VTA's.
+    # Machine v2 (below) under the name users get by default.
+    DEFAULT_PRESET: _V2,
+    # VTA's shipped configuration: 1x16x16 GEMM, 32 KiB uop/inp, 256 KiB wgt, 128 KiB acc;
+    # the programs compiled for it are VTA's.
     "vta": Config(),
     # Machine v2 on VTA's GEMM shape, buffers, bus and DRAM timing: the drain unit added.
-    "v2": Config(**V2_DRAIN),
+    "v2": _V2,
     # Meant to fit an ECP5-85F: 1x8x8 GEMM (64 multipliers) and ~90 KiB of buffers.
     "small": Config(
         LOG_BLOCK=3,
@@ -441,7 +447,8 @@ PRESETS: dict[str, Config] = {
 
 
 def preset(name: str) -> Config:
-    """The named preset configuration (``default``, ``vta``, ``v2``, ``small`` or ``tiny``)."""
+    """The named preset configuration (``default``, which is ``v2``; ``vta``, ``v2``,
+    ``small`` or ``tiny``)."""
     try:
         return PRESETS[name]
     except KeyError:

@@ -244,7 +244,7 @@ def _derived_table() -> str:
 
 
 def _opcode_table() -> str:
-    cfg = PRESETS["default"]
+    cfg = PRESETS["vta"]  # VTA's encoding; every preset's opcodes are the same
     layouts = layouts_of(cfg)
     rows = []
     for op in Opcode:

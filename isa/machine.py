@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS, Config, ConfigError
+from .config import DEFAULT_PRESET, ISA_KEYS, MACHINE_KEYS, PRESETS, V2_KEYS, Config, ConfigError
 from .counters import CounterSet, counter_set
 from .drain import DrainError, format_drain_ops, parse_drain_ops
 from .timing import LeanBuild, Timing, check_fold, sdram_timing, spram_timing, timing_for
@@ -112,8 +112,9 @@ class Machine:
 
     @property
     def name(self) -> str:
-        """The preset name this machine equals (:data:`MACHINES`), or ``"custom"``."""
-        return next((name for name, m in MACHINES.items() if m == self), "custom")
+        """The preset this machine equals (:data:`MACHINES`), by its own name (``v2``, never
+        its alias ``default``), or ``"custom"``."""
+        return next((name for name, m in MACHINES.items() if name != DEFAULT_PRESET and m == self), "custom")
 
     @property
     def spec(self) -> str:
@@ -121,7 +122,8 @@ class Machine:
         preset with the keys that differ from it."""
         if self.name != "custom":
             return self.name
-        base_name, base = min(MACHINES.items(), key=lambda item: len(self._differences(item[1])))
+        named = ((name, m) for name, m in MACHINES.items() if name != DEFAULT_PRESET)
+        base_name, base = min(named, key=lambda item: len(self._differences(item[1])))
         return f"{base_name}:{','.join(f'{k}={v}' for k, v in self._differences(base))}"
 
     def _differences(self, base: Machine) -> list[tuple[str, str]]:

@@ -51,9 +51,11 @@ from typing import Any, ClassVar
 from dataclasses import dataclass
 
 from .config import Config, ConfigError
+from .enums import DrainOp
 from .widths import INSN_WIDTH
 
-__all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "timing_for", "sdram_timing", "SDRAM_WORD_BYTES",
+__all__ = ["Timing", "TIMING_PRESETS", "drain_fill_cycles", "drain_split_stages", "timing_for", "sdram_timing",
+           "SDRAM_WORD_BYTES",
            "SDRAM_READ_LATENCY_CYCLES", "SDRAM_WRITE_LATENCY_CYCLES", "INSN_MOVE_CHOICES", "spram_timing",
            "LeanBuild", "PIPELINE_CYCLES", "check_fold"]
 
@@ -175,19 +177,31 @@ TIMING_PRESETS: dict[str, Timing] = {
 }
 
 
+def drain_split_stages(cfg: Config, mul_cycles: int) -> frozenset[int]:
+    """The drain stages whose product takes two cycles: with ``mul_cycles`` = 2 (the lean
+    build's, :class:`LeanBuild`), each stage of MUL alone, as the compute ALU splits its own
+    (the lanes' 16×16 partial products registered, summed the next cycle)."""
+    if mul_cycles != 2:
+        return frozenset()
+    return frozenset(k for k, ops in enumerate(cfg.drain_stage_ops) if ops == {DrainOp.MUL})
+
+
 def drain_fill_cycles(cfg: Config, timing: Timing, stages: int) -> int:
     """What a draining STORE ACC whose descriptor has ``stages`` stages costs beyond the
     STORE of the out buffer it replaces: two cycles per stage (its operand word's read, its
-    pipeline register; one word's read even for none) and ``drain_extra_cycles`` (a STORE
-    ACC, which only a machine with a drain unit runs).  Measured on the RTL
-    (``hw/rtl/drain.py``, ``tests/hw/test_drain_rtl.py``): ``2·stages + 1``.
+    pipeline register; one word's read even for none), one more per stage of them whose
+    product takes two cycles (:func:`drain_split_stages`, with the timing's
+    ``alu_mul_cycles``) and ``drain_extra_cycles`` (a STORE ACC, which only a machine with a
+    drain unit runs).  Measured on the RTL (``hw/rtl/drain.py``,
+    ``tests/hw/test_drain_rtl.py``): ``2·stages + 1``.
 
     >>> from openvta.isa import preset
     >>> drain_fill_cycles(preset("v2"), Timing(), 3), drain_fill_cycles(preset("v2"), Timing(), 12)
     (7, 25)
     """
     count = min(stages, cfg.DRAIN_STAGES)
-    return max(count, 1) + count + timing.drain_extra_cycles
+    split = sum(1 for k in drain_split_stages(cfg, timing.alu_mul_cycles) if k < count)
+    return max(count, 1) + count + split + timing.drain_extra_cycles
 
 
 def timing_for(cfg: Config) -> Timing:

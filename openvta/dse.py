@@ -83,7 +83,7 @@ DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
         "tiny:LOG_BUS_WIDTH=6,counters=none",
         "tiny:LOG_INP_BUFF_SIZE=12,LOG_WGT_BUFF_SIZE=13,LOG_ACC_BUFF_SIZE=13",
         "small",
-        "default",
+        "vta",
         # lean builds (LeanBuild): the two-cycle MUL, the folded GEMM core and ALU, one acc
         # read port, the micro-op stage; the last a 16x16 core folded over two cycles
         "tiny:mul_cycles=2,counters=none",

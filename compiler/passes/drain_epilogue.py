@@ -34,8 +34,16 @@ ALU's rounding steps are one RSHR and a clip one CLIP, each an operation its sta
   accumulator double-buffered, so a tile boundary costs no compute cycles.
 
 The descriptors of a tile's ``s`` channel blocks lie side by side (docs/ISA.md §9): the
-``s`` headers, then stage 0's ``s`` words, and so on.  The epi loads are placed right before
-the store, so the token pass sees one store run per tile, as before.
+``s`` headers, then stage 0's ``s`` words, and so on.  The epi loads are placed right
+before the store, so the token pass sees one store run per tile, as before.
+
+An epilogue with no per-channel operand (shifts, immediates, a residual: batch_matmul's)
+has one descriptor for the whole tile, so a STORE spans channel blocks.  A kernel whose
+every block has per-channel operands and channel blocks of one accumulator tile each (a
+dense layer: its rows; a convolution of a 1×1 output) stays on the ALU: drained, it would
+be a STORE a tile, each with the drain's fill cycles (docs/DECISIONS.md, "Which epilogues
+drain", has the measurements).  All blocks or none: the drains' zeroing replaces the
+accumulator's resets.
 """
 
 from __future__ import annotations
@@ -60,7 +68,8 @@ __all__ = ["drain_epilogue", "load_copies"]
 
 def drain_epilogue(lowered: Lowered) -> Lowered:
     cfg = lowered.cfg
-    sizes: list[int] = []
+    sizes: list[int] = []  # each drained block's epi words
+    tile_runs: list[bool] = []  # each drained block's: a STORE a tile (per-channel operands)
     drained: set[Buffer] = set()
 
     def visit(stmt: Stmt, reshape: bool) -> Stmt:
@@ -75,14 +84,14 @@ def drain_epilogue(lowered: Lowered) -> Lowered:
             return replace(stmt, body=visit(stmt.body, inner_reshape), tail=tail)
         if isinstance(stmt, Block):
             inner = Block(tuple(visit(s, reshape) for s in stmt.stmts))
-            block = _drain_block(lowered, inner, sizes, drained, reshape)
+            block = _drain_block(lowered, inner, sizes, tile_runs, drained, reshape)
             return inner if block is None else block
         return stmt
 
     resets: dict[Buffer, UopInsn] = {}
     body = visit(lowered.body, True)
-    if not sizes:
-        return lowered
+    if not sizes or all(tile_runs):
+        return lowered  # (every block a STORE a tile: the ALU is faster; all or none, for the resets)
     body = transform(body, lambda s: _without_resets(s, drained, resets))
     # one reset per region: a tail tile's accumulator lies inside the whole tiles' (the same
     # addresses, smaller), which the reset before them clears already
@@ -130,8 +139,16 @@ def _reset_once(body: Stmt, resets: list[UopInsn]) -> Stmt:
     if isinstance(body, Loop) and body.kind == LoopKind.VTHREAD:
         tail = None if body.tail is None else Block((*resets, body.tail))
         return replace(body, body=Block((*resets, body.body)), tail=tail)
+    if isinstance(body, Loop) and _has_vthread(body):
+        # a host loop around the thread loop (batch_matmul's heads): the resets go before it,
+        # in a thread loop of their own; inside, each iteration's would clear the tiles the
+        # previous iteration's drains still read
+        threads = next(x for x in _loops(body) if x.kind == LoopKind.VTHREAD)
+        empty = Block(())
+        alone = replace(threads, body=empty, tail=None if threads.tail is None else empty)
+        return Block((_reset_once(alone, resets), body))
     if isinstance(body, Loop):
-        return replace(body, body=_reset_once(body.body, resets)) if _has_vthread(body) else Block((*resets, body))
+        return Block((*resets, body))
     if isinstance(body, Block):
         inner = [i for i, s in enumerate(body.stmts) if _has_vthread(s)]
         if len(inner) == 1:
@@ -142,10 +159,10 @@ def _reset_once(body: Stmt, resets: list[UopInsn]) -> Stmt:
 
 
 def _has_vthread(stmt: Stmt) -> bool:
-    return any(isinstance(s, Loop) and s.kind == LoopKind.VTHREAD for s in _loops(stmt))
+    return any(s.kind == LoopKind.VTHREAD for s in _loops(stmt))
 
 
-def _loops(stmt: Stmt) -> list[Stmt]:
+def _loops(stmt: Stmt) -> list[Loop]:
     if isinstance(stmt, Loop):
         return [stmt, *_loops(stmt.body)]
     if isinstance(stmt, Block):
@@ -208,7 +225,7 @@ def _fuse(stages: list[_Stage]) -> list[_Stage]:
     return out
 
 
-def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[Buffer],
+def _drain_block(lowered: Lowered, block: Block, sizes: list[int], tile_runs: list[bool], drained: set[Buffer],
                  peel: bool = True) -> Block | None:
     """The block with its epilogue on the drain unit, or None to leave it as it is."""
     cfg = lowered.cfg
@@ -249,6 +266,9 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
     staged = _fuse(raw)
     if stages_fit(cfg, tuple(DrainStage(op, on_r, operand is None) for op, on_r, operand in staged)) is not None:
         return None  # more stages than the unit has, or an operation its stage lacks (DRAIN_OPS)
+    per_channel = any(isinstance(d, Dma) for _, _, d in staged)
+    if not per_channel:
+        blocks, per_block = 1, int(np.prod(out.shape))  # one descriptor for every channel block
     used = {id(d) for _, _, d in staged if isinstance(d, Dma)} | ({id(residual)} if residual is not None else set())
     if any(id(d) not in used for d in acc_loads.values()):
         return None  # an accumulator operand something else reads
@@ -273,6 +293,7 @@ def _drain_block(lowered: Lowered, block: Block, sizes: list[int], drained: set[
         else:  # an immediate (an R operand's word is never read: zeros)
             epi_loads.append(_constant(buffer.name, buffer, _words(lanes, operand or 0, blocks)))
     sizes.append(size)
+    tile_runs.append(per_channel and per_block == 1)
     drained.add(out)
     res = None
     if residual is not None:

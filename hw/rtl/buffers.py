@@ -36,9 +36,12 @@ UNORDERED_READS = ("inp", "wgt", "out", "uop", "epi")
 #: semantics with a registered copy of every write and a bypass multiplexer per read
 #: port: 586 of the UP5K design's logic cells; 722 LUT4 and 1 389 flip-flops of the
 #: ECP5's lean ``small`` (docs/FPGA_NOTES.md).
+#: The same holds for the drain's cleared bits (``cleared_bits_*``, :class:`~.core.ClearedTiles`),
+#: whose reads correct the writes still pending themselves.
+_UNORDERED_MEMIDS = (*(f"*{name}_buffer" for name in UNORDERED_READS), "*cleared_bits_*")
 UNORDERED_READS_SCRIPT = ("setparam -set COLLISION_X_MASK 1'1 t:$memrd_v2 "
-                          + " ".join(f"r:MEMID=*{name}_buffer" for name in UNORDERED_READS)
-                          + " %u" * (len(UNORDERED_READS) - 1) + " %i")
+                          + " ".join(f"r:MEMID={pattern}" for pattern in _UNORDERED_MEMIDS)
+                          + " %u" * (len(_UNORDERED_MEMIDS) - 1) + " %i")
 
 
 def buffer_geometry(cfg: Config) -> dict[str, tuple[int, int]]:

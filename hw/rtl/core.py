@@ -10,7 +10,7 @@ store's writer) arbitrated onto the ``m_axi_*`` AXI4 master; with ``shared_dma``
 Machine v2 (docs/ISA.md §9) adds the epi buffer (one write and one read port, the
 store module's), a read port of the acc buffer for the store module's drain unit
 (:mod:`.drain`), two burst masters (store's EPI and EPI_8BIT readers) after the seven, and
-a **cleared bit per accumulator tile** (:class:`ClearedTiles`): the drain zeroes what it
+a **cleared bit per accumulator tile** (:class:`ClearedTiles`, in block RAM): the drain zeroes what it
 drains by setting the tile's bit, not by writing the acc buffer (a second write port would
 take it out of block RAM on an FPGA); every read of the acc buffer returns zeros for a tile
 whose bit is set, and compute's writes (GEMM, ALU, its ACC loads) clear the bit.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth import Const, Module, Mux, Signal, unsigned
+from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -160,7 +160,8 @@ class Core(wiring.Component):
         m.submodules.fetch = fetch = Fetch(cfg, self.bus_bits, burst, words)
         m.submodules.load = load = LoadUnit(cfg, self.bus_bits, burst, self.shared_dma, words)
         m.submodules.compute = compute
-        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma, words)
+        m.submodules.store = store = StoreUnit(cfg, self.bus_bits, burst, self.shared_dma, words,
+                                               compute.lean.mul_cycles)
         for unit, fifo in zip((load, compute, store), fifos):
             wiring.connect(m, fifo.r_stream, unit.cmd)
             m.d.comb += unit.remaining.eq(fetch.busy)
@@ -294,9 +295,19 @@ class ClearedTiles(wiring.Component):
     drained the tile: it reads as zeros) and ``clear`` (compute wrote it); ``read_bit[i]`` is
     the bit of ``read_addr[i]``, a cycle later like a block RAM's data, and taking a clear of
     the same tile in that cycle into account (the acc read ports are transparent for
-    compute's writes).  The tokens keep a set and a clear of one tile out of one cycle.
+    compute's writes).
 
-    ``depth`` flip-flops and a decoder per port: 2048 bits for ``v2``, 1024 for ``small``.
+    In block RAM, not flip-flops (the first version: ``depth`` flip-flops with a decoder per
+    port, 4,702 LUT4 of ``small``'s SDRAM image; docs/FPGA_NOTES.md): two memories of a bit
+    per tile, ``S`` written by the drain's sets and ``C`` by compute's clears, the bit their
+    XOR.  A set writes ``S[i] = ~C[i]``, a clear ``C[i] = S[i]``, each a cycle after it is
+    asked (the other memory's bit read then); every reader has its copy of both, and
+    corrects what is still pending (a set or a clear of the cycle before) and, as a block
+    RAM read transparent for compute's write would, a clear of its tile in its own cycle.
+    Exact as long as no tile is both set and cleared within two cycles: the tokens keep a
+    drain and compute's writes of one tile far further apart.  ``2·(reads + 1)`` memories of
+    ``depth`` bits (``cleared_bits_s*``, ``cleared_bits_c*``), whose read-write collisions are
+    their own to resolve (:data:`~.buffers.UNORDERED_READS_SCRIPT`).
     """
 
     def __init__(self, depth: int, reads: int) -> None:
@@ -309,12 +320,32 @@ class ClearedTiles(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        bits = Signal(self.depth)
-        one = Const(1, self.depth)
-        set_mask = Mux(self.set_en, one << self.set_addr, 0)
-        clear_mask = Mux(self.clear_en, one << self.clear_addr, 0)
-        m.d.sync += bits.eq((bits | set_mask) & ~clear_mask)
-        for en, addr, bit in zip(self.read_en, self.read_addr, self.read_bit):
+        width, copies = len(self.set_addr), len(self.read_addr)
+        pend_set, pend_set_addr = Signal(), Signal(width)
+        pend_clear, pend_clear_addr = Signal(), Signal(width)
+        m.d.sync += [pend_set.eq(self.set_en), pend_set_addr.eq(self.set_addr),
+                     pend_clear.eq(self.clear_en), pend_clear_addr.eq(self.clear_addr)]
+        banks = {kind: [Memory(shape=1, depth=self.depth, init=[]) for _ in range(copies + 1)] for kind in "sc"}
+        for kind, mems in banks.items():
+            for k, mem in enumerate(mems):
+                m.submodules[f"cleared_bits_{kind}{k}"] = mem
+        s_for_clear = banks["s"][-1].read_port()  # S at the clear's tile, for C's write next cycle
+        c_for_set = banks["c"][-1].read_port()  # C at the set's tile, for S's
+        m.d.comb += [s_for_clear.addr.eq(self.clear_addr), c_for_set.addr.eq(self.set_addr)]
+        for mem in banks["s"]:
+            port = mem.write_port()
+            m.d.comb += [port.en.eq(pend_set), port.addr.eq(pend_set_addr), port.data.eq(~c_for_set.data)]
+        for mem in banks["c"]:
+            port = mem.write_port()
+            m.d.comb += [port.en.eq(pend_clear), port.addr.eq(pend_clear_addr), port.data.eq(s_for_clear.data)]
+        for i, (en, addr, bit) in enumerate(zip(self.read_en, self.read_addr, self.read_bit)):
+            s_read, c_read = banks["s"][i].read_port(), banks["c"][i].read_port()
+            hit_set, hit_clear = Signal(name=f"hit_set_{i}"), Signal(name=f"hit_clear_{i}")
+            clear_now = Signal(name=f"clear_now_{i}")
+            m.d.comb += [s_read.addr.eq(addr), c_read.addr.eq(addr), s_read.en.eq(en), c_read.en.eq(en)]
             with m.If(en):
-                m.d.sync += bit.eq(bits.bit_select(addr, 1) & ~(self.clear_en & (self.clear_addr == addr)))
+                m.d.sync += [hit_set.eq(pend_set & (pend_set_addr == addr)),
+                             hit_clear.eq(pend_clear & (pend_clear_addr == addr)),
+                             clear_now.eq(self.clear_en & (self.clear_addr == addr))]
+            m.d.comb += bit.eq(~clear_now & (hit_set | ~hit_clear & (s_read.data ^ c_read.data)))
         return m

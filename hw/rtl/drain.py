@@ -48,9 +48,10 @@ is set, and compute's writes clear it.  Not a second write port of the acc buffe
 was the first version: block RAMs have two ports, and the acc buffer already takes one
 write port and up to three read ports (copies of a simple dual-port RAM, one per read
 port, each written by the one write port); a second writer would take it out of block
-RAM.  The bits cost ``acc_depth`` flip-flops and a decoder per port (2048 for ``v2``).
-The tokens guarantee that compute never touches the tiles being drained, so a set and a
-clear never meet.
+RAM.  The bits are in block RAM too (two banks of ``acc_depth`` bits, a copy per
+reader: :class:`~.core.ClearedTiles`; in flip-flops, their first version, they cost
+4,702 LUT4 of ``small``'s SDRAM image).  The tokens guarantee that compute never touches
+the tiles being drained, so a set and a clear of one tile never come within two cycles.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from openvta.isa import AluOp, Config, DrainOp
+from openvta.isa import AluOp, Config, DrainOp, drain_split_stages
 from openvta.isa.config import DRAIN_HEADER_LANES, SHR_AMOUNT_WIDTH, SRAM_BASE_WIDTH
 from openvta.isa.drain import DRAIN_CODE_BITS, DRAIN_ON_RESIDUAL_BIT, DRAIN_OPERAND_RESIDUAL_BIT
 from openvta.isa.encoding import MEM_FIELDS
@@ -85,19 +86,21 @@ _FIFO_EXTRA = 4
 WRITER_START_CYCLES = 3
 
 
-def drain_latency(cfg: Config, stages: int) -> int:
+def drain_latency(cfg: Config, stages: int, mul_cycles: int = 1) -> int:
     """Cycles from a drain's ``start`` to its first tile at the head of the output FIFO, for
     a descriptor of ``stages`` stages (``2·stages + 4``; a descriptor of none takes one
-    word's cycle all the same)."""
+    word's cycle all the same), one more per stage it passes whose product takes two
+    cycles (:func:`openvta.isa.drain_split_stages` of ``mul_cycles``)."""
     count = min(stages, cfg.DRAIN_STAGES)
-    return max(count, 1) + count + _FIFO_EXTRA
+    split = sum(1 for k in drain_split_stages(cfg, mul_cycles) if k < count)
+    return max(count, 1) + count + split + _FIFO_EXTRA
 
 
-def drain_pipeline_cycles(cfg: Config, stages: int) -> int:
+def drain_pipeline_cycles(cfg: Config, stages: int, mul_cycles: int = 1) -> int:
     """What a drain of a descriptor of ``stages`` stages costs beyond the STORE of the out
     buffer it replaces: its latency less the writer's start (``2·stages + 1``; 7 for
     ResNet-18's SHR, ADD, CLIP), what :func:`openvta.isa.drain_fill_cycles` charges."""
-    return drain_latency(cfg, stages) - WRITER_START_CYCLES
+    return drain_latency(cfg, stages, mul_cycles) - WRITER_START_CYCLES
 
 
 class DrainLanes(wiring.Component):
@@ -109,10 +112,12 @@ class DrainLanes(wiring.Component):
     in ``ops`` are built (the stage's set, ``cfg.DRAIN_OPS``; RSHR and SHR on one shifter
     a lane when both are); any other ``op`` gives zeros, except in a stage of one
     operation, which computes it whatever ``op`` says (no decoder in its lanes: the
-    functional simulator refuses a descriptor naming another)."""
+    functional simulator refuses a descriptor naming another).  With ``mul_stage``, MUL
+    gives the product of the operands of the cycle before (:class:`~.units.AluLanes`'s
+    split product: the partial products registered, summed the next cycle)."""
 
-    def __init__(self, cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp)) -> None:
-        self.cfg, self.ops = cfg, frozenset(ops)
+    def __init__(self, cfg: Config, ops: frozenset[DrainOp] = frozenset(DrainOp), mul_stage: bool = False) -> None:
+        self.cfg, self.ops, self.mul_stage = cfg, frozenset(ops), bool(mul_stage)
         n = cfg.BATCH * cfg.BLOCK_OUT
         super().__init__({"op": In(3), "a": In(n * cfg.ACC_WIDTH), "b": In(n * cfg.ACC_WIDTH),
                           "out": Out(n * cfg.ACC_WIDTH)})
@@ -127,7 +132,7 @@ class DrainLanes(wiring.Component):
                             if op.name in AluOp.__members__ and not (shares_shift and op is DrainOp.SHR))
         only = next(iter(self.ops)) if len(self.ops) == 1 else None
         if alu_ops:
-            m.submodules.alu = alu = AluLanes(cfg, ops=alu_ops)
+            m.submodules.alu = alu = AluLanes(cfg, ops=alu_ops, mul_stage=self.mul_stage)
             m.d.comb += [alu.op.eq(self.op if only is None else int(only)), alu.use_imm.eq(0), alu.imm.eq(0),
                          alu.a.eq(self.a), alu.b.eq(self.b)]
         lanes = []
@@ -228,12 +233,14 @@ class DrainUnit(wiring.Component):
     """
 
     @refusing
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, mul_cycles: int = 1) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"cfg must be a Config, not {cfg!r}")
         if not cfg.has_drain:
             raise ValueError("this configuration has no drain unit (DRAIN_STAGES is 0)")
         self.cfg = cfg
+        #: the stages whose product takes two cycles (the lean build's ``mul_cycles``)
+        self.split = drain_split_stages(cfg, mul_cycles)
         self.lanes = cfg.BATCH * cfg.BLOCK_OUT
         super().__init__({
             "start": In(1), "sram_base": In(SRAM_BASE_WIDTH), "y_size": In(_FIELDS["y_size"]),
@@ -247,7 +254,7 @@ class DrainUnit(wiring.Component):
         cfg, lanes, stages = self.cfg, self.lanes, self.cfg.DRAIN_STAGES
         width = cfg.ACC_WIDTH
         acc_bits, epi_bits = ceil_log2(cfg.acc_depth), ceil_log2(cfg.epi_depth)
-        capacity = stages + _FIFO_EXTRA
+        capacity = stages + len(self.split) + _FIFO_EXTRA
         m.submodules.fifo = fifo = SyncFIFO(width=lanes * cfg.OUT_WIDTH, depth=capacity)
 
         # the STORE's fields and the descriptor, latched
@@ -321,7 +328,7 @@ class DrainUnit(wiring.Component):
         m.d.sync += [valid.eq(read), tile_x.eq(self.acc_r.data), tile_r.eq(self.epi_r.data)]
         taps = [(valid, tile_x)]
         for s in range(stages):
-            m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg, cfg.drain_stage_ops[s])
+            m.submodules[f"stage_{s}"] = alu = DrainLanes(cfg, cfg.drain_stage_ops[s], mul_stage=s in self.split)
             # the stage's own copy of its code and of whether the count reaches it, a cycle
             # behind ``codes`` and ``count`` (set in HEADER; the first tile reaches stage 0 two
             # cycles after RUN begins): placed by the stage, not routed across the chip to it
@@ -330,6 +337,11 @@ class DrainUnit(wiring.Component):
             on_r, b_r = code[DRAIN_ON_RESIDUAL_BIT], code[DRAIN_OPERAND_RESIDUAL_BIT]
             m.d.comb += [alu.op.eq(code[:len(alu.op)]),
                          alu.a.eq(Mux(on_r, tile_r, tile_x)), alu.b.eq(Mux(b_r, tile_r, words[s]))]
+            if s in self.split:  # its product is the sum, this cycle, of last cycle's partial products
+                dv, dx, dr = Signal(name=f"v_{s}_mul"), Signal.like(tile_x, name=f"x_{s}_mul"), \
+                    Signal.like(tile_r, name=f"r_{s}_mul")
+                m.d.sync += [dv.eq(valid), dx.eq(tile_x), dr.eq(tile_r)]
+                valid, tile_x, tile_r = dv, dx, dr
             nv, nx, nr = Signal(name=f"v_{s}"), Signal.like(tile_x, name=f"x_{s}"), Signal.like(tile_r, name=f"r_{s}")
             m.d.sync += [nv.eq(valid & (tap > s)), nx.eq(Mux(active & ~on_r, alu.out, tile_x)),
                          nr.eq(Mux(active & on_r, alu.out, tile_r))]

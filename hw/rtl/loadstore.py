@@ -96,7 +96,9 @@ class StoreUnit(Stage):
         the burst ports of the EPI and EPI_8BIT DMA readers (``dma_mem`` with
         ``shared_dma``: one reader of both).
 
-    and those of :class:`~.stage.Stage`.  A STORE ACC starts its drain and its DMA
+    and those of :class:`~.stage.Stage`.  ``mul_cycles`` (the lean build's) = 2 splits the
+    drain's stages of MUL alone over two cycles, as the compute ALU's MUL
+    (:func:`openvta.isa.drain_split_stages`).  A STORE ACC starts its drain and its DMA
     writer together; the writer's beats wait for the drain's tiles, so a drain takes as
     long as a STORE of the out buffer plus the drain's latency
     (:func:`~.drain.drain_latency`) less the writer's own start (its first row's request).
@@ -104,7 +106,7 @@ class StoreUnit(Stage):
 
     @refusing
     def __init__(self, cfg: Config, bus_bits: int, max_burst: int, shared_dma: bool = False,
-                 insn_words: int = 1) -> None:
+                 insn_words: int = 1, mul_cycles: int = 1) -> None:
         members: dict[str, wiring.Member] = {"out_r": read_port(cfg, "out"), "out_mem": Out(mem_port(bus_bits))}
         self.drain: DrainUnit | None = None
         if cfg.has_drain:  # machine v2: the EPI loads' readers, and the drain, whose tiles the writer sends
@@ -114,7 +116,7 @@ class StoreUnit(Stage):
             members.update({"epi_w": write_port(cfg, "epi"), "epi_r": read_port(cfg, "epi"),
                             "acc_d": read_port(cfg, "acc"), "acc_z": write_port(cfg, "acc"),
                             **self.readers.members()})
-            self.drain = DrainUnit(cfg)
+            self.drain = DrainUnit(cfg, mul_cycles)
         super().__init__(Unit.STORE, cfg, bus_bits, members, insn_words)
         self.dma = DmaWriter(cfg.out_elem_bytes * 8, bus_bits, max_burst, stream=self.drain is not None)
 

@@ -309,7 +309,11 @@ def _gemm_plan(state: MachineState, insn: GemmInsn, dst: Grid, src: Grid, wgt: G
     executions = int(np.prod(dst.shape))
     if insn.reset_reg or executions == 0:
         targets = dst.full().reshape(-1)
-        return _LoopPlan(executions, targets, as_index(unique_index(targets, cfg.acc_depth)), [])
+        touched = as_index(unique_index(targets, cfg.acc_depth))
+        # machine v2: the store module's drain reads acc tiles, so a reset's write of them is
+        # shared (in the out/acc index space, as a LOAD ACC's); on VTA's, only compute's
+        shared = [Access("out", True, touched)] if cfg.has_drain and executions else []
+        return _LoopPlan(executions, targets, touched, shared)
     assert wgt is not None
     gemm = plan_gemm(dst, src, wgt)
     targets = gemm.targets
@@ -361,7 +365,7 @@ def execute_gemm(state: MachineState, insn: GemmInsn, what: str) -> tuple[list[A
     acc = state.acc
     if insn.reset_reg:
         acc[plan.touched] = 0
-        return [], plan.executions
+        return plan.accesses, plan.executions
     assert plan.gemm is not None
     values = plan.gemm.products(state.inp, state.wgt)  # int32: the sums wrap as acc does
     if plan.strided is not None:

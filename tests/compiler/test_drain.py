@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 
 import openvta
-from openvta.compiler import conv2d, dense, depthwise_conv2d
+from openvta.compiler import batch_matmul, conv2d, dense, depthwise_conv2d
 from openvta.compiler.epilogue import AluStage, Epilogue, TensorOperand
 from openvta.compiler.ir import LoweringError
-from openvta.isa import AluOp, DrainOp, MemoryType, Opcode, format_drain_ops, preset
+from openvta.isa import AluOp, Config, DrainOp, MemoryType, Opcode, format_drain_ops, preset
 from openvta.isa.encoding import Format, layouts_of
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -55,9 +55,12 @@ def test_random_epilogues_on_the_drain_unit_match_the_reference(case: tuple[str,
     program = op.build(inputs)
     kinds = _kinds(program)
     drained = not op.epilogue.tensor_operands and len(op.epilogue.stages) <= cfg.DRAIN_STAGES
-    if drained:  # the whole epilogue on the drain unit: no ALU instruction, every store drains
-        assert (Opcode.ALU, None) not in kinds
-        assert (Opcode.STORE, MemoryType.OUT) not in kinds
+    if drained:  # the whole epilogue on the drain unit (no ALU instruction, every store drains), or
+        # all of it on the ALU where channel blocks are one tile each (a dense layer's, a 1x1 output's)
+        one_tile = kind == "dense" or tuple(op.logical_shapes["out"][2:]) == (1, 1)
+        on_alu = (Opcode.STORE, MemoryType.ACC) not in kinds
+        drains_all = (Opcode.ALU, None) not in kinds and (Opcode.STORE, MemoryType.OUT) not in kinds
+        assert (on_alu and one_tile) or drains_all
     for backend in ("functional", "cycle"):
         np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], expected,
                                       err_msg=f"{backend} back end")
@@ -93,7 +96,6 @@ def test_epilogues_on_stages_of_few_operations(case: tuple[str, str, dict], epil
 
 @pytest.mark.parametrize("make", [
     lambda cfg: conv2d(cfg, ci=32, co=48, hw=6, kernel=3, pad=1, vthreads=2),
-    lambda cfg: dense(cfg, batch=3, in_features=40, out_features=36, vthreads=2),
     lambda cfg: depthwise_conv2d(cfg, channels=40, hw=7, kernel=3, pad=1),
 ])
 def test_operators_on_v2_drain_their_epilogue(make) -> None:
@@ -109,6 +111,36 @@ def test_operators_on_v2_drain_their_epilogue(make) -> None:
     result = openvta.simulate(program, backend="functional")
     np.testing.assert_array_equal(result["out"], op.reference(inputs))
     np.testing.assert_array_equal(openvta.simulate(program, backend="cycle")["out"], op.reference(inputs))
+
+
+@pytest.mark.parametrize("vthreads", [1, 2])
+def test_a_dense_layers_bias_stays_on_the_alu(vthreads: int) -> None:
+    """A dense layer's channel blocks are one accumulator tile each: drained, its per-channel
+    epilogue would be a STORE a tile, which the cycle model measures slower than the ALU."""
+    op = dense(preset("v2"), batch=3, in_features=40, out_features=36, vthreads=vthreads)
+    rng = np.random.default_rng(vthreads)
+    inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype) for name, t in op.inputs.items()}
+    program = op.build(inputs)
+    kinds = _kinds(program)
+    assert (Opcode.ALU, None) in kinds and (Opcode.STORE, MemoryType.ACC) not in kinds
+    for backend in ("functional", "cycle"):
+        np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], op.reference(inputs))
+
+
+@pytest.mark.parametrize("vthreads", [1, 2])
+def test_an_epilogue_without_per_channel_operands_drains_across_channel_blocks(vthreads: int) -> None:
+    """batch_matmul's shift and clip are the same for every channel block: one descriptor,
+    its draining STOREs span channel blocks (cols 40: three)."""
+    op = batch_matmul(preset("v2"), heads=2, rows=9, inner=20, cols=40, shift=5, vthreads=vthreads)
+    rng = np.random.default_rng(vthreads)
+    inputs = {name: rng.integers(-100, 100, op.logical_shapes[name]).astype(t.dtype) for name, t in op.inputs.items()}
+    program = op.build(inputs)
+    drains = [i for i in program.instructions() if i.opcode == Opcode.STORE and i.memory_type == MemoryType.ACC
+              and i.x_size]
+    assert drains and all(i.y_size * i.x_size > 1 for i in drains)  # not a STORE a tile
+    assert (Opcode.ALU, None) not in _kinds(program)
+    for backend in ("functional", "cycle"):
+        np.testing.assert_array_equal(openvta.simulate(program, backend=backend)["out"], op.reference(inputs))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int32"])
@@ -145,16 +177,16 @@ def test_two_residuals_stay_on_the_alu() -> None:
     np.testing.assert_array_equal(openvta.simulate(program, backend="functional")["out"], op.reference(inputs))
 
 
-#: VTA's fields: the memory, GEMM and ALU layouts of the default configuration (docs/ISA.md §2).
+#: VTA's fields: the memory, GEMM and ALU layouts of VTA's configuration (docs/ISA.md §2).
 _VTA_TYPES = {MemoryType.UOP, MemoryType.WGT, MemoryType.INP, MemoryType.ACC, MemoryType.OUT, MemoryType.ACC_8BIT}
 
 
 @pytest.mark.parametrize("layer", ["C2", "C4", "C11"])
-def test_programs_for_vta_are_defaults_and_use_only_vtas_instructions(layer: str) -> None:
+def test_programs_for_vta_are_configs_and_use_only_vtas_instructions(layer: str) -> None:
     vta = openvta.compile("conv2d", layer=layer, config="vta", vthreads=2, seed=1)
-    default = openvta.compile("conv2d", layer=layer, config="default", vthreads=2, seed=1)
-    assert vta.config == default.config and "DRAIN_STAGES" not in vta.config.to_dict()
-    np.testing.assert_array_equal(vta.dram, default.dram)
+    plain = openvta.compile("conv2d", layer=layer, config=Config(), vthreads=2, seed=1)
+    assert vta.config == plain.config and "DRAIN_STAGES" not in vta.config.to_dict()
+    np.testing.assert_array_equal(vta.dram, plain.dram)
     layouts = layouts_of(preset("vta"))
     for insn in vta.instructions():
         assert insn.opcode in {Opcode.LOAD, Opcode.STORE, Opcode.GEMM, Opcode.ALU, Opcode.FINISH}
@@ -163,7 +195,7 @@ def test_programs_for_vta_are_defaults_and_use_only_vtas_instructions(layer: str
             if insn.opcode == Opcode.STORE:
                 assert insn.memory_type == MemoryType.OUT
         assert set(insn.fields()) == set(layouts[insn.format].names)
-    assert layouts[Format.MEM].names == layouts_of(preset("default"))[Format.MEM].names
+    assert layouts[Format.MEM].names == layouts_of(preset("v2"))[Format.MEM].names
 
 
 def test_a_v2_program_on_vta_is_refused_naming_the_instruction() -> None:
@@ -172,7 +204,7 @@ def test_a_v2_program_on_vta_is_refused_naming_the_instruction() -> None:
                  and insn.memory_type == MemoryType.EPI)
     from openvta.runtime import ProgramError
     with pytest.raises(ProgramError, match=rf"^instruction {index}: LOAD EPI is an instruction of machine v2 "
-                                           r"\(the drain unit\), which configuration 'default' does not have$"):
+                                           r"\(the drain unit\), which configuration 'vta' does not have$"):
         dataclasses.replace(program, config=preset("vta"))
 
 

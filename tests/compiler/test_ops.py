@@ -98,7 +98,7 @@ def test_virtual_threads_hide_latency_on_the_cycle_model() -> None:
     operands = random_inputs("C8", seed=0)
     cycles = []
     for vthreads in (1, 2):
-        program = openvta.compile("conv2d", layer="resnet18.C8", vthreads=vthreads,
+        program = openvta.compile("conv2d", layer="resnet18.C8", vthreads=vthreads, config="vta",
                                   inputs={k: operands[k] for k in ("data", "weight", "bias")})
         report = openvta.simulate(program, backend="cycle").report
         assert report is not None

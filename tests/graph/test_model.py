@@ -41,7 +41,7 @@ def test_compile_model_runs_every_pass(model: CompiledModel) -> None:
                                                            "plan memory", "lower"]
     # the last float step: bias correction (an option) changes what the int8 model is made from
     assert names.index(FLOAT_STAGE) == names.index("correct biases") - 1
-    assert model.mode is RequantMode.POW2 and model.config.name == "default"
+    assert model.mode is RequantMode.POW2 and model.config.name == "v2"  # default is v2, by its own name
     assert model.graph.memory is not None and all(n.group is not None for n in model.graph.nodes)
     out = model.reference(X[:3])
     assert set(out) == {"y"} and out["y"].shape == (3, 4) and out["y"].dtype == np.float32
@@ -128,7 +128,7 @@ def test_a_model_on_the_cpu_runs_without_cycles() -> None:
 def test_summary_lists_every_node(model: CompiledModel) -> None:
     text = model.summary()
     lines = text.splitlines()
-    assert lines[0] == ("model conv_relu (pow2, config default): 8 nodes in 5 fused groups, "
+    assert lines[0] == ("model conv_relu (pow2, config v2): 8 nodes in 5 fused groups, "
                         "2 on the accelerator; 85,248 MACs per image")
     assert lines[1] == "MACs: 100.0% on the accelerator (int8 products), none on the CPU"
     lines = lines[:1] + lines[2:]

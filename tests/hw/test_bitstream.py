@@ -59,22 +59,22 @@ def test_tiny_cannot_fit_the_up5k_before_any_tool_runs() -> None:
     assert "need 16 KiB of block RAM but the iCE40 UP5K has 15 KiB (30 blocks)" in message
 
 
-def test_default_cannot_fit_the_ecp5_for_its_multipliers() -> None:
+def test_vta_cannot_fit_the_ecp5_for_its_multipliers() -> None:
     with pytest.raises(FitError, match=r"1×16×16 GEMM core alone needs 256 multipliers .* has "
                                        r"156 DSP blocks"):
-        check_fit(ECP, preset("default"), 65536, "default")
+        check_fit(ECP, preset("vta"), 65536, "vta")
 
 
 def test_a_folded_16x16_core_with_a_smaller_weight_buffer_passes_the_pre_check() -> None:
-    """``default`` folded over two cycles needs 128 multipliers; its buffers still need
+    """``vta`` (VTA's 16×16 machine) folded over two cycles needs 128 multipliers; its buffers still need
     more block RAM than the part has until the weight buffer is halved."""
     with pytest.raises(FitError) as info:
-        check_fit(ECP, preset("default"), 65536, "default", gemm_ii=2)
+        check_fit(ECP, preset("vta"), 65536, "vta", gemm_ii=2)
     assert "multipliers" not in str(info.value) and "block RAM" in str(info.value)
     with pytest.raises(FitError, match=r"1×16×16 GEMM core folded over 2 cycles alone needs 128 "
                                        r"multipliers .* has 8 DSP blocks"):
-        check_fit(ICE, preset("default"), 4096, "default", gemm_ii=2)
-    estimate = check_fit(ECP, preset("default").replace(LOG_WGT_BUFF_SIZE=17), 65536, gemm_ii=2)
+        check_fit(ICE, preset("vta"), 4096, "vta", gemm_ii=2)
+    estimate = check_fit(ECP, preset("vta").replace(LOG_WGT_BUFF_SIZE=17), 65536, gemm_ii=2)
     assert estimate["multipliers"] == 128
 
 

@@ -12,7 +12,7 @@ from openvta.hw.cosim.backend import MIN_CYCLE_BOUND, RtlBackend, cycle_bound
 from openvta.sim.cycle import simulate_cycles
 
 
-@pytest.mark.parametrize("layer, config", [("C2", "default"), ("C5", "v2"), ("C9", "small")])
+@pytest.mark.parametrize("layer, config", [("C2", "vta"), ("C5", "default"), ("C9", "small")])
 def test_the_bound_is_several_times_the_cycles_a_program_takes(layer: str, config: str) -> None:
     operands = random_inputs(RESNET18[layer], seed=0)
     op = openvta.operator("conv2d", layer=layer, config=config)

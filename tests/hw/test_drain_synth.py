@@ -213,13 +213,14 @@ def test_the_narrow_lever_is_the_isa_on_narrowed_operands(op: DrainOp, random: l
         assert out == _want(op, _narrowed(a), b if op is DrainOp.CLIP else _narrowed(b)), f"a={a} b={b}"
 
 
-def test_the_memory_cleared_bits_are_the_flip_flops_bits() -> None:
+def test_the_block_ram_cleared_bits_are_the_flip_flops_bits() -> None:
     """Random sets, clears and reads, no tile set and cleared within two cycles (the
-    tokens keep them far apart): the memory stand-in reads what ClearedTiles reads."""
+    tokens keep them far apart): ClearedTiles (block RAM) reads what the flip-flops of its
+    first version read."""
     depth, reads = 32, 2
-    rtl, memory = ClearedTiles(depth, reads), ds.MemoryClearedTiles(depth, reads)
+    rtl, flops = ClearedTiles(depth, reads), ds.FlipFlopClearedTiles(depth, reads)
     rng = np.random.default_rng(5)
-    got: dict[str, list[int]] = {"rtl": [], "memory": []}
+    got: dict[str, list[int]] = {"rtl": [], "flops": []}
     recent: list[tuple[int, int]] = []  # (cycle, tile) of the sets and clears of the last two cycles
 
     def step(cycle: int) -> dict[str, int]:
@@ -237,7 +238,7 @@ def test_the_memory_cleared_bits_are_the_flip_flops_bits() -> None:
     addrs = rng.integers(depth, size=(400, reads))
     enables = rng.random((400, reads)) < 0.8
 
-    for name, dut in (("rtl", rtl), ("memory", memory)):
+    for name, dut in (("rtl", rtl), ("flops", flops)):
         async def bench(ctx: Any, dut: Any = dut, name: str = name) -> None:
             for cycle, ask in enumerate(plan):
                 ctx.set(dut.set_en, "set" in ask)
@@ -255,7 +256,7 @@ def test_the_memory_cleared_bits_are_the_flip_flops_bits() -> None:
         sim.add_testbench(bench)
         sim.run()
     assert sum(got["rtl"]) > 50
-    assert got["memory"] == got["rtl"]
+    assert got["flops"] == got["rtl"]
 
 
 def test_the_module_changes_of_two_socs() -> None:
@@ -267,6 +268,6 @@ def test_the_module_changes_of_two_socs() -> None:
                        "rx$13": {"LUT4": 3}})
     rows = ds.module_changes(without, with_drain)
     assert [(r.part, r.cells["LUT4"], r.how) for r in rows] == [("core.cleared", 50, "new"), ("core", 4, "changed")]
-    assert ds.soc_lever("fine-shift+memory-cleared") == (ds.LEVERS["fine-shift"][1], "memory")
+    assert ds.soc_lever("fine-shift+flip-flop-cleared") == (ds.LEVERS["fine-shift"][1], "flip-flops")
     with pytest.raises(ValueError, match="no lever"):
         ds.soc_lever("faster")

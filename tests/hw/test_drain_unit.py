@@ -23,8 +23,10 @@ amaranth = pytest.importorskip("amaranth")
 from amaranth.sim import Simulator  # noqa: E402
 
 from openvta.hw.rtl.drain import DrainUnit  # noqa: E402
-from openvta.isa import (AluOp, DrainOp, DrainStage, MemInsn, MemoryType, Opcode, encode_header,  # noqa: E402
+from openvta.hw.rtl.drain import drain_latency  # noqa: E402
+from openvta.isa import (AluOp, Config, DrainOp, DrainStage, MemInsn, MemoryType, Opcode, encode_header,  # noqa: E402
                          preset, with_epi_base)
+from openvta.isa.drain import parse_drain_ops  # noqa: E402
 from openvta.isa.config import DRAIN_CODES_PER_LANE, DRAIN_HEADER_LANES  # noqa: E402
 from openvta.isa.drain import drain_lanes  # noqa: E402
 from openvta.sim.functional import MemoryAccessError  # noqa: E402
@@ -45,11 +47,13 @@ def _unpack8(word: int) -> list[int]:
     return [((word >> (8 * i) & 0xFF) ^ 0x80) - 0x80 for i in range(LANES)]
 
 
-def _run_rtl(epi: np.ndarray, acc: np.ndarray, epi_base: int, y_size: int, x_size: int) -> list[list[int]]:
-    """The int8 tiles the unit drains from acc tiles ``0 …`` through the descriptor at ``epi_base``."""
-    dut = DrainUnit(CFG)
+def _run_rtl(epi: np.ndarray, acc: np.ndarray, epi_base: int, y_size: int, x_size: int,
+             cfg: Config = CFG, mul_cycles: int = 1, first: list[int] | None = None) -> list[list[int]]:
+    """The int8 tiles the unit drains from acc tiles ``0 …`` through the descriptor at
+    ``epi_base`` (``first`` gets the cycle its first tile is at the FIFO's head)."""
+    dut = DrainUnit(cfg, mul_cycles)
     tiles: list[list[int]] = []
-    acc = np.concatenate([acc, np.zeros((CFG.acc_depth - len(acc), LANES), np.int32)])
+    acc = np.concatenate([acc, np.zeros((cfg.acc_depth - len(acc), LANES), np.int32)])
 
     async def bench(ctx: Any) -> None:
         ctx.set(dut.out_next, 1)
@@ -59,9 +63,11 @@ def _run_rtl(epi: np.ndarray, acc: np.ndarray, epi_base: int, y_size: int, x_siz
         ctx.set(dut.epi_base, epi_base)
         ctx.set(dut.start, 1)
         # the last tile leaves the FIFO 2·n + 4 cycles after the last issue: well within 60
-        for _ in range(60):
+        for cycle in range(60):
             epi_addr, acc_addr = ctx.get(dut.epi_r.addr), ctx.get(dut.acc_r.addr)
             if ctx.get(dut.out_valid):
+                if not tiles and first is not None:
+                    first.append(cycle)
                 tiles.append(_unpack8(ctx.get(dut.out_data)))
             await ctx.tick()
             ctx.set(dut.start, 0)
@@ -138,3 +144,25 @@ def test_the_rtl_wraps_a_malformed_descriptor(case: str) -> None:
                    x_stride=x_size, cfg=CFG)
     with pytest.raises(MemoryAccessError, match=r"^store[ :]"):
         execute_store(state, with_epi_base(insn, epi_base), "store")
+
+
+def test_a_stage_of_mul_alone_over_two_cycles_drains_the_same_tiles_a_cycle_later() -> None:
+    """``mul_cycles=2`` (the lean build's): a stage of MUL alone registers the lanes' partial
+    products and sums them the next cycle, as the compute ALU's MUL; the tiles are the same,
+    the first one cycle later per such stage passed (:func:`drain_latency`), every other
+    stage as it was."""
+    cfg = CFG.replace(DRAIN_STAGES=3, DRAIN_OPS=parse_drain_ops("ADD/MUL/CLIP"))
+    stages = (DrainStage(AluOp.ADD), DrainStage(AluOp.MUL), DrainStage(DrainOp.CLIP))
+    rng = np.random.default_rng(7)
+    for count in (1, 2, 3):
+        epi = rng.integers(-2**12, 2**12, (DEPTH, LANES)).astype(np.int32)
+        epi[10] = encode_header(cfg, stages[:count], res_base=0, stride=1)
+        epi[13] = np.uint32(0x0010_FFE0).view(np.int32)  # CLIP to [-32, 16]
+        acc = rng.integers(-2**15, 2**15, (6, LANES)).astype(np.int32)
+        runs = {}
+        for mul_cycles in (1, 2):
+            first: list[int] = []
+            runs[mul_cycles] = (_run_rtl(epi, acc, 10, 2, 3, cfg, mul_cycles, first), first[0])
+        assert runs[1][0] == runs[2][0] and len(runs[1][0]) == 6
+        assert runs[2][1] - runs[1][1] == (1 if count >= 2 else 0)
+        assert drain_latency(cfg, count, 2) - drain_latency(cfg, count, 1) == (1 if count >= 2 else 0)

@@ -132,8 +132,8 @@ def test_stores_and_loads_narrower_than_a_bus_beat(stress: bool, make: str) -> N
     check(program, stress=stress, tolerance=0.02 if make.startswith("gemm") else 0.05)
 
 
-def test_one_program_on_the_default_preset() -> None:
-    program = _gemm_program(preset("default"), 2)
+def test_one_program_on_vtas_16x16_preset() -> None:
+    program = _gemm_program(preset("vta"), 2)
     check(program, tolerance=0.02)
 
 

@@ -86,12 +86,15 @@ def test_the_acc_buffers_transparent_read_is_kept(tmp_path: Path) -> None:
 @pytest.mark.parametrize("drain", [False, True])
 def test_the_command_marks_the_cores_buffers_and_not_acc(tmp_path: Path, drain: bool) -> None:
     """On the real top level (``tiny``, and ``tiny`` with a drain unit for the epi buffer):
-    the read ports of inp, wgt, out and uop (and epi) are marked, acc's are not, so a
-    renamed buffer cannot silently drop out of the command."""
+    the read ports of inp, wgt, out and uop (and epi and the cleared bits) are marked,
+    acc's are not, so a renamed buffer cannot silently drop out of the command."""
     cfg = preset("tiny").replace(LOG_EPI_BUFF_SIZE=12, DRAIN_STAGES=4) if drain else preset("tiny")
     (tmp_path / "top.il").write_text(rtlil.convert(Top(cfg), name="top"))
     marked = "t:$memrd_v2 r:COLLISION_X_MASK=1'1 %i"
-    script = (f"read_rtlil top.il; {UNORDERED_READS_SCRIPT}; select -assert-count {5 if drain else 4} {marked}; "
+    cleared = f"{marked} r:MEMID=*cleared_bits_* %i"  # the drain's cleared bits: 2 banks of 4 (3 readers + 1)
+    script = (f"read_rtlil top.il; {UNORDERED_READS_SCRIPT}; "
+              f"select -assert-count {5 if drain else 4} {marked} {cleared} %d; "
+              f"select -assert-count {8 if drain else 0} {cleared}; "
               f"select -assert-none {marked} r:MEMID=*acc_buffer %i")
     done = subprocess.run([_tool_path("yosys"), "-q", "-p", script], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600)

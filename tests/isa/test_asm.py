@@ -23,7 +23,7 @@ from openvta.isa import (
 
 import isa_strategies as strat
 
-PRESET_NAMES = ("default", "v2", "small", "tiny")
+PRESET_NAMES = ("vta", "v2", "small", "tiny")
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
@@ -41,7 +41,7 @@ def test_assemble_disassemble_round_trip(name, data):
 
 
 def test_assemble_known_lines():
-    cfg = preset("default")
+    cfg = preset("vta")
     text = """
         LOAD INP sram_base=0 dram_base=8 y_size=1 x_size=16 x_stride=16 pop_next_dep
         GEMM uop_bgn=0 uop_end=16 iter_out=4 iter_in=1 dst_factor_out=1 src_factor_out=16
@@ -71,7 +71,7 @@ def test_comments_and_blank_lines_are_ignored():
 
 
 def test_format_insn_writes_subtypes_and_non_zero_fields():
-    cfg = preset("default")
+    cfg = preset("vta")
     assert format_insn(FinishInsn(cfg=cfg)) == "FINISH"
     assert format_insn(MemInsn(cfg=cfg, memory_type=MemoryType.UOP)) == "LOAD UOP"
     assert format_insn(AluInsn(cfg=cfg, alu_opcode=AluOp.MIN)) == "ALU MIN"
@@ -132,18 +132,18 @@ _ALU_OPS = r"MIN, MAX, ADD, SHR, MUL"
 )
 def test_errors(line, message):
     with pytest.raises(AsmError, match=message):
-        assemble(line, preset("default"))
+        assemble(line, preset("vta"))
 
 
 def test_error_names_the_line_number_counting_comments_and_blanks():
     text = "# header\n\nGEMM\n  FINISH  # done\nFOO bar=1  # oops\n"
     message = rf"^line 5: unknown mnemonic 'FOO' {_MNEMONICS}: 'FOO bar=1  # oops'$"
     with pytest.raises(AsmError, match=message):
-        assemble(text, preset("default"))
+        assemble(text, preset("vta"))
 
 
 def test_range_errors_follow_the_config():
-    # uop_bgn is LOG_UOP_DEPTH bits: 13 in default, 9 in tiny.
+    # uop_bgn is LOG_UOP_DEPTH bits: 13 in vta, 9 in tiny.
     assert assemble("GEMM uop_bgn=511", preset("tiny"))[0].uop_bgn == 511
     message = r"^line 1: GEMM field uop_bgn \(9 bits, unsigned: 0\.\.511\) cannot hold 512: "
     with pytest.raises(AsmError, match=message):

@@ -47,32 +47,34 @@ def test_presets_are_the_named_configs():
     for name in PRESET_NAMES:
         assert preset(name) is PRESETS[name]
         assert isinstance(preset(name), Config)
-        # `vta` is `default` under VTA's name: equal configurations, named by the first preset.
-        assert preset(name).name == ("default" if name == "vta" else name)
-    assert preset("vta") == preset("default")
+        # `default` is machine v2 under another name: one configuration, named `v2`.
+        assert preset(name).name == ("v2" if name == "default" else name)
+    assert preset("default") is preset("v2")
+    assert preset("vta") == Config()
     assert len({PRESETS[name] for name in PRESET_NAMES}) == 4
 
 
-def test_v2_preset_is_default_with_a_drain_unit():
-    # docs/ISA.md §9: v2 is VTA's machine with a 16 KiB epi buffer and eight drain stages.
+def test_v2_preset_is_vta_with_a_drain_unit():
+    # docs/ISA.md §9: v2 is VTA's machine with a 16 KiB epi buffer and twelve drain stages.
     v2 = preset("v2")
-    assert v2 == preset("default").replace(LOG_EPI_BUFF_SIZE=14, DRAIN_STAGES=12)
-    assert v2.has_drain and not preset("default").has_drain and not preset("vta").has_drain
+    assert v2 == preset("vta").replace(LOG_EPI_BUFF_SIZE=14, DRAIN_STAGES=12)
+    assert v2.has_drain and preset("default").has_drain and not preset("vta").has_drain
     assert (v2.LOG_EPI_DEPTH, v2.epi_depth) == (8, 256)
-    assert preset("default").epi_depth == 0
+    assert preset("vta").epi_depth == 0
     for name in ("small", "tiny"):
         assert not preset(name).has_drain
 
 
-def test_default_preset_is_vta_default_table():
-    # docs/ISA.md §1 "default" column.
+def test_vta_preset_is_vta_default_table():
+    # docs/ISA.md §1 "vta" column.
     expected = {
         "LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3, "LOG_ACC_WIDTH": 5, "LOG_BATCH": 0,
         "LOG_BLOCK": 4, "LOG_UOP_BUFF_SIZE": 15, "LOG_INP_BUFF_SIZE": 15,
         "LOG_WGT_BUFF_SIZE": 18, "LOG_ACC_BUFF_SIZE": 17,
     }
+    assert _params(preset("vta")) == expected
     assert _params(preset("default")) == expected
-    assert preset("default") == Config()
+    assert preset("vta") == Config()
     assert openvta.isa.preset is preset
 
 
@@ -90,8 +92,8 @@ def test_default_derived_values():
     assert cfg.macs_per_uop == 256
 
 
-def test_default_elem_bytes_per_memory_type():
-    cfg = preset("default")
+def test_vta_elem_bytes_per_memory_type():
+    cfg = preset("vta")
     # docs/ISA.md §4: UOP 4 B, WGT 256 B, INP 16 B, ACC 64 B, OUT 16 B, ACC_8BIT 16 B;
     # §9: EPI 64 B (an acc tile), EPI_8BIT 16 B (an out tile).
     expected = {"UOP": 4, "WGT": 256, "INP": 16, "ACC": 64, "OUT": 16, "ACC_8BIT": 16, "EPI": 64, "EPI_8BIT": 16}
@@ -239,8 +241,8 @@ def test_drain_stage_ops():
 
 def test_vta_config_json_loads():
     cfg = Config.from_json(VTA_CONFIG_JSON)
-    assert cfg == preset("default")
-    assert cfg.name == "default"
+    assert cfg == preset("vta")
+    assert cfg.name == "vta"
     assert dict(cfg.extras) == {"TARGET": "sim", "HW_VER": "0.0.2"}
     assert Config.from_json(cfg.to_json()).extras == cfg.extras
 

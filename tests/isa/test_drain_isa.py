@@ -120,7 +120,7 @@ def test_decode_header_count_beyond_its_lanes(name: str) -> None:
 
 def test_encode_header_errors() -> None:
     with pytest.raises(ConfigError, match=r"^this configuration has no drain unit \(DRAIN_STAGES is 0\)$"):
-        encode_header(preset("default"), ())
+        encode_header(preset("vta"), ())
     nine = (DrainStage(AluOp.ADD),) * 13
     with pytest.raises(DrainError, match=r"^a descriptor of 13 stages does not fit a drain unit of 12 "
                                          r"\(DRAIN_STAGES\)$"):
@@ -210,9 +210,9 @@ _EPI_BUFFER = r"must give a buffer of 2 to 2\*\*16 elements of"
 @pytest.mark.parametrize(
     ("base", "changes", "message"),
     [
-        ("default", {"LOG_EPI_BUFF_SIZE": 14},
+        ("vta", {"LOG_EPI_BUFF_SIZE": 14},
          r"^LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 \(no drain unit\) or both be set, not 14 and 0$"),
-        ("default", {"DRAIN_STAGES": 8},
+        ("vta", {"DRAIN_STAGES": 8},
          r"^LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 \(no drain unit\) or both be set, not 0 and 8$"),
         ("v2", {"DRAIN_STAGES": 0}, r"^LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 .* not 14 and 0$"),
         ("v2", {"DRAIN_STAGES": "8"}, r"^DRAIN_STAGES must be an integer, not '8'$"),
@@ -220,7 +220,7 @@ _EPI_BUFFER = r"must give a buffer of 2 to 2\*\*16 elements of"
         # 16 lanes: 13 lanes of four codes
         ("v2", {"DRAIN_STAGES": 53}, r"^DRAIN_STAGES must be between 1 and 52, not 53$"),
         ("v2", {"DRAIN_STAGES": -1}, r"^DRAIN_STAGES must be between 1 and 52, not -1$"),
-        ("default", {"DRAIN_STAGES": -1}, r"^LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 .* not 0 and -1$"),
+        ("vta", {"DRAIN_STAGES": -1}, r"^LOG_EPI_BUFF_SIZE and DRAIN_STAGES must both be 0 .* not 0 and -1$"),
         # tiny's 4 lanes: one lane of codes, so at most 4 stages
         ("tiny", {"LOG_EPI_BUFF_SIZE": 10, "DRAIN_STAGES": 5}, r"^DRAIN_STAGES must be between 1 and 4, not 5$"),
         # 2 lanes: no lane left for a code

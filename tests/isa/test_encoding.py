@@ -35,7 +35,7 @@ from isa_reference import (
     spec_widths,
 )
 
-PRESET_NAMES = ("default", "small", "tiny")
+PRESET_NAMES = ("vta", "small", "tiny")
 SPEC_TABLES = {"memory": MEM_BITS, "gemm": GEMM_BITS, "alu": ALU_BITS, "uop": UOP_BITS_TABLE}
 FORMATS = ("memory", "gemm", "alu", "uop")
 
@@ -51,15 +51,15 @@ def _depths(cfg: Config) -> dict[str, int]:
 
 def test_format_names():
     assert (Format.MEM, Format.GEMM, Format.ALU, Format.UOP) == FORMATS
-    assert set(layouts_of(preset("default"))) == set(FORMATS)
+    assert set(layouts_of(preset("vta"))) == set(FORMATS)
 
 
-# -- default configuration: bit-exact with the docs/ISA.md tables ---------------------------
+# -- vta configuration: bit-exact with the docs/ISA.md tables ---------------------------
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_default_layout_is_the_spec_table(fmt):
-    cfg = preset("default")
+def test_vta_layout_is_the_spec_table(fmt):
+    cfg = preset("vta")
     assert _rows(cfg, fmt) == as_offsets(SPEC_TABLES[fmt])
     layout = layouts_of(cfg)[fmt]
     assert layout.total_width == TOTAL_BITS[fmt]
@@ -71,18 +71,18 @@ def test_default_layout_is_the_spec_table(fmt):
     [("memory", MEM_PADDING_MASK), ("gemm", LOOP_PADDING_MASK), ("alu", LOOP_PADDING_MASK),
      ("uop", 0)],
 )
-def test_default_padding_bits(fmt, padding):
-    layout = layouts_of(preset("default"))[fmt]
+def test_vta_padding_bits(fmt, padding):
+    layout = layouts_of(preset("vta"))[fmt]
     all_ones = (1 << layout.total_width) - 1
     assert layout.padding_bits(all_ones) == padding
     assert layout.padding_bits(all_ones & ~padding) == 0
 
 
 @pytest.mark.parametrize("fmt", ("memory", "gemm", "alu"))
-def test_default_fields_walking_one(fmt):
+def test_vta_fields_walking_one(fmt):
     """Each field alone, set to 1 and then to all ones (the last enum member, -1 for imm),
     lands at its docs/ISA.md bits."""
-    cfg = preset("default")
+    cfg = preset("vta")
     opcode = {"memory": Opcode.LOAD, "gemm": Opcode.GEMM, "alu": Opcode.ALU}[fmt]
     cls = {"memory": MemInsn, "gemm": GemmInsn, "alu": AluInsn}[fmt]
     for name, hi, lo in SPEC_TABLES[fmt]:
@@ -91,7 +91,7 @@ def test_default_fields_walking_one(fmt):
         base = {"memory_type": MemoryType.UOP} if fmt == "memory" else {}  # UOP = 0
         width = hi - lo + 1
         if name in ("memory_type", "alu_opcode"):
-            # The last member valid on default: ACC_8BIT (EPI, EPI_8BIT need a drain unit).
+            # The last member valid on vta: ACC_8BIT (EPI, EPI_8BIT need a drain unit).
             values = [1, max(valid_members("memory_type", cfg).values() if name == "memory_type" else AluOp)]
         else:
             values = [1, -1 if name in SIGNED_FIELDS else (1 << width) - 1]
@@ -101,8 +101,8 @@ def test_default_fields_walking_one(fmt):
             assert insn.encode() == int(opcode) | (bits << lo), (name, value)
 
 
-def test_default_uop_walking_one():
-    cfg = preset("default")
+def test_vta_uop_walking_one():
+    cfg = preset("vta")
     for name, hi, lo in UOP_BITS_TABLE:
         for value in (1, (1 << (hi - lo + 1)) - 1):
             assert Uop(**{name: value}).encode(cfg) == value << lo
@@ -153,7 +153,7 @@ def test_small_moves_dst_factor_out_to_word_1():
 
 
 def test_layouts_are_cached_per_config():
-    assert layouts_of(Config()) is layouts_of(preset("default"))
+    assert layouts_of(Config()) is layouts_of(preset("vta"))
 
 
 # -- known words, by hand-shifting per docs/ISA.md ---------------------------------------------
@@ -161,7 +161,7 @@ def test_layouts_are_cached_per_config():
 
 def test_known_load_word():
     insn = MemInsn(
-        cfg=preset("default"), opcode=Opcode.LOAD, memory_type=MemoryType.INP,
+        cfg=preset("vta"), opcode=Opcode.LOAD, memory_type=MemoryType.INP,
         pop_next_dep=True, push_next_dep=True, sram_base=0x1234, dram_base=0xDEADBEEF,
         y_size=0x0102, x_size=0x0304, x_stride=0x0506, y_pad_0=1, y_pad_1=2, x_pad_0=3, x_pad_1=4,
     )
@@ -174,7 +174,7 @@ def test_known_load_word():
 
 
 def test_known_store_word():
-    insn = MemInsn(cfg=preset("default"), opcode=Opcode.STORE, memory_type=MemoryType.OUT,
+    insn = MemInsn(cfg=preset("vta"), opcode=Opcode.STORE, memory_type=MemoryType.OUT,
                    pop_prev_dep=True, push_prev_dep=True, sram_base=7, dram_base=9,
                    y_size=1, x_size=2, x_stride=2)
     expected = 1 | 1 << 3 | 1 << 5 | 4 << 7 | 7 << 10 | 9 << 26 | 1 << 64 | 2 << 80 | 2 << 96
@@ -183,7 +183,7 @@ def test_known_store_word():
 
 def test_known_gemm_word():
     insn = GemmInsn(
-        cfg=preset("default"), pop_prev_dep=True, push_prev_dep=True, reset_reg=True,
+        cfg=preset("vta"), pop_prev_dep=True, push_prev_dep=True, reset_reg=True,
         uop_bgn=3, uop_end=0x2001, iter_out=0x3FFF, iter_in=5, dst_factor_out=0x7FF,
         dst_factor_in=1, src_factor_out=16, src_factor_in=2, wgt_factor_out=0x3FF, wgt_factor_in=6,
     )
@@ -195,7 +195,7 @@ def test_known_gemm_word():
 
 
 def test_known_alu_word_with_negative_imm():
-    insn = AluInsn(cfg=preset("default"), alu_opcode=AluOp.SHR, use_imm=True, imm=-2,
+    insn = AluInsn(cfg=preset("vta"), alu_opcode=AluOp.SHR, use_imm=True, imm=-2,
                    uop_bgn=16, uop_end=17, iter_out=64, iter_in=1, dst_factor_out=1)
     expected = (
         4 | 16 << 8 | 17 << 21 | 64 << 35 | 1 << 49 | 1 << 64
@@ -205,13 +205,13 @@ def test_known_alu_word_with_negative_imm():
 
 
 def test_known_finish_word():
-    assert FinishInsn(cfg=preset("default")).encode() == 3
-    flagged = FinishInsn(cfg=preset("default"), pop_prev_dep=True, pop_next_dep=True)
+    assert FinishInsn(cfg=preset("vta")).encode() == 3
+    flagged = FinishInsn(cfg=preset("vta"), pop_prev_dep=True, pop_next_dep=True)
     assert flagged.encode() == 3 | 1 << 3 | 1 << 4
 
 
 def test_known_uop_word():
-    assert Uop(dst_idx=5, src_idx=7, wgt_idx=9).encode(preset("default")) == 5 | 7 << 11 | 9 << 22
+    assert Uop(dst_idx=5, src_idx=7, wgt_idx=9).encode(preset("vta")) == 5 | 7 << 11 | 9 << 22
 
 
 # -- range errors on encode -----------------------------------------------------------------
@@ -249,7 +249,7 @@ def test_encode_out_of_range_field(insn, message):
 
 
 def test_imm_limits_encode():
-    cfg = preset("default")
+    cfg = preset("vta")
     assert AluInsn(cfg=cfg, imm=32767).encode() >> 112 == 0x7FFF
     assert AluInsn(cfg=cfg, imm=-32768).encode() >> 112 == 0x8000
 
@@ -267,7 +267,7 @@ def test_imm_limits_encode():
 )
 def test_uop_encode_out_of_range(uop, message):
     with pytest.raises(ISAError, match=message):
-        uop.encode(preset("default"))
+        uop.encode(preset("vta"))
 
 
 @pytest.mark.parametrize(
@@ -294,7 +294,7 @@ def test_epi_memory_types_encode_only_with_a_drain_unit(memory_type):
     # docs/ISA.md §9: memory types 6-7 are encodings of machine v2 (a drain unit) only.
     insn = MemInsn(cfg=preset("v2"), opcode=Opcode.LOAD, memory_type=memory_type)
     assert insn.encode() == int(Opcode.LOAD) | (int(memory_type) << 7)
-    for name in ("default", "vta", "small", "tiny"):
+    for name in ("vta", "small", "tiny"):
         with pytest.raises(ISAError, match=rf"^field memory_type value {int(memory_type)} is not valid"):
             insn.replace(cfg=preset(name)).encode()
 
@@ -304,7 +304,7 @@ def test_isa_error_is_a_value_error():
 
 
 def test_layout_field_lookup():
-    layout = layouts_of(preset("default"))["memory"]
+    layout = layouts_of(preset("vta"))["memory"]
     assert layout.field("x_size").offset == 80
     with pytest.raises(KeyError, match=r"^\"LOAD/STORE layout has no field 'imm'\"$"):
         layout.field("imm")

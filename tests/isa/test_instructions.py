@@ -35,7 +35,7 @@ from openvta.isa import (
 import isa_strategies as strat
 from isa_reference import ALU_BITS, GEMM_BITS, MEM_BITS, UOP_BITS_TABLE
 
-PRESET_NAMES = ("default", "v2", "small", "tiny")
+PRESET_NAMES = ("vta", "v2", "small", "tiny")
 EXAMPLES = settings(max_examples=100, deadline=None)
 STREAM_EXAMPLES = settings(max_examples=40, deadline=None)  # each example is a whole stream
 
@@ -79,12 +79,12 @@ def test_decoded_attributes_are_the_spec_field_names(opcode, cls, table, name):
 
 def test_decode_typed_values():
     word = 2 | 1 << 3 | 1 << 7 | 5 << 8  # GEMM, pop_prev_dep, reset_reg, uop_bgn=5
-    insn = decode(word, preset("default"))
+    insn = decode(word, preset("vta"))
     assert insn.pop_prev_dep is True and insn.pop_next_dep is False
     assert insn.reset_reg is True and insn.uop_bgn == 5
-    alu = decode(4 | 2 << 108 | 1 << 111 | 0x8000 << 112, preset("default"))
+    alu = decode(4 | 2 << 108 | 1 << 111 | 0x8000 << 112, preset("vta"))
     assert alu.alu_opcode is AluOp.ADD and alu.use_imm is True and alu.imm == -32768
-    load = decode(0 | 5 << 7, preset("default"))
+    load = decode(0 | 5 << 7, preset("vta"))
     assert load.memory_type is MemoryType.ACC_8BIT
 
 
@@ -93,15 +93,15 @@ def test_decode_known_load_fields():
         1 << 4 | 1 << 6 | 2 << 7 | 0x1234 << 10 | 0xDEADBEEF << 26 | 3 << 64 | 4 << 80 | 5 << 96
         | 1 << 112 | 2 << 116 | 3 << 120 | 4 << 124
     )
-    insn = decode(word, preset("default"))
-    assert insn == MemInsn(cfg=preset("default"), opcode=Opcode.LOAD, memory_type=MemoryType.INP,
+    insn = decode(word, preset("vta"))
+    assert insn == MemInsn(cfg=preset("vta"), opcode=Opcode.LOAD, memory_type=MemoryType.INP,
                            pop_next_dep=True, push_next_dep=True, sram_base=0x1234,
                            dram_base=0xDEADBEEF, y_size=3, x_size=4, x_stride=5,
                            y_pad_0=1, y_pad_1=2, x_pad_0=3, x_pad_1=4)
 
 
 def test_is_sync():
-    cfg = preset("default")
+    cfg = preset("vta")
     assert MemInsn(cfg=cfg, y_size=4).is_sync
     assert not MemInsn(cfg=cfg, x_size=1).is_sync
 
@@ -117,10 +117,10 @@ def test_decode_invalid_opcode(opcode, name):
 @pytest.mark.parametrize("memory_type", [6, 7])
 @pytest.mark.parametrize("opcode", [Opcode.LOAD, Opcode.STORE])
 def test_decode_invalid_memory_type(memory_type, opcode):
-    offset = layouts_of(preset("default"))["memory"].field("memory_type").offset
+    offset = layouts_of(preset("vta"))["memory"].field("memory_type").offset
     message = rf"^field memory_type value {memory_type} is not valid {_MEMORY_LIST}$"
     with pytest.raises(ISAError, match=message):
-        decode(int(opcode) | memory_type << offset, preset("default"))
+        decode(int(opcode) | memory_type << offset, preset("vta"))
 
 
 @pytest.mark.parametrize("alu_opcode", [5, 6, 7])
@@ -136,13 +136,13 @@ def test_decode_invalid_alu_opcode(alu_opcode, name):
 def test_decode_word_out_of_range(word):
     message = rf"^instruction word must be a 128-bit unsigned integer, not {word}$"
     with pytest.raises(ISAError, match=message):
-        decode(word, preset("default"))
+        decode(word, preset("vta"))
 
 
 def test_decode_accepts_the_largest_word():
     # opcode 7 is invalid, so the all-ones word fails on its opcode, not on its size.
     with pytest.raises(ISAError, match=r"^field opcode value 7 is not valid"):
-        decode((1 << 128) - 1, preset("default"))
+        decode((1 << 128) - 1, preset("vta"))
 
 
 # -- round trips (hypothesis) ---------------------------------------------------------------
@@ -213,7 +213,7 @@ def test_uop_round_trip(name, data):
 def test_decode_uop_word_out_of_range(word):
     message = rf"^micro-op word must be a 32-bit unsigned integer, not {word}$"
     with pytest.raises(ISAError, match=message):
-        decode_uop(word, preset("default"))
+        decode_uop(word, preset("vta"))
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
@@ -239,7 +239,7 @@ def test_encode_uops_out_of_range_names_the_entry():
         match=r"^micro-op \(entry 2\) field wgt_idx \(10 bits, unsigned: 0\.\.1023\) "
               r"cannot hold 1024$",
     ):
-        encode_uops(uops, preset("default"))
+        encode_uops(uops, preset("vta"))
 
 
 # -- streams --------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_decode_stream_and_table_equal_scalar_decode(name, data):
 
 
 def test_empty_stream():
-    cfg = preset("default")
+    cfg = preset("vta")
     words = encode_stream([], cfg)
     assert words.shape == (0, 2)
     assert decode_stream(words, cfg) == []
@@ -286,7 +286,7 @@ def test_empty_stream():
 
 
 def test_decode_table_keeps_invalid_opcodes_unvalidated():
-    cfg = preset("default")
+    cfg = preset("vta")
     words = np.array([[7 | 1 << 20, 1], [int(Opcode.FINISH), 0]], dtype=np.uint64)
     table = decode_table(words, cfg)
     assert table["opcode"].tolist() == [7, 3]
@@ -304,7 +304,7 @@ def test_decode_table_keeps_invalid_opcodes_unvalidated():
     ],
 )
 def test_decode_stream_names_the_invalid_instruction(bad_row, message):
-    cfg = preset("default")
+    cfg = preset("vta")
     good = encode_stream([GemmInsn(cfg=cfg), FinishInsn(cfg=cfg)], cfg)
     words = np.vstack([good, np.array([bad_row], dtype=np.uint64), good])
     with pytest.raises(ISAError, match=message):
@@ -312,7 +312,7 @@ def test_decode_stream_names_the_invalid_instruction(bad_row, message):
 
 
 def test_encode_stream_out_of_range_raises():
-    cfg = preset("default")
+    cfg = preset("vta")
     with pytest.raises(ISAError, match=r"^instruction 0: GEMM field uop_bgn \(13 bits, unsigned: "
                                        r"0\.\.8191\) cannot hold 8192$"):
         encode_stream([GemmInsn(cfg=cfg, uop_bgn=8192)], cfg)
@@ -320,7 +320,7 @@ def test_encode_stream_out_of_range_raises():
 
 def test_encode_stream_error_names_the_stream_position():
     # The bad GEMM is instruction 1 of the stream (the first GEMM of it).
-    cfg = preset("default")
+    cfg = preset("vta")
     insns = [MemInsn(cfg=cfg), GemmInsn(cfg=cfg, uop_bgn=8192)]
     with pytest.raises(ISAError, match=r"^instruction 1: GEMM field uop_bgn "):
         encode_stream(insns, cfg)

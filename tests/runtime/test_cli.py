@@ -286,7 +286,7 @@ def test_disasm_malformed_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 # -- config ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "default"])
+@pytest.mark.parametrize("name", ["tiny", "small", "vta", "v2"])
 def test_config_prints_the_preset(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", name]) == 0
     out = capsys.readouterr().out

@@ -155,7 +155,7 @@ def test_blocked_gemms_with_virtual_threads_identical(name: str) -> None:
     check()
 
 
-@pytest.mark.parametrize("name", ["tiny", "default"])
+@pytest.mark.parametrize("name", ["tiny", "vta"])
 def test_dma_programs_identical(name: str) -> None:
     cfg = PRESETS[name]
 
@@ -169,7 +169,7 @@ def test_dma_programs_identical(name: str) -> None:
 
 
 @slow(40)
-@given(st.data(), st.sampled_from(["tiny", "small", "default"]), timings())
+@given(st.data(), st.sampled_from(["tiny", "small", "vta"]), timings())
 def test_random_programs_identical(data: st.DataObject, name: str, timing: Timing) -> None:
     program = data.draw(random_programs(PRESETS[name]))
     assert "error" not in assert_same(program, timing=timing)

@@ -86,11 +86,11 @@ def test_encoding_errors_with_a_drain_unit(text: str, message: str) -> None:
 def test_v2_instructions_are_refused_without_a_drain_unit(text: str, what: str) -> None:
     """docs/ISA.md §9: machine v2's instructions in a program for VTA's machine are a ProgramError."""
     index = text.split("\n").index(what)
-    v2, default = preset("v2"), preset("default")  # the same instruction layout
-    words = encode_stream(assemble(text, v2), v2)  # the assembler of `default` refuses EPI
+    v2, vta = preset("v2"), preset("vta")  # the same instruction layout
+    words = encode_stream(assemble(text, v2), v2)  # the assembler of `vta` refuses EPI
     with pytest.raises(ProgramError, match=rf"^instruction {index}: {what} is an instruction of machine v2 "
-                                           r"\(the drain unit\), which configuration 'default' does not have$"):
-        program_from_words(words, default)
+                                           r"\(the drain unit\), which configuration 'vta' does not have$"):
+        program_from_words(words, vta)
     program_from_words(words, v2)
 
 

@@ -268,24 +268,24 @@ def test_a_sync_store_acc_reads_no_descriptor() -> None:
 # -- without a drain unit ----------------------------------------------------------------------------
 
 
-def test_a_program_for_default_with_store_acc_is_refused() -> None:
+def test_a_program_for_vta_with_store_acc_is_refused() -> None:
     text = "LOAD UOP\nLOAD ACC\nSTORE ACC push_prev_dep y_pad_0=1\nLOAD EPI\nFINISH pop_next_dep"
     with pytest.raises(ProgramError, match=r"^instruction 2: STORE ACC is an instruction of machine v2 \(the drain "
-                                           r"unit\), which configuration 'default' does not have$"):
-        _program_from_asm(text, preset("default"), asm_cfg=V2)
+                                           r"unit\), which configuration 'vta' does not have$"):
+        _program_from_asm(text, preset("vta"), asm_cfg=V2)
     _program_from_asm(text, V2)  # the same words are a program of v2
 
 
-def test_a_built_v2_program_for_default_names_its_first_v2_instruction() -> None:
+def test_a_built_v2_program_for_vta_names_its_first_v2_instruction() -> None:
     built = _one_store(_header())
     with pytest.raises(ProgramError, match=r"^instruction 1: LOAD EPI is an instruction of machine v2 "):
-        Program(preset("default"), built.dram, built.insn_addr, built.insn_count)
+        Program(preset("vta"), built.dram, built.insn_addr, built.insn_count)
 
 
 # -- tokens: the race checker -------------------------------------------------------------------------
 
 
-def _race_program(producer: str, token_before: bool, token_after: bool) -> Program:
+def _race_program(producer: str, token_before: bool, token_after: bool, reuser: str = "alu") -> Program:
     b = ProgramBuilder(V2)
     acc = b.tensor("acc", data=np.ones((2, 1, 16), np.int32), role="input")
     out = b.tensor("out", shape=(2, 1, 16), dtype="int8", role="output")
@@ -302,7 +302,10 @@ def _race_program(producer: str, token_before: bool, token_after: bool) -> Progr
     if token_after:
         b.dep_push(Module.STORE, Module.COMPUTE)
         b.dep_pop(Module.STORE, Module.COMPUTE)
-    b.alu(kernel, AluOp.ADD, imm=1)  # compute reuses the drained tiles
+    if reuser == "alu":
+        b.alu(kernel, AluOp.ADD, imm=1)  # compute reuses the drained tiles
+    else:
+        b.gemm(kernel, reset=True)  # or zeroes them for the next accumulation
     return b.finish()
 
 
@@ -321,6 +324,17 @@ def test_reusing_drained_tiles_without_the_store_to_compute_token_is_a_race() ->
     with pytest.raises(RaceError, match=rf"^race on out buffer element 0: (?:{store}, but the write by {alu}|"
                                         rf"{alu}, but the write by {store}) is not ordered before it"):
         run(_race_program("load", token_before=True, token_after=False))
+
+
+def test_a_gemm_reset_of_drained_tiles_without_the_store_to_compute_token_is_a_race() -> None:
+    """A reset writes the accumulator the drain reads: shared, as an ALU write is (a reset
+    inside batch_matmul's heads loop once cleared the tiles the previous head drained)."""
+    store = r"store (?:writes it )?in instruction \d+ \(STORE ACC [^)]*\)"
+    reset = r"compute (?:writes it )?in instruction \d+ \(GEMM reset_reg [^)]*\)"
+    with pytest.raises(RaceError, match=rf"^race on out buffer element 0: (?:{store}, but the write by {reset}|"
+                                        rf"{reset}, but the write by {store}) is not ordered before it"):
+        run(_race_program("load", token_before=True, token_after=False, reuser="reset"))
+    run(_race_program("load", token_before=True, token_after=True, reuser="reset"))
 
 
 @pytest.mark.parametrize("producer", ["alu", "load"])

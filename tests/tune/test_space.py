@@ -111,7 +111,7 @@ def test_the_elementwise_space_has_block_and_threads() -> None:
 def test_the_kernel_key_names_operator_shape_epilogue_and_hardware() -> None:
     space = tune.space("conv2d", layer="resnet18.C5", config="default", shift=6)
     assert space.kernel.startswith("conv2d(n=1, ci=128, co=128, hw=28, kernel=3, pad=1, stride=1; "
-                                   "SHR 6, ADD bias[c], MIN 127, MAX 0) on default@")
+                                   "SHR 6, ADD bias[c], MIN 127, MAX 0) on v2@")  # default is v2, by its own name
     assert space.kernel == tune.kernel_key(openvta.operator("conv2d", layer="resnet18.C5", shift=6))
 
 

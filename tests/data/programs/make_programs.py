@@ -2,9 +2,10 @@
 
 They were written once, before the refactoring to one operator, one descriptor,
 so that every shape that compiled then is proven to compile to the same bytes now:
-ResNet-18 C2–C11 on ``default`` with 1 and 2 virtual threads (no inputs: zeros in DRAM,
-the instructions and micro-ops are the program) and each accelerator region of the digits
-CNN (its weights included).  Each file is the entries of ``Program.save``, compressed.
+ResNet-18 C2–C11 on ``vta`` (VTA's machine, then called ``default``) with 1 and 2
+virtual threads (no inputs: zeros in DRAM, the instructions and micro-ops are the
+program) and each accelerator region of the digits CNN on ``vta`` (its weights
+included).  Each file is the entries of ``Program.save``, compressed.
 
     python tests/data/programs/make_programs.py      # only to re-bless on purpose
 """
@@ -27,7 +28,7 @@ LAYERS = tuple(f"C{i}" for i in range(2, 12))
 
 
 def resnet_program(layer: str, threads: int) -> Program:
-    return openvta.compile("conv2d", config="default", layer=f"resnet18.{layer}", vthreads=threads)
+    return openvta.compile("conv2d", config="vta", layer=f"resnet18.{layer}", vthreads=threads)
 
 
 def resnet_programs() -> Iterator[tuple[str, Program]]:
@@ -42,7 +43,7 @@ def digits_programs() -> Iterator[tuple[str, Program]]:
 
     # conv1 kept on the CPU, as it was when these files were written (it is packed now)
     model = openvta.compile_model(ROOT / "examples" / "digits" / "digits.onnx", load_split()[0],
-                                  cpu_nodes=["conv1"])
+                                  config="vta", cpu_nodes=["conv1"])
     for region in model.graph.regions:
         assert region.program is not None
         yield f"digits_region{region.index}", region.program
