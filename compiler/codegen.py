@@ -350,7 +350,7 @@ class _Emitter:
                    for point in product(*(range(d.extent) for d in outer))]
         resident = self.resident.get(stmt.buffer.scope) if stmt.module == Module.LOAD else None
         if resident is not None:
-            source = (base, id(symbol), tuple(offsets), rows, cols, ydim.stride, y0, y1, x0, x1)
+            source = (base, id(symbol), tuple(offsets), rows, cols, ydim.stride, y0, y1, x0, x1, stmt.pad_value)
             if self.dry:
                 resident.record(thread, source)
                 return
@@ -379,7 +379,7 @@ class _Emitter:
             else:
                 self.builder.load_2d(stmt.memory_type, sram, symbol, offset=offset, y_size=rows,
                                      x_size=cols, x_stride=ydim.stride, y_pad_0=y0, y_pad_1=y1,
-                                     x_pad_0=x0, x_pad_1=x1)
+                                     x_pad_0=x0, x_pad_1=x1, pad_min=stmt.pad_value != 0)
         if self.ticker is not None:
             self.ticker.tick(prod(d.extent for d in outer))
 

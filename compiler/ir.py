@@ -136,6 +136,8 @@ class Copy:
     #: tensor coordinate = step × copy coordinate per dimension (empty: all 1); a step > 1
     #: loads every step-th row (2-D strided DMA) and is never padded
     source_step: tuple[int, ...] = ()
+    #: the padding's value: 0, or the int8 minimum (LOAD INP's ``pad_min``)
+    pad_value: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,8 @@ class Dma:
     slice_lane: int | None = None
     #: a draining STORE ACC (machine v2): where its descriptors are
     drain: Drain | None = None
+    #: a LOAD's padding value: 0, or the int8 minimum (``pad_min``, INP only)
+    pad_value: int = 0
 
 
 @dataclass(frozen=True)

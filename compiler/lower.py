@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openvta.isa import Config
+from openvta.isa import INT8_MIN, Config
 
 from .affine import Affine
 from .bounds import Region, StageBounds, Tail, infer_bounds, ragged_splits, same, split_index, substitute
@@ -37,9 +37,12 @@ from .te import (BinOp, Cast, Cmp, CmpOp, ComputeOp, Const, Expr, IterVar, Place
 __all__ = ["Lowered", "lower_schedule", "BUFFER_SCOPES"]
 
 BUFFER_SCOPES = (Scope.INP, Scope.WGT, Scope.ACC)
+#: The values a DMA pads with: zeros, or the int8 minimum (LOAD INP's ``pad_min``: the code
+#: of 0.0 in an activation whose zero point is -128).
+PAD_VALUES = (0, INT8_MIN)
 
 #: what a cache copies: the global tensor, per axis the offset (padding) and the step
-_Source = tuple[Tensor, tuple[int, ...], tuple[int, ...]]
+_Source = tuple[Tensor, tuple[int, ...], tuple[int, ...], int]  # (tensor, offsets, steps, pad value)
 
 
 @dataclass(frozen=True)
@@ -242,20 +245,22 @@ def _copy_source(schedule: Schedule, stage: Stage) -> _Source | None:
         return None
     if any(not (isinstance(i, Var) and i is a.var) for i, a in zip(read.indices, op.axis)):
         raise LoweringError(_where(stage), "a cache must copy its source element for element")
-    return read.tensor, (0,) * read.tensor.ndim, (1,) * read.tensor.ndim
+    return read.tensor, (0,) * read.tensor.ndim, (1,) * read.tensor.ndim, 0
 
 
 def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> _Source:
-    """Recognise ``select(lo <= i < hi, data[i - lo], 0)`` (zero padding of ``data``) and
-    ``data[step * i]`` (every step-th index of an axis, not padded)."""
+    """Recognise ``select(lo <= i < hi, data[i - lo], v)`` (padding of ``data`` with ``v``: 0, or
+    -128, which LOAD INP's ``pad_min`` writes) and ``data[step * i]`` (every step-th index of
+    an axis, not padded)."""
     op = pad.op
     assert isinstance(op, ComputeOp)
     body = op.body
     inner = body.then if isinstance(body, Select) else body
     if not isinstance(inner, Read) or not isinstance(inner.tensor.op, PlaceholderOp):
         raise LoweringError(_where(pad), "an inlined stage copied by DMA must pad a placeholder")
-    if isinstance(body, Select) and not (isinstance(body.otherwise, Const) and body.otherwise.value == 0):
-        raise LoweringError(_where(pad), "padding must be zero (DMA pads with zeros)")
+    if isinstance(body, Select) and not (isinstance(body.otherwise, Const) and body.otherwise.value in PAD_VALUES):
+        raise LoweringError(_where(pad), "padding must be 0 or -128 (the DMA pads with zeros, or with -128 "
+                            "by pad_min)")
     offsets, steps = [], []
     for index, axis in zip(inner.indices, op.axis):
         parts = split_index(index, {axis.var})
@@ -268,7 +273,8 @@ def _padded_source(schedule: Schedule, pad: Stage, read: Read) -> _Source:
         steps.append(step)
     conditions = body.conditions if isinstance(body, Select) else ()
     _check_pad_conditions(pad, conditions, op, offsets, inner.tensor.shape)
-    return inner.tensor, tuple(offsets), tuple(steps)
+    value = int(body.otherwise.value) if isinstance(body, Select) and isinstance(body.otherwise, Const) else 0
+    return inner.tensor, tuple(offsets), tuple(steps), value
 
 
 def _check_pad_conditions(pad: Stage, conditions: tuple[Cmp, ...], op: ComputeOp,
@@ -290,13 +296,13 @@ def _check_pad_conditions(pad: Stage, conditions: tuple[Cmp, ...], op: ComputeOp
 def _copy(schedule: Schedule, stage: Stage, buffer: Buffer, info: StageBounds) -> Copy:
     source = _copy_source(schedule, stage)
     assert source is not None
-    tensor, offsets, steps = source
+    tensor, offsets, steps, value = source
     region = info.region
     if region.shape[-2:] != tensor.shape[-2:] or steps[-2:] != (1, 1):
         raise LoweringError(_where(stage), "a cache must hold whole tiles (its last two axes)")
     starts = tuple(region.start(d) for d in range(len(region.shape) - 2))
     return Copy(stage.name, Direction.LOAD, buffer, tensor, starts, region.shape[:-2], offsets[:-2],
-                pragma="dma_copy" in stage.pragmas.values(), source_step=steps[:-2])
+                pragma="dma_copy" in stage.pragmas.values(), source_step=steps[:-2], pad_value=value)
 
 
 def _reduction_nest(schedule: Schedule, stage: Stage, bounds: dict[Stage, StageBounds], acc: Buffer,

@@ -67,7 +67,7 @@ def _peak(array: np.ndarray) -> int:
 
 
 def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int] = 1,
-                pad: int | tuple[int, int, int, int] = 0, groups: int = 1) -> np.ndarray:
+                pad: int | tuple[int, int, int, int] = 0, groups: int = 1, pad_value: int = 0) -> np.ndarray:
     """Grouped 2-D convolution (cross-correlation), ``NCHW`` data and ``OIHW`` kernel.
 
     The one numpy convolution of openvta: the compiler's operators and the graph level's
@@ -86,6 +86,8 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int] = 1,
     groups :
         the channel groups: output channel ``o`` reads the data channels of group
         ``o // (O / groups)``.
+    pad_value :
+        what the padding holds (0; -128 for an int8 activation whose zero point is -128).
 
     Returns
     -------
@@ -127,9 +129,9 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: int | tuple[int, int] = 1,
     is_float = x.dtype.kind == "f" or w.dtype.kind == "f"
     # float64 is exact for integers while every partial sum stays below 2**53, and runs
     # on BLAS; beyond, int64 wraps modulo 2**64, which keeps the low 32 bits exact.
-    exact = is_float or _peak(x) * _peak(w) * w.shape[1] * kh * kw < _FLOAT64_EXACT
+    exact = is_float or max(_peak(x), abs(pad_value)) * _peak(w) * w.shape[1] * kh * kw < _FLOAT64_EXACT
     dtype: np.dtype[Any] = np.dtype(np.float64 if exact else np.int64)
-    xp = np.pad(x.astype(dtype), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    xp = np.pad(x.astype(dtype), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=pad_value)
     oh, ow = (padded_hw[0] - kh) // strides[0] + 1, (padded_hw[1] - kw) // strides[1] + 1
     span_h, span_w = strides[0] * (oh - 1) + 1, strides[1] * (ow - 1) + 1
     # the windows (N, C, OH, OW, KH, KW): a strided view of the padded data, no copy

@@ -115,17 +115,27 @@ class _Chain:
         if max(len(mult), len(post)) > 1 and int_attr(node.attrs, "axis", 1) != 1:
             return Mismatch((node.name,), "a per-channel requantization along another axis than "
                                           "the channels")
+        offset, zero_point = int_attr(node.attrs, "offset", 0), int_attr(node.attrs, "zero_point", 0)
+        if not IMM_FIELD.low <= offset <= IMM_FIELD.high:
+            return Mismatch((node.name,), f"its input offset {offset} does not fit the ALU's immediate")
+        first = [AluStage(AluOp.ADD, offset)] if offset else []
+        limit += abs(offset)
         y_limit = -(-limit // (1 << pre)) * max(abs(m) for m in mult)
         if 1 in post and y_limit >= INT32_LIMIT - 1:
             return Mismatch((node.name,), "its rounding shift by 1 could see 2**31 - 1, where the "
                                           "ALU's ADD 1 wraps and the reference does not")
+        clip = INT8_RANGE if out is DType.INT8 else None
         try:
             stages, vectors = requantize_stages(pre, mult, post, channels=self.channels, prefix=tag,
-                                                clip=INT8_RANGE if out is DType.INT8 else None)
+                                                clip=None if zero_point else clip)
         except ValueError as exc:
             return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
         self.vector_names(vectors)
-        return list(stages), INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post)
+        last = [AluStage(AluOp.ADD, zero_point)] if zero_point else []
+        if zero_point and clip is not None:
+            last += [AluStage(AluOp.MIN, clip[1]), AluStage(AluOp.MAX, clip[0])]
+        return first + list(stages) + last, \
+            INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post) + abs(zero_point)
 
 
 def _wide_byte(high: bool) -> list[AluStage]:

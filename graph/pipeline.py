@@ -34,7 +34,7 @@ from .frontends.onnx import agrees, calibration_shapes, check_input_shapes, impo
 from .ir import Graph, Op, RequantMode
 from .group_match import Plans
 from .compiled_model import CompiledModel
-from .quantization import parse_budget, parse_precision
+from .quantization import ACTIVATIONS, parse_budget, parse_precision
 from .ranges import parse_calibration_method
 from .verify import verify_graph
 from .passes.calibrate import calibrate
@@ -54,7 +54,7 @@ from .passes.legalize_dense import dense_as_gemm, flatten_dense, flatten_heads
 from .passes.quantize import quantize
 from .rewrite import prune
 
-__all__ = ["CompileOptions", "PASSES", "run_pipeline", "compile_model", "FLOAT_STAGE"]
+__all__ = ["ACTIVATIONS", "CompileOptions", "PASSES", "run_pipeline", "compile_model", "FLOAT_STAGE"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class CompileOptions:
     budget: float | None = None  # precision "auto": 16-bit by sensitivity within this MAC-pass budget
     bias_correction: bool = False  # each product's bias corrected for its int8 weights' mean error
     costs: Mapping[str, int] | None = None  # precision "auto": each product's cycles in the all-int8 build
+    zero_points: bool = False  # activations "asymmetric": non-negative ones with the zero point -128
 
     @property
     def legalization(self) -> LegalizeOptions:
@@ -101,7 +102,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("legalize: drop unread", lambda g, o: infer_shapes(prune(g))),  # what nobody reads: the float model
     ("correct biases", lambda g, o: correct_biases(g, o.calibration, o.mode) if o.bias_correction else g),
     ("calibrate", lambda g, o: calibrate(g, o.calibration, o.mode, o.wide_below, o.method,
-                                                      o.budget, o.costs)),  # scales, activation bits
+                                         o.budget, o.costs, o.zero_points)),  # scales, zero points, activation bits
     ("quantize", lambda g, o: quantize(g, o.mode)),  # the integer graph
     ("partition", lambda g, o: partition(g, o.cfg, o.cpu_ops, o.cpu_nodes)),  # accel or CPU, why
     ("fuse", lambda g, o: fuse(g)),  # groups by pattern kind: conv + requantize + relu + add
@@ -163,7 +164,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   precision: str | None = None, calibration_method: str = "minmax",
-                  bias_correction: bool = False) -> CompiledModel:
+                  bias_correction: bool = False, activations: str = "symmetric") -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -212,6 +213,16 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
         less, nothing changes.  ``"int8"``: every activation int8 (the default with
         ``exact``, whose QDQ scales are int8).  ``"int16"``: every product's activations
         16-bit.  ``model.summary()`` says which products are wide.
+    calibration_method :
+        the range an activation's int8 scale covers (:mod:`openvta.graph.ranges`):
+        ``"minmax"`` (the default), ``"percentile[:P]"``, ``"mse"`` or ``"entropy"``.
+    bias_correction :
+        each product's bias corrected for its int8 weights' mean error (Nagel et al.).
+    activations :
+        ``"symmetric"`` (the default): every int8 activation's zero point is 0;
+        ``"asymmetric"``: a non-negative activation (a ReLU's, a pooled mean of one) whose
+        producer and readers compute with a zero point has -128, its 256 codes spanning
+        ``[0, max]`` (docs/DECISIONS.md, "Zero points on non-negative activations").
 
     Raises
     ------
@@ -233,9 +244,12 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     if (wide_below is not None or budget is not None) and mode is RequantMode.EXACT:
         raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
                          "an exact QDQ model keeps its own int8 scales")
+    if activations not in ACTIVATIONS:
+        raise ValueError(f"activations must be one of {', '.join(map(repr, ACTIVATIONS))}, not {activations!r}")
+    zero_points = activations == "asymmetric" and mode is not RequantMode.EXACT
     options = CompileOptions(cfg, mode, parse_cpu_ops(cpu_ops), (), frozenset(cpu_nodes),
                              _plans(plans), wide_below, parse_calibration_method(calibration_method), budget,
-                             bool(bias_correction))
+                             bool(bias_correction), zero_points=zero_points)
     if not isinstance(model, Graph):
         if not isinstance(calibration, (np.ndarray, Mapping, str, bytes)) and isinstance(calibration, Iterable):
             calibration = list(calibration)  # (read twice: for the shapes, then as batches)

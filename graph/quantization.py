@@ -36,7 +36,12 @@ from openvta.isa import INT8_MAX, INT32_LIMIT, MAX_SHR_AMOUNT, WIDE_MAX
 
 from .ir import Node, RequantMode
 
-__all__ = ["MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
+#: ``compile_model``'s ``activations``: every int8 activation symmetric (zero point 0), or the
+#: non-negative ones with the zero point -128 (docs/DECISIONS.md, "Zero points on non-negative
+#: activations").
+ACTIVATIONS = ("symmetric", "asymmetric")
+
+__all__ = ["ACTIVATIONS", "MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
            "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for",
            "PRECISIONS", "activation_bits", "int8_sqnr", "parse_budget", "parse_precision", "wide_scale"]
 

@@ -71,9 +71,11 @@ def parse_calibration_method(method: object) -> tuple[str, float | None]:
     raise ValueError(f"calibration_method must be one of {', '.join(CALIBRATION_METHODS)}, not {method!r}")
 
 
-def clip_range(counts: np.ndarray, top: float, method: str, percentile: float | None) -> float:
+def clip_range(counts: np.ndarray, top: float, method: str, percentile: float | None,
+               steps: int = INT8_MAX) -> float:
     """The range (a magnitude, at most ``top``) the method chooses from ``counts``, a
-    histogram of :data:`BINS` bins of the magnitudes from 0 to ``top``."""
+    histogram of :data:`BINS` bins of the magnitudes from 0 to ``top``, for ``steps`` int8
+    steps between 0 and the range (255 for a non-negative value at the zero point -128)."""
     counts = np.asarray(counts, dtype=np.float64)
     total = counts.sum()
     if method == "minmax" or top <= 0 or total <= 0:
@@ -85,16 +87,16 @@ def clip_range(counts: np.ndarray, top: float, method: str, percentile: float | 
         index = int(np.searchsorted(cumulative, total * percentile / 100.0))
         return min(top, (index + 1) * width)
     if method == "mse":
-        return _mse(counts, width)
+        return _mse(counts, width, steps)
     return _entropy(counts, width)
 
 
-def _mse(counts: np.ndarray, width: float) -> float:
+def _mse(counts: np.ndarray, width: float, steps: int) -> float:
     centers = (np.arange(len(counts)) + 0.5) * width
     best, chosen = math.inf, len(counts) * width
     for stop in range(_LEVELS // 2, len(counts) + 1, 8):
         clip = stop * width
-        step = clip / INT8_MAX
+        step = clip / steps
         inside, beyond = counts[:stop], counts[stop:]
         rounding = np.where(centers[:stop] < step / 2, centers[:stop] ** 2, step * step / 12.0)
         error = float(inside @ rounding) + float(beyond @ (centers[stop:] - clip) ** 2)

@@ -1,8 +1,8 @@
 """Mixed precision by measured sensitivity: which products' activations are 16-bit.
 
 Each candidate — the data input or the output of a Conv or Gemm with constant weights —
-is quantized alone to int8 at its calibrated scale (rounded and clipped to ±127 steps) in
-the float graph, every other value float, on the calibration samples; its *sensitivity*
+is quantized alone to int8 at its calibrated scale (rounded and clipped to ±127 steps, or
+to its 256 codes at the zero point -128) in the float graph, every other value float, on the calibration samples; its *sensitivity*
 is the mean square it adds to the model's outputs, relative to theirs (the inverse of an
 SQNR at the output).  Making a value 16-bit makes its producing product's output and its
 reading products' inputs wide, which costs int8 passes of the accelerator
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from openvta.isa import INT8_MAX
+from openvta.isa import INT8_MAX, INT8_MIN
 
 from .execute import run_node
 from .ir import DType, Graph, Node, Op
@@ -97,9 +97,10 @@ def sensitivities(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]], value
         for value in values:
             quant = graph.types[value].quant
             assert quant is not None
-            step = quant.scale[0]
+            step, zero = quant.scale[0], quant.zero_point  # (-128: a non-negative value on 255 steps)
+            low = -INT8_MAX if not zero else INT8_MIN - zero
             changed = dict(base)
-            changed[value] = (np.clip(np.rint(base[value] / step), -INT8_MAX, INT8_MAX) * step).astype(np.float32)
+            changed[value] = (np.clip(np.rint(base[value] / step), low, INT8_MAX - zero) * step).astype(np.float32)
             for node in graph.nodes[position.get(value, -1) + 1:]:
                 changed[node.outputs[0]] = run_node(graph, node, changed)
             totals[value] += sum(float(np.sum((changed[name].astype(np.float64) - o) ** 2))

@@ -153,6 +153,7 @@ FIELD_DOC: dict[str, str] = {
     "memory_type": "which buffer and element size (§2 memory types)",
     "sram_base": "first buffer element written (LOAD) or read (STORE)",
     "dram_base": "DRAM address in elements of the memory type (§4)",
+    "pad_min": "LOAD INP: padding elements are −128 instead of 0",
     "y_size": "rows",
     "x_size": "elements per row; 0 moves no data (a sync instruction)",
     "x_stride": "DRAM distance between rows, in elements",

@@ -180,6 +180,9 @@ MEM_FIELDS = [
     ("memory_type", 3, False),
     ("sram_base", SRAM_BASE_WIDTH, False),
     ("dram_base", 32, False),
+    # LOAD INP: padding elements hold -128 (the code of 0.0 at zero point -128), not 0;
+    # in word 0's spare bits, so no other field moves (docs/ISA.md §3)
+    ("pad_min", 1, False),
     ("y_size", 16, False),
     ("x_size", 16, False),
     ("x_stride", 16, False),

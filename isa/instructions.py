@@ -110,6 +110,7 @@ class MemInsn(_InsnBase):
     memory_type: MemoryType = MemoryType.INP
     sram_base: int = 0
     dram_base: int = 0
+    pad_min: int = 0
     y_size: int = 0
     x_size: int = 0
     x_stride: int = 0

@@ -31,7 +31,7 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config | Machin
                   records: str | os.PathLike[str] | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   precision: str | None = None, calibration_method: str = "minmax",
-                  bias_correction: bool = False) -> "CompiledModel":
+                  bias_correction: bool = False, activations: str = "symmetric") -> "CompiledModel":
     """Import, quantize, partition, fuse, plan and lower a float model
     (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
     tuned plans of a log.
@@ -58,7 +58,8 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config | Machin
         plans = best_plans(records)
     return compile_graph(model, calibration, config=config, quantize=quantize, cpu_ops=cpu_ops,
                          cpu_nodes=cpu_nodes, plans=plans, input_shapes=input_shapes, precision=precision,
-                         calibration_method=calibration_method, bias_correction=bias_correction)
+                         calibration_method=calibration_method, bias_correction=bias_correction,
+                         activations=activations)
 
 
 def __getattr__(name: str) -> Any:

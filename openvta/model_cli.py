@@ -3,7 +3,7 @@
     openvta model compile MODEL.onnx --calibration CALIB.npz [--machine default]
                           [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|auto[:B]|int16]
                           [--calibration-method minmax|percentile[:P]|mse|entropy]
-                          [--cpu-ops Conv,Gemm]
+                          [--activations symmetric|asymmetric] [--cpu-ops Conv,Gemm]
                           [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from openvta.graph.quantization import ACTIVATIONS
 from openvta.runtime import ProgramError, backends
 from openvta.runtime.npz import read_npz as read_arrays
 
@@ -60,6 +61,10 @@ def add_model_parser(sub: Any) -> None:
                            "seen), percentile[:P] (P %% of the values below it, default 99.99), mse (the clip "
                            "with the least squared int8 error) or entropy (TensorRT's KL divergence); "
                            "default minmax")
+    comp.add_argument("--activations", default=ACTIVATIONS[0], metavar="|".join(ACTIVATIONS),
+                      help="symmetric (every int8 activation's zero point 0) or asymmetric (a non-negative "
+                           "one, such as a ReLU's, on all 256 codes with the zero point -128, where its "
+                           "readers can take it); default symmetric")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "
@@ -118,7 +123,7 @@ def run_model_command(args: argparse.Namespace, output: Any) -> int:
         model = compile_model(args.model, calibration, config=machine_of(args).config,
                               quantize=args.quantize, cpu_ops=cpu_ops, records=args.records,
                               input_shapes=shapes or None, precision=args.precision,
-                              calibration_method=args.calibration_method)
+                              calibration_method=args.calibration_method, activations=args.activations)
         model.save(target)
         print(f"compiled {args.model} ({len(model.graph.nodes)} nodes, "
               f"{len(model.accelerator_groups())} accelerator kernels) in "

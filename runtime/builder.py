@@ -256,10 +256,13 @@ class ProgramBuilder:
         y_pad_1: int = 0,
         x_pad_0: int = 0,
         x_pad_1: int = 0,
+        pad_min: bool = False,
     ) -> None:
         """Load ``y_size`` rows of ``x_size`` elements from ``src`` (element ``offset``) to a buffer.
 
-        Pads add zero rows before/after and zero elements before/after each row.
+        Pads add zero rows before/after and zero elements before/after each row; with
+        ``pad_min`` (INP only) the padding elements hold -128, the code of 0.0 at zero point
+        -128, instead of 0.
         """
         memory_type = MemoryType(memory_type)
         if memory_type in STORE_MODULE_TYPES:
@@ -269,6 +272,8 @@ class ProgramBuilder:
                 f"load_2d cannot load {memory_type.name}: micro-ops are placed by gemm()/alu(), "
                 "and the out buffer is written by compute"
             )
+        if pad_min and memory_type != MemoryType.INP:
+            raise BuildError(f"load_2d of {memory_type.name} cannot pad with -128 (pad_min): only INP can")
         x_stride = x_size if x_stride is None else x_stride
         rows = y_pad_0 + y_size + y_pad_1
         cols = x_pad_0 + x_size + x_pad_1
@@ -288,6 +293,7 @@ class ProgramBuilder:
                 y_pad_1=y_pad_1,
                 x_pad_0=x_pad_0,
                 x_pad_1=x_pad_1,
+                pad_min=int(pad_min),
             )
         )
 

@@ -43,8 +43,9 @@ def loads(draw: st.DrawFn, cfg: Config, memory_type: MemoryType) -> dict:
     sram = draw(st.integers(0, depth - footprint))
     last = (y_size - 1) * x_stride + x_size
     offset = draw(st.integers(0, _TENSOR_ELEMS - last))
+    extra = {"pad_min": draw(st.booleans())} if memory_type == MemoryType.INP else {}
     return dict(sram_base=sram, offset=offset, y_size=y_size, x_size=x_size, x_stride=x_stride,
-                y_pad_0=pads[0], y_pad_1=pads[1], x_pad_0=pads[2], x_pad_1=pads[3])
+                y_pad_0=pads[0], y_pad_1=pads[1], x_pad_0=pads[2], x_pad_1=pads[3], **extra)
 
 
 @st.composite

@@ -49,8 +49,10 @@ def test_a_calibration_method_and_auto_precision_from_the_command_line(data: Pat
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     model_path = data / "mse.ovta"
     assert main(["model", "compile", str(DIGITS / "digits.onnx"), "--calibration", str(data / "calib.npz"),
-                 "--calibration-method", "mse", "--precision", "auto", "-o", str(model_path)]) == 0
+                 "--calibration-method", "mse", "--precision", "auto", "--activations", "asymmetric",
+                 "-o", str(model_path)]) == 0
     model = openvta.load_model(model_path)
+    assert any(t.quant is not None and t.quant.zero_point == -128 for t in model.graph.types.values())
     x = np.load(data / "x.npz")["image"]
     np.testing.assert_array_equal(model.run({"image": x}, backend="functional")["logits"],
                                   model.reference({"image": x})["logits"])
@@ -86,6 +88,8 @@ def test_the_facade_is_the_graph_level(data: Path) -> None:
     (["model", "compile", "DIGITS", "--calibration", "CALIB", "--calibration-method", "kl", "-o", "m.ovta"],
      r"openvta: error: calibration_method must be one of minmax, percentile, percentile:<p>, mse, entropy, "
      r"not 'kl'"),
+    (["model", "compile", "DIGITS", "--calibration", "CALIB", "--activations", "signed", "-o", "m.ovta"],
+     r"openvta: error: activations must be one of 'symmetric', 'asymmetric', not 'signed'"),
     (["model", "compile", "DIGITS", "--calibration", "CALIB", "--precision", "auto:0", "-o", "m.ovta"],
      r"openvta: error: precision auto:<budget> needs a budget of at least 1 \(the all-int8 model's cycles\), "
      r"not 'auto:0'"),

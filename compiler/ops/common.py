@@ -25,11 +25,12 @@ from ..layout import bias_layout
 from ..limits import MAX_INSNS, check_dram
 from ..pipeline import Progress, build
 from ..schedule import Schedule
+from ..lower import PAD_VALUES
 from ..workloads import BIAS_BITS
 
 __all__ = ["IMM_FIELD", "MAX_PAD", "Operator", "acc_operands", "as_operand", "benchmark_operands", "buffer_refusals",
-           "check_tensors", "divisors", "epilogue_operands", "operator_epilogue", "out_size", "padded_data",
-           "params_epilogue", "schedule_conv_tiles", "thread_split_refusals"]
+           "check_pad_value", "check_tensors", "divisors", "epilogue_operands", "operator_epilogue", "out_size",
+           "pad_value_param", "padded_data", "params_epilogue", "schedule_conv_tiles", "thread_split_refusals"]
 
 # The memory fields below have the same widths in every configuration (docs/ISA.md §2).
 _MEM = layouts_of(Config())[Format.MEM]
@@ -298,9 +299,25 @@ def check_window(name: str, hw: int, w: int | None, kernel: int, pad: int) -> tu
     return w, width
 
 
-def padded_data(data: te.Tensor, pad: int) -> te.Tensor:
-    """``data`` (``(N/B, C/BI, H, W, B, BI)``) zero-padded by ``pad`` on each side: a stage the
-    schedule inlines into the input cache, so that the DMA pads rows and columns itself."""
+def check_pad_value(name: str, value: int | None) -> int:
+    """``value`` (None: 0) if the DMA can pad with it; raises ValueError naming ``name``."""
+    value = 0 if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value not in PAD_VALUES:
+        raise ValueError(f"{name} pad_value must be 0 or {INT8_MIN} (what the DMA pads with), not {value!r}")
+    return value
+
+
+def pad_value_param(attrs: Mapping[str, Any]) -> dict[str, int]:
+    """A matched int8 Conv's ``pad_value`` parameter (its data's zero point is -128), where the
+    node's attribute is not 0."""
+    value = int(attrs.get("pad_value", 0))
+    return {"pad_value": value} if value else {}
+
+
+def padded_data(data: te.Tensor, pad: int, value: int = 0) -> te.Tensor:
+    """``data`` (``(N/B, C/BI, H, W, B, BI)``) padded by ``pad`` on each side with ``value`` (0,
+    or -128: LOAD INP's ``pad_min``): a stage the schedule inlines into the input cache, so that
+    the DMA pads rows and columns itself."""
     if not pad:
         return data
     n_t, c_t, height, width, b, bi = data.shape
@@ -308,7 +325,7 @@ def padded_data(data: te.Tensor, pad: int) -> te.Tensor:
         (n_t, c_t, height + 2 * pad, width + 2 * pad, b, bi),
         lambda i, c, y, x, j, k: te.select(
             (te.less_equal(pad, y), te.less(y, height + pad), te.less_equal(pad, x),
-             te.less(x, width + pad)), data[i, c, y - pad, x - pad, j, k], 0),
+             te.less(x, width + pad)), data[i, c, y - pad, x - pad, j, k], value),
         "data_pad")
 
 

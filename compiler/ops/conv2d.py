@@ -40,10 +40,10 @@ from ..ir import LoweringError
 from ..layout import data_layout, kernel_layout, out_layout, pack_by_layout, unpack_data
 from ..schedule import create_schedule
 from ..workloads import RESNET18, workload
-from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, check_window,
-                     divisors,
-                     epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
-                     schedule_conv_tiles, thread_split_refusals, tile_sizes)
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_pad_value,
+                     check_tensors, check_window, divisors, epilogue_operands, operator_epilogue, out_size,
+                     pad_value_param, padded_data, params_epilogue, schedule_conv_tiles, thread_split_refusals,
+                     tile_sizes)
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
                          plan_knobs)
@@ -241,7 +241,7 @@ def _uops(cob: int, yb: int, xb: int, icb: int, kernel: int) -> int:
 
 
 def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, w: int | None = None, kernel: int,
-           pad: int = 0, stride: int = 1, shift: int | None = 8, bias: bool = True,
+           pad: int = 0, stride: int = 1, pad_value: int | None = None, shift: int | None = 8, bias: bool = True,
            clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
            vthreads: int = 1, plan: Conv2dPlan | None = None) -> Operator:
     """The fused conv2d layer (see the module docstring) with its default schedule.
@@ -261,7 +261,8 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, w: int | None 
     """
     params = check_params(CONV2D_PARAMS, "conv2d", locals())
     w, width = check_window("conv2d", hw, w, kernel, pad)
-    params["w"] = w
+    value = check_pad_value("conv2d", pad_value)
+    params["w"], params["pad_value"] = w, value or None  # (0 is None: left out of the kernel key)
     full = operator_epilogue("conv2d", shift, bias, clip, epilogue)
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     n_t, ci_t, co_t = -(-n // b), -(-ci // bi), -(-co // bo)
@@ -275,7 +276,7 @@ def conv2d(cfg: Config, *, n: int = 1, ci: int, co: int, hw: int, w: int | None 
     rows_only = kernel == 1 and stride > 1  # pad < kernel: no padding
     # a strided 1×1 conv2d reads every stride-th row: the DMA loads only those
     padded = te.compute((n_t, ci_t, oh, width, b, bi), lambda i, c, y, x, j, k: data[i, c, y * stride, x, j, k],
-                        "data_rows") if rows_only else padded_data(data, pad)
+                        "data_rows") if rows_only else padded_data(data, pad, value)
     ic = te.reduce_axis(ci_t, "ic")
     kh, kw = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw")
     k = te.reduce_axis(bi, "k")
@@ -346,7 +347,8 @@ def conv2d_used_input_elems(n: int, ci: int, hw: int, kernel: int, pad: int, str
 
 def conv2d_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> np.ndarray:
     """numpy: the fused conv2d layer on logical ``data``, ``weight`` (and ``bias``) arrays."""
-    result = reference.conv2d_nchw(inputs["data"], inputs["weight"], params["stride"], params["pad"])
+    result = reference.conv2d_nchw(inputs["data"], inputs["weight"], params["stride"], params["pad"],
+                                   pad_value=params.get("pad_value") or 0)
     epilogue = operator_epilogue("conv2d", params["shift"], params["bias"], params["clip"], params["epilogue"])
     return apply_epilogue(result, epilogue, inputs)
 
@@ -371,6 +373,8 @@ CONV2D_PARAMS = describe_params(
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD,
           shape=True, sample=(0, 3)),
     Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 3)),
+    Param("pad_value", "what the padding holds: 0 (None), or -128 (data whose zero point is -128)",
+          low=-128, high=0, shape=True),
     *tail_params("channel"),
     Param("vthreads", "virtual threads (latency hiding): they split the output channels or rows",
           low=1, sample=(1, 3)),
@@ -483,7 +487,8 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
     if 2 * channels < cfg.BLOCK_IN:
         return f"{channels} input channels fill less than half of a {cfg.BLOCK_IN}-lane input block"
     return ({"n": cfg.BATCH, "ci": channels, "co": out_ch, "hw": height, **({} if width == height else {"w": width}),
-             "kernel": kh, "pad": pads[0], "stride": strides[0], "bias": len(anchor.shapes) > 2},
+             "kernel": kh, "pad": pads[0], "stride": strides[0], **pad_value_param(anchor.attrs),
+             "bias": len(anchor.shapes) > 2},
             f"int8 conv2d {kh}x{kw}/{strides[0]}, {channels}->{out_ch} channels")
 
 
@@ -499,3 +504,4 @@ DESCRIPTOR = OperatorDescriptor(
     match=_match,
     layers=tuple(f"resnet18.{name}" for name in RESNET18), layer=conv2d_layer,
     example={"hw": 8, "ci": 8, "co": 8, "kernel": 3, "pad": 1})
+

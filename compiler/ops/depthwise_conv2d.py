@@ -42,9 +42,9 @@ from ..intrin import gemm_intrinsic
 from ..ir import LoweringError
 from ..layout import LayoutKind, data_layout, out_layout, pack_by_layout, register_layout, unpack_data
 from ..schedule import create_schedule
-from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_tensors, check_window,
-                     epilogue_operands, operator_epilogue, out_size, padded_data, params_epilogue,
-                     schedule_conv_tiles, thread_split_refusals, tile_sizes)
+from .common import (MAX_PAD, Operator, acc_operands, benchmark_operands, buffer_refusals, check_pad_value,
+                     check_tensors, check_window, epilogue_operands, operator_epilogue, out_size, pad_value_param,
+                     padded_data, params_epilogue, schedule_conv_tiles, thread_split_refusals, tile_sizes)
 from .conv2d import conv2d_used_input_elems
 from .costs import INT32_BYTES, THREADS, common_features, loaded_lines, tiles
 from .descriptor import (Anchor, Knob, Knobs, Matched, OperatorDescriptor, OperatorKind, PlanSpace, default_knobs,
@@ -204,7 +204,8 @@ def plan_depthwise(cfg: Config, n: int, channels: int, hw: int, kernel: int, pad
 
 
 def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, w: int | None = None, kernel: int,
-                     pad: int = 0, stride: int = 1, group_size: int = 1, shift: int | None = 8, bias: bool = True,
+                     pad: int = 0, stride: int = 1, pad_value: int | None = None, group_size: int = 1,
+                     shift: int | None = 8, bias: bool = True,
                      clip: tuple[int, int] | None = (0, 127), epilogue: Epilogue | None = None,
                      vthreads: int = 1, plan: DepthwisePlan | None = None) -> Operator:
     """The fused depthwise conv2d layer (module docstring) with its default schedule.
@@ -227,7 +228,8 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, w: int 
         raise ValueError(f"depthwise_conv2d needs BLOCK_IN = BLOCK_OUT (diagonal weight tiles), not "
                          f"{cfg.BLOCK_IN} and {cfg.BLOCK_OUT}")
     w, width = check_window("depthwise_conv2d", hw, w, kernel, pad)
-    params["w"] = w
+    value = check_pad_value("depthwise_conv2d", pad_value)
+    params["w"], params["pad_value"] = w, value or None  # (0 is None: left out of the kernel key)
     if channels % group_size or cfg.BLOCK_IN % group_size:
         raise ValueError(f"depthwise_conv2d group_size must divide the {channels} channels and BLOCK_IN "
                          f"({cfg.BLOCK_IN}), not {group_size}")
@@ -241,7 +243,7 @@ def depthwise_conv2d(cfg: Config, *, n: int = 1, channels: int, hw: int, w: int 
     check_tensors("depthwise_conv2d", cfg, [data, weight, *operand_placeholders(full, out_shape, (c_t, b, bo)),
                                             te.placeholder(out_shape, "int8", "out")])
     plan = plan or plan_depthwise(cfg, n_t, channels, hw, kernel, pad, stride, vthreads, epilogue=full, w=w)
-    padded = padded_data(data, pad)
+    padded = padded_data(data, pad, value)
     kh, kw, k = te.reduce_axis(kernel, "kh"), te.reduce_axis(kernel, "kw"), te.reduce_axis(bi, "k")
     acc = te.compute(
         out_shape,
@@ -286,7 +288,8 @@ def depthwise_reference(inputs: Mapping[str, np.ndarray], params: Mapping[str, A
     data, weight = inputs["data"], inputs["weight"]
     c = weight.shape[1]
     result = np.concatenate([reference.conv2d_nchw(data[:, g:g + c], weight[g:g + c], params["stride"],
-                                                   params["pad"]) for g in range(0, data.shape[1], c)], axis=1)
+                                                   params["pad"], pad_value=params.get("pad_value") or 0)
+                             for g in range(0, data.shape[1], c)], axis=1)
     return apply_epilogue(result, depthwise_epilogue(params), inputs)
 
 
@@ -302,6 +305,8 @@ DEPTHWISE_PARAMS = describe_params(
     Param("pad", "zero padding on each side (less than the kernel)", low=0, high=MAX_PAD, shape=True,
           sample=(0, 3)),
     Param("stride", "stride in height and width", low=1, shape=True, sample=(1, 2)),
+    Param("pad_value", "what the padding holds: 0 (None), or -128 (data whose zero point is -128)",
+          low=-128, high=0, shape=True),
     Param("group_size", "channels per group (1: depthwise; a divisor of BLOCK_IN: a grouped convolution of "
           "channels/group_size groups)", low=1, shape=True, sample=(1, 1)),
     *tail_params("channel"),
@@ -399,8 +404,8 @@ def _match(anchor: Anchor, cfg: Config) -> Matched | None:
         return f"depthwise conv2d needs BLOCK_IN = BLOCK_OUT, not {cfg.BLOCK_IN} and {cfg.BLOCK_OUT}"
     what = f"{channels} channels" if per_group == 1 else f"{group} groups of {per_group} channels"
     return ({"n": cfg.BATCH, "channels": channels, "hw": height, **({} if width == height else {"w": width}),
-             "kernel": kh, "pad": pads[0], "stride": strides[0], "group_size": per_group,
-             "bias": len(anchor.shapes) > 2},
+             "kernel": kh, "pad": pads[0], "stride": strides[0], **pad_value_param(anchor.attrs),
+             "group_size": per_group, "bias": len(anchor.shapes) > 2},
             f"int8 {'depthwise' if per_group == 1 else 'grouped'} conv2d {kh}x{kw}/{strides[0]}, {what}")
 
 
@@ -416,3 +421,4 @@ DESCRIPTOR = OperatorDescriptor(
                     of_operator=plan_knobs(DepthwisePlan), features=_features),
     match=_match,
     example={"channels": 8, "hw": 6, "kernel": 3, "pad": 1})
+

@@ -1,4 +1,4 @@
-"""Pass: buffer copies become DMA (2-D strided LOAD/STORE with zero padding).
+"""Pass: buffer copies become DMA (2-D strided LOAD/STORE with zero padding, or -128 on LOAD INP).
 
 Pre: :class:`~openvta.compiler.ir.Copy` statements over regions of a row-major
 tensor (tile axes excluded).  Post: :class:`~openvta.compiler.ir.Dma` statements whose
@@ -54,6 +54,9 @@ def _copy_to_dma(stmt: Stmt, max_extent: int) -> Stmt:
             raise LoweringError("inject_dma", f"{stmt.stage}: a store cannot pad")
         return Dma(stmt.stage, Module.STORE, MemoryType.OUT, stmt.buffer, stmt.tensor, merged,
                    store=True)
+    if stmt.pad_value and stmt.buffer.scope != Scope.INP:
+        raise LoweringError("inject_dma", f"{stmt.stage}: only the inp buffer can be padded with "
+                            f"{stmt.pad_value} (LOAD INP's pad_min); pad the {stmt.buffer.scope} buffer with 0")
     if stmt.buffer.scope == Scope.ACC:
         memory_type = MemoryType.ACC if stmt.tensor.dtype == "int32" else MemoryType.ACC_8BIT
         return Dma(stmt.stage, Module.COMPUTE, memory_type, stmt.buffer, stmt.tensor, merged)
@@ -61,7 +64,7 @@ def _copy_to_dma(stmt: Stmt, max_extent: int) -> Stmt:
         raise LoweringError("inject_dma", f"{stmt.stage}: the {stmt.buffer.scope} buffer holds "
                             f"int8 tiles, not {stmt.tensor.dtype}")
     return Dma(stmt.stage, Module.LOAD, _LOAD_TYPES[stmt.buffer.scope], stmt.buffer, stmt.tensor,
-               merged)
+               merged, pad_value=stmt.pad_value)
 
 
 def merge_dims(stmt: Copy, max_extent: int) -> tuple[DmaDim, ...]:

@@ -3,7 +3,9 @@
 Attributes are the normalized ones the ONNX frontend writes: Conv ``kernel_shape``,
 ``strides`` (2), ``pads`` (4: top, left, bottom, right), ``group``; Gemm ``alpha``,
 ``beta``, ``transA``, ``transB``.  On integer inputs every op takes int8 data and
-weights (and an int32 bias) and yields the int32 accumulator, wrapped to 32 bits.
+weights (and an int32 bias) and yields the int32 accumulator, wrapped to 32 bits; an
+integer Conv's ``pad_value`` (default 0) is what its padding holds: -128 for data whose
+zero point is -128.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def _conv_float(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 def _conv_int(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     strides, pads, group = conv_geometry(attrs)
-    out = conv2d_nchw(inputs[0], inputs[1], strides, pads, group).astype(np.int64)
+    # (int8 data whose zero point is -128 is padded with -128, the code of 0.0)
+    out = conv2d_nchw(inputs[0], inputs[1], strides, pads, group, int_attr(attrs, "pad_value", 0)).astype(np.int64)
     if len(inputs) > 2:
         out = out + inputs[2].astype(np.int64).reshape(1, -1, 1, 1)
     return wrap_int32(out)

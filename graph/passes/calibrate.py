@@ -35,12 +35,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from openvta.isa import INT8_MAX, INT8_MIN
+
 from ..errors import PassError
 from ..execute import execute
 from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
-from ..ops.base import ScaleRule, float_attr
+from ..ops.base import QuantRule, ScaleRule, float_attr
 from ..registry import QUANT_OPS, op_def
-from ..quantization import choose_scale, int8_sqnr
+from ..quantization import activation_bits, choose_scale, int8_sqnr
 from ..ranges import BINS, clip_range
 from ..sensitivity import wide_values
 
@@ -120,14 +122,15 @@ def _model_params(graph: Graph) -> Graph:
 def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
               mode: RequantMode, wide_below: float | None = None,
               method: tuple[str, float | None] = ("minmax", None), budget: float | None = None,
-              costs: Mapping[str, int] | None = None) -> Graph:
+              costs: Mapping[str, int] | None = None, zero_points: bool = False) -> Graph:
     """The graph with int8 scales on its float activations and, with ``wide_below`` (an
     SQNR in dB, :func:`~openvta.graph.quantization.parse_precision`), the activation bits
     of its products (module docstring); ``method``: the calibration method
     (:func:`~openvta.graph.ranges.parse_calibration_method`); with ``budget`` (``precision="auto"``),
     the activation bits chosen by measured sensitivity within that many times the all-int8
     model's cycles (``costs``: each product's, by node name; MACs without them;
-    :mod:`~openvta.graph.sensitivity`)."""
+    :mod:`~openvta.graph.sensitivity`); with ``zero_points``, the non-negative activations
+    whose every reader can take it the zero point -128 (:func:`_zero_points`)."""
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
@@ -138,11 +141,14 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         return _model_params(graph)
     ranges, power = _observed(graph, feeds)
     users, producers = graph.consumers(), graph.producers()
-    if method[0] != "minmax":
-        ranges = _clipped(graph, feeds, ranges, users, method)
     shared = _concat_sources(graph, users, producers, ranges)
+    # (with zero points, before the ranges are clipped: a value with 255 steps clips less)
+    eligible = _zero_point_values(graph, ranges, shared) if zero_points else {}
+    if method[0] != "minmax":
+        ranges = _clipped(graph, feeds, ranges, users, method, eligible)
     types = dict(graph.types)
     order = list(graph.inputs) + [n.outputs[0] for n in graph.nodes]
+    spans: dict[str, float] = {}  # a value whose scale is chosen from its range: the range
     for name in order:
         if types[name].dtype is not DType.FLOAT32:
             continue
@@ -154,31 +160,122 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
         elif name in ranges:
             readers = users.get(name, []) if name not in graph.outputs else []
             observed = ranges[shared[name]] if shared.get(name) in ranges else ranges[name]
-            quant = QuantParams((choose_scale(_range(name, observed, readers), mode),))
+            spans[name] = _range(name, observed, readers)
+            quant = QuantParams((choose_scale(spans[name], mode),))
         else:
             raise PassError(_PASS, f"value {name!r} was never computed on the calibration data")
         types[name] = types[name].with_quant(quant)
+    # the types with the zero points every 8-bit product allows: what the mixed precision's
+    # choices measure; the zero points again once the 16-bit values are known (they have none)
+    narrow = _with_zero_points(types, eligible, spans, mode)
     if wide_below is None and budget is None:
-        return graph.replace(types=types)
+        return graph.replace(types=narrow)
     consumers = graph.consumers()
     if budget is not None:
-        wide = wide_values(graph.replace(types=types), feeds, budget, costs)
+        wide = wide_values(graph.replace(types=narrow), feeds, budget, costs)
         loses: Callable[[str], bool] = wide.__contains__
     else:
         assert wide_below is not None
         threshold = wide_below
 
         def loses(value: str) -> bool:
-            quant = types[value].quant
+            quant = narrow[value].quant
             return quant is not None and value in power and int8_sqnr(power[value], quant.scale[0]) < threshold
 
-    return graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, loses, consumers)
-                                                  for n in graph.nodes))
+    calibrated = graph.replace(types=types, nodes=tuple(_with_bits(n, graph, types, loses, consumers)
+                                                        for n in graph.nodes))
+    if not eligible:
+        return calibrated
+    again = _zero_point_values(calibrated, ranges, shared)  # (16-bit products' values: none)
+    kept = {value: origin for value, origin in eligible.items() if value in again}
+    return calibrated.replace(types=_with_zero_points(types, kept, spans, mode))
+
+
+#: The ops a value with a zero point passes through (each output takes its input's scale and
+#: zero point): their int8 forms move, compare or clip codes, and -128 stays the code of 0.0.
+ZERO_POINT_MEMBERS = frozenset({Op.RELU, Op.CLIP, Op.IDENTITY, Op.DROPOUT, Op.MAX_POOL, Op.FLATTEN, Op.RESHAPE,
+                                Op.SLICE, Op.TRANSPOSE, Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND})
+#: The quantization rules whose integer forms read and write an int8 value with a zero point.
+ZERO_POINT_RULES = frozenset({QuantRule.PRODUCT, QuantRule.ADD, QuantRule.REDUCE, QuantRule.TABLE})
+
+
+def _zero_point_values(graph: Graph, ranges: Mapping[str, tuple[float, float]], shared: Mapping[str, str]
+                       ) -> dict[str, str]:
+    """The activations that take the zero point -128 (docs/DECISIONS.md, "Zero points on
+    non-negative activations"): each non-negative value whose scale is its own (its range's,
+    or its positive part's where only ReLUs read it), with the values that take its scale
+    (ReLU, max pooling, reshapes), where its producer and every reader compute with a zero
+    point.  Their 256 codes span ``[0, range]``, where a symmetric int8 value's 128
+    non-negative ones do.
+
+    A product (Conv, Gemm with 8-bit activations) folds its input's zero point into its
+    bias (``128·Σw``) and pads with -128; an Add, a pooled mean, a table take it in their
+    requantization; a float island dequantizes it.  Any other producer or reader (a Concat,
+    a Mul, attention's products, an average pool, a 16-bit value) keeps the group symmetric."""
+    users, producers = graph.consumers(), graph.producers()
+    members: dict[str, list[str]] = {}  # a value whose scale is its own → the values that share it
+    root: dict[str, str] = {}
+    for name in list(graph.inputs) + [n.outputs[0] for n in graph.nodes]:
+        if graph.types[name].dtype is not DType.FLOAT32 or name not in ranges:
+            continue
+        producer = producers.get(name)
+        if producer is not None and op_def(producer.op).scale_rule is ScaleRule.PRESERVE \
+                and producer.inputs[0] in root:
+            root[name] = root[producer.inputs[0]]
+        else:
+            root[name] = name
+        members.setdefault(root[name], []).append(name)
+    chosen: dict[str, str] = {}  # value → its group's root
+    for origin, group in members.items():
+        readers = users.get(origin, []) if origin not in graph.outputs else []
+        non_negative = _positive_only(readers) is not None or ranges[origin][0] >= 0
+        if non_negative and origin not in shared and _makes_zero_point(producers.get(origin)) \
+                and all(_reads_zero_point(reader, value, group) for value in group for reader in users.get(value, [])):
+            chosen.update(dict.fromkeys(group, origin))
+    return chosen
+
+
+def _with_zero_points(types: Mapping[str, TensorType], values: Mapping[str, str], spans: Mapping[str, float],
+                      mode: RequantMode) -> dict[str, TensorType]:
+    """``types`` with the zero point -128 on ``values`` (value → the root whose scale it
+    takes), each group's scale its root's range over 255 steps."""
+    out = dict(types)
+    for value, origin in values.items():
+        scale = choose_scale(spans[origin] * INT8_MAX / (INT8_MAX - INT8_MIN), mode)
+        out[value] = out[value].with_quant(QuantParams((scale,), INT8_MIN))
+    return out
+
+
+def _makes_zero_point(producer: Node | None) -> bool:
+    """Whether the int8 value ``producer`` makes may have a zero point: a graph input's
+    Quantize, a float island's, an 8-bit product's or sum's, a pooled mean's or a table's."""
+    if producer is None:
+        return True
+    rule = op_def(producer.op).quantize
+    if rule is None:
+        return True  # (a float island: its output's Quantize takes the zero point)
+    return rule in ZERO_POINT_RULES and activation_bits(producer)[1] == 8
+
+
+def _reads_zero_point(reader: Node, value: str, group: list[str]) -> bool:
+    """Whether ``reader`` computes with ``value``'s zero point (see :func:`_zero_points`)."""
+    if reader.op in ZERO_POINT_MEMBERS and reader.outputs[0] in group:
+        return True
+    rule = op_def(reader.op).quantize
+    if rule is None:
+        return True  # a float island: the Dequantize before it subtracts the zero point
+    if rule is QuantRule.PRODUCT:
+        return reader.inputs[0] == value and value not in reader.inputs[1:] and activation_bits(reader)[0] == 8
+    if rule is QuantRule.ADD:
+        return activation_bits(reader)[1] == 8
+    return rule in (QuantRule.REDUCE, QuantRule.TABLE)
 
 
 def _clipped(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]], ranges: dict[str, tuple[float, float]],
-             users: Mapping[str, list[Node]], method: tuple[str, float | None]) -> dict[str, tuple[float, float]]:
-    """``ranges`` clipped by ``method`` (:mod:`~openvta.graph.ranges`), from a histogram of
+             users: Mapping[str, list[Node]], method: tuple[str, float | None],
+             zero_points: Mapping[str, str]) -> dict[str, tuple[float, float]]:
+    """``ranges`` clipped by ``method`` (:mod:`~openvta.graph.ranges`; a value in
+    ``zero_points`` on 255 steps, not 127), from a histogram of
     each value's magnitudes over the feeds: of its positive part where only its positive
     part is kept (:func:`_positive_only`), else of ``|x|``."""
     tops: dict[str, tuple[float, bool]] = {}
@@ -202,7 +299,8 @@ def _clipped(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]], ranges: di
         execute(graph, feed, observe)
     clipped = dict(ranges)
     for name, histogram in counts.items():
-        clip = clip_range(histogram, tops[name][0], *method)
+        clip = clip_range(histogram, tops[name][0], *method, steps=INT8_MAX - INT8_MIN if name in zero_points
+                          else INT8_MAX)
         low, high = ranges[name]
         clipped[name] = (max(low, -clip), min(high, clip))
     return clipped

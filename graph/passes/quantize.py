@@ -36,13 +36,14 @@ from openvta.isa import (INT8_LIMIT, INT8_MAX, INT8_MIN, INT32_LIMIT, MAX_SHR_AM
 
 from ..errors import OutOfRange, PassError
 from ..ir import DType, Graph, Node, Op, Precision, QuantParams, RequantMode
-from ..ops.base import float_attr, int_attr
+from ..ops.base import float_attr, int_attr, ints_attr
 from ..ops.elementwise import EXP_BITS, SOFTMAX_FRACTION, SOFTMAX_TABLE_MAX
 from ..ops.quant import SATURATED_RANGE, TABLE_SIZE
 from ..ops.transformer import LAYER_NORM_FRACTION, ROOT_FRACTION
 from ..ops.base import QuantRule
 from ..registry import REGISTRY, op_def
 from ..quantization import activation_bits, pre_shift_for, quantize_weights, wide_scale
+from .calibrate import ZERO_POINT_MEMBERS
 from .infer_shapes import infer_shapes
 from .quantize_builder import PASS_NAME, Builder, Rule, channel_axis, float_island
 from .quantize_exact import EXACT_RULES, exact_island
@@ -51,6 +52,12 @@ __all__ = ["quantize"]
 
 #: The ops that move codes (a 16-bit value moves through them on its way to a wide product).
 _MOVES = frozenset(op for op, d in REGISTRY.items() if d.quantize is QuantRule.MOVE)
+
+
+def _zero_points(b: Builder, node: Node) -> bool:
+    """Whether an input or output of ``node`` has a zero point: the rules that do not compute
+    with one keep such a node in float (calibrate gives their values none)."""
+    return any(b.zero_point(v) for v in (*node.inputs, *node.outputs) if v not in b.source.constants)
 
 
 def _same_op(b: Builder, node: Node) -> bool:
@@ -64,8 +71,16 @@ def _same_op(b: Builder, node: Node) -> bool:
             return True
     if node.op in _MOVES and x not in b.int8 and x not in b.source.inputs:
         return False  # moves a value made in float (a wide product's): it stays float
+    zero_point = b.zero_point(x)
+    if zero_point and node.op not in ZERO_POINT_MEMBERS:
+        return False  # (AveragePool, Resize, Im2Col average or pad codes: calibrate gives theirs none)
+    if node.op is Op.RELU and zero_point == INT8_MIN:  # max(q, -128): the codes as they are
+        b.int8[out] = b.as_int8(x)
+        return True
+    if node.op is Op.RELU and zero_point:
+        return _clip(b, node, {"min": 0.0})
     b.int8[out] = b.emit(node.name, node.op, (b.as_int8(x),), b.name(f"{out}.q"),
-                         dict(node.attrs), QuantParams((b.scale(x),)))
+                         dict(node.attrs), QuantParams((b.scale(x),), zero_point))
     return True
 
 
@@ -86,18 +101,21 @@ def _wants_wide(b: Builder, value: str) -> tuple[bool, bool]:
     return wide, narrow
 
 
-def _clip(b: Builder, node: Node) -> bool:
+def _clip(b: Builder, node: Node, bounds: dict[str, float] | None = None) -> bool:
+    """Clip (or ReLU, ``bounds`` ``{"min": 0}``) of an int8 value: its bounds in the input's
+    scale and zero point."""
     if node.inputs[0] in b.source.constants:
         return False
-    scale = b.scale(node.inputs[0])
+    scale, zero_point = b.scale(node.inputs[0]), b.zero_point(node.inputs[0])
     attrs: dict[str, object] = {}
     for key, limit in (("min", INT8_MIN), ("max", INT8_MAX)):
-        if key in node.attrs:
-            bound = float_attr(node.attrs, key) / scale
-            attrs[key] = int(np.clip(np.rint(bound), INT8_MIN, INT8_MAX)) if np.isfinite(bound) else limit
+        if key in (node.attrs if bounds is None else bounds):
+            bound = (float_attr(node.attrs, key) if bounds is None else bounds[key]) / scale
+            attrs[key] = int(np.clip(np.rint(bound) + zero_point, INT8_MIN, INT8_MAX)) if np.isfinite(bound) \
+                else limit
     out = node.outputs[0]
     b.int8[out] = b.emit(node.name, Op.CLIP, (b.as_int8(node.inputs[0]),), b.name(f"{out}.q"),
-                         attrs, QuantParams((scale,)))
+                         attrs, QuantParams((scale,), zero_point))
     return True
 
 
@@ -118,28 +136,47 @@ def _linear(b: Builder, node: Node) -> bool:
     weight_sums = np.abs(np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(channels, -1)).sum(1)
     bits = activation_bits(node)
     if bits != (8, 8):
+        if b.zero_point(node.inputs[0]) or b.zero_point(out):
+            return False  # (calibrate gives a wide product's values no zero point)
         _wide_linear(b, node, bits, w_q, w_scales, weight_sums, bias)
         return True
     data_scale, out_scale = b.scale(node.inputs[0]), b.scale(out)
     acc_scales = data_scale * w_scales
-    bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums)
+    # zero points (docs/DECISIONS.md, "Zero points on non-negative activations"): the input's,
+    # Σ w·(q - zp) = Σ w·q - zp·Σw, exactly, with the padding at zp; the output's, zp / M in
+    # the accumulator, where M is the requantization's multiplier
+    zero_in, zero_out = b.zero_point(node.inputs[0]), b.zero_point(out)
+    offset = np.zeros(channels)
+    if zero_in:
+        offset -= zero_in * np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(channels, -1).sum(1) * acc_scales
+    if zero_out:
+        offset += zero_out * out_scale
+    bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums, offset=offset)
+    attrs = dict(node.attrs)
+    if zero_in and node.op is Op.CONV and any(ints_attr(node.attrs, "pads", 4, (0, 0, 0, 0))):
+        attrs["pad_value"] = zero_in
     inputs = (b.as_int8(node.inputs[0]),
               b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis)),
               b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0)))
-    acc = b.emit(node.name, node.op, inputs, b.name(f"{out}.acc"), dict(node.attrs),
+    acc = b.emit(node.name, node.op, inputs, b.name(f"{out}.acc"), attrs,
                  QuantParams(tuple(acc_scales), axis=out_axis))
-    b.int8[out] = b.requantize(node.name, out, acc, acc_scales / out_scale, bound, DType.INT8,
-                               out_scale, out_axis)
+    requantized = b.requantize(node.name, out, acc, acc_scales / out_scale, bound, DType.INT8, out_scale, out_axis)
+    if zero_out:
+        b.types[requantized] = b.types[requantized].with_quant(QuantParams((out_scale,), zero_out))
+    b.int8[out] = requantized
     return True
 
 
 def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarray,
-          weight_sums: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, int]:
-    """The int32 bias in the accumulator's scale, with the fixed pre-shift's rounding term
-    for the bound ``limit`` (default: the accumulator's), and the accumulator's bound
-    ``128 · Σ|w| + |bias|``."""
-    bias_q = np.zeros(len(acc_scales), np.int64) if bias is None else \
-        np.rint(bias.astype(np.float64) / acc_scales).astype(np.int64)
+          weight_sums: np.ndarray, limit: int | None = None, offset: np.ndarray | None = None
+          ) -> tuple[np.ndarray, int]:
+    """The int32 bias in the accumulator's scale (with ``offset``, real values per channel
+    added to it: the zero points'), with the fixed pre-shift's rounding term for the bound
+    ``limit`` (default: the accumulator's), and the accumulator's bound ``128 · Σ|w| + |bias|``."""
+    real = np.zeros(len(acc_scales)) if bias is None else bias.astype(np.float64)
+    if offset is not None:
+        real = real + offset
+    bias_q = np.rint(real / acc_scales).astype(np.int64)
     bound = int((INT8_LIMIT * weight_sums + np.abs(bias_q)).max())
     limit = bound if limit is None else limit
     if b.mode is RequantMode.FIXED and limit < INT32_LIMIT:
@@ -235,6 +272,8 @@ def _matmul(b: Builder, node: Node) -> bool:
     """A product of two activations per head (``(H, M, K)`` by ``(H, K, N)``, static: what
     legalize makes of attention's): int8 × int8 → int32 in the scale ``s_a·s_b``, then
     ``Requantize`` to the output's scale.  Any other MatMul is a float island."""
+    if _zero_points(b, node):
+        return False
     if any(v in b.source.constants for v in node.inputs):
         return _linear(b, node)
     a, w = (b.source.types[v] for v in node.inputs)
@@ -255,6 +294,8 @@ def _wide_add(b: Builder, node: Node) -> bool:
     each operand — a constant, int8, 16-bit, or made in float and quantized to 16 bits at
     its own scale — as int32 in the sum's 16-bit scale, the int32 Add, a clip to the wide
     range."""
+    if _zero_points(b, node):
+        return False
     out = node.outputs[0]
     out_scale = wide_scale(b.scale(out), b.mode)
     operands = []
@@ -293,6 +334,8 @@ def _masked_scores(b: Builder, node: Node) -> bool:
     entries round to 0, so a masked position weighs 0, as in float, and the scores keep
     their int8 step, which one int8 or 16-bit scale spanning both the mask and the scores
     would lose."""
+    if _zero_points(b, node):
+        return False
     out = node.outputs[0]
     if not _softmax_reads(b, out):
         return False
@@ -339,24 +382,32 @@ def _add(b: Builder, node: Node) -> bool:
     if any(v not in b.source.constants and v not in b.int8 for v in node.inputs):
         return False  # an operand made in float (a float island's result): the sum stays float
     out = node.outputs[0]
-    out_scale = b.scale(out)
+    out_scale, zero_out = b.scale(out), b.zero_point(out)
+    # each operand (q - zp) in the sum's scale; the sum's zero point added to one of them (a
+    # constant's, else the first's requantization: docs/DECISIONS.md, "Zero points on
+    # non-negative activations")
+    has_constant = any(v in b.source.constants for v in node.inputs)
     operands = []
     for index, value in enumerate(node.inputs):
         if value in b.source.constants:
-            q = np.rint(b.source.constants[value].astype(np.float64) / out_scale)
+            q = np.rint(b.source.constants[value].astype(np.float64) / out_scale) + zero_out
+            zero_out = 0
             if np.abs(q).max(initial=0) >= INT32_LIMIT:
                 raise OutOfRange(PASS_NAME, f"node {node.label}: constant {value!r} does not fit "
                                            "int32 in the output's scale")
             operands.append(b.constant(f"{value}.q32", q.astype(np.int32), QuantParams((out_scale,))))
-        else:
-            src = b.as_int8(value)
-            operands.append(b.requantize(f"{node.name}.in{index}", value, src,
-                                         np.array([b.scale(value) / out_scale]), INT8_LIMIT,
-                                         DType.INT32, out_scale))
+            continue
+        zero_in = b.zero_point(value)
+        made = b.requantize(f"{node.name}.in{index}", value, b.as_int8(value), np.array([b.scale(value) / out_scale]),
+                            INT8_LIMIT + abs(zero_in), DType.INT32, out_scale, offset=-zero_in,
+                            zero_point=0 if has_constant else zero_out)
+        zero_out = zero_out if has_constant else 0
+        b.types[made] = b.types[made].with_quant(QuantParams((out_scale,)))
+        operands.append(made)
     total = b.emit(node.name, Op.ADD, tuple(operands), b.name(f"{out}.sum"), {},
                    QuantParams((out_scale,)))
     b.int8[out] = b.emit(f"{node.name}.saturate", Op.CLIP, (total,), b.name(f"{out}.q"),
-                         {"min": INT8_MIN, "max": INT8_MAX}, QuantParams((out_scale,)))
+                         {"min": INT8_MIN, "max": INT8_MAX}, QuantParams((out_scale,), b.zero_point(out)))
     return True
 
 
@@ -375,7 +426,7 @@ def _table(b: Builder, node: Node) -> bool:
     function = op_def(node.op).float_ref
     if function is None:
         return False
-    codes = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64)
+    codes = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64) - b.zero_point(x)
     constants = [np.asarray(c).reshape(-1)[:1].astype(np.float32) for c in extra if c is not None]
     values = function([(codes * b.scale(x)).astype(np.float32), *constants], node.attrs).astype(np.float64)
     return _emit_table(b, node, x, values)
@@ -393,10 +444,11 @@ def _emit_table(b: Builder, node: Node, x: str, values: np.ndarray) -> bool:
                                  (DType.INT32, WIDE_RANGE, wide_scale(b.scale(out), b.mode))):
         if (dtype is DType.INT8 and not narrow and wide) or (dtype is DType.INT32 and not wide):
             continue
-        table = tuple(int(v) for v in np.clip(np.rint(values / scale), *bounds))
+        zero_point = b.zero_point(out) if dtype is DType.INT8 else 0
+        table = tuple(int(v) for v in np.clip(np.rint(values / scale) + zero_point, *bounds))
         made = b.emit(f"{node.name}" if dtype is DType.INT8 else f"{node.name}.wide", Op.TABLE, (source,),
                       b.name(f"{out}.q" if dtype is DType.INT8 else f"{out}.q16"),
-                      {"table": table, "out_dtype": dtype, "of": node.op.value}, QuantParams((scale,)))
+                      {"table": table, "out_dtype": dtype, "of": node.op.value}, QuantParams((scale,), zero_point))
         (b.int8 if dtype is DType.INT8 else b.wide)[out] = made
     return True
 
@@ -406,6 +458,8 @@ def _prelu(b: Builder, node: Node) -> bool:
     with positive slopes per channel its halves, ``relu(x)`` and ``min(x, 0)``, each
     requantized to int32 in the output's scale (the negative half per channel, by its
     slope), added and saturated — Add's integer form.  Other slopes: a float island."""
+    if _zero_points(b, node):
+        return False
     if _table(b, node):
         return True
     x, out = node.inputs[0], node.outputs[0]
@@ -449,6 +503,8 @@ def _scale_by(b: Builder, node: Node) -> bool:
     """Div or Mul of an int8 value by a positive scalar constant: a requantization.  A Mul
     of two int8 activations (a squeeze-and-excitation gate times its feature map, SiLU's
     ``x·sigmoid(x)``) is their int32 product in the scale ``s_a·s_b``, requantized."""
+    if _zero_points(b, node):
+        return False
     x, c = node.inputs
     if node.op is Op.MUL and x in b.source.constants:
         x, c = c, x
@@ -480,6 +536,8 @@ def _softmax(b: Builder, node: Node) -> bool:
     """Softmax of an int8 value, or of masked int32 scores (``_masked_scores``): the integer
     kernel (``softmax_int``) in the output's scale; an int32 input's exp table runs until
     its entries round to 0."""
+    if _zero_points(b, node):
+        return False
     x, out = node.inputs[0], node.outputs[0]
     masked = _masked(b, x)
     if masked is not None:
@@ -504,6 +562,8 @@ def _layer_norm(b: Builder, node: Node) -> bool:
     """LayerNormalization of an int8 or 16-bit value over its last axis, with constant scale
     and bias: the integer kernel (``layer_norm_int``) in the output's scale — int8 for the
     products that read it, 16-bit for a 16-bit residual sum that does."""
+    if _zero_points(b, node):
+        return False
     x, out = node.inputs[0], node.outputs[0]
     data = b.source.types[x]
     wide = x in b.wide
@@ -558,15 +618,19 @@ def _reduce(b: Builder, node: Node) -> bool:
     reduced = math.prod(int(d) for d in sizes)
     count = 1 if node.op is Op.REDUCE_SUM else reduced
     total = b.emit(f"{node.name}.sum", Op.REDUCE_SUM, (b.as_int8(x),), b.name(f"{out}.sum"), attrs)
-    bound = INT8_LIMIT * reduced
+    zero_in = b.zero_point(x)  # Σ(q - zp) = Σq - zp·n
+    bound = (INT8_LIMIT + abs(zero_in)) * reduced
     b.int8[out] = b.requantize(node.name, out, total, np.array([b.scale(x) / (count * b.scale(out))]), bound,
-                               DType.INT8, b.scale(out), axis=-1)
+                               DType.INT8, b.scale(out), axis=-1, offset=-zero_in * reduced,
+                               zero_point=b.zero_point(out))
     return True
 
 
 def _concat(b: Builder, node: Node) -> bool:
     """Concat of int8 activations: each input requantized to the output's scale (none where
     the scales agree), the codes joined.  A constant or float input: a float island."""
+    if _zero_points(b, node):
+        return False
     if any(v in b.source.constants or not _integer_source(b, v) for v in node.inputs):
         return False
     out = node.outputs[0]

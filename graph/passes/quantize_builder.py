@@ -141,17 +141,25 @@ class Builder:
         return self.emit(f"{value}.dequantize", Op.DEQUANTIZE, (q,), out, attrs)
 
     def requantize(self, base: str, value: str, src: str, multipliers: np.ndarray, bound: int,
-                   out_dtype: DType, out_scale: float, axis: int = 1) -> str:
-        """Requantize ``src`` (node ``base``.requantize) into ``value``.q or ``value``.r."""
+                   out_dtype: DType, out_scale: float, axis: int = 1, offset: int = 0,
+                   zero_point: int = 0) -> str:
+        """Requantize ``src`` (node ``base``.requantize) into ``value``.q or ``value``.r:
+        ``src + offset`` (``bound``: the most ``|src + offset|`` can be) rescaled by
+        ``multipliers``, plus ``zero_point``, the output's."""
         try:
             params = requant_params(self.mode, multipliers, bound)
         except ValueError as exc:
             raise OutOfRange(PASS_NAME, f"node {base!r}: {exc}") from None
-        attrs = {"mode": self.mode, "pre_shift": params.pre_shift, "multiplier": params.multiplier,
-                 "post_shift": params.post_shift, "axis": axis, "out_dtype": out_dtype}
+        attrs: dict[str, object] = {"mode": self.mode, "pre_shift": params.pre_shift,
+                                    "multiplier": params.multiplier, "post_shift": params.post_shift,
+                                    "axis": axis, "out_dtype": out_dtype}
+        if offset:
+            attrs["offset"] = offset
+        if zero_point:
+            attrs["zero_point"] = zero_point
         out = self.name(f"{value}.q" if out_dtype is DType.INT8 else f"{value}.r")
         return self.emit(f"{base}.requantize", Op.REQUANTIZE, (src,), out, attrs,
-                         QuantParams((out_scale,)))
+                         QuantParams((out_scale,), zero_point))
 
 
 #: A rule rewrites one float node into the builder; False when it does not apply.

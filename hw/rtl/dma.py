@@ -1,8 +1,9 @@
 """DMA engines: 2-D strided copies between DRAM bursts and one on-chip buffer.
 
 :class:`DmaReader` executes a LOAD's data movement (docs/ISA.md §3): row by row, zero
-elements for the padding (one buffer write per cycle), DRAM rows read in bursts of at
-most ``max_burst`` beats and written one element per cycle as they arrive.
+elements for the padding (-128 in every byte with ``pad_min``; one buffer write per cycle),
+DRAM rows read in bursts of at most ``max_burst`` beats and written one element per cycle as
+they arrive.
 :class:`DmaWriter` executes a STORE: buffer elements read ahead so that a beat leaves
 every cycle the bus accepts one.  Both take their fields when ``start`` pulses and
 pulse ``done`` when finished.  Elements are ``elem_bits`` wide, DRAM beats
@@ -29,7 +30,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from openvta.isa import MemoryType
+from openvta.isa import INT8_MIN, MemoryType
 from openvta.isa.config import SRAM_BASE_WIDTH
 from openvta.isa.encoding import MEM_FIELDS
 from openvta.isa.timing import AXI_MAX_BURST_BEATS
@@ -169,6 +170,7 @@ class DmaReader(_Dma):
         rows = f["y_pad_0"] + f["y_size"] + f["y_pad_1"]
         width = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
         wr_en, wr_data = Signal(), Signal(self.elem_bits)  # registered into the write port
+        pad_min = self._pick([int.from_bytes(bytes([INT8_MIN & 0xFF]) * (w // 8), "little") for w in self.widths])
         m.d.sync += [self.wr_en.eq(wr_en), self.wr_data.eq(wr_data), self.wr_addr.eq(sram)]
         m.d.comb += self.busy.eq(1)
         with m.FSM():
@@ -192,8 +194,8 @@ class DmaReader(_Dma):
                                  part.eq(0)]
                     m.next = "ZEROS"
             with m.State("ZEROS"):
-                with m.If(zeros != 0):
-                    m.d.comb += [wr_en.eq(1), wr_data.eq(0)]
+                with m.If(zeros != 0):  # (-128 in every byte with pad_min: a LOAD INP's, §3)
+                    m.d.comb += [wr_en.eq(1), wr_data.eq(Mux(f["pad_min"], pad_min, 0))]
                     m.d.sync += [zeros.eq(zeros - 1), sram.eq(sram + 1)]
                 with m.Elif(after):
                     m.d.sync += [row.eq(row + 1)]

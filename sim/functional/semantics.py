@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from openvta.isa import (AluInsn, AluOp, Config, DrainError, GemmInsn, MemInsn, MemoryType, decode_header,
+from openvta.isa import (INT8_MIN, AluInsn, AluOp, Config, DrainError, GemmInsn, MemInsn, MemoryType, decode_header,
                          dram_type, drain_tiles, epi_base_of, layouts_of, reads_residual, stages_fit)
 from openvta.isa.encoding import Format
 
@@ -132,7 +132,7 @@ def _check_sram(state: MachineState, memory_type: MemoryType, lo: int, hi: int, 
 
 
 def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
-    """LOAD: a 2-D strided DRAM copy with zero padding into one buffer."""
+    """LOAD: a 2-D strided DRAM copy with zero padding (-128 with ``pad_min``) into one buffer."""
     if insn.x_size == 0:
         return []
     mt = insn.memory_type
@@ -147,7 +147,7 @@ def execute_load(state: MachineState, insn: MemInsn, what: str) -> list[Access]:
     buffer = state._buffers[mt]
     block = buffer[lo:hi].reshape((rows, cols) + buffer.shape[1:])  # a view: written in place
     if rows * cols != y * x:
-        block[...] = 0
+        block[...] = INT8_MIN if insn.pad_min else 0
     block[insn.y_pad_0 : insn.y_pad_0 + y, insn.x_pad_0 : insn.x_pad_0 + x] = data
     dram = Access("dram", False, state.dram_granules(start, step, y, row_bytes))
     if mt == MemoryType.INP or mt == MemoryType.WGT:

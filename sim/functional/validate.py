@@ -66,6 +66,8 @@ def check_stream(table: dict[str, np.ndarray], words: np.ndarray, cfg: Config) -
     pads = table["y_pad_0"] | table["y_pad_1"] | table["x_pad_0"] | table["x_pad_1"]
     _fail(is_store & ~drains & (pads != 0), "a STORE of OUT must have all pads zero")
     _fail(is_load & (mtype == MemoryType.OUT), "LOAD of memory_type OUT is not an instruction")
+    _fail(is_mem & (mtype != MemoryType.INP) & (table["pad_min"] != 0),
+          "pad_min (padding with -128) is for a LOAD of INP only")
     finish = op == Opcode.FINISH
     nonzero = np.zeros(len(op), dtype=bool)
     for name in _GEMM_ONLY_FIELDS:

@@ -111,3 +111,39 @@ def test_compiled_program_counts_the_layers_macs() -> None:
     program = openvta.compile("conv2d", layer="resnet18.C11", vthreads=2, seed=1)
     counters = run(program).counters
     assert 2 * counters[Counter.MACS] == wl.ops
+
+
+@pytest.mark.parametrize("params", [
+    dict(ci=8, co=8, hw=8, kernel=3, pad=1, stride=1),
+    dict(ci=6, co=12, hw=9, kernel=3, pad=1, stride=2),
+    dict(ci=4, co=8, hw=11, kernel=7, pad=3, stride=2),
+])
+@pytest.mark.parametrize("vthreads", [1, 2])
+def test_conv2d_padded_with_minus_128(cfg, params, vthreads) -> None:
+    """pad_value=-128 (data whose zero point is -128): the padding the DMA writes is LOAD INP's
+    pad_min, and the result is the numpy convolution of the data padded with -128."""
+    rng = np.random.default_rng(params["hw"] + vthreads)
+    op = conv2d(cfg, pad_value=-128, vthreads=vthreads, shift=12, bias=False, clip=(-128, 127), **params)
+    ci, co, hw, k = params["ci"], params["co"], params["hw"], params["kernel"]
+    inputs = _inputs(rng, (1, ci, hw, hw), (co, ci, k, k))
+    _check(op, inputs)
+    zero_padded = conv2d(cfg, vthreads=vthreads, shift=12, bias=False, clip=(-128, 127), **params).reference(inputs)
+    assert not np.array_equal(op.reference(inputs), zero_padded)  # the padding's value shows
+    assert any(insn.pad_min for insn in op.build(inputs).instructions() if hasattr(insn, "pad_min"))
+
+
+def test_depthwise_padded_with_minus_128_on_the_cycle_model() -> None:
+    from openvta.compiler.ops import REGISTRY
+    op = REGISTRY["depthwise_conv2d"].operator("tiny", channels=8, hw=6, kernel=3, pad=1, pad_value=-128)
+    rng = np.random.default_rng(9)
+    _check(op, _inputs(rng, (1, 8, 6, 6), (8, 1, 3, 3), 8), backend="cycle")
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (-127, r"^conv2d pad_value must be 0 or -128 \(what the DMA pads with\), not -127$"),
+    (-1, r"^conv2d pad_value must be 0 or -128 \(what the DMA pads with\), not -1$"),
+    (5, r"^conv2d pad_value must be an integer in -128\.\.0 or None, not 5$"),
+])
+def test_a_pad_value_the_dma_cannot_write_is_refused(value, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        conv2d(preset("tiny"), ci=8, co=8, hw=8, kernel=3, pad=1, pad_value=value)

@@ -15,7 +15,7 @@ from onnx_models import make_model, run_onnxruntime
 
 from openvta.graph.execute import execute
 from openvta.graph.frontends.onnx import import_onnx
-from openvta.graph.pipeline import compile_model
+from openvta.graph.pipeline import ACTIVATIONS, compile_model
 
 
 #: Ops openvta has no kernel for that the random models draw (ONNX's reference runs them).
@@ -179,8 +179,9 @@ def test_integer_outputs_do_not_depend_on_placement(data) -> None:
     forced = data.draw(st.lists(st.sampled_from(["Conv", "Gemm", "Relu", "Clip", "Add"]),
                                 unique=True))
     mode = data.draw(st.sampled_from(["fixed", "pow2"]))
-    default = compile_model(model, x, quantize=mode, config="tiny")
-    other = compile_model(model, x, quantize=mode, config="tiny", cpu_ops=forced)
+    activations = data.draw(st.sampled_from(ACTIVATIONS))  # (asymmetric: zero points on non-negative ones)
+    default = compile_model(model, x, quantize=mode, config="tiny", activations=activations)
+    other = compile_model(model, x, quantize=mode, config="tiny", cpu_ops=forced, activations=activations)
     got, expected = other.reference(x)[out], default.reference(x)[out]
     assert got.shape == x.shape[:1] + (3,) and np.isfinite(got).all()
     assert np.array_equal(got, expected)

@@ -372,7 +372,8 @@ def _run_reader(geometry: tuple[int, int, int], fields: dict[str, int], depth: i
     _simulate(dut, bench)
     y0, y1, x0, x1 = (fields[k] for k in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
     rows = _element_rows(dram, e_bytes, y, x, stride, base)
-    region = np.pad(rows, ((y0, y1), (x0, x1), (0, 0))).reshape(-1, e_bytes)
+    region = np.pad(rows, ((y0, y1), (x0, x1), (0, 0)),  # (pad_min: -128 in every byte)
+                    constant_values=0x80 if fields.get("pad_min") else 0).reshape(-1, e_bytes)
     sram = fields["sram_base"]
     expected = sentinel.reshape(depth, e_bytes).copy()
     expected[sram : sram + len(region)] = region
@@ -410,6 +411,12 @@ def test_dma_reader_sizes_under_backpressure(geometry: tuple[int, int, int],
     _run_reader(geometry, fields, depth=1 + area + 3, stall=True, seed=size[1] * 7 + size[3])
 
 
+@pytest.mark.parametrize("geometry", READ_GEOMETRIES[:3], ids=_geometry_id)
+def test_dma_reader_pads_with_minus_128_when_pad_min(geometry: tuple[int, int, int]) -> None:
+    fields = _load_fields((2, 3, 5, 1), (1, 2, 1, 3), sram=3) | {"pad_min": 1}
+    _run_reader(geometry, fields, depth=3 + 5 * 7 + 4, stall=True, seed=7)
+
+
 def test_dma_reader_all_pads_15() -> None:
     fields = _load_fields((1, 1, 1, 1), (15, 15, 15, 15), sram=2)
     _run_reader((32, 64, 4), fields, depth=2 + 31 * 31 + 2, stall=False, seed=15)
@@ -428,7 +435,7 @@ def test_a_shared_reader_writes_what_and_when_a_reader_of_one_width_does(
     """Each width, chosen by ``sel``, under random stalls: the same buffer contents, and
     every write in the same cycle as on a reader built for that width alone."""
     pads = (1, 0, 2, 1)
-    fields = _load_fields(size, pads, sram=2)
+    fields = _load_fields(size, pads, sram=2) | {"pad_min": size[1] % 2}
     area = (pads[0] + size[0] + pads[1]) * (pads[2] + size[1] + pads[3])
     for e_bits in widths:
         geometry = (e_bits, bus_bits, 3)

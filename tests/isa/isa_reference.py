@@ -27,7 +27,8 @@ MEM_BITS = HEADER_BITS + [
     ("memory_type", 9, 7),
     ("sram_base", 25, 10),
     ("dram_base", 57, 26),
-    # [63:58] padding
+    ("pad_min", 58, 58),
+    # [63:59] padding
     ("y_size", 79, 64),
     ("x_size", 95, 80),
     ("x_stride", 111, 96),
@@ -67,8 +68,8 @@ UOP_BITS_TABLE = [
     ("wgt_idx", 31, 22),
 ]
 
-#: Padding bits of the default layouts (docs/ISA.md §2: "[63:58] padding", "[63] padding").
-MEM_PADDING_MASK = ((1 << 6) - 1) << 58
+#: Padding bits of the default layouts (docs/ISA.md §2: "[63:59] padding", "[63] padding").
+MEM_PADDING_MASK = ((1 << 5) - 1) << 59
 LOOP_PADDING_MASK = 1 << 63
 
 SIGNED_FIELDS = {"imm"}

@@ -112,9 +112,16 @@ def test_invalid_opcode_memory_type_alu_opcode_and_padding() -> None:
     words[0, field.word] |= np.uint64(7 << field.shift)
     with pytest.raises(EncodingError, match=r"^instruction 0: invalid alu_opcode \(5-7"):
         run(program_from_words(words))
-    # memory instructions leave bits 58..63 as padding
+    # memory instructions leave bits 59..63 as padding
     with pytest.raises(EncodingError, match=r"^instruction 0: padding bits between fields must be zero$"):
         run(_with_word("LOAD UOP\nFINISH", 0, word0_or=1 << 60))
+    # bit 58 is pad_min: a LOAD INP's, no other's
+    with pytest.raises(EncodingError, match=r"^instruction 0: pad_min \(padding with -128\) is for a LOAD of "
+                                            r"INP only$"):
+        run(_with_word("LOAD WGT y_size=1 x_size=1 x_pad_0=1\nFINISH", 0, word0_or=1 << 58))
+    with pytest.raises(EncodingError, match=r"^instruction 0: pad_min \(padding with -128\) is for a LOAD of "
+                                            r"INP only$"):
+        run(_with_word("STORE OUT y_size=1 x_size=1\nFINISH", 0, word0_or=1 << 58))
 
 
 @pytest.mark.parametrize(

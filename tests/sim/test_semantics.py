@@ -80,7 +80,8 @@ def test_alu_instruction_every_op(cfg, op: AluOp, use_imm: bool) -> None:
 
 @pytest.mark.parametrize("pads", [(0, 0, 0, 0), (1, 0, 0, 0), (0, 2, 0, 0), (0, 0, 3, 0),
                                   (0, 0, 0, 4), (1, 2, 3, 4), (15, 15, 15, 15), (0, 15, 15, 0)])
-def test_padded_load(pads: tuple[int, int, int, int]) -> None:
+@pytest.mark.parametrize("pad_min", [False, True])
+def test_padded_load(pads: tuple[int, int, int, int], pad_min: bool) -> None:
     cfg = preset("default")
     y_pad_0, y_pad_1, x_pad_0, x_pad_1 = pads
     rng = np.random.default_rng(sum(pads))
@@ -89,9 +90,10 @@ def test_padded_load(pads: tuple[int, int, int, int]) -> None:
     src = b.tensor("inp", data=data)
     # rows 1..3, columns 1..3 of a 6×5 tile matrix, base 7
     b.load_2d(MemoryType.INP, 7, src, offset=1 * 5 + 1, y_size=3, x_size=3, x_stride=5,
-              y_pad_0=y_pad_0, y_pad_1=y_pad_1, x_pad_0=x_pad_0, x_pad_1=x_pad_1)
+              y_pad_0=y_pad_0, y_pad_1=y_pad_1, x_pad_0=x_pad_0, x_pad_1=x_pad_1, pad_min=pad_min)
     state, result = _run_state(b.finish())
-    expected = np.pad(data[1:4, 1:4], ((y_pad_0, y_pad_1), (x_pad_0, x_pad_1), (0, 0), (0, 0)))
+    expected = np.pad(data[1:4, 1:4], ((y_pad_0, y_pad_1), (x_pad_0, x_pad_1), (0, 0), (0, 0)),
+                      constant_values=-128 if pad_min else 0)
     rows, cols = expected.shape[:2]
     np.testing.assert_array_equal(state.inp[7 : 7 + rows * cols], expected.reshape(-1, cfg.BATCH, cfg.BLOCK_IN))
     assert not state.inp[:7].any() and not state.inp[7 + rows * cols :].any()
