@@ -176,7 +176,12 @@ def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarra
     real = np.zeros(len(acc_scales)) if bias is None else bias.astype(np.float64)
     if offset is not None:
         real = real + offset
-    bias_q = np.rint(real / acc_scales).astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        exact = np.rint(real / acc_scales)
+    if not np.all(np.abs(exact) < INT32_LIMIT):  # (past int32, or an accumulator's scale underflowed to 0)
+        raise OutOfRange(PASS_NAME, f"node {node.label}: its bias does not fit int32 in the "
+                                   "accumulator's scale")
+    bias_q = exact.astype(np.int64)
     bound = int((INT8_LIMIT * weight_sums + np.abs(bias_q)).max())
     limit = bound if limit is None else limit
     if b.mode is RequantMode.FIXED and limit < INT32_LIMIT:
