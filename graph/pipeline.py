@@ -164,7 +164,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
                   plans: Plans | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   precision: str | None = None, calibration_method: str = "minmax",
-                  bias_correction: bool = False, activations: str = "symmetric") -> CompiledModel:
+                  bias_correction: bool = False, activations: str | None = None) -> CompiledModel:
     """Import, quantize, partition, fuse, plan and lower a float model (programs built here).
 
     Parameters
@@ -219,10 +219,11 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     bias_correction :
         each product's bias corrected for its int8 weights' mean error (Nagel et al.).
     activations :
-        ``"symmetric"`` (the default): every int8 activation's zero point is 0;
-        ``"asymmetric"``: a non-negative activation (a ReLU's, a pooled mean of one) whose
-        producer and readers compute with a zero point has -128, its 256 codes spanning
-        ``[0, max]`` (docs/DECISIONS.md, "Zero points on non-negative activations").
+        ``"asymmetric"`` (the default, None): a non-negative activation (a ReLU's, a pooled
+        mean of one) whose producer and readers compute with a zero point has -128, its 256
+        codes spanning ``[0, max]`` (docs/DECISIONS.md, "Zero points on non-negative
+        activations"); ``"symmetric"``: every int8 activation's zero point is 0.  (An
+        ``exact`` QDQ model keeps its own zero points.)
 
     Raises
     ------
@@ -244,6 +245,7 @@ def compile_model(model: Any, calibration: Feed | Iterable[Mapping[str, np.ndarr
     if (wide_below is not None or budget is not None) and mode is RequantMode.EXACT:
         raise ValueError(f"precision {precision!r} needs calibrated scales (quantize 'fixed' or 'pow2'); "
                          "an exact QDQ model keeps its own int8 scales")
+    activations = ACTIVATIONS[0] if activations is None else activations
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(map(repr, ACTIVATIONS))}, not {activations!r}")
     zero_points = activations == "asymmetric" and mode is not RequantMode.EXACT

@@ -38,8 +38,8 @@ from .ir import Node, RequantMode
 
 #: ``compile_model``'s ``activations``: every int8 activation symmetric (zero point 0), or the
 #: non-negative ones with the zero point -128 (docs/DECISIONS.md, "Zero points on non-negative
-#: activations").
-ACTIVATIONS = ("symmetric", "asymmetric")
+#: activations"); the default, asymmetric, first.
+ACTIVATIONS = ("asymmetric", "symmetric")
 
 __all__ = ["ACTIVATIONS", "MULTIPLIER_BITS", "X_BITS", "Requant", "choose_scale", "quantize_weights",
            "fixed_requant", "pow2_requant", "requant_params", "pre_shift_for",

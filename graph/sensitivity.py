@@ -2,10 +2,11 @@
 
 Each candidate — the data input or the output of a Conv or Gemm with constant weights —
 is quantized alone to int8 at its calibrated scale (rounded and clipped to ±127 steps, or
-to its 256 codes at the zero point -128) in the float graph, every other value float, on the calibration samples; its *sensitivity*
-is the mean square it adds to the model's outputs, relative to theirs (the inverse of an
-SQNR at the output).  Making a value 16-bit makes its producing product's output and its
-reading products' inputs wide, which costs int8 passes of the accelerator
+to its 256 codes at the zero point -128) in the float graph, every other value float, on
+the calibration samples; its *sensitivity* is the mean square it adds to the model's
+outputs, relative to theirs (the inverse of an SQNR at the output).  Making a value
+16-bit makes its producing product's output and its reading products' inputs wide, which
+costs int8 passes of the accelerator
 (:class:`~openvta.graph.ir.Precision`: a wide output one more, a wide input two more).
 The cost of a choice is counted in cycles, ``Σ cycles × passes`` over the products, each
 product's cycles its kernel's in the all-int8 build on the cycle model (MACs where the

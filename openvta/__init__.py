@@ -31,7 +31,7 @@ def compile_model(model: Any, calibration: Any, *, config: str | Config | Machin
                   records: str | os.PathLike[str] | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   precision: str | None = None, calibration_method: str = "minmax",
-                  bias_correction: bool = False, activations: str = "symmetric") -> "CompiledModel":
+                  bias_correction: bool = False, activations: str | None = None) -> "CompiledModel":
     """Import, quantize, partition, fuse, plan and lower a float model
     (:func:`openvta.graph.pipeline.compile_model`, whose parameters these are), with the
     tuned plans of a log.

@@ -3,7 +3,7 @@
     openvta model compile MODEL.onnx --calibration CALIB.npz [--machine default]
                           [--quantize fixed|pow2|exact] [--precision int8|mixed|mixed:DB|auto[:B]|int16]
                           [--calibration-method minmax|percentile[:P]|mse|entropy]
-                          [--activations symmetric|asymmetric] [--cpu-ops Conv,Gemm]
+                          [--activations asymmetric|symmetric] [--cpu-ops Conv,Gemm]
                           [--records LOG.jsonl] -o MODEL.ovta
     openvta model run MODEL.ovta --inputs X.npz [--backend functional] [-o Y.npz] [--quiet]
     openvta model show MODEL.ovta
@@ -62,9 +62,9 @@ def add_model_parser(sub: Any) -> None:
                            "with the least squared int8 error) or entropy (TensorRT's KL divergence); "
                            "default minmax")
     comp.add_argument("--activations", default=ACTIVATIONS[0], metavar="|".join(ACTIVATIONS),
-                      help="symmetric (every int8 activation's zero point 0) or asymmetric (a non-negative "
-                           "one, such as a ReLU's, on all 256 codes with the zero point -128, where its "
-                           "readers can take it); default symmetric")
+                      help="asymmetric (a non-negative activation, such as a ReLU's, on all 256 codes with "
+                           "the zero point -128, where its readers can take it) or symmetric (every int8 "
+                           "activation's zero point 0); default asymmetric")
     comp.add_argument("--cpu-ops", default="",
                       help="comma-separated ONNX op types forced to the CPU, e.g. Conv,Gemm")
     comp.add_argument("--records", help="a tuning log (openvta tune model --log): the best plan found "

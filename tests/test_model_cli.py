@@ -89,7 +89,7 @@ def test_the_facade_is_the_graph_level(data: Path) -> None:
      r"openvta: error: calibration_method must be one of minmax, percentile, percentile:<p>, mse, entropy, "
      r"not 'kl'"),
     (["model", "compile", "DIGITS", "--calibration", "CALIB", "--activations", "signed", "-o", "m.ovta"],
-     r"openvta: error: activations must be one of 'symmetric', 'asymmetric', not 'signed'"),
+     r"openvta: error: activations must be one of 'asymmetric', 'symmetric', not 'signed'"),
     (["model", "compile", "DIGITS", "--calibration", "CALIB", "--precision", "auto:0", "-o", "m.ovta"],
      r"openvta: error: precision auto:<budget> needs a budget of at least 1 \(the all-int8 model's cycles\), "
      r"not 'auto:0'"),

@@ -254,7 +254,7 @@ def _makes_zero_point(producer: Node | None) -> bool:
     rule = op_def(producer.op).quantize
     if rule is None:
         return True  # (a float island: its output's Quantize takes the zero point)
-    return rule in ZERO_POINT_RULES and activation_bits(producer)[1] == 8
+    return rule in ZERO_POINT_RULES and activation_bits(producer) == (8, 8)
 
 
 def _reads_zero_point(reader: Node, value: str, group: list[str]) -> bool:

@@ -135,26 +135,19 @@ def _linear(b: Builder, node: Node) -> bool:
     w_q, w_scales = quantize_weights(weight, w_axis, b.mode)
     weight_sums = np.abs(np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(channels, -1)).sum(1)
     bits = activation_bits(node)
+    zero_in, zero_out = b.zero_point(node.inputs[0]), b.zero_point(out)
+    if (bits[0] == 16 and zero_in) or (bits != (8, 8) and zero_out):
+        return False  # (calibrate gives a 16-bit value, and a 16-bit product's output, no zero point)
     if bits != (8, 8):
-        if b.zero_point(node.inputs[0]) or b.zero_point(out):
-            return False  # (calibrate gives a wide product's values no zero point)
         _wide_linear(b, node, bits, w_q, w_scales, weight_sums, bias)
         return True
     data_scale, out_scale = b.scale(node.inputs[0]), b.scale(out)
     acc_scales = data_scale * w_scales
-    # zero points (docs/DECISIONS.md, "Zero points on non-negative activations"): the input's,
-    # Σ w·(q - zp) = Σ w·q - zp·Σw, exactly, with the padding at zp; the output's, zp / M in
-    # the accumulator, where M is the requantization's multiplier
-    zero_in, zero_out = b.zero_point(node.inputs[0]), b.zero_point(out)
-    offset = np.zeros(channels)
-    if zero_in:
-        offset -= zero_in * np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(channels, -1).sum(1) * acc_scales
-    if zero_out:
-        offset += zero_out * out_scale
+    # zero points (docs/DECISIONS.md, "Zero points on non-negative activations"): the output's,
+    # zp / M in the accumulator, where M is the requantization's multiplier; the input's:
+    offset = _zero_offset(b, node, w_q, acc_scales) + (zero_out * out_scale if zero_out else 0.0)
     bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums, offset=offset)
-    attrs = dict(node.attrs)
-    if zero_in and node.op is Op.CONV and any(ints_attr(node.attrs, "pads", 4, (0, 0, 0, 0))):
-        attrs["pad_value"] = zero_in
+    attrs = _padded_with_zero_point(b, node)
     inputs = (b.as_int8(node.inputs[0]),
               b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis)),
               b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0)))
@@ -165,6 +158,25 @@ def _linear(b: Builder, node: Node) -> bool:
         b.types[requantized] = b.types[requantized].with_quant(QuantParams((out_scale,), zero_out))
     b.int8[out] = requantized
     return True
+
+
+def _zero_offset(b: Builder, node: Node, w_q: np.ndarray, acc_scales: np.ndarray) -> np.ndarray:
+    """A product's bias term for its int8 input's zero point ``zp``, real values per output
+    channel: ``Σ w·(q - zp) = Σ w·q - zp·Σw``, exactly (zeros for a symmetric input)."""
+    w_axis, _ = channel_axis(node)
+    zero_in = b.zero_point(node.inputs[0])
+    sums = np.moveaxis(w_q.astype(np.int64), w_axis, 0).reshape(len(acc_scales), -1).sum(1)
+    return -zero_in * sums * acc_scales if zero_in else np.zeros(len(acc_scales))
+
+
+def _padded_with_zero_point(b: Builder, node: Node) -> dict[str, object]:
+    """A product's attributes, with a padded Conv's ``pad_value`` at its input's zero point (the
+    code of 0.0)."""
+    attrs: dict[str, object] = dict(node.attrs)
+    zero_in = b.zero_point(node.inputs[0])
+    if zero_in and node.op is Op.CONV and any(ints_attr(node.attrs, "pads", 4, (0, 0, 0, 0))):
+        attrs["pad_value"] = zero_in
+    return attrs
 
 
 def _bias(b: Builder, node: Node, bias: np.ndarray | None, acc_scales: np.ndarray,
@@ -214,7 +226,7 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     w_axis, out_axis = channel_axis(node)
     out_axis %= len(b.source.types[out].shape)
     weight = b.constant(f"{node.name}.weight.q", w_q, QuantParams(tuple(w_scales), axis=w_axis))
-    attrs: dict[str, object] = dict(node.attrs)
+    attrs = _padded_with_zero_point(b, node)  # (an 8-bit input's zero point; a 16-bit one has none)
     precision = Precision(*bits, passes=(2 if bits[1] == 16 else 1) + (2 if bits[0] == 16 else 0))
     wide_bound = int(INT8_LIMIT * weight_sums.max())
     if bits[0] == 16:
@@ -244,9 +256,10 @@ def _wide_linear(b: Builder, node: Node, bits: tuple[int, int], w_q: np.ndarray,
     multipliers = acc_scales / out_scale
     # the accumulator clipped to what maps to twice the output's range: a finer requantization
     saturation = int(np.ceil(2 * (WIDE_MAX if bits[1] == 16 else INT8_MAX) / multipliers.min()))
-    bound += _bias(b, node, bias, acc_scales, weight_sums)[1]
+    offset = _zero_offset(b, node, w_q, acc_scales) if bits[0] == 8 else None
+    bound += _bias(b, node, bias, acc_scales, weight_sums, offset=offset)[1]
     limit = min(bound, saturation)
-    bias_q = _bias(b, node, bias, acc_scales, weight_sums, limit)[0]
+    bias_q = _bias(b, node, bias, acc_scales, weight_sums, limit, offset)[0]
     bias_name = b.constant(f"{node.name}.bias.q", bias_q, QuantParams(tuple(acc_scales), axis=0))
     stored = []
     for part in ("high", "low") if bits[1] == 16 else ("",):

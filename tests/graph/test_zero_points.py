@@ -1,4 +1,4 @@
-"""Zero points on non-negative activations (``compile_model(activations="asymmetric")``):
+"""Zero points on non-negative activations (``compile_model``'s default, ``activations="asymmetric"``):
 a ReLU's output takes all 256 codes at the zero point -128, its readers fold the zero point
 into their bias (products) or requantization (sums, means, tables), a convolution pads with
 -128 (LOAD INP's ``pad_min``), and the integer model is what every back end computes."""
@@ -37,7 +37,7 @@ def resnet() -> tuple[object, np.ndarray, np.ndarray]:
 def test_a_resnet_with_zero_points_runs_its_integer_model_and_is_closer_to_float(resnet, config) -> None:
     model, calibration, evaluation = resnet
     asymmetric = openvta.compile_model(model, calibration, config=config, activations="asymmetric")
-    symmetric = openvta.compile_model(model, calibration, config=config)
+    symmetric = openvta.compile_model(model, calibration, config=config, activations="symmetric")
     graph = asymmetric.graph
     padded = [n for n in graph.nodes if n.op is Op.CONV and n.attrs.get("pad_value") == -128]
     assert len(padded) >= 10  # every 3×3 convolution after a ReLU (the stem reads the image: signed)
@@ -109,5 +109,19 @@ def test_a_value_read_by_a_max_pool_keeps_its_zero_point() -> None:
 
 def test_activations_must_be_symmetric_or_asymmetric(resnet) -> None:
     model, calibration, _ = resnet
-    with pytest.raises(ValueError, match=r"^activations must be one of 'symmetric', 'asymmetric', not 'signed'$"):
+    with pytest.raises(ValueError, match=r"^activations must be one of 'asymmetric', 'symmetric', not 'signed'$"):
         openvta.compile_model(model, calibration, activations="signed")
+
+
+@pytest.mark.parametrize("precision", ["int16", "auto", "mixed:40"])
+def test_zero_points_with_16_bit_products_keep_every_product_on_the_accelerator(resnet, precision) -> None:
+    """A 16-bit product's 8-bit input keeps its zero point (the bias term, the padding); its
+    16-bit values have none: no product falls back to float on the CPU."""
+    model, calibration, evaluation = resnet
+    compiled = openvta.compile_model(model, calibration, config="tiny", precision=precision)
+    floats = [n.name for n in compiled.graph.nodes if n.op in (Op.CONV, Op.GEMM)
+              and compiled.graph.types[n.inputs[0]].dtype.value == "float32" and "im2col" not in n.inputs[0]]
+    assert floats == []
+    feed = {compiled.inputs[0]: evaluation[:1]}
+    out = compiled.outputs[0]
+    np.testing.assert_array_equal(compiled.run(feed, backend="functional")[out], compiled.reference(feed)[out])
