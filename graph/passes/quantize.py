@@ -352,8 +352,6 @@ def _masked_scores(b: Builder, node: Node) -> bool:
     entries round to 0, so a masked position weighs 0, as in float, and the scores keep
     their int8 step, which one int8 or 16-bit scale spanning both the mask and the scores
     would lose."""
-    if _zero_points(b, node):
-        return False
     out = node.outputs[0]
     if not _softmax_reads(b, out):
         return False
@@ -361,6 +359,8 @@ def _masked_scores(b: Builder, node: Node) -> bool:
     if len(scores) != 1 or any(v in b.wide for v in node.inputs):
         return False
     x = scores[0]
+    if b.zero_point(x) or b.zero_point(out):
+        return False  # (scores with a zero point: Add's own rule)
     mask = node.inputs[1 - node.inputs.index(x)]
     masked = _masked(b, x)
     if masked is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from openvta.compiler.ops import REGISTRY
 
 import io
@@ -17,10 +19,17 @@ from onnx_models import make_model
 from openvta.graph.errors import ExecutionError, ModelError
 from openvta.graph.ir import Device, RequantMode
 from openvta.graph.compiled_model import CompiledModel, load_model
-from openvta.graph.pipeline import FLOAT_STAGE, PASSES, compile_model
+from openvta.graph.pipeline import FLOAT_STAGE, PASSES, compile_model as compile_graph
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((6, 16, 6, 6)).astype(np.float32)
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ region tensor a symbol at its planned offset; and the checks a loaded program mu
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import replace
 
 import numpy as np
@@ -16,11 +18,19 @@ from openvta.graph.errors import GraphError, PassError
 from openvta.graph.ir import Graph
 from openvta.graph.passes.lower import lower_regions
 from openvta.graph.passes.match_kernels import group_kernels
-from openvta.graph.pipeline import compile_model
+from openvta.graph.compiled_model import CompiledModel
+from openvta.graph.pipeline import compile_model as compile_graph
 from openvta.graph.regions import Role, check_program
 from openvta.isa import Config, Opcode, preset
 
 X = np.random.default_rng(5).standard_normal((4, 16, 4, 4)).astype(np.float32)
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 def _graph(cfg: Config | str) -> Graph:

@@ -3,6 +3,8 @@ and every group that cannot be one moved to the CPU with its reason."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from graphs import node, residual_graph
@@ -16,13 +18,21 @@ from openvta.graph.kernel import KernelMatch
 from openvta.graph.errors import PassError
 from openvta.graph.ir import DType, Graph, Op
 from openvta.graph.passes.match_kernels import accelerator_groups, group_kernels
-from openvta.graph.pipeline import compile_model
+from openvta.graph.compiled_model import CompiledModel
+from openvta.graph.pipeline import compile_model as compile_graph
 from openvta.isa import preset
 
 CFG = preset("tiny")
 RNG = np.random.default_rng(11)
 W = RNG.integers(-127, 128, (8, 8, 3, 3), dtype=np.int8)
 B = RNG.integers(-999, 999, (8,), dtype=np.int32)
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 def _conv(*tail, rq: dict | None = None) -> Graph:

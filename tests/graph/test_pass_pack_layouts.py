@@ -3,6 +3,8 @@ in the layouts the compiler's operators declare, with the right roles."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from graphs import conv_relu_graph, residual_graph
@@ -11,11 +13,19 @@ from openvta.compiler.layout import bias_layout, data_layout, kernel_layout, out
 from openvta.graph.errors import GraphError
 from openvta.graph.verify import verify_graph
 from openvta.graph.ir import Graph
-from openvta.graph.pipeline import compile_model
+from openvta.graph.compiled_model import CompiledModel
+from openvta.graph.pipeline import compile_model as compile_graph
 from openvta.graph.regions import Region, Role, accelerator_runs
 from openvta.isa import Config
 
 X = np.random.default_rng(3).standard_normal((4, 16, 4, 4)).astype(np.float32)
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 def _graph(cfg: Config, **options) -> Graph:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import replace
 
 import numpy as np
@@ -19,8 +21,16 @@ from openvta.graph.passes.partition import partition
 from openvta.graph.passes.plan_memory import (Buffer, assign_offsets, buffers_of, plan_memory,
                                               plan_region)
 from openvta.graph.passes.quantize import quantize
-from openvta.graph.pipeline import compile_model
+from openvta.graph.compiled_model import CompiledModel
+from openvta.graph.pipeline import compile_model as compile_graph
 from openvta.isa import Config, preset
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 def _fused(g: Graph, shape: tuple[int, ...]) -> Graph:

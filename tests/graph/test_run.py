@@ -4,6 +4,8 @@ the programs; every error is one line."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import io
 import json
 import sys
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from openvta.graph.errors import ExecutionError, ModelError
 from openvta.graph.ir import Device
 from openvta.graph.compiled_model import CompiledModel, ModelOutputs, load_model
-from openvta.graph.pipeline import compile_model
+from openvta.graph.pipeline import compile_model as compile_graph
 from openvta.sim.cycle import simulate_cycles
 
 DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits"
@@ -29,6 +31,13 @@ from digits_data import load_split  # noqa: E402
 
 MODEL = DIGITS / "digits.onnx"
 PRESETS = ("tiny", "small", "default")
+
+
+def compile_model(*args: Any, **kwargs: Any) -> CompiledModel:
+    """The graph level's ``compile_model`` with symmetric activations: these tests reason about
+    the integer graph's ReLU nodes and kernel names (at the default zero points a ReLU is the
+    requantization's clip, no node of its own; tests/graph/test_zero_points.py)."""
+    return compile_graph(*args, **{"activations": "symmetric", **kwargs})
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ def digits_programs() -> Iterator[tuple[str, Program]]:
 
     # conv1 kept on the CPU, as it was when these files were written (it is packed now)
     model = openvta.compile_model(ROOT / "examples" / "digits" / "digits.onnx", load_split()[0],
-                                  config="vta", cpu_nodes=["conv1"])
+                                  config="vta", cpu_nodes=["conv1"], activations="symmetric")
     for region in model.graph.regions:
         assert region.program is not None
         yield f"digits_region{region.index}", region.program
