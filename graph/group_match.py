@@ -131,10 +131,17 @@ class _Chain:
         except ValueError as exc:
             return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
         self.vector_names(vectors)
-        last = [AluStage(AluOp.ADD, zero_point)] if zero_point else []
+        stages = list(stages)
+        rounding = [i for i, st in enumerate(stages) if st.op is AluOp.ADD and st.operand == 1]
+        if zero_point and len(post) == 1 and post[0] >= 1 and rounding and y_limit + 2 * abs(zero_point) < INT32_LIMIT:
+            # ((a + 1) >> 1) + zp == (a + 1 + 2·zp) >> 1: the zero point in the rounding ADD, no stage more
+            stages[rounding[-1]] = AluStage(AluOp.ADD, 1 + 2 * zero_point)
+            last = []
+        else:
+            last = [AluStage(AluOp.ADD, zero_point)] if zero_point else []
         if zero_point and clip is not None:
             last += [AluStage(AluOp.MIN, clip[1]), AluStage(AluOp.MAX, clip[0])]
-        return first + list(stages) + last, \
+        return first + stages + last, \
             INT8_LIMIT if out is DType.INT8 else _shifted(y_limit, post) + abs(zero_point)
 
 
