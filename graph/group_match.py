@@ -116,11 +116,12 @@ class _Chain:
             return Mismatch((node.name,), "a per-channel requantization along another axis than "
                                           "the channels")
         offset, zero_point = int_attr(node.attrs, "offset", 0), int_attr(node.attrs, "zero_point", 0)
+        product_offset = int_attr(node.attrs, "product_offset", 0)
         if not IMM_FIELD.low <= offset <= IMM_FIELD.high:
             return Mismatch((node.name,), f"its input offset {offset} does not fit the ALU's immediate")
         first = [AluStage(AluOp.ADD, offset)] if offset else []
         limit += abs(offset)
-        y_limit = -(-limit // (1 << pre)) * max(abs(m) for m in mult)
+        y_limit = -(-limit // (1 << pre)) * max(abs(m) for m in mult) + abs(product_offset)
         if 1 in post and y_limit >= INT32_LIMIT - 1:
             return Mismatch((node.name,), "its rounding shift by 1 could see 2**31 - 1, where the "
                                           "ALU's ADD 1 wraps and the reference does not")
@@ -132,6 +133,13 @@ class _Chain:
             return Mismatch((node.name,), f"not expressible as ALU stages: {exc}")
         self.vector_names(vectors)
         stages = list(stages)
+        if product_offset:  # after the MUL (or the pre-shift), before the rounding shift
+            after = max((i + 1 for i, st in enumerate(stages) if st.op is AluOp.MUL), default=1 if pre else 0)
+            operand: int | ChannelOperand = product_offset
+            if not IMM_FIELD.low <= product_offset <= IMM_FIELD.high:  # (past the immediate: a channel vector)
+                self.vector_names({f"{tag}_add": np.full(self.channels, product_offset, np.int32)})
+                operand = ChannelOperand(f"{tag}_add")
+            stages.insert(after, AluStage(AluOp.ADD, operand))
         rounding = [i for i, st in enumerate(stages) if st.op is AluOp.ADD and st.operand == 1]
         if zero_point and len(post) == 1 and post[0] >= 1 and rounding and y_limit + 2 * abs(zero_point) < INT32_LIMIT:
             # ((a + 1) >> 1) + zp == (a + 1 + 2·zp) >> 1: the zero point in the rounding ADD, no stage more

@@ -242,11 +242,13 @@ def round_shift_steps(shift: int) -> tuple[int, int, int]:
 
 
 def requantize_int32(acc: np.ndarray, pre_shift: int, multiplier: np.ndarray | int,
-                     post_shift: np.ndarray | int) -> np.ndarray:
+                     post_shift: np.ndarray | int, product_offset: int = 0) -> np.ndarray:
     """The fixed-point rescaling ``round_shift(wrap32((acc >> pre_shift) * multiplier), post_shift)``.
 
     Every step wrapped to int32 as the ALU's SHR, MUL and rounding steps compute it;
     ``multiplier`` and ``post_shift`` broadcast against ``acc`` (per channel, or one value).
+    ``product_offset`` is added to the product before the rounding shift (an ALU ADD: a
+    constant in the output's units times ``2**post_shift``).
 
     Returns
     -------
@@ -260,6 +262,8 @@ def requantize_int32(acc: np.ndarray, pre_shift: int, multiplier: np.ndarray | i
     """
     x = np.asarray(acc).astype(np.int64) >> pre_shift
     y = wrap_int32(x * np.asarray(multiplier, dtype=np.int64)).astype(np.int64)
+    if product_offset:
+        y = wrap_int32(y + product_offset).astype(np.int64)
     return wrap_int32(round_shift(y, np.asarray(post_shift, dtype=np.int64))).astype(np.int64)
 
 

@@ -202,16 +202,20 @@ _Stage = tuple[DrainOp, bool, "int | Dma | None"]
 def _fuse(stages: list[_Stage]) -> list[_Stage]:
     """The ALU's rounding steps ``SHR a, ADD 1, SHR 1`` (immediates, ``0 <= a <= 30``) as one
     RSHR ``a + 1``, and ``MIN high, MAX low`` (immediates) as one CLIP: exactly what the ALU
-    computes (:func:`openvta.isa.arith.round_shift_lanes`, :func:`~openvta.isa.arith.clip_lanes`)."""
+    computes (:func:`openvta.isa.arith.round_shift_lanes`, :func:`~openvta.isa.arith.clip_lanes`).
+    A rounding ADD of an odd ``1 + 2·zp`` (a zero point folded into it for the ALU) is RSHR
+    ``a + 1`` then ADD ``zp``: ``(y + 1 + 2·zp) >> 1 == ((y + 1) >> 1) + zp``."""
     out: list[_Stage] = []
     i = 0
     while i < len(stages):
         window = stages[i:i + 3]
         if len(window) == 3 and [w[0] for w in window] == [DrainOp.SHR, DrainOp.ADD, DrainOp.SHR] \
                 and len({w[1] for w in window}) == 1 and all(isinstance(w[2], int) for w in window) \
-                and window[1][2] == 1 and window[2][2] == 1 \
+                and isinstance(rounding := window[1][2], int) and rounding % 2 == 1 and window[2][2] == 1 \
                 and isinstance(shift := window[0][2], int) and 0 <= shift <= 30:
             out.append((DrainOp.RSHR, window[0][1], shift + 1))
+            if rounding != 1:
+                out.append((DrainOp.ADD, window[0][1], (rounding - 1) // 2))
             i += 3
             continue
         pair = stages[i:i + 2]

@@ -16,10 +16,11 @@
       z = round_shift(y, post_shift[c])     SHR post-1, ADD 1, SHR 1 (round half up)
       out = clip(z, -128, 127) for int8     MIN, MAX, then the low 8 bits
 
-  with two optional integers for an input or output whose zero point is not 0
+  with three optional integers for an input or output whose zero point is not 0
   (docs/DECISIONS.md, "Zero points on non-negative activations"): ``offset``, added to the
-  input first (ADD; ``-zero_point`` of an int8 input: ``q - zp``), and ``zero_point``,
-  added to ``z`` before the clip (ADD).
+  input first (ADD; ``-zero_point`` of an int8 input: ``q - zp``), ``product_offset``, added
+  to ``y`` (ADD: a constant of the output's codes times ``2**post_shift``), and
+  ``zero_point``, added to ``z`` before the clip (ADD).
 
   ``pow2`` (VTA's scheme) is the special case ``pre_shift = 0``, ``multiplier = 1``;
   ``fixed`` uses a 15-bit multiplier and per-tensor shifts chosen so that no step
@@ -106,7 +107,7 @@ def _per_channel(values: tuple[int, ...], axis: int, ndim: int) -> np.ndarray:
 
 def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
                post_shift: tuple[int, ...], axis: int, out_dtype: DType, offset: int = 0,
-               zero_point: int = 0) -> np.ndarray:
+               zero_point: int = 0, product_offset: int = 0) -> np.ndarray:
     """The integer rescaling of the module docstring (:func:`openvta.isa.arith.requantize_int32`)
     of ``acc + offset``, plus ``zero_point``, then the int8 clip.
 
@@ -121,7 +122,7 @@ def requantize(acc: np.ndarray, pre_shift: int, multiplier: tuple[int, ...],
     if offset:
         acc = wrap_int32(acc.astype(np.int64) + offset)
     z = requantize_int32(acc, pre_shift, _per_channel(multiplier, axis, acc.ndim),
-                         _per_channel(post_shift, axis, acc.ndim))
+                         _per_channel(post_shift, axis, acc.ndim), product_offset)
     if zero_point:
         z = z + zero_point
     if out_dtype is DType.INT8:
@@ -262,7 +263,7 @@ def _dequantize(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return dequantize(inputs[0], _scales(attrs), int_attr(attrs, "axis", 1), _zero_point(attrs))
 
 
-def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...], int, DType, int, int]:
+def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...], int, DType, int, int, int]:
     out = attrs.get("out_dtype")
     if out not in (DType.INT8, DType.INT32):
         raise OpError(f"Requantize out_dtype must be int8 or int32, not {out!r}")
@@ -272,9 +273,13 @@ def _requant_attrs(attrs: Attrs) -> tuple[int, tuple[int, ...], tuple[int, ...],
         raise OpError(f"Requantize shifts must lie within the ALU's {-MAX_SHR_AMOUNT}..{MAX_SHR_AMOUNT}, "
                       f"not {pre}, {post}")
     offset, zero_point = int_attr(attrs, "offset", 0), int_attr(attrs, "zero_point", 0)
-    if not INT32_MIN <= offset <= INT32_MAX or not INT8_MIN <= zero_point <= INT8_MAX:
-        raise OpError(f"Requantize offset must be an int32 and zero_point an int8 value, not {offset}, {zero_point}")
-    return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out, offset, zero_point
+    product_offset = int_attr(attrs, "product_offset", 0)
+    if not INT32_MIN <= offset <= INT32_MAX or not INT32_MIN <= product_offset <= INT32_MAX \
+            or not INT8_MIN <= zero_point <= INT8_MAX:
+        raise OpError(f"Requantize offset and product_offset must be int32 and zero_point int8 values, not "
+                      f"{offset}, {product_offset}, {zero_point}")
+    return pre, ints_attr(attrs, "multiplier"), post, int_attr(attrs, "axis", 1), out, offset, zero_point, \
+        product_offset
 
 
 def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -287,7 +292,7 @@ def _requantize_infer(inputs: Sequence[TensorType], attrs: Attrs) -> TensorType:
         _channel_count(data, len(_scales(attrs)), int_attr(attrs, "axis", 1), "Requantize scale")
         _zero_point(attrs)
         return TensorType(data.shape, DType.INT8)
-    _, multiplier, post, axis, out, _, _ = _requant_attrs(attrs)
+    _, multiplier, post, axis, out, *_ = _requant_attrs(attrs)
     _channel_count(data, len(multiplier), axis, "Requantize multiplier")
     _channel_count(data, len(post), axis, "Requantize post_shift")
     return TensorType(data.shape, out)

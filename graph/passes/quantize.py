@@ -401,25 +401,23 @@ def _add(b: Builder, node: Node) -> bool:
         return False  # an operand made in float (a float island's result): the sum stays float
     out = node.outputs[0]
     out_scale, zero_out = b.scale(out), b.zero_point(out)
-    # each operand (q - zp) in the sum's scale; the sum's zero point added to one of them (a
-    # constant's, else the first's requantization: docs/DECISIONS.md, "Zero points on
-    # non-negative activations")
-    has_constant = any(v in b.source.constants for v in node.inputs)
+    # each operand in the sum's scale; the zero points' constant, zp_out - Σ zp_i·M_i codes,
+    # added to the first activation's product before its rounding (one ALU ADD, which the
+    # drain unit takes as a stage): docs/DECISIONS.md, "Zero points on non-negative activations"
+    constant = zero_out - sum(b.zero_point(v) * b.scale(v) / out_scale for v in node.inputs
+                              if v not in b.source.constants)
     operands = []
     for index, value in enumerate(node.inputs):
         if value in b.source.constants:
-            q = np.rint(b.source.constants[value].astype(np.float64) / out_scale) + zero_out
-            zero_out = 0
+            q = np.rint(b.source.constants[value].astype(np.float64) / out_scale)
             if np.abs(q).max(initial=0) >= INT32_LIMIT:
                 raise OutOfRange(PASS_NAME, f"node {node.label}: constant {value!r} does not fit "
                                            "int32 in the output's scale")
             operands.append(b.constant(f"{value}.q32", q.astype(np.int32), QuantParams((out_scale,))))
             continue
-        zero_in = b.zero_point(value)
         made = b.requantize(f"{node.name}.in{index}", value, b.as_int8(value), np.array([b.scale(value) / out_scale]),
-                            INT8_LIMIT + abs(zero_in), DType.INT32, out_scale, offset=-zero_in,
-                            zero_point=0 if has_constant else zero_out)
-        zero_out = zero_out if has_constant else 0
+                            INT8_LIMIT, DType.INT32, out_scale, add=constant)
+        constant = 0.0
         b.types[made] = b.types[made].with_quant(QuantParams((out_scale,)))
         operands.append(made)
     total = b.emit(node.name, Op.ADD, tuple(operands), b.name(f"{out}.sum"), {},

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..errors import OpError, OutOfRange, PassError
 from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
+from openvta.isa import INT32_LIMIT
+
 from ..quantization import requant_params, wide_scale
 from ..rewrite import fresh
 from .infer_shapes import infer_node
@@ -142,10 +144,11 @@ class Builder:
 
     def requantize(self, base: str, value: str, src: str, multipliers: np.ndarray, bound: int,
                    out_dtype: DType, out_scale: float, axis: int = 1, offset: int = 0,
-                   zero_point: int = 0) -> str:
+                   zero_point: int = 0, add: float = 0.0) -> str:
         """Requantize ``src`` (node ``base``.requantize) into ``value``.q or ``value``.r:
         ``src + offset`` (``bound``: the most ``|src + offset|`` can be) rescaled by
-        ``multipliers``, plus ``zero_point``, the output's."""
+        ``multipliers``, plus ``add`` (output codes, rounded to the rescaling's own precision:
+        the product's ``2**-post_shift``), plus ``zero_point``, the output's."""
         try:
             params = requant_params(self.mode, multipliers, bound)
         except ValueError as exc:
@@ -155,6 +158,13 @@ class Builder:
                                     "axis": axis, "out_dtype": out_dtype}
         if offset:
             attrs["offset"] = offset
+        if add and len(params.post_shift) == 1 and params.post_shift[0] >= 0:
+            product_offset = int(round(add * (1 << params.post_shift[0])))
+            if abs(product_offset) >= INT32_LIMIT // 2:
+                raise OutOfRange(PASS_NAME, f"node {base!r}: its zero points' offset does not fit int32")
+            attrs["product_offset"] = product_offset
+        elif add:
+            zero_point += int(round(add))  # (a left shift or per-channel shifts: whole codes)
         if zero_point:
             attrs["zero_point"] = zero_point
         out = self.name(f"{value}.q" if out_dtype is DType.INT8 else f"{value}.r")
