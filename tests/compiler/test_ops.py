@@ -147,3 +147,16 @@ def test_depthwise_padded_with_minus_128_on_the_cycle_model() -> None:
 def test_a_pad_value_the_dma_cannot_write_is_refused(value, message) -> None:
     with pytest.raises(ValueError, match=message):
         conv2d(preset("tiny"), ci=8, co=8, hw=8, kernel=3, pad=1, pad_value=value)
+
+
+def test_a_padding_value_the_dma_cannot_write_is_a_lowering_error(monkeypatch) -> None:
+    """Past conv2d's own check (a schedule of one's own could pad with anything): lowering
+    names the padding stage."""
+    import openvta.compiler.ops.conv2d as conv2d_module
+    from openvta.compiler import LoweringError
+
+    monkeypatch.setattr(conv2d_module, "check_pad_value", lambda name, value: 5)
+    with pytest.raises(LoweringError, match=r"^lower data_pad: padding must be 0 or -128 \(the DMA pads with "
+                                            r"zeros, or with -128 by pad_min\)$"):
+        conv2d(preset("tiny"), ci=8, co=8, hw=8, kernel=3, pad=1, pad_value=-128).build(
+            _inputs(np.random.default_rng(0), (1, 8, 8, 8), (8, 8, 3, 3), 8))

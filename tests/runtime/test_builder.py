@@ -187,6 +187,16 @@ def test_load_2d_rejects_uop_and_out(tiny: Config, memory_type: MemoryType) -> N
     assert b.insns == []
 
 
+@pytest.mark.parametrize("memory_type", [MemoryType.WGT, MemoryType.ACC, MemoryType.ACC_8BIT])
+def test_load_2d_pads_with_minus_128_only_into_inp(tiny: Config, memory_type: MemoryType) -> None:
+    b = ProgramBuilder(tiny)
+    src = b.tensor("src", shape=(64,))
+    with pytest.raises(BuildError, match=rf"^load_2d of {memory_type.name} cannot pad with -128 \(pad_min\): "
+                                         r"only INP can$"):
+        b.load_2d(memory_type, 0, src, y_size=1, x_size=1, x_pad_0=1, pad_min=True)
+    assert b.insns == []
+
+
 @pytest.mark.parametrize("memory_type", [MemoryType.INP, MemoryType.WGT, MemoryType.ACC])
 def test_load_2d_sram_range(tiny: Config, memory_type: MemoryType) -> None:
     depth = tiny.buffer_depth(memory_type)
