@@ -504,4 +504,3 @@ DESCRIPTOR = OperatorDescriptor(
     match=_match,
     layers=tuple(f"resnet18.{name}" for name in RESNET18), layer=conv2d_layer,
     example={"hw": 8, "ci": 8, "co": 8, "kernel": 3, "pad": 1})
-

@@ -421,4 +421,3 @@ DESCRIPTOR = OperatorDescriptor(
                     of_operator=plan_knobs(DepthwisePlan), features=_features),
     match=_match,
     example={"channels": 8, "hw": 6, "kernel": 3, "pad": 1})
-

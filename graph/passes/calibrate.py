@@ -130,7 +130,7 @@ def calibrate(graph: Graph, feeds: Sequence[Mapping[str, np.ndarray]],
     the activation bits chosen by measured sensitivity within that many times the all-int8
     model's cycles (``costs``: each product's, by node name; MACs without them;
     :mod:`~openvta.graph.sensitivity`); with ``zero_points``, the non-negative activations
-    whose every reader can take it the zero point -128 (:func:`_zero_points`)."""
+    whose producer and every reader can take it the zero point -128 (:func:`_zero_point_values`)."""
     if not feeds:
         raise PassError(_PASS, "needs at least one calibration feed, not none")
     for node in graph.nodes:
@@ -258,7 +258,7 @@ def _makes_zero_point(producer: Node | None) -> bool:
 
 
 def _reads_zero_point(reader: Node, value: str, group: list[str]) -> bool:
-    """Whether ``reader`` computes with ``value``'s zero point (see :func:`_zero_points`)."""
+    """Whether ``reader`` computes with ``value``'s zero point (see :func:`_zero_point_values`)."""
     if reader.op in ZERO_POINT_MEMBERS and reader.outputs[0] in group:
         return True
     rule = op_def(reader.op).quantize

@@ -74,11 +74,11 @@ def _same_op(b: Builder, node: Node) -> bool:
     zero_point = b.zero_point(x)
     if zero_point and node.op not in ZERO_POINT_MEMBERS:
         return False  # (AveragePool, Resize, Im2Col average or pad codes: calibrate gives theirs none)
-    if node.op is Op.RELU and zero_point == INT8_MIN:  # max(q, -128): the codes as they are
+    if node.op is Op.RELU and zero_point:  # max(q, -128): the codes as they are (calibrate's only zero point)
+        if zero_point != INT8_MIN:
+            return False
         b.int8[out] = b.as_int8(x)
         return True
-    if node.op is Op.RELU and zero_point:
-        return _clip(b, node, {"min": 0.0})
     b.int8[out] = b.emit(node.name, node.op, (b.as_int8(x),), b.name(f"{out}.q"),
                          dict(node.attrs), QuantParams((b.scale(x),), zero_point))
     return True
@@ -101,16 +101,15 @@ def _wants_wide(b: Builder, value: str) -> tuple[bool, bool]:
     return wide, narrow
 
 
-def _clip(b: Builder, node: Node, bounds: dict[str, float] | None = None) -> bool:
-    """Clip (or ReLU, ``bounds`` ``{"min": 0}``) of an int8 value: its bounds in the input's
-    scale and zero point."""
+def _clip(b: Builder, node: Node) -> bool:
+    """Clip of an int8 value: its bounds in the input's scale and zero point."""
     if node.inputs[0] in b.source.constants:
         return False
     scale, zero_point = b.scale(node.inputs[0]), b.zero_point(node.inputs[0])
     attrs: dict[str, object] = {}
     for key, limit in (("min", INT8_MIN), ("max", INT8_MAX)):
-        if key in (node.attrs if bounds is None else bounds):
-            bound = (float_attr(node.attrs, key) if bounds is None else bounds[key]) / scale
+        if key in node.attrs:
+            bound = float_attr(node.attrs, key) / scale
             attrs[key] = int(np.clip(np.rint(bound) + zero_point, INT8_MIN, INT8_MAX)) if np.isfinite(bound) \
                 else limit
     out = node.outputs[0]
@@ -145,7 +144,7 @@ def _linear(b: Builder, node: Node) -> bool:
     acc_scales = data_scale * w_scales
     # zero points (docs/DECISIONS.md, "Zero points on non-negative activations"): the output's,
     # zp / M in the accumulator, where M is the requantization's multiplier; the input's:
-    offset = _zero_offset(b, node, w_q, acc_scales) + (zero_out * out_scale if zero_out else 0.0)
+    offset = _zero_offset(b, node, w_q, acc_scales) + zero_out * out_scale
     bias_q, bound = _bias(b, node, bias, acc_scales, weight_sums, offset=offset)
     attrs = _padded_with_zero_point(b, node)
     inputs = (b.as_int8(node.inputs[0]),
@@ -290,10 +289,10 @@ def _matmul(b: Builder, node: Node) -> bool:
     """A product of two activations per head (``(H, M, K)`` by ``(H, K, N)``, static: what
     legalize makes of attention's): int8 × int8 → int32 in the scale ``s_a·s_b``, then
     ``Requantize`` to the output's scale.  Any other MatMul is a float island."""
-    if _zero_points(b, node):
-        return False
     if any(v in b.source.constants for v in node.inputs):
         return _linear(b, node)
+    if _zero_points(b, node):
+        return False
     a, w = (b.source.types[v] for v in node.inputs)
     if a.ndim != 3 or w.ndim != 3 or not all(isinstance(d, int) for d in (*a.shape, *w.shape)):
         return False

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import OpError, OutOfRange, PassError
-from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from openvta.isa import INT32_LIMIT
 
+from ..errors import OpError, OutOfRange, PassError
+from ..ir import Attrs, DType, Graph, Node, Op, Precision, QuantParams, RequantMode, TensorType
 from ..quantization import requant_params, wide_scale
 from ..rewrite import fresh
 from .infer_shapes import infer_node

@@ -107,3 +107,30 @@ def test_a_strided_1x1_conv2d_on_the_rtl() -> None:
               "bias": rng.integers(-(2**14), 2**14, (op.params["co"],), dtype=np.int32)}
     result = openvta.simulate(op.build(inputs), backend="rtl")
     np.testing.assert_array_equal(result["out"], op.reference(inputs))
+
+
+def test_padding_a_weight_cache_with_minus_128_is_refused() -> None:
+    """LOAD's pad_min is INP's only: a weight cache padded with -128 is a lowering error."""
+    cfg = preset("tiny")
+    b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
+    data = te.placeholder((2, 3, b, bi), "int8", "data")
+    weight = te.placeholder((2, 1, bo, bi), "int8", "weight")
+    padded = te.compute((2, 3, bo, bi), lambda o, c, m, k: te.select(
+        (te.less_equal(1, c), te.less(c, 2)), weight[o, c - 1, m, k], -128), "weight_pad")
+    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(bi, "k")
+    acc = te.compute((2, 2, b, bo), lambda i, o, j, m: te.sum(
+        data[i, ko, j, k].astype("int32") * padded[o, ko, m, k].astype("int32"), axis=[ko, k]), "acc")
+    out = te.compute(acc.shape, lambda *i: acc(*i).astype("int8"), "out")
+    s = create_schedule(out)
+    _, o, _, _ = s[out].axis
+    s[acc].set_scope("acc")
+    s[acc].compute_at(s[out], o)
+    ko_, k_ = s[acc].reduce_axis
+    s[acc].reorder(ko_, *s[acc].axis, k_)
+    for t, scope in ((data, "inp"), (padded, "wgt")):
+        s[s.cache_read(t, scope, [acc])].compute_at(s[out], o)
+    s[padded].compute_inline()
+    s[acc].tensorize(s[acc].axis[2], gemm_intrinsic(cfg))
+    with pytest.raises(LoweringError, match=r"^inject_dma: weight_pad\.wgt: only the inp buffer can be padded "
+                                            r"with -128 \(LOAD INP's pad_min\); pad the wgt buffer with 0$"):
+        build(s, cfg)
