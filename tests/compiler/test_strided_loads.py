@@ -66,10 +66,15 @@ def _dense_through(index) -> tuple[Schedule, Config]:
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
     data = te.placeholder((2, 7, b, bi), "int8", "data")
     picked = te.compute((2, 3, b, bi), lambda i, c, j, k: data[i, index(c), j, k], "picked")
-    weight = te.placeholder((2, 3, bo, bi), "int8", "weight")
-    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(bi, "k")
-    acc = te.compute((2, 2, b, bo), lambda i, o, j, m: te.sum(
-        picked[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]), "acc")
+    return _dense_schedule(cfg, picked, te.placeholder((2, 3, bo, bi), "int8", "weight"), picked), cfg
+
+
+def _dense_schedule(cfg: Config, data: te.Tensor, weight: te.Tensor, inlined: te.Tensor) -> Schedule:
+    """A dense layer of ``data`` ``(2, 3, B, BI)`` by ``weight`` ``(2, 3, BO, BI)``, each read through
+    its cache, ``inlined`` (one of them, a stage over a placeholder) inlined into its cache."""
+    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(cfg.BLOCK_IN, "k")
+    acc = te.compute((2, 2, cfg.BATCH, cfg.BLOCK_OUT), lambda i, o, j, m: te.sum(
+        data[i, ko, j, k].astype("int32") * weight[o, ko, m, k].astype("int32"), axis=[ko, k]), "acc")
     out = te.compute(acc.shape, lambda *i: acc(*i).astype("int8"), "out")
     s = create_schedule(out)
     _, o, _, _ = s[out].axis
@@ -77,12 +82,11 @@ def _dense_through(index) -> tuple[Schedule, Config]:
     s[acc].compute_at(s[out], o)
     ko_, k_ = s[acc].reduce_axis
     s[acc].reorder(ko_, *s[acc].axis, k_)
-    for t in (picked, weight):
-        cache = s.cache_read(t, "inp" if t is picked else "wgt", [acc])
-        s[cache].compute_at(s[out], o)
-    s[picked].compute_inline()
+    for t, scope in ((data, "inp"), (weight, "wgt")):
+        s[s.cache_read(t, scope, [acc])].compute_at(s[out], o)
+    s[inlined].compute_inline()
     s[acc].tensorize(s[acc].axis[2], gemm_intrinsic(cfg))
-    return s, cfg
+    return s
 
 
 @pytest.mark.parametrize(("index", "message"), [
@@ -113,24 +117,10 @@ def test_padding_a_weight_cache_with_minus_128_is_refused() -> None:
     """LOAD's pad_min is INP's only: a weight cache padded with -128 is a lowering error."""
     cfg = preset("tiny")
     b, bi, bo = cfg.BATCH, cfg.BLOCK_IN, cfg.BLOCK_OUT
-    data = te.placeholder((2, 3, b, bi), "int8", "data")
     weight = te.placeholder((2, 1, bo, bi), "int8", "weight")
     padded = te.compute((2, 3, bo, bi), lambda o, c, m, k: te.select(
         (te.less_equal(1, c), te.less(c, 2)), weight[o, c - 1, m, k], -128), "weight_pad")
-    ko, k = te.reduce_axis(3, "ko"), te.reduce_axis(bi, "k")
-    acc = te.compute((2, 2, b, bo), lambda i, o, j, m: te.sum(
-        data[i, ko, j, k].astype("int32") * padded[o, ko, m, k].astype("int32"), axis=[ko, k]), "acc")
-    out = te.compute(acc.shape, lambda *i: acc(*i).astype("int8"), "out")
-    s = create_schedule(out)
-    _, o, _, _ = s[out].axis
-    s[acc].set_scope("acc")
-    s[acc].compute_at(s[out], o)
-    ko_, k_ = s[acc].reduce_axis
-    s[acc].reorder(ko_, *s[acc].axis, k_)
-    for t, scope in ((data, "inp"), (padded, "wgt")):
-        s[s.cache_read(t, scope, [acc])].compute_at(s[out], o)
-    s[padded].compute_inline()
-    s[acc].tensorize(s[acc].axis[2], gemm_intrinsic(cfg))
+    s = _dense_schedule(cfg, te.placeholder((2, 3, b, bi), "int8", "data"), padded, padded)
     with pytest.raises(LoweringError, match=r"^inject_dma: weight_pad\.wgt: only the inp buffer can be padded "
                                             r"with -128 \(LOAD INP's pad_min\); pad the wgt buffer with 0$"):
         build(s, cfg)
